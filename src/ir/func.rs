@@ -1,0 +1,128 @@
+//! The SSA function: what a compiled function is made of between the user's graph and a
+//! backend. Values are defined once, instructions are in order, and everything lives in arenas
+//! indexed by small `Copy` handles, as in Cranelift's `ir` module, so that the function is cheap
+//! to clone and easy to rewrite.
+
+use super::infer::infer;
+use super::op::Op;
+use super::types::TensorType;
+use std::fmt;
+
+/// A value: a function parameter or the result of an instruction.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Value(pub u32);
+
+impl Value {
+    pub fn index(self) -> usize {
+        self.0 as usize
+    }
+}
+
+impl fmt::Display for Value {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "%{}", self.0)
+    }
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct ValueData {
+    pub ty: TensorType,
+    /// The name from the source (graph variable name or text-form name), if any.
+    pub name: Option<String>,
+}
+
+/// A nested sequence of instructions that ends by yielding values (the branches of `ifelse`).
+/// Instructions in a region may use values defined before the region.
+#[derive(Clone, Debug, PartialEq, Default)]
+pub struct Region {
+    pub body: Vec<Inst>,
+    pub yields: Vec<Value>,
+}
+
+/// One instruction: an op applied to argument values, defining result values.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Inst {
+    pub op: Op,
+    pub args: Vec<Value>,
+    pub results: Vec<Value>,
+    /// Nested regions (only control ops have any).
+    pub regions: Vec<Region>,
+}
+
+/// A function in SSA form.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Func {
+    pub name: String,
+    pub values: Vec<ValueData>,
+    pub params: Vec<Value>,
+    pub body: Vec<Inst>,
+    pub outputs: Vec<Value>,
+}
+
+impl Func {
+    pub fn new(name: impl Into<String>) -> Func {
+        Func {
+            name: name.into(),
+            values: Vec::new(),
+            params: Vec::new(),
+            body: Vec::new(),
+            outputs: Vec::new(),
+        }
+    }
+
+    /// A fresh value of type `ty`, not yet defined anywhere.
+    pub fn new_value(&mut self, ty: TensorType, name: Option<String>) -> Value {
+        self.values.push(ValueData { ty, name });
+        Value(self.values.len() as u32 - 1)
+    }
+
+    pub fn add_param(&mut self, ty: TensorType, name: Option<String>) -> Value {
+        let v = self.new_value(ty, name);
+        self.params.push(v);
+        v
+    }
+
+    pub fn ty(&self, v: Value) -> &TensorType {
+        &self.values[v.index()].ty
+    }
+
+    pub fn name_of(&self, v: Value) -> Option<&str> {
+        self.values[v.index()].name.as_deref()
+    }
+
+    /// Builds an instruction with inferred result types, without appending it.
+    pub fn make_inst(&mut self, op: Op, args: &[Value]) -> Result<Inst, String> {
+        let tys: Vec<&TensorType> = args.iter().map(|&a| &self.values[a.index()].ty).collect();
+        let outs = infer(&op, &tys)?;
+        let results = outs.into_iter().map(|t| self.new_value(t, None)).collect();
+        Ok(Inst {
+            op,
+            args: args.to_vec(),
+            results,
+            regions: Vec::new(),
+        })
+    }
+
+    /// Appends `op(args)` to the body and returns its results.
+    pub fn push(&mut self, op: Op, args: &[Value]) -> Result<Vec<Value>, String> {
+        let inst = self.make_inst(op, args)?;
+        let r = inst.results.clone();
+        self.body.push(inst);
+        Ok(r)
+    }
+
+    /// Appends a single-result op and returns its result.
+    pub fn push1(&mut self, op: Op, args: &[Value]) -> Result<Value, String> {
+        Ok(self.push(op, args)?[0])
+    }
+
+    /// Number of instructions, nested ones included.
+    pub fn inst_count(&self) -> usize {
+        fn count(b: &[Inst]) -> usize {
+            b.iter()
+                .map(|i| 1 + i.regions.iter().map(|r| count(&r.body)).sum::<usize>())
+                .sum()
+        }
+        count(&self.body)
+    }
+}

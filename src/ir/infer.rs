@@ -1,0 +1,446 @@
+//! Type inference for the built-in ops: Theano's `make_node` check. Given the input types, the
+//! output types or an error that says what is wrong. It never looks at where inputs come from.
+//!
+//! With every input dim known, the result is the concrete output shape, so the same function
+//! serves as `infer_shape` at run time (see [`infer_shape`]).
+
+use super::op::{BinaryOp, Op, ReduceOp, UnaryOp};
+use super::types::{broadcast_dims, Dim, ShapeDisplay, TensorType};
+use super::DType;
+
+/// Output types of `op` applied to inputs of types `inputs`.
+pub fn infer(op: &Op, inputs: &[&TensorType]) -> Result<Vec<TensorType>, String> {
+    if let Some(n) = op.arity() {
+        if inputs.len() != n {
+            return Err(format!(
+                "{} takes {n} input(s), got {}",
+                op.name(),
+                inputs.len()
+            ));
+        }
+    }
+    let name = op.name();
+    let one = |t: TensorType| Ok(vec![t]);
+    match op {
+        Op::Unary(u) => {
+            let t = inputs[0];
+            match u {
+                UnaryOp::Not if t.dtype != DType::Bool => {
+                    Err(format!("not takes bool, got {}", t.dtype))
+                }
+                UnaryOp::Not => one(t.clone()),
+                _ if t.dtype == DType::Bool => {
+                    Err(format!("{name} does not take bool (cast first)"))
+                }
+                _ if u.float_only() && !t.dtype.is_float() => Err(format!(
+                    "{name} takes f32 or f64, got {} (cast first)",
+                    t.dtype
+                )),
+                _ => one(t.clone()),
+            }
+        }
+        Op::Binary(b) => {
+            let (x, y) = (inputs[0], inputs[1]);
+            if x.dtype != y.dtype {
+                return Err(format!(
+                    "{name}: operands have different dtypes {x} and {y} (cast one explicitly)"
+                ));
+            }
+            let shape = broadcast_dims(&x.shape, &y.shape).map_err(|e| format!("{name}: {e}"))?;
+            let dt = x.dtype;
+            if b.is_logical() && dt != DType::Bool {
+                return Err(format!("{name} takes bool operands, got {dt}"));
+            }
+            if *b == BinaryOp::Div && !dt.is_float() {
+                return Err(format!(
+                    "div takes f32 or f64, got {dt} (use floordiv for integers)"
+                ));
+            }
+            if !b.is_logical() && !b.is_comparison() && dt == DType::Bool {
+                return Err(format!("{name} does not take bool operands (cast first)"));
+            }
+            let out = if b.is_comparison() { DType::Bool } else { dt };
+            one(TensorType::new(out, shape))
+        }
+        Op::Select => {
+            let (c, a, b) = (inputs[0], inputs[1], inputs[2]);
+            if c.dtype != DType::Bool {
+                return Err(format!("select: the condition must be bool, got {c}"));
+            }
+            if a.dtype != b.dtype {
+                return Err(format!(
+                    "select: branches have different dtypes {a} and {b}"
+                ));
+            }
+            let s = broadcast_dims(&c.shape, &a.shape).map_err(|e| format!("select: {e}"))?;
+            let s = broadcast_dims(&s, &b.shape).map_err(|e| format!("select: {e}"))?;
+            one(TensorType::new(a.dtype, s))
+        }
+        Op::Cast { to } => one(inputs[0].with_dtype(*to)),
+        Op::Reduce {
+            op: r,
+            axes,
+            keepdims,
+        } => {
+            let t = inputs[0];
+            if let Some(ax) = axes {
+                check_axes(name, ax, t.rank())?;
+                if matches!(r, ReduceOp::ArgMax | ReduceOp::ArgMin) && ax.len() != 1 {
+                    return Err(format!("{name} takes one axis or none, got {}", ax.len()));
+                }
+            }
+            let dt = match r {
+                ReduceOp::Sum | ReduceOp::Prod if t.dtype == DType::Bool => DType::I64,
+                ReduceOp::Mean if !t.dtype.is_float() => DType::F64,
+                ReduceOp::ArgMax | ReduceOp::ArgMin => DType::I64,
+                ReduceOp::All | ReduceOp::Any => DType::Bool,
+                _ => t.dtype,
+            };
+            let reduced = |i: usize| axes.as_ref().is_none_or(|a| a.contains(&i));
+            let mut shape = Vec::new();
+            for (i, &d) in t.shape.iter().enumerate() {
+                if !reduced(i) {
+                    shape.push(d);
+                } else if *keepdims {
+                    shape.push(Some(1));
+                }
+            }
+            one(TensorType::new(dt, shape))
+        }
+        Op::Transpose { perm } => {
+            let t = inputs[0];
+            let mut seen = vec![false; t.rank()];
+            if perm.len() != t.rank()
+                || perm
+                    .iter()
+                    .any(|&p| p >= t.rank() || std::mem::replace(&mut seen[p], true))
+            {
+                return Err(format!(
+                    "transpose: perm {perm:?} is not a permutation of {} axes",
+                    t.rank()
+                ));
+            }
+            one(TensorType::new(
+                t.dtype,
+                perm.iter().map(|&p| t.shape[p]).collect::<Vec<_>>(),
+            ))
+        }
+        Op::Reshape { shape } => {
+            let t = inputs[0];
+            let infer_at: Vec<usize> = (0..shape.len()).filter(|&i| shape[i] == -1).collect();
+            if infer_at.len() > 1 || shape.iter().any(|&d| d < -1) {
+                return Err(format!(
+                    "reshape: bad target shape {shape:?} (dims >= 0, at most one -1)"
+                ));
+            }
+            let known: usize = shape
+                .iter()
+                .filter(|&&d| d >= 0)
+                .map(|&d| d as usize)
+                .product();
+            let total: Option<usize> = t.shape.iter().copied().product();
+            let mut out: Vec<Dim> = shape
+                .iter()
+                .map(|&d| (d >= 0).then_some(d as usize))
+                .collect();
+            match (total, infer_at.first()) {
+                (Some(n), None) if n != known => {
+                    return Err(format!(
+                        "reshape: cannot reshape {} ({n} elements) to {shape:?}",
+                        ShapeDisplay(&t.shape)
+                    ))
+                }
+                (Some(n), Some(&i)) => {
+                    if known == 0 || n % known != 0 {
+                        return Err(format!(
+                            "reshape: cannot reshape {} ({n} elements) to {shape:?}",
+                            ShapeDisplay(&t.shape)
+                        ));
+                    }
+                    out[i] = Some(n / known);
+                }
+                _ => {}
+            }
+            one(TensorType::new(t.dtype, out))
+        }
+        Op::BroadcastTo { shape } => {
+            let t = inputs[0];
+            let target: Vec<Dim> = shape.iter().map(|&d| Some(d)).collect();
+            let b = broadcast_dims(&t.shape, &target).ok();
+            let ok = t.rank() <= shape.len()
+                && t.shape
+                    .iter()
+                    .rev()
+                    .zip(shape.iter().rev())
+                    .all(|(d, &s)| matches!(d, Some(1)) || d.is_none_or(|d| d == s))
+                && b.is_some();
+            if !ok {
+                return Err(format!(
+                    "broadcast_to: cannot broadcast {} to {shape:?}",
+                    ShapeDisplay(&t.shape)
+                ));
+            }
+            one(TensorType::new(t.dtype, target))
+        }
+        Op::ExpandDims { axes } => {
+            let t = inputs[0];
+            let rank = t.rank() + axes.len();
+            check_axes(name, axes, rank)?;
+            let mut src = t.shape.iter();
+            let shape = (0..rank)
+                .map(|i| {
+                    if axes.contains(&i) {
+                        Some(1)
+                    } else {
+                        *src.next().unwrap()
+                    }
+                })
+                .collect::<Vec<_>>();
+            one(TensorType::new(t.dtype, shape))
+        }
+        Op::Squeeze { axes } => {
+            let t = inputs[0];
+            check_axes(name, axes, t.rank())?;
+            for &a in axes {
+                if let Some(d) = t.shape[a] {
+                    if d != 1 {
+                        return Err(format!("squeeze: axis {a} has size {d}, not 1"));
+                    }
+                }
+            }
+            let shape = (0..t.rank())
+                .filter(|i| !axes.contains(i))
+                .map(|i| t.shape[i])
+                .collect::<Vec<_>>();
+            one(TensorType::new(t.dtype, shape))
+        }
+        Op::Concat { axis } => {
+            let Some(first) = inputs.first() else {
+                return Err("concat takes at least one input".into());
+            };
+            if *axis >= first.rank() {
+                return Err(format!(
+                    "concat: axis {axis} is out of range for rank {}",
+                    first.rank()
+                ));
+            }
+            let mut shape = first.shape.clone();
+            for t in &inputs[1..] {
+                if t.dtype != first.dtype || t.rank() != first.rank() {
+                    return Err(format!(
+                        "concat: inputs {first} and {t} differ in dtype or rank"
+                    ));
+                }
+                for i in 0..shape.len() {
+                    if i == *axis {
+                        shape[i] = match (shape[i], t.shape[i]) {
+                            (Some(a), Some(b)) => Some(a + b),
+                            _ => None,
+                        };
+                    } else {
+                        shape[i] = match (shape[i], t.shape[i]) {
+                            (Some(a), Some(b)) if a != b => {
+                                return Err(format!(
+                                    "concat: inputs {first} and {t} differ in dim {i}"
+                                ))
+                            }
+                            (Some(a), _) | (_, Some(a)) => Some(a),
+                            _ => None,
+                        };
+                    }
+                }
+            }
+            one(TensorType::new(first.dtype, shape))
+        }
+        Op::Slice {
+            starts,
+            stops,
+            steps,
+        } => {
+            let t = inputs[0];
+            if starts.len() != stops.len() || starts.len() != steps.len() || starts.len() > t.rank()
+            {
+                return Err(format!("slice: starts, stops and steps must have one entry per sliced axis (at most {})", t.rank()));
+            }
+            if steps.contains(&0) {
+                return Err("slice: step cannot be zero".into());
+            }
+            let mut shape = t.shape.clone();
+            for i in 0..starts.len() {
+                shape[i] = shape[i].map(|n| slice_len(n, starts[i], stops[i], steps[i]));
+            }
+            one(TensorType::new(t.dtype, shape))
+        }
+        Op::MatMul => {
+            let (a, b) = (inputs[0], inputs[1]);
+            if a.dtype != b.dtype {
+                return Err(format!(
+                    "matmul: operands have different dtypes {a} and {b}"
+                ));
+            }
+            if a.dtype == DType::Bool {
+                return Err("matmul does not take bool operands".into());
+            }
+            if a.rank() == 0 || b.rank() == 0 {
+                return Err("matmul: operands must have at least one dim".into());
+            }
+            let (ka, kb) = (
+                a.shape[a.rank() - 1],
+                b.shape[if b.rank() == 1 { 0 } else { b.rank() - 2 }],
+            );
+            if let (Some(x), Some(y)) = (ka, kb) {
+                if x != y {
+                    return Err(format!("matmul: inner dims {x} and {y} differ ({a} @ {b})"));
+                }
+            }
+            let batch_a = if a.rank() > 2 {
+                &a.shape[..a.rank() - 2]
+            } else {
+                &[][..]
+            };
+            let batch_b = if b.rank() > 2 {
+                &b.shape[..b.rank() - 2]
+            } else {
+                &[][..]
+            };
+            let mut shape =
+                broadcast_dims(batch_a, batch_b).map_err(|e| format!("matmul: batch dims: {e}"))?;
+            if a.rank() >= 2 {
+                shape.push(a.shape[a.rank() - 2]);
+            }
+            if b.rank() >= 2 {
+                shape.push(b.shape[b.rank() - 1]);
+            }
+            one(TensorType::new(a.dtype, shape))
+        }
+        Op::Const(t) => one(t.ty()),
+        Op::Zeros { shape, dtype } | Op::Ones { shape, dtype } | Op::Full { shape, dtype, .. } => {
+            one(TensorType::fixed(*dtype, shape))
+        }
+        Op::Arange {
+            start,
+            stop,
+            step,
+            dtype,
+        } => {
+            let n = arange_len(start.0, stop.0, step.0)?;
+            if *dtype == DType::Bool {
+                return Err("arange does not make bool tensors".into());
+            }
+            one(TensorType::fixed(*dtype, &[n]))
+        }
+    }
+}
+
+/// Concrete output shapes for concrete input shapes (Theano's `infer_shape`), for memory
+/// planning before running.
+pub fn infer_shape(
+    op: &Op,
+    dtypes: &[DType],
+    shapes: &[&[usize]],
+) -> Result<Vec<Vec<usize>>, String> {
+    let tys: Vec<TensorType> = dtypes
+        .iter()
+        .zip(shapes)
+        .map(|(&d, s)| TensorType::fixed(d, s))
+        .collect();
+    let refs: Vec<&TensorType> = tys.iter().collect();
+    infer(op, &refs)?
+        .into_iter()
+        .map(|t| {
+            t.known_shape().ok_or_else(|| {
+                format!(
+                    "{}: output shape is not determined by input shapes",
+                    op.name()
+                )
+            })
+        })
+        .collect()
+}
+
+fn check_axes(name: &str, axes: &[usize], rank: usize) -> Result<(), String> {
+    for (i, &a) in axes.iter().enumerate() {
+        if a >= rank {
+            return Err(format!("{name}: axis {a} is out of range for rank {rank}"));
+        }
+        if axes[..i].contains(&a) {
+            return Err(format!("{name}: axis {a} is repeated"));
+        }
+    }
+    Ok(())
+}
+
+/// numpy's `PySlice_AdjustIndices`: the clamped start and the length of `start:stop:step` on a
+/// dim of size `n`.
+pub fn slice_bounds(n: usize, start: i64, stop: i64, step: i64) -> (i64, usize) {
+    let n = n as i64;
+    let clamp = |v: i64, default_neg: i64, default_pos: i64| -> i64 {
+        if v == i64::MIN {
+            return default_neg;
+        }
+        if v == i64::MAX {
+            return default_pos;
+        }
+        let v = if v < 0 { v.saturating_add(n) } else { v };
+        if step < 0 {
+            v.clamp(-1, n - 1)
+        } else {
+            v.clamp(0, n)
+        }
+    };
+    let (start, stop) = if step > 0 {
+        (clamp(start, 0, n), clamp(stop, 0, n))
+    } else {
+        (clamp(start, n - 1, n - 1), clamp(stop, -1, -1))
+    };
+    let len = if step > 0 {
+        if stop > start {
+            (stop - start + step - 1) / step
+        } else {
+            0
+        }
+    } else if start > stop {
+        (start - stop + (-step) - 1) / (-step)
+    } else {
+        0
+    };
+    (start, len as usize)
+}
+
+pub fn slice_len(n: usize, start: i64, stop: i64, step: i64) -> usize {
+    slice_bounds(n, start, stop, step).1
+}
+
+/// Number of elements of `arange(start, stop, step)`.
+pub fn arange_len(start: f64, stop: f64, step: f64) -> Result<usize, String> {
+    if step == 0.0 || !step.is_finite() || !start.is_finite() || !stop.is_finite() {
+        return Err("arange: start, stop and step must be finite and step nonzero".into());
+    }
+    let n = ((stop - start) / step).ceil();
+    Ok(if n > 0.0 { n as usize } else { 0 })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slices_follow_numpy() {
+        // a[1:4], a[::-1], a[-2:], a[5::-2] on a 6-element axis
+        assert_eq!(slice_bounds(6, 1, 4, 1), (1, 3));
+        assert_eq!(slice_bounds(6, i64::MIN, i64::MIN, -1), (5, 6));
+        assert_eq!(slice_bounds(6, -2, i64::MAX, 1), (4, 2));
+        assert_eq!(slice_bounds(6, 5, i64::MIN, -2), (5, 3));
+        assert_eq!(slice_bounds(6, 10, 20, 1).1, 0);
+        assert_eq!(slice_bounds(6, -100, 100, 1), (0, 6));
+        assert_eq!(slice_bounds(0, 0, 5, 1).1, 0);
+    }
+
+    #[test]
+    fn arange_lengths() {
+        assert_eq!(arange_len(0.0, 5.0, 1.0).unwrap(), 5);
+        assert_eq!(arange_len(0.0, 1.0, 0.3).unwrap(), 4);
+        assert_eq!(arange_len(5.0, 0.0, 1.0).unwrap(), 0);
+        assert!(arange_len(0.0, 1.0, 0.0).is_err());
+    }
+}

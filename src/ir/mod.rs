@@ -1,0 +1,14 @@
+//! The intermediate representation: dtypes, tensor types, the op set, type inference and the
+//! SSA function.
+
+mod dtype;
+pub mod func;
+pub mod infer;
+pub mod op;
+pub mod types;
+
+pub use dtype::{DType, Element};
+pub use func::{Func, Inst, Region, Value, ValueData};
+pub use infer::{infer, infer_shape};
+pub use op::{BinaryOp, F64Bits, Op, ReduceOp, UnaryOp};
+pub use types::{broadcast_dims, broadcast_shapes, Dim, TensorType};

@@ -1,0 +1,381 @@
+//! The built-in op set (CONTRACTS.md §1). An `Op` holds its parameters as fields; ops that do
+//! the same thing compare and hash equal, which is what lets merging find duplicates.
+//! Axes are stored normalized (non-negative, sorted) so that `[-1]` and `[1]` on a rank-2 input
+//! are the same op.
+
+use super::DType;
+use crate::tensor::Tensor;
+use std::hash::{Hash, Hasher};
+
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum UnaryOp {
+    Neg,
+    Abs,
+    Sign,
+    Exp,
+    Log,
+    Log1p,
+    Expm1,
+    Sqrt,
+    Rsqrt,
+    Sin,
+    Cos,
+    Tan,
+    Tanh,
+    Sigmoid,
+    Erf,
+    Floor,
+    Ceil,
+    Round,
+    Square,
+    Reciprocal,
+    Relu,
+    Not,
+}
+
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum BinaryOp {
+    Add,
+    Sub,
+    Mul,
+    Div,
+    FloorDiv,
+    Pow,
+    Maximum,
+    Minimum,
+    Mod,
+    Lt,
+    Le,
+    Gt,
+    Ge,
+    Eq,
+    Ne,
+    And,
+    Or,
+}
+
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum ReduceOp {
+    Sum,
+    Prod,
+    Max,
+    Min,
+    Mean,
+    ArgMax,
+    ArgMin,
+    All,
+    Any,
+}
+
+/// An f64 parameter compared and hashed by its bits, so that ops holding one can be merged.
+#[derive(Copy, Clone, Debug)]
+pub struct F64Bits(pub f64);
+
+impl PartialEq for F64Bits {
+    fn eq(&self, o: &Self) -> bool {
+        self.0.to_bits() == o.0.to_bits()
+    }
+}
+impl Eq for F64Bits {}
+impl Hash for F64Bits {
+    fn hash<H: Hasher>(&self, h: &mut H) {
+        self.0.to_bits().hash(h)
+    }
+}
+
+/// A built-in op with its parameters.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Op {
+    Unary(UnaryOp),
+    Binary(BinaryOp),
+    /// `select(cond, then, else)`: numpy `where`.
+    Select,
+    Cast {
+        to: DType,
+    },
+    /// Reduction over `axes` (normalized, sorted; `None` means every axis).
+    Reduce {
+        op: ReduceOp,
+        axes: Option<Vec<usize>>,
+        keepdims: bool,
+    },
+    /// A view: output axis `i` is input axis `perm[i]`.
+    Transpose {
+        perm: Vec<usize>,
+    },
+    /// A view when the input is contiguous. One entry may be -1.
+    Reshape {
+        shape: Vec<i64>,
+    },
+    /// A view with zero strides on stretched dims.
+    BroadcastTo {
+        shape: Vec<usize>,
+    },
+    /// Inserts size-1 dims at `axes` (positions in the output, normalized, sorted).
+    ExpandDims {
+        axes: Vec<usize>,
+    },
+    /// Removes the size-1 dims at `axes` (normalized, sorted).
+    Squeeze {
+        axes: Vec<usize>,
+    },
+    Concat {
+        axis: usize,
+    },
+    /// numpy basic slicing on the leading `starts.len()` axes. `i64::MIN` / `i64::MAX` stand for
+    /// an omitted bound.
+    Slice {
+        starts: Vec<i64>,
+        stops: Vec<i64>,
+        steps: Vec<i64>,
+    },
+    /// numpy `matmul`: 1-D and batched operands included.
+    MatMul,
+    /// A constant value.
+    Const(Tensor),
+    Zeros {
+        shape: Vec<usize>,
+        dtype: DType,
+    },
+    Ones {
+        shape: Vec<usize>,
+        dtype: DType,
+    },
+    Full {
+        shape: Vec<usize>,
+        dtype: DType,
+        value: F64Bits,
+    },
+    Arange {
+        start: F64Bits,
+        stop: F64Bits,
+        step: F64Bits,
+        dtype: DType,
+    },
+}
+
+impl UnaryOp {
+    pub const ALL: [UnaryOp; 22] = [
+        UnaryOp::Neg,
+        UnaryOp::Abs,
+        UnaryOp::Sign,
+        UnaryOp::Exp,
+        UnaryOp::Log,
+        UnaryOp::Log1p,
+        UnaryOp::Expm1,
+        UnaryOp::Sqrt,
+        UnaryOp::Rsqrt,
+        UnaryOp::Sin,
+        UnaryOp::Cos,
+        UnaryOp::Tan,
+        UnaryOp::Tanh,
+        UnaryOp::Sigmoid,
+        UnaryOp::Erf,
+        UnaryOp::Floor,
+        UnaryOp::Ceil,
+        UnaryOp::Round,
+        UnaryOp::Square,
+        UnaryOp::Reciprocal,
+        UnaryOp::Relu,
+        UnaryOp::Not,
+    ];
+
+    pub fn name(self) -> &'static str {
+        use UnaryOp::*;
+        match self {
+            Neg => "neg",
+            Abs => "abs",
+            Sign => "sign",
+            Exp => "exp",
+            Log => "log",
+            Log1p => "log1p",
+            Expm1 => "expm1",
+            Sqrt => "sqrt",
+            Rsqrt => "rsqrt",
+            Sin => "sin",
+            Cos => "cos",
+            Tan => "tan",
+            Tanh => "tanh",
+            Sigmoid => "sigmoid",
+            Erf => "erf",
+            Floor => "floor",
+            Ceil => "ceil",
+            Round => "round",
+            Square => "square",
+            Reciprocal => "reciprocal",
+            Relu => "relu",
+            Not => "not",
+        }
+    }
+
+    /// Ops defined on floats only (transcendentals and roundings).
+    pub fn float_only(self) -> bool {
+        use UnaryOp::*;
+        matches!(
+            self,
+            Exp | Log
+                | Log1p
+                | Expm1
+                | Sqrt
+                | Rsqrt
+                | Sin
+                | Cos
+                | Tan
+                | Tanh
+                | Sigmoid
+                | Erf
+                | Reciprocal
+        )
+    }
+}
+
+impl BinaryOp {
+    pub const ALL: [BinaryOp; 17] = [
+        BinaryOp::Add,
+        BinaryOp::Sub,
+        BinaryOp::Mul,
+        BinaryOp::Div,
+        BinaryOp::FloorDiv,
+        BinaryOp::Pow,
+        BinaryOp::Maximum,
+        BinaryOp::Minimum,
+        BinaryOp::Mod,
+        BinaryOp::Lt,
+        BinaryOp::Le,
+        BinaryOp::Gt,
+        BinaryOp::Ge,
+        BinaryOp::Eq,
+        BinaryOp::Ne,
+        BinaryOp::And,
+        BinaryOp::Or,
+    ];
+
+    pub fn name(self) -> &'static str {
+        use BinaryOp::*;
+        match self {
+            Add => "add",
+            Sub => "sub",
+            Mul => "mul",
+            Div => "div",
+            FloorDiv => "floordiv",
+            Pow => "pow",
+            Maximum => "maximum",
+            Minimum => "minimum",
+            Mod => "mod",
+            Lt => "lt",
+            Le => "le",
+            Gt => "gt",
+            Ge => "ge",
+            Eq => "eq",
+            Ne => "ne",
+            And => "and",
+            Or => "or",
+        }
+    }
+
+    pub fn is_comparison(self) -> bool {
+        use BinaryOp::*;
+        matches!(self, Lt | Le | Gt | Ge | Eq | Ne)
+    }
+
+    pub fn is_logical(self) -> bool {
+        matches!(self, BinaryOp::And | BinaryOp::Or)
+    }
+}
+
+impl ReduceOp {
+    pub const ALL: [ReduceOp; 9] = [
+        ReduceOp::Sum,
+        ReduceOp::Prod,
+        ReduceOp::Max,
+        ReduceOp::Min,
+        ReduceOp::Mean,
+        ReduceOp::ArgMax,
+        ReduceOp::ArgMin,
+        ReduceOp::All,
+        ReduceOp::Any,
+    ];
+
+    pub fn name(self) -> &'static str {
+        use ReduceOp::*;
+        match self {
+            Sum => "sum",
+            Prod => "prod",
+            Max => "max",
+            Min => "min",
+            Mean => "mean",
+            ArgMax => "argmax",
+            ArgMin => "argmin",
+            All => "all",
+            Any => "any",
+        }
+    }
+}
+
+impl Op {
+    /// The op's name in the text form.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Op::Unary(u) => u.name(),
+            Op::Binary(b) => b.name(),
+            Op::Select => "select",
+            Op::Cast { .. } => "cast",
+            Op::Reduce { op, .. } => op.name(),
+            Op::Transpose { .. } => "transpose",
+            Op::Reshape { .. } => "reshape",
+            Op::BroadcastTo { .. } => "broadcast_to",
+            Op::ExpandDims { .. } => "expand_dims",
+            Op::Squeeze { .. } => "squeeze",
+            Op::Concat { .. } => "concat",
+            Op::Slice { .. } => "slice",
+            Op::MatMul => "matmul",
+            Op::Const(_) => "const",
+            Op::Zeros { .. } => "zeros",
+            Op::Ones { .. } => "ones",
+            Op::Full { .. } => "full",
+            Op::Arange { .. } => "arange",
+        }
+    }
+
+    /// Number of inputs the op takes; `None` for a variable number (concat).
+    pub fn arity(&self) -> Option<usize> {
+        match self {
+            Op::Unary(_) | Op::Cast { .. } | Op::Reduce { .. } => Some(1),
+            Op::Transpose { .. } | Op::Reshape { .. } | Op::BroadcastTo { .. } => Some(1),
+            Op::ExpandDims { .. } | Op::Squeeze { .. } | Op::Slice { .. } => Some(1),
+            Op::Binary(_) | Op::MatMul => Some(2),
+            Op::Select => Some(3),
+            Op::Concat { .. } => None,
+            Op::Const(_) | Op::Zeros { .. } | Op::Ones { .. } | Op::Full { .. } => Some(0),
+            Op::Arange { .. } => Some(0),
+        }
+    }
+
+    /// Theano's `view_map`: for each output, the input it may alias. Views never copy in the
+    /// reference interpreter's contract; the in-place pass follows them transitively.
+    pub fn view_map(&self) -> &'static [(usize, usize)] {
+        match self {
+            Op::Transpose { .. }
+            | Op::Reshape { .. }
+            | Op::BroadcastTo { .. }
+            | Op::ExpandDims { .. }
+            | Op::Squeeze { .. }
+            | Op::Slice { .. } => &[(0, 0)],
+            _ => &[],
+        }
+    }
+
+    /// Theano's `destroy_map`: for each output, the input it overwrites. No built-in op
+    /// destroys its inputs; in-place variants are introduced by the in-place pass.
+    pub fn destroy_map(&self) -> &'static [(usize, usize)] {
+        &[]
+    }
+
+    /// Elementwise ops (one output element from the same-index input elements, broadcasting).
+    pub fn is_elementwise(&self) -> bool {
+        matches!(
+            self,
+            Op::Unary(_) | Op::Binary(_) | Op::Select | Op::Cast { .. }
+        )
+    }
+}

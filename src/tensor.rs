@@ -1,0 +1,278 @@
+//! Concrete tensors: an n-dimensional array of one of kiln's dtypes. `ndarray` is the storage
+//! at the API edge and in the reference interpreter.
+
+use crate::ir::{DType, Element, TensorType};
+use ndarray::{ArrayD, ArrayViewD, IxDyn};
+use std::fmt;
+use std::hash::{Hash, Hasher};
+
+/// An owned tensor of any dtype.
+#[derive(Clone)]
+pub enum Tensor {
+    Bool(ArrayD<bool>),
+    I32(ArrayD<i32>),
+    I64(ArrayD<i64>),
+    F32(ArrayD<f32>),
+    F64(ArrayD<f64>),
+}
+
+/// A borrowed tensor of any dtype: what `Function::call` takes.
+#[derive(Clone, Debug)]
+pub enum TensorRef<'a> {
+    Bool(ArrayViewD<'a, bool>),
+    I32(ArrayViewD<'a, i32>),
+    I64(ArrayViewD<'a, i64>),
+    F32(ArrayViewD<'a, f32>),
+    F64(ArrayViewD<'a, f64>),
+}
+
+/// Applies `$body` to the array inside a tensor, binding it to `$a`, for every dtype.
+#[macro_export]
+#[doc(hidden)]
+macro_rules! for_each_dtype {
+    ($t:expr, $a:ident => $body:expr) => {
+        match $t {
+            $crate::tensor::Tensor::Bool($a) => $body,
+            $crate::tensor::Tensor::I32($a) => $body,
+            $crate::tensor::Tensor::I64($a) => $body,
+            $crate::tensor::Tensor::F32($a) => $body,
+            $crate::tensor::Tensor::F64($a) => $body,
+        }
+    };
+}
+
+/// Like `for_each_dtype!`, and rewraps the result in the same variant.
+#[macro_export]
+#[doc(hidden)]
+macro_rules! map_tensor {
+    ($t:expr, $a:ident => $body:expr) => {
+        match $t {
+            $crate::tensor::Tensor::Bool($a) => $crate::tensor::Tensor::Bool($body),
+            $crate::tensor::Tensor::I32($a) => $crate::tensor::Tensor::I32($body),
+            $crate::tensor::Tensor::I64($a) => $crate::tensor::Tensor::I64($body),
+            $crate::tensor::Tensor::F32($a) => $crate::tensor::Tensor::F32($body),
+            $crate::tensor::Tensor::F64($a) => $crate::tensor::Tensor::F64($body),
+        }
+    };
+}
+
+impl Tensor {
+    pub fn dtype(&self) -> DType {
+        match self {
+            Tensor::Bool(_) => DType::Bool,
+            Tensor::I32(_) => DType::I32,
+            Tensor::I64(_) => DType::I64,
+            Tensor::F32(_) => DType::F32,
+            Tensor::F64(_) => DType::F64,
+        }
+    }
+
+    pub fn shape(&self) -> &[usize] {
+        for_each_dtype!(self, a => a.shape())
+    }
+
+    pub fn len(&self) -> usize {
+        for_each_dtype!(self, a => a.len())
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The type with every dim known.
+    pub fn ty(&self) -> TensorType {
+        TensorType::fixed(self.dtype(), self.shape())
+    }
+
+    pub fn view(&self) -> TensorRef<'_> {
+        match self {
+            Tensor::Bool(a) => TensorRef::Bool(a.view()),
+            Tensor::I32(a) => TensorRef::I32(a.view()),
+            Tensor::I64(a) => TensorRef::I64(a.view()),
+            Tensor::F32(a) => TensorRef::F32(a.view()),
+            Tensor::F64(a) => TensorRef::F64(a.view()),
+        }
+    }
+
+    /// A tensor of `shape` filled with `value` converted to `dtype` (as numpy's `full`).
+    pub fn full(dtype: DType, shape: &[usize], value: f64) -> Tensor {
+        let sh = IxDyn(shape);
+        match dtype {
+            DType::Bool => Tensor::Bool(ArrayD::from_elem(sh, value != 0.0)),
+            DType::I32 => Tensor::I32(ArrayD::from_elem(sh, value as i32)),
+            DType::I64 => Tensor::I64(ArrayD::from_elem(sh, value as i64)),
+            DType::F32 => Tensor::F32(ArrayD::from_elem(sh, value as f32)),
+            DType::F64 => Tensor::F64(ArrayD::from_elem(sh, value)),
+        }
+    }
+
+    pub fn zeros(dtype: DType, shape: &[usize]) -> Tensor {
+        Tensor::full(dtype, shape, 0.0)
+    }
+
+    /// A 0-d tensor.
+    pub fn scalar<T: Element>(v: T) -> Tensor
+    where
+        ArrayD<T>: Into<Tensor>,
+    {
+        ArrayD::from_elem(IxDyn(&[]), v).into()
+    }
+
+    /// Every element converted to f64 in logical (row-major) order; for tests and printing.
+    pub fn to_f64_vec(&self) -> Vec<f64> {
+        match self {
+            Tensor::Bool(a) => a.iter().map(|&x| x as u8 as f64).collect(),
+            Tensor::I32(a) => a.iter().map(|&x| x as f64).collect(),
+            Tensor::I64(a) => a.iter().map(|&x| x as f64).collect(),
+            Tensor::F32(a) => a.iter().map(|&x| x as f64).collect(),
+            Tensor::F64(a) => a.iter().copied().collect(),
+        }
+    }
+
+    pub fn as_f32(&self) -> Option<&ArrayD<f32>> {
+        match self {
+            Tensor::F32(a) => Some(a),
+            _ => None,
+        }
+    }
+    pub fn as_f64(&self) -> Option<&ArrayD<f64>> {
+        match self {
+            Tensor::F64(a) => Some(a),
+            _ => None,
+        }
+    }
+    pub fn as_i32(&self) -> Option<&ArrayD<i32>> {
+        match self {
+            Tensor::I32(a) => Some(a),
+            _ => None,
+        }
+    }
+    pub fn as_i64(&self) -> Option<&ArrayD<i64>> {
+        match self {
+            Tensor::I64(a) => Some(a),
+            _ => None,
+        }
+    }
+    pub fn as_bool(&self) -> Option<&ArrayD<bool>> {
+        match self {
+            Tensor::Bool(a) => Some(a),
+            _ => None,
+        }
+    }
+
+    /// Bitwise equality: NaNs with the same bits are equal, 0.0 and -0.0 are not.
+    pub fn bit_eq(&self, other: &Tensor) -> bool {
+        if self.dtype() != other.dtype() || self.shape() != other.shape() {
+            return false;
+        }
+        match (self, other) {
+            (Tensor::F32(a), Tensor::F32(b)) => {
+                a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits())
+            }
+            (Tensor::F64(a), Tensor::F64(b)) => {
+                a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits())
+            }
+            (Tensor::Bool(a), Tensor::Bool(b)) => a == b,
+            (Tensor::I32(a), Tensor::I32(b)) => a == b,
+            (Tensor::I64(a), Tensor::I64(b)) => a == b,
+            _ => false,
+        }
+    }
+}
+
+impl PartialEq for Tensor {
+    fn eq(&self, other: &Tensor) -> bool {
+        self.bit_eq(other)
+    }
+}
+impl Eq for Tensor {}
+
+impl Hash for Tensor {
+    fn hash<H: Hasher>(&self, h: &mut H) {
+        self.dtype().hash(h);
+        self.shape().hash(h);
+        match self {
+            Tensor::Bool(a) => a.iter().for_each(|x| x.hash(h)),
+            Tensor::I32(a) => a.iter().for_each(|x| x.hash(h)),
+            Tensor::I64(a) => a.iter().for_each(|x| x.hash(h)),
+            Tensor::F32(a) => a.iter().for_each(|x| x.to_bits().hash(h)),
+            Tensor::F64(a) => a.iter().for_each(|x| x.to_bits().hash(h)),
+        }
+    }
+}
+
+impl fmt::Debug for Tensor {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for_each_dtype!(self, a => write!(f, "{}{:?}", self.dtype(), a))
+    }
+}
+
+impl fmt::Display for Tensor {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for_each_dtype!(self, a => write!(f, "{a}"))
+    }
+}
+
+impl<'a> TensorRef<'a> {
+    pub fn dtype(&self) -> DType {
+        match self {
+            TensorRef::Bool(_) => DType::Bool,
+            TensorRef::I32(_) => DType::I32,
+            TensorRef::I64(_) => DType::I64,
+            TensorRef::F32(_) => DType::F32,
+            TensorRef::F64(_) => DType::F64,
+        }
+    }
+
+    pub fn shape(&self) -> &[usize] {
+        match self {
+            TensorRef::Bool(a) => a.shape(),
+            TensorRef::I32(a) => a.shape(),
+            TensorRef::I64(a) => a.shape(),
+            TensorRef::F32(a) => a.shape(),
+            TensorRef::F64(a) => a.shape(),
+        }
+    }
+
+    pub fn to_owned(&self) -> Tensor {
+        match self {
+            TensorRef::Bool(a) => Tensor::Bool(a.to_owned()),
+            TensorRef::I32(a) => Tensor::I32(a.to_owned()),
+            TensorRef::I64(a) => Tensor::I64(a.to_owned()),
+            TensorRef::F32(a) => Tensor::F32(a.to_owned()),
+            TensorRef::F64(a) => Tensor::F64(a.to_owned()),
+        }
+    }
+}
+
+macro_rules! conversions {
+    ($($t:ty => $v:ident),*) => {$(
+        impl From<ArrayD<$t>> for Tensor {
+            fn from(a: ArrayD<$t>) -> Tensor { Tensor::$v(a) }
+        }
+        impl<'a> From<ArrayViewD<'a, $t>> for TensorRef<'a> {
+            fn from(a: ArrayViewD<'a, $t>) -> TensorRef<'a> { TensorRef::$v(a) }
+        }
+        impl<'a> From<&'a ArrayD<$t>> for TensorRef<'a> {
+            fn from(a: &'a ArrayD<$t>) -> TensorRef<'a> { TensorRef::$v(a.view()) }
+        }
+        impl TryFrom<Tensor> for ArrayD<$t> {
+            type Error = crate::Error;
+            fn try_from(t: Tensor) -> Result<ArrayD<$t>, crate::Error> {
+                match t {
+                    Tensor::$v(a) => Ok(a),
+                    other => Err(crate::Error::Input(format!(
+                        "expected a tensor of {}, found {}", <$t as Element>::DTYPE, other.dtype()
+                    ))),
+                }
+            }
+        }
+    )*};
+}
+conversions!(bool => Bool, i32 => I32, i64 => I64, f32 => F32, f64 => F64);
+
+impl<'a> From<&'a Tensor> for TensorRef<'a> {
+    fn from(t: &'a Tensor) -> TensorRef<'a> {
+        t.view()
+    }
+}
