@@ -1,15 +1,43 @@
 //! kiln: a tensor-graph compiler in the line of Theano.
 //!
 //! Build a graph of tensor variables, take gradients, compile a function of chosen inputs and
-//! outputs (with in-place updates of shared state) and call it on `ndarray` data. See README.md
-//! for a tour and `../shared/DESIGN.md` for the architecture.
+//! outputs (with in-place updates of shared state) and call it on `ndarray` data:
+//!
+//! ```
+//! use ndarray::array;
+//! let g = kiln::Graph::new();
+//! let x = g.input("x", kiln::f32, [None]);
+//! let y = (x.exp() * 2.0).sum(None, false);
+//! let f = kiln::function(&[&x], &[&y]).compile().unwrap();
+//! let out = f.call(&[array![0.0f32, 0.0].into_dyn().view()]).unwrap();
+//! assert_eq!(out[0].to_f64_vec(), vec![4.0]);
+//! ```
+//!
+//! See README.md for a tour and DESIGN.md (in the shared docs) for the architecture.
 
+pub mod compile;
 pub mod error;
+pub mod graph;
 pub mod ir;
 pub mod perform;
 pub mod runtime;
 pub mod tensor;
 
+pub use compile::{function, Backend, CompileOptions, FunctionBuilder};
 pub use error::{Error, Result, SourceLoc};
+pub use graph::{concat, debugprint, select, Apply, Graph, Operand, Var};
 pub use ir::{DType, TensorType};
+pub use runtime::function::Function;
 pub use tensor::{Tensor, TensorRef};
+
+/// The dtypes, spelled as in the text form: `kiln::f32`.
+#[allow(non_upper_case_globals)]
+pub const bool: DType = DType::Bool;
+#[allow(non_upper_case_globals)]
+pub const i32: DType = DType::I32;
+#[allow(non_upper_case_globals)]
+pub const i64: DType = DType::I64;
+#[allow(non_upper_case_globals)]
+pub const f32: DType = DType::F32;
+#[allow(non_upper_case_globals)]
+pub const f64: DType = DType::F64;

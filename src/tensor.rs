@@ -234,6 +234,17 @@ impl<'a> TensorRef<'a> {
         }
     }
 
+    /// The same view with a shorter lifetime (ndarray views are not covariant).
+    pub fn reborrow(&self) -> TensorRef<'_> {
+        match self {
+            TensorRef::Bool(a) => TensorRef::Bool(a.view()),
+            TensorRef::I32(a) => TensorRef::I32(a.view()),
+            TensorRef::I64(a) => TensorRef::I64(a.view()),
+            TensorRef::F32(a) => TensorRef::F32(a.view()),
+            TensorRef::F64(a) => TensorRef::F64(a.view()),
+        }
+    }
+
     pub fn to_owned(&self) -> Tensor {
         match self {
             TensorRef::Bool(a) => Tensor::Bool(a.to_owned()),

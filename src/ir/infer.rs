@@ -231,14 +231,14 @@ pub fn infer(op: &Op, inputs: &[&TensorType]) -> Result<Vec<TensorType>, String>
                         "concat: inputs {first} and {t} differ in dtype or rank"
                     ));
                 }
-                for i in 0..shape.len() {
+                for (i, (sd, &td)) in shape.iter_mut().zip(&t.shape).enumerate() {
                     if i == *axis {
-                        shape[i] = match (shape[i], t.shape[i]) {
+                        *sd = match (*sd, td) {
                             (Some(a), Some(b)) => Some(a + b),
                             _ => None,
                         };
                     } else {
-                        shape[i] = match (shape[i], t.shape[i]) {
+                        *sd = match (*sd, td) {
                             (Some(a), Some(b)) if a != b => {
                                 return Err(format!(
                                     "concat: inputs {first} and {t} differ in dim {i}"
@@ -371,16 +371,12 @@ fn check_axes(name: &str, axes: &[usize], rank: usize) -> Result<(), String> {
 }
 
 /// numpy's `PySlice_AdjustIndices`: the clamped start and the length of `start:stop:step` on a
-/// dim of size `n`.
+/// dim of size `n`. `i64::MIN` and `i64::MAX` act as minus and plus infinity, which is how an
+/// omitted bound is written (start: MIN for a positive step, MAX for a negative one; stop: the
+/// other way round).
 pub fn slice_bounds(n: usize, start: i64, stop: i64, step: i64) -> (i64, usize) {
     let n = n as i64;
-    let clamp = |v: i64, default_neg: i64, default_pos: i64| -> i64 {
-        if v == i64::MIN {
-            return default_neg;
-        }
-        if v == i64::MAX {
-            return default_pos;
-        }
+    let adjust = |v: i64| -> i64 {
         let v = if v < 0 { v.saturating_add(n) } else { v };
         if step < 0 {
             v.clamp(-1, n - 1)
@@ -388,11 +384,7 @@ pub fn slice_bounds(n: usize, start: i64, stop: i64, step: i64) -> (i64, usize) 
             v.clamp(0, n)
         }
     };
-    let (start, stop) = if step > 0 {
-        (clamp(start, 0, n), clamp(stop, 0, n))
-    } else {
-        (clamp(start, n - 1, n - 1), clamp(stop, -1, -1))
-    };
+    let (start, stop) = (adjust(start), adjust(stop));
     let len = if step > 0 {
         if stop > start {
             (stop - start + step - 1) / step
@@ -428,7 +420,8 @@ mod tests {
     fn slices_follow_numpy() {
         // a[1:4], a[::-1], a[-2:], a[5::-2] on a 6-element axis
         assert_eq!(slice_bounds(6, 1, 4, 1), (1, 3));
-        assert_eq!(slice_bounds(6, i64::MIN, i64::MIN, -1), (5, 6));
+        assert_eq!(slice_bounds(6, i64::MAX, i64::MIN, -1), (5, 6));
+        assert_eq!(slice_bounds(6, i64::MIN, i64::MIN, -1).1, 0);
         assert_eq!(slice_bounds(6, -2, i64::MAX, 1), (4, 2));
         assert_eq!(slice_bounds(6, 5, i64::MIN, -2), (5, 3));
         assert_eq!(slice_bounds(6, 10, 20, 1).1, 0);

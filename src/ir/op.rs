@@ -122,8 +122,9 @@ pub enum Op {
     Concat {
         axis: usize,
     },
-    /// numpy basic slicing on the leading `starts.len()` axes. `i64::MIN` / `i64::MAX` stand for
-    /// an omitted bound.
+    /// numpy basic slicing on the leading `starts.len()` axes. `i64::MIN` / `i64::MAX` are minus
+    /// and plus infinity: an omitted start is MIN for a positive step and MAX for a negative one,
+    /// an omitted stop the other way round (see `infer::slice_bounds`).
     Slice {
         starts: Vec<i64>,
         stops: Vec<i64>,

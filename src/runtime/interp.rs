@@ -87,3 +87,20 @@ pub fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
         "unknown panic".into()
     }
 }
+
+/// The interpreter as a backend.
+pub struct Interpreter {
+    func: Func,
+}
+
+impl Interpreter {
+    pub fn new(func: Func) -> Interpreter {
+        Interpreter { func }
+    }
+}
+
+impl super::Executable for Interpreter {
+    fn run(&self, inputs: &[crate::tensor::TensorRef<'_>]) -> Result<Vec<Tensor>, Error> {
+        run_func(&self.func, inputs.iter().map(|t| t.to_owned()).collect())
+    }
+}

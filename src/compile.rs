@@ -1,0 +1,198 @@
+//! Asking for a compiled function: `kiln::function(inputs, outputs).update(..).compile()`.
+//! This runs the stages in order (graph -> SSA -> backend) and wraps the result in a
+//! [`Function`].
+
+use crate::error::{Error, Result};
+use crate::graph::{to_ssa, Operand, Var, VarKind};
+use crate::runtime::function::{Function, SharedBinding};
+use crate::runtime::interp::Interpreter;
+use std::fmt;
+use std::str::FromStr;
+
+/// Which backend runs a compiled function.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Default)]
+pub enum Backend {
+    /// The reference interpreter: every op's `perform`.
+    #[default]
+    Interp,
+    /// Native code through Cranelift.
+    Cpu,
+    /// PTX through LLVM NVPTX, run with the CUDA driver.
+    Gpu,
+}
+
+impl FromStr for Backend {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Backend> {
+        match s {
+            "interp" => Ok(Backend::Interp),
+            "cpu" => Ok(Backend::Cpu),
+            "gpu" => Ok(Backend::Gpu),
+            _ => Err(Error::Input(format!(
+                "unknown backend `{s}` (expected interp, cpu or gpu)"
+            ))),
+        }
+    }
+}
+
+impl fmt::Display for Backend {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Backend::Interp => "interp",
+            Backend::Cpu => "cpu",
+            Backend::Gpu => "gpu",
+        })
+    }
+}
+
+impl Backend {
+    /// The backend named by `KILN_BACKEND`, or the default. An unknown name is an error rather
+    /// than a silent fallback.
+    pub fn from_env() -> Result<Backend> {
+        match std::env::var("KILN_BACKEND") {
+            Ok(s) if !s.is_empty() => s.parse(),
+            _ => Ok(Backend::default()),
+        }
+    }
+}
+
+/// Options of a compilation. The environment supplies defaults (CONTRACTS.md §3).
+#[derive(Clone, Debug)]
+pub struct CompileOptions {
+    pub name: String,
+    /// `None`: take `KILN_BACKEND`, else the default backend.
+    pub backend: Option<Backend>,
+}
+
+impl Default for CompileOptions {
+    fn default() -> Self {
+        CompileOptions {
+            name: "f".into(),
+            backend: None,
+        }
+    }
+}
+
+/// A function being asked for: inputs, outputs, updates of shared variables and options.
+#[must_use = "call .compile() to get a Function"]
+pub struct FunctionBuilder {
+    inputs: Vec<Var>,
+    outputs: Vec<Var>,
+    updates: Vec<(Var, Var)>,
+    options: CompileOptions,
+}
+
+/// Starts building a function of `inputs` computing `outputs`.
+pub fn function(inputs: &[&Var], outputs: &[&Var]) -> FunctionBuilder {
+    FunctionBuilder {
+        inputs: inputs.iter().map(|&v| v.clone()).collect(),
+        outputs: outputs.iter().map(|&v| v.clone()).collect(),
+        updates: Vec::new(),
+        options: CompileOptions::default(),
+    }
+}
+
+impl FunctionBuilder {
+    /// After each call, `shared` takes the value of `value`. All updates are computed from the
+    /// old values first, then applied together.
+    pub fn update(mut self, shared: &Var, value: impl Operand) -> Self {
+        let value = value.into_var(shared);
+        self.updates.push((shared.clone(), value));
+        self
+    }
+
+    pub fn name(mut self, name: &str) -> Self {
+        self.options.name = name.to_string();
+        self
+    }
+
+    pub fn backend(mut self, backend: Backend) -> Self {
+        self.options.backend = Some(backend);
+        self
+    }
+
+    pub fn options(mut self, options: CompileOptions) -> Self {
+        self.options = options;
+        self
+    }
+
+    /// Compiles the function. The user's graph is not changed.
+    pub fn compile(self) -> Result<Function> {
+        let backend = match self.options.backend {
+            Some(b) => b,
+            None => Backend::from_env()?,
+        };
+        self.check_updates()?;
+        let ssa = to_ssa(
+            &self.options.name,
+            &self.inputs,
+            &self.outputs,
+            &self.updates,
+        )?;
+        let n_inputs = self.inputs.len();
+        let shared = ssa
+            .shared
+            .iter()
+            .map(|v| {
+                let VarKind::Shared(cell) = v.kind() else {
+                    unreachable!("to_ssa returns shared variables only")
+                };
+                let update = self
+                    .updates
+                    .iter()
+                    .position(|(s, _)| s.id() == v.id())
+                    .map(|i| self.outputs.len() + i);
+                SharedBinding {
+                    cell,
+                    name: v.name().unwrap_or_default(),
+                    update,
+                }
+            })
+            .collect();
+        let exec: Box<dyn crate::runtime::Executable> = match backend {
+            Backend::Interp => Box::new(Interpreter::new(ssa.func.clone())),
+            other => {
+                return Err(Error::Unsupported(format!(
+                    "the {other} backend is not available in this build yet"
+                )))
+            }
+        };
+        Ok(Function::new(
+            ssa.func,
+            n_inputs,
+            self.outputs.len(),
+            shared,
+            exec,
+        ))
+    }
+
+    fn check_updates(&self) -> Result<()> {
+        for (i, (s, v)) in self.updates.iter().enumerate() {
+            if !matches!(s.kind(), VarKind::Shared(_)) {
+                return Err(Error::Input(format!(
+                    "update #{i}: {} is not a shared variable",
+                    s.label()
+                )));
+            }
+            v.check()?;
+            if self.updates[..i].iter().any(|(o, _)| o.id() == s.id()) {
+                return Err(Error::Input(format!("{} is updated twice", s.label())));
+            }
+            let (st, vt) = (s.ty(), v.ty());
+            let fits = st.dtype == vt.dtype
+                && st.rank() == vt.rank()
+                && st
+                    .shape
+                    .iter()
+                    .zip(&vt.shape)
+                    .all(|(a, b)| a.is_none() || b.is_none() || a == b);
+            if !fits {
+                return Err(Error::Input(format!(
+                    "the update of {} has type {vt}, expected {st}",
+                    s.label()
+                )));
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,471 @@
+//! The pleasant way to build graphs: arithmetic operators and methods on `Var`.
+//!
+//! Every builder is `#[track_caller]`, so a type error names the line of the user's code that
+//! built the bad node. Ops whose parameters depend on the input's rank (negative axes) are
+//! normalized here, against the input type, so equal ops compare equal.
+
+use super::{Graph, Var, VarKind};
+use crate::error::{Error, Result, SourceLoc};
+use crate::ir::types::{normalize_axes, normalize_axis};
+use crate::ir::{BinaryOp, DType, Element, F64Bits, Op, ReduceOp, TensorType, UnaryOp};
+use crate::tensor::Tensor;
+use ndarray::ArrayD;
+use std::ops;
+
+/// Anything that can stand as an operand next to a `Var`: another `Var`, a plain number (which
+/// becomes a 0-d constant of the other operand's dtype) or an ndarray (a constant of its own
+/// dtype).
+pub trait Operand {
+    fn into_var(self, like: &Var) -> Var;
+}
+
+impl Operand for Var {
+    fn into_var(self, _: &Var) -> Var {
+        self
+    }
+}
+
+impl Operand for &Var {
+    fn into_var(self, _: &Var) -> Var {
+        self.clone()
+    }
+}
+
+/// A literal number converted to `dtype` exactly where it can be (integers stay integers).
+fn literal(dtype: DType, int: Option<i64>, float: f64) -> Tensor {
+    match (dtype, int) {
+        (DType::I64, Some(i)) => Tensor::scalar(i),
+        (DType::I32, Some(i)) => Tensor::scalar(i as i32),
+        _ => Tensor::full(dtype, &[], float),
+    }
+}
+
+macro_rules! number_operand {
+    ($($t:ty => $int:expr),*) => {$(
+        impl Operand for $t {
+            #[allow(clippy::redundant_closure_call)]
+            fn into_var(self, like: &Var) -> Var {
+                like.graph.constant(literal(like.dtype(), ($int)(self), self as f64))
+            }
+        }
+    )*};
+}
+number_operand!(f64 => |_| None, f32 => |_| None, i32 => |x| Some(x as i64), i64 => Some);
+
+impl<T: Element> Operand for ArrayD<T>
+where
+    ArrayD<T>: Into<Tensor>,
+{
+    fn into_var(self, like: &Var) -> Var {
+        like.graph.constant(self)
+    }
+}
+
+impl<T: Element> Operand for &ArrayD<T>
+where
+    ArrayD<T>: Into<Tensor>,
+{
+    fn into_var(self, like: &Var) -> Var {
+        like.graph.constant(self.clone())
+    }
+}
+
+impl Var {
+    fn apply1(&self, op: Op, others: &[&Var], loc: SourceLoc) -> Var {
+        let mut inputs = vec![self];
+        inputs.extend_from_slice(others);
+        self.graph.apply_at(op, &inputs, loc).swap_remove(0)
+    }
+
+    /// Builds an op whose parameters depend on this variable's type; a failure to build the
+    /// parameters poisons the result like a type error does.
+    fn apply_with(
+        &self,
+        loc: SourceLoc,
+        make: impl FnOnce(&TensorType) -> Result<Op, String>,
+    ) -> Var {
+        if let VarKind::Poisoned(_) = self.kind() {
+            return self.clone();
+        }
+        match make(&self.ty()) {
+            Ok(op) => self.apply1(op, &[], loc),
+            Err(msg) => self.graph.add_var(super::VarData {
+                ty: self.ty(),
+                name: None,
+                kind: VarKind::Poisoned(Error::Type {
+                    msg,
+                    loc: Some(loc),
+                }),
+            }),
+        }
+    }
+
+    #[track_caller]
+    pub fn unary(&self, op: UnaryOp) -> Var {
+        self.apply1(Op::Unary(op), &[], SourceLoc::caller())
+    }
+
+    #[track_caller]
+    pub fn binary(&self, op: BinaryOp, other: impl Operand) -> Var {
+        let o = other.into_var(self);
+        self.apply1(Op::Binary(op), &[&o], SourceLoc::caller())
+    }
+
+    /// `binary` with the type error returned at once.
+    #[track_caller]
+    pub fn try_binary(&self, op: BinaryOp, other: impl Operand) -> Result<Var> {
+        let v = self.binary(op, other);
+        v.check()?;
+        Ok(v)
+    }
+
+    #[track_caller]
+    pub fn try_unary(&self, op: UnaryOp) -> Result<Var> {
+        let v = self.unary(op);
+        v.check()?;
+        Ok(v)
+    }
+
+    #[track_caller]
+    pub fn cast(&self, to: DType) -> Var {
+        self.apply1(Op::Cast { to }, &[], SourceLoc::caller())
+    }
+
+    /// A reduction over `axes` (negative axes count from the end; `None` reduces every axis).
+    #[track_caller]
+    pub fn reduce(&self, op: ReduceOp, axes: Option<&[i64]>, keepdims: bool) -> Var {
+        self.apply_with(SourceLoc::caller(), |t| {
+            let axes = axes
+                .map(|a| normalize_axes(a, t.rank()))
+                .transpose()
+                .map_err(|e| format!("{}: {e}", op.name()))?;
+            Ok(Op::Reduce { op, axes, keepdims })
+        })
+    }
+
+    #[track_caller]
+    pub fn matmul(&self, other: &Var) -> Var {
+        self.apply1(Op::MatMul, &[other], SourceLoc::caller())
+    }
+
+    /// Permutes the axes; output axis `i` is input axis `perm[i]`.
+    #[track_caller]
+    pub fn transpose(&self, perm: &[usize]) -> Var {
+        self.apply1(
+            Op::Transpose {
+                perm: perm.to_vec(),
+            },
+            &[],
+            SourceLoc::caller(),
+        )
+    }
+
+    /// Reverses the axes (the matrix transpose for rank 2).
+    #[track_caller]
+    pub fn t(&self) -> Var {
+        let perm: Vec<usize> = (0..self.rank()).rev().collect();
+        self.apply1(Op::Transpose { perm }, &[], SourceLoc::caller())
+    }
+
+    /// Reshape; one entry may be -1.
+    #[track_caller]
+    pub fn reshape(&self, shape: &[i64]) -> Var {
+        self.apply1(
+            Op::Reshape {
+                shape: shape.to_vec(),
+            },
+            &[],
+            SourceLoc::caller(),
+        )
+    }
+
+    #[track_caller]
+    pub fn broadcast_to(&self, shape: &[usize]) -> Var {
+        self.apply1(
+            Op::BroadcastTo {
+                shape: shape.to_vec(),
+            },
+            &[],
+            SourceLoc::caller(),
+        )
+    }
+
+    /// Inserts size-1 dims at `axes` (positions in the result; negative counts from the end).
+    #[track_caller]
+    pub fn expand_dims(&self, axes: &[i64]) -> Var {
+        self.apply_with(SourceLoc::caller(), |t| {
+            let axes = normalize_axes(axes, t.rank() + axes.len())
+                .map_err(|e| format!("expand_dims: {e}"))?;
+            Ok(Op::ExpandDims { axes })
+        })
+    }
+
+    /// Removes the size-1 dims at `axes` (`None`: every dim known to be 1).
+    #[track_caller]
+    pub fn squeeze(&self, axes: Option<&[i64]>) -> Var {
+        self.apply_with(SourceLoc::caller(), |t| {
+            let axes = match axes {
+                Some(a) => normalize_axes(a, t.rank()).map_err(|e| format!("squeeze: {e}"))?,
+                None => (0..t.rank()).filter(|&i| t.shape[i] == Some(1)).collect(),
+            };
+            Ok(Op::Squeeze { axes })
+        })
+    }
+
+    /// numpy basic slicing of the leading axes: `(start, stop, step)` per axis, `None` for an
+    /// omitted bound.
+    #[track_caller]
+    pub fn slice(&self, ranges: &[(Option<i64>, Option<i64>, i64)]) -> Var {
+        // Omitted bounds are the infinities that clamp to where numpy starts and stops.
+        let (lo, hi) = (i64::MIN, i64::MAX);
+        let op = Op::Slice {
+            starts: ranges
+                .iter()
+                .map(|&(s, _, st)| s.unwrap_or(if st > 0 { lo } else { hi }))
+                .collect(),
+            stops: ranges
+                .iter()
+                .map(|&(_, e, st)| e.unwrap_or(if st > 0 { hi } else { lo }))
+                .collect(),
+            steps: ranges.iter().map(|r| r.2).collect(),
+        };
+        self.apply1(op, &[], SourceLoc::caller())
+    }
+}
+
+macro_rules! unary_methods {
+    ($($name:ident => $op:ident),* $(,)?) => {
+        impl Var {$(
+            #[track_caller]
+            pub fn $name(&self) -> Var {
+                self.apply1(Op::Unary(UnaryOp::$op), &[], SourceLoc::caller())
+            }
+        )*}
+    };
+}
+unary_methods!(
+    exp => Exp, log => Log, log1p => Log1p, expm1 => Expm1, sqrt => Sqrt, rsqrt => Rsqrt,
+    sin => Sin, cos => Cos, tan => Tan, tanh => Tanh, sigmoid => Sigmoid, erf => Erf,
+    abs => Abs, sign => Sign, floor => Floor, ceil => Ceil, round => Round, square => Square,
+    reciprocal => Reciprocal, relu => Relu, logical_not => Not,
+);
+
+macro_rules! binary_methods {
+    ($($name:ident => $op:ident),* $(,)?) => {
+        impl Var {$(
+            #[track_caller]
+            pub fn $name(&self, other: impl Operand) -> Var {
+                let o = other.into_var(self);
+                self.apply1(Op::Binary(BinaryOp::$op), &[&o], SourceLoc::caller())
+            }
+        )*}
+    };
+}
+binary_methods!(
+    pow => Pow, maximum => Maximum, minimum => Minimum, floordiv => FloorDiv, modulo => Mod,
+    lt => Lt, le => Le, gt => Gt, ge => Ge, eq => Eq, ne => Ne, and => And, or => Or,
+);
+
+macro_rules! reduce_methods {
+    ($($name:ident => $op:ident),* $(,)?) => {
+        impl Var {$(
+            /// Reduction over `axes` (negative axes count from the end; `None`: all axes).
+            #[track_caller]
+            pub fn $name(&self, axes: Option<&[i64]>, keepdims: bool) -> Var {
+                self.reduce(ReduceOp::$op, axes, keepdims)
+            }
+        )*}
+    };
+}
+reduce_methods!(sum => Sum, prod => Prod, max => Max, min => Min, mean => Mean, all => All, any => Any);
+
+impl Var {
+    /// Index of the largest element along `axis` (`None`: of the flattened tensor).
+    #[track_caller]
+    pub fn argmax(&self, axis: Option<i64>, keepdims: bool) -> Var {
+        self.reduce(
+            ReduceOp::ArgMax,
+            axis.as_ref().map(std::slice::from_ref),
+            keepdims,
+        )
+    }
+
+    #[track_caller]
+    pub fn argmin(&self, axis: Option<i64>, keepdims: bool) -> Var {
+        self.reduce(
+            ReduceOp::ArgMin,
+            axis.as_ref().map(std::slice::from_ref),
+            keepdims,
+        )
+    }
+}
+
+/// numpy `where`: `cond ? a : b` elementwise, broadcasting all three.
+#[track_caller]
+pub fn select(cond: &Var, a: impl Operand, b: impl Operand) -> Var {
+    let a = a.into_var(cond);
+    let b = b.into_var(&a);
+    let a = if a.is_constant() && a.rank() == 0 && a.dtype() != b.dtype() {
+        a.cast(b.dtype())
+    } else {
+        a
+    };
+    cond.apply1(Op::Select, &[&a, &b], SourceLoc::caller())
+}
+
+/// Joins tensors along `axis` (negative counts from the end).
+#[track_caller]
+pub fn concat(inputs: &[&Var], axis: i64) -> Var {
+    let loc = SourceLoc::caller();
+    let Some(first) = inputs.first() else {
+        let g = Graph::new();
+        return g.add_var(super::VarData {
+            ty: TensorType::scalar(DType::F32),
+            name: None,
+            kind: VarKind::Poisoned(Error::Type {
+                msg: "concat takes at least one input".into(),
+                loc: Some(loc),
+            }),
+        });
+    };
+    match normalize_axis(axis, first.rank()) {
+        Ok(axis) => first
+            .graph
+            .apply_at(Op::Concat { axis }, inputs, loc)
+            .swap_remove(0),
+        Err(e) => first.apply_with(loc, |_| Err(format!("concat: {e}"))),
+    }
+}
+
+impl Graph {
+    #[track_caller]
+    pub fn zeros(&self, dtype: DType, shape: &[usize]) -> Var {
+        self.apply(
+            Op::Zeros {
+                shape: shape.to_vec(),
+                dtype,
+            },
+            &[],
+        )
+        .swap_remove(0)
+    }
+
+    #[track_caller]
+    pub fn ones(&self, dtype: DType, shape: &[usize]) -> Var {
+        self.apply(
+            Op::Ones {
+                shape: shape.to_vec(),
+                dtype,
+            },
+            &[],
+        )
+        .swap_remove(0)
+    }
+
+    #[track_caller]
+    pub fn full(&self, dtype: DType, shape: &[usize], value: f64) -> Var {
+        self.apply(
+            Op::Full {
+                shape: shape.to_vec(),
+                dtype,
+                value: F64Bits(value),
+            },
+            &[],
+        )
+        .swap_remove(0)
+    }
+
+    #[track_caller]
+    pub fn arange(&self, start: f64, stop: f64, step: f64, dtype: DType) -> Var {
+        let op = Op::Arange {
+            start: F64Bits(start),
+            stop: F64Bits(stop),
+            step: F64Bits(step),
+            dtype,
+        };
+        self.apply_at(op, &[], SourceLoc::caller()).swap_remove(0)
+    }
+}
+
+// The arithmetic operators, for `Var` and `&Var` on the left and any operand on the right.
+macro_rules! operator {
+    ($tr:ident, $method:ident, $op:ident) => {
+        impl<T: Operand> ops::$tr<T> for &Var {
+            type Output = Var;
+            #[track_caller]
+            fn $method(self, rhs: T) -> Var {
+                let r = rhs.into_var(self);
+                self.apply1(Op::Binary(BinaryOp::$op), &[&r], SourceLoc::caller())
+            }
+        }
+        impl<T: Operand> ops::$tr<T> for Var {
+            type Output = Var;
+            #[track_caller]
+            fn $method(self, rhs: T) -> Var {
+                let r = rhs.into_var(&self);
+                self.apply1(Op::Binary(BinaryOp::$op), &[&r], SourceLoc::caller())
+            }
+        }
+        impl ops::$tr<&Var> for f64 {
+            type Output = Var;
+            #[track_caller]
+            fn $method(self, rhs: &Var) -> Var {
+                let l = self.into_var(rhs);
+                l.apply1(Op::Binary(BinaryOp::$op), &[rhs], SourceLoc::caller())
+            }
+        }
+        impl ops::$tr<Var> for f64 {
+            type Output = Var;
+            #[track_caller]
+            fn $method(self, rhs: Var) -> Var {
+                let l = self.into_var(&rhs);
+                l.apply1(Op::Binary(BinaryOp::$op), &[&rhs], SourceLoc::caller())
+            }
+        }
+        impl ops::$tr<&Var> for f32 {
+            type Output = Var;
+            #[track_caller]
+            fn $method(self, rhs: &Var) -> Var {
+                let l = self.into_var(rhs);
+                l.apply1(Op::Binary(BinaryOp::$op), &[rhs], SourceLoc::caller())
+            }
+        }
+        impl ops::$tr<Var> for f32 {
+            type Output = Var;
+            #[track_caller]
+            fn $method(self, rhs: Var) -> Var {
+                let l = self.into_var(&rhs);
+                l.apply1(Op::Binary(BinaryOp::$op), &[&rhs], SourceLoc::caller())
+            }
+        }
+    };
+}
+operator!(Add, add, Add);
+operator!(Sub, sub, Sub);
+operator!(Mul, mul, Mul);
+operator!(Div, div, Div);
+operator!(Rem, rem, Mod);
+
+impl ops::Neg for &Var {
+    type Output = Var;
+    #[track_caller]
+    fn neg(self) -> Var {
+        self.apply1(Op::Unary(UnaryOp::Neg), &[], SourceLoc::caller())
+    }
+}
+
+impl ops::Neg for Var {
+    type Output = Var;
+    #[track_caller]
+    fn neg(self) -> Var {
+        self.apply1(Op::Unary(UnaryOp::Neg), &[], SourceLoc::caller())
+    }
+}
+
+impl ops::Not for &Var {
+    type Output = Var;
+    #[track_caller]
+    fn not(self) -> Var {
+        self.apply1(Op::Unary(UnaryOp::Not), &[], SourceLoc::caller())
+    }
+}

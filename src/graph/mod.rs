@@ -1,0 +1,433 @@
+//! The user's graph, in Theano's structures: Variables (inputs, shared variables, constants and
+//! results of Applies), Apply nodes of Ops, and their types.
+//!
+//! A `Graph` is a shared, append-only arena. Building is append-only, so creation order is a
+//! topological order, and compilation only reads the graph: the user's graph is never changed
+//! by compiling a function of it. A `Var` is a cheap handle (the graph plus an index) that the
+//! arithmetic operators and methods in [`build`] work on.
+//!
+//! Type errors do not panic: an op applied to inputs of the wrong types yields a *poisoned*
+//! variable that carries the error and the caller's source location. The error surfaces when a
+//! function using it is compiled (or at once through [`Var::check`] or the `try_` methods).
+
+mod build;
+mod debugprint;
+mod to_ssa;
+
+pub use build::{concat, select, Operand};
+pub use debugprint::debugprint;
+pub use to_ssa::{to_ssa, SsaFunction};
+
+use crate::error::{Error, Result, SourceLoc};
+use crate::ir::{infer, DType, Op, TensorType};
+use crate::tensor::Tensor;
+use std::fmt;
+use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
+
+/// Storage of a shared variable: state kept inside compiled functions and updated by them.
+pub type SharedCell = Arc<RwLock<Tensor>>;
+
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct VarId(pub(crate) u32);
+
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ApplyId(pub(crate) u32);
+
+/// What a variable is.
+#[derive(Clone, Debug)]
+pub enum VarKind {
+    /// A function input, supplied at call time.
+    Input,
+    /// A shared variable with its storage.
+    Shared(SharedCell),
+    /// A constant with its data. Never an input, never destroyed, always foldable.
+    Constant(Tensor),
+    /// Output `index` of an Apply.
+    Result { apply: ApplyId, index: usize },
+    /// A value whose op failed its type check; compiling anything that uses it gives the error.
+    Poisoned(Error),
+}
+
+#[derive(Clone, Debug)]
+pub struct VarData {
+    pub ty: TensorType,
+    pub name: Option<String>,
+    pub kind: VarKind,
+}
+
+#[derive(Clone, Debug)]
+pub struct ApplyData {
+    pub op: Op,
+    pub inputs: Vec<VarId>,
+    pub outputs: Vec<VarId>,
+    /// Where the user built this node.
+    pub loc: SourceLoc,
+}
+
+#[derive(Default, Debug)]
+pub struct GraphData {
+    pub vars: Vec<VarData>,
+    pub applies: Vec<ApplyData>,
+}
+
+/// A graph of tensor variables. Cloning gives another handle to the same graph.
+#[derive(Clone, Default)]
+pub struct Graph {
+    inner: Arc<RwLock<GraphData>>,
+}
+
+/// A variable of a graph.
+#[derive(Clone)]
+pub struct Var {
+    graph: Graph,
+    id: VarId,
+}
+
+/// An Apply node of a graph.
+#[derive(Clone)]
+pub struct Apply {
+    graph: Graph,
+    id: ApplyId,
+}
+
+impl Graph {
+    pub fn new() -> Graph {
+        Graph::default()
+    }
+
+    /// Read access to the arena. A poisoned lock only means another thread panicked while
+    /// holding it; the data is append-only and stays consistent, so it is used anyway.
+    pub fn data(&self) -> RwLockReadGuard<'_, GraphData> {
+        self.inner.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn data_mut(&self) -> RwLockWriteGuard<'_, GraphData> {
+        self.inner.write().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub fn same(&self, other: &Graph) -> bool {
+        Arc::ptr_eq(&self.inner, &other.inner)
+    }
+
+    fn add_var(&self, data: VarData) -> Var {
+        let mut g = self.data_mut();
+        g.vars.push(data);
+        Var {
+            graph: self.clone(),
+            id: VarId(g.vars.len() as u32 - 1),
+        }
+    }
+
+    /// A function input of the given dtype and shape (`None` for a dim known only at call time).
+    pub fn input(&self, name: &str, dtype: DType, shape: impl AsRef<[Option<usize>]>) -> Var {
+        let ty = TensorType::new(dtype, shape.as_ref().to_vec());
+        self.add_var(VarData {
+            ty,
+            name: Some(name.to_string()),
+            kind: VarKind::Input,
+        })
+    }
+
+    /// A shared variable holding `value`. Its type is the value's dtype and shape; compiled
+    /// functions read it and may update it (`FunctionBuilder::update`).
+    pub fn shared(&self, name: &str, value: impl Into<Tensor>) -> Var {
+        let value = value.into();
+        self.add_var(VarData {
+            ty: value.ty(),
+            name: Some(name.to_string()),
+            kind: VarKind::Shared(Arc::new(RwLock::new(value))),
+        })
+    }
+
+    /// A constant holding `value`.
+    pub fn constant(&self, value: impl Into<Tensor>) -> Var {
+        let value = value.into();
+        self.add_var(VarData {
+            ty: value.ty(),
+            name: None,
+            kind: VarKind::Constant(value),
+        })
+    }
+
+    /// Applies `op` to `inputs`. Type errors are returned at once.
+    #[track_caller]
+    pub fn try_apply(&self, op: Op, inputs: &[&Var]) -> Result<Vec<Var>> {
+        let outs = self.apply_at(op, inputs, SourceLoc::caller());
+        for o in &outs {
+            o.check()?;
+        }
+        Ok(outs)
+    }
+
+    /// Applies `op` to `inputs`; a type error poisons the outputs (see the module docs).
+    #[track_caller]
+    pub fn apply(&self, op: Op, inputs: &[&Var]) -> Vec<Var> {
+        self.apply_at(op, inputs, SourceLoc::caller())
+    }
+
+    pub(crate) fn apply_at(&self, op: Op, inputs: &[&Var], loc: SourceLoc) -> Vec<Var> {
+        match self.check_inputs(&op, inputs) {
+            Ok(types) => {
+                let mut g = self.data_mut();
+                let apply = ApplyId(g.applies.len() as u32);
+                let base = g.vars.len() as u32;
+                let outputs: Vec<VarId> =
+                    (0..types.len() as u32).map(|i| VarId(base + i)).collect();
+                for (index, ty) in types.into_iter().enumerate() {
+                    g.vars.push(VarData {
+                        ty,
+                        name: None,
+                        kind: VarKind::Result { apply, index },
+                    });
+                }
+                let inputs = inputs.iter().map(|v| v.id).collect();
+                g.applies.push(ApplyData {
+                    op,
+                    inputs,
+                    outputs: outputs.clone(),
+                    loc,
+                });
+                drop(g);
+                outputs
+                    .into_iter()
+                    .map(|id| Var {
+                        graph: self.clone(),
+                        id,
+                    })
+                    .collect()
+            }
+            Err(e) => {
+                let ty = inputs
+                    .first()
+                    .map(|v| v.ty())
+                    .unwrap_or(TensorType::scalar(DType::F32));
+                vec![self.add_var(VarData {
+                    ty,
+                    name: None,
+                    kind: VarKind::Poisoned(e.at(loc)),
+                })]
+            }
+        }
+    }
+
+    fn check_inputs(&self, op: &Op, inputs: &[&Var]) -> Result<Vec<TensorType>> {
+        for v in inputs {
+            if !v.graph.same(self) {
+                return Err(Error::ty(format!(
+                    "{}: an operand belongs to another graph",
+                    op.name()
+                )));
+            }
+        }
+        let g = self.data();
+        for v in inputs {
+            if let VarKind::Poisoned(e) = &g.vars[v.id.0 as usize].kind {
+                return Err(e.clone());
+            }
+        }
+        let tys: Vec<&TensorType> = inputs.iter().map(|v| &g.vars[v.id.0 as usize].ty).collect();
+        infer(op, &tys).map_err(Error::ty)
+    }
+
+    /// The Applies that use `v`, with the input position where they use it (Theano's clients).
+    pub fn clients(&self, v: &Var) -> Vec<(Apply, usize)> {
+        let g = self.data();
+        let mut out = Vec::new();
+        for (i, a) in g.applies.iter().enumerate() {
+            for (pos, &inp) in a.inputs.iter().enumerate() {
+                if inp == v.id {
+                    out.push((
+                        Apply {
+                            graph: self.clone(),
+                            id: ApplyId(i as u32),
+                        },
+                        pos,
+                    ));
+                }
+            }
+        }
+        out
+    }
+
+    /// The Applies that `outputs` depend on, in topological order.
+    pub fn toposort(&self, outputs: &[&Var]) -> Vec<Apply> {
+        let g = self.data();
+        let needed = reachable_applies(&g, outputs.iter().map(|v| v.id));
+        needed
+            .into_iter()
+            .map(|id| Apply {
+                graph: self.clone(),
+                id,
+            })
+            .collect()
+    }
+
+    pub fn var(&self, id: VarId) -> Var {
+        Var {
+            graph: self.clone(),
+            id,
+        }
+    }
+}
+
+/// The Applies reachable backwards from `roots`, sorted by creation, which is a topological
+/// order because an Apply's inputs always exist before it.
+pub(crate) fn reachable_applies(
+    g: &GraphData,
+    roots: impl IntoIterator<Item = VarId>,
+) -> Vec<ApplyId> {
+    let mut seen_var = vec![false; g.vars.len()];
+    let mut seen_apply = vec![false; g.applies.len()];
+    let mut stack: Vec<VarId> = roots.into_iter().collect();
+    while let Some(v) = stack.pop() {
+        if std::mem::replace(&mut seen_var[v.0 as usize], true) {
+            continue;
+        }
+        if let VarKind::Result { apply, .. } = g.vars[v.0 as usize].kind {
+            if !std::mem::replace(&mut seen_apply[apply.0 as usize], true) {
+                stack.extend(g.applies[apply.0 as usize].inputs.iter().copied());
+            }
+        }
+    }
+    (0..g.applies.len())
+        .filter(|&i| seen_apply[i])
+        .map(|i| ApplyId(i as u32))
+        .collect()
+}
+
+impl Var {
+    pub fn graph(&self) -> &Graph {
+        &self.graph
+    }
+
+    pub fn id(&self) -> VarId {
+        self.id
+    }
+
+    fn with<R>(&self, f: impl FnOnce(&VarData) -> R) -> R {
+        f(&self.graph.data().vars[self.id.0 as usize])
+    }
+
+    pub fn ty(&self) -> TensorType {
+        self.with(|d| d.ty.clone())
+    }
+
+    pub fn dtype(&self) -> DType {
+        self.with(|d| d.ty.dtype)
+    }
+
+    pub fn rank(&self) -> usize {
+        self.with(|d| d.ty.rank())
+    }
+
+    pub fn name(&self) -> Option<String> {
+        self.with(|d| d.name.clone())
+    }
+
+    pub fn kind(&self) -> VarKind {
+        self.with(|d| d.kind.clone())
+    }
+
+    /// Gives the variable a name (shown by debugprint and in the IR).
+    pub fn named(self, name: &str) -> Var {
+        self.graph.data_mut().vars[self.id.0 as usize].name = Some(name.to_string());
+        self
+    }
+
+    /// The Apply that produced this variable, if any.
+    pub fn owner(&self) -> Option<Apply> {
+        self.with(|d| match d.kind {
+            VarKind::Result { apply, .. } => Some(Apply {
+                graph: self.graph.clone(),
+                id: apply,
+            }),
+            _ => None,
+        })
+    }
+
+    /// `Err` with the type error if this variable is poisoned.
+    pub fn check(&self) -> Result<&Var> {
+        match self.kind() {
+            VarKind::Poisoned(e) => Err(e),
+            _ => Ok(self),
+        }
+    }
+
+    pub fn is_constant(&self) -> bool {
+        matches!(self.kind(), VarKind::Constant(_))
+    }
+
+    /// The value of a constant or shared variable.
+    pub fn value(&self) -> Option<Tensor> {
+        match self.kind() {
+            VarKind::Constant(t) => Some(t),
+            VarKind::Shared(c) => Some(c.read().unwrap_or_else(|e| e.into_inner()).clone()),
+            _ => None,
+        }
+    }
+
+    /// Replaces the value of a shared variable; it must keep its dtype and shape.
+    pub fn set_value(&self, value: impl Into<Tensor>) -> Result<()> {
+        let value = value.into();
+        let VarKind::Shared(cell) = self.kind() else {
+            return Err(Error::Input(format!(
+                "{} is not a shared variable",
+                self.label()
+            )));
+        };
+        let ty = self.ty();
+        if value.dtype() != ty.dtype || !ty.accepts_shape(value.shape()) {
+            return Err(Error::Input(format!(
+                "shared variable {}: expected {ty}, got {}{:?}",
+                self.label(),
+                value.dtype(),
+                value.shape()
+            )));
+        }
+        *cell.write().unwrap_or_else(|e| e.into_inner()) = value;
+        Ok(())
+    }
+
+    /// A short description for messages: the name, or the op that made it.
+    pub fn label(&self) -> String {
+        if let Some(n) = self.name() {
+            return format!("`{n}`");
+        }
+        match self.owner() {
+            Some(a) => format!("the result of {} built at {}", a.op().name(), a.loc()),
+            None => format!("variable #{}", self.id.0),
+        }
+    }
+}
+
+impl fmt::Debug for Var {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Var({}, {})", self.label(), self.ty())
+    }
+}
+
+impl Apply {
+    fn with<R>(&self, f: impl FnOnce(&ApplyData) -> R) -> R {
+        f(&self.graph.data().applies[self.id.0 as usize])
+    }
+
+    pub fn id(&self) -> ApplyId {
+        self.id
+    }
+
+    pub fn op(&self) -> Op {
+        self.with(|a| a.op.clone())
+    }
+
+    pub fn loc(&self) -> SourceLoc {
+        self.with(|a| a.loc)
+    }
+
+    pub fn inputs(&self) -> Vec<Var> {
+        self.with(|a| a.inputs.iter().map(|&id| self.graph.var(id)).collect())
+    }
+
+    pub fn outputs(&self) -> Vec<Var> {
+        self.with(|a| a.outputs.iter().map(|&id| self.graph.var(id)).collect())
+    }
+}

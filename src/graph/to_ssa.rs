@@ -1,0 +1,149 @@
+//! The first stage of compilation: clone the part of the user's graph that the chosen outputs
+//! (and updates) need into a fresh SSA function. The graph is only read.
+
+use super::{reachable_applies, Graph, Var, VarId, VarKind};
+use crate::error::{Error, Result};
+use crate::ir::{Func, Inst, Op, Value};
+use std::collections::HashMap;
+
+/// The SSA function of a graph, and which of its parameters are shared variables.
+pub struct SsaFunction {
+    /// Parameters: the explicit inputs first, then every shared variable used or updated.
+    /// Outputs: the requested outputs first, then one value per update, in order.
+    pub func: Func,
+    /// For each shared parameter (in order after the explicit inputs), its variable.
+    pub shared: Vec<Var>,
+}
+
+/// Builds the SSA function computing `outputs` and `updates` from `inputs`.
+pub fn to_ssa(
+    name: &str,
+    inputs: &[Var],
+    outputs: &[Var],
+    updates: &[(Var, Var)],
+) -> Result<SsaFunction> {
+    let graph: Graph = match inputs
+        .iter()
+        .chain(outputs)
+        .chain(updates.iter().map(|u| &u.0))
+        .next()
+    {
+        Some(v) => v.graph().clone(),
+        None => {
+            return Ok(SsaFunction {
+                func: Func::new(name),
+                shared: vec![],
+            })
+        }
+    };
+    for v in inputs
+        .iter()
+        .chain(outputs)
+        .chain(updates.iter().flat_map(|(a, b)| [a, b]))
+    {
+        if !v.graph().same(&graph) {
+            return Err(Error::Input(format!(
+                "{} belongs to another graph than the function's other variables",
+                v.label()
+            )));
+        }
+    }
+    let g = graph.data();
+    let roots: Vec<VarId> = outputs
+        .iter()
+        .chain(updates.iter().map(|u| &u.1))
+        .map(|v| v.id())
+        .collect();
+    let applies = reachable_applies(&g, roots.iter().copied());
+
+    // Every variable the function touches: inputs of needed applies and the roots themselves.
+    let mut used: Vec<VarId> = roots.clone();
+    for &a in &applies {
+        used.extend(g.applies[a.0 as usize].inputs.iter().copied());
+    }
+    used.sort_unstable();
+    used.dedup();
+
+    // Type errors recorded while building surface here, the earliest first.
+    for &v in &used {
+        if let VarKind::Poisoned(e) = &g.vars[v.0 as usize].kind {
+            return Err(e.clone());
+        }
+    }
+
+    let mut func = Func::new(name);
+    let mut map: HashMap<VarId, Value> = HashMap::new();
+    let data = |id: VarId| &g.vars[id.0 as usize];
+    for v in inputs {
+        if !matches!(data(v.id()).kind, VarKind::Input) {
+            return Err(Error::Input(format!(
+                "{} is given as a function input but is not an input variable (a shared variable, constant or computed value)",
+                v.label()
+            )));
+        }
+        if map.contains_key(&v.id()) {
+            return Err(Error::Input(format!(
+                "{} is given twice as a function input",
+                v.label()
+            )));
+        }
+        let d = data(v.id());
+        map.insert(v.id(), func.add_param(d.ty.clone(), d.name.clone()));
+    }
+    // Shared variables: those read, then those only updated, each once.
+    let mut shared = Vec::new();
+    let update_targets = updates.iter().map(|u| u.0.id());
+    for id in used.iter().copied().chain(update_targets) {
+        if let VarKind::Shared(_) = data(id).kind {
+            if let std::collections::hash_map::Entry::Vacant(e) = map.entry(id) {
+                let d = data(id);
+                e.insert(func.add_param(d.ty.clone(), d.name.clone()));
+                shared.push(graph.var(id));
+            }
+        }
+    }
+    for &id in &used {
+        match &data(id).kind {
+            VarKind::Input if !map.contains_key(&id) => {
+                return Err(Error::Input(format!(
+                    "{} is needed to compute the outputs but is not among the function's inputs",
+                    graph.var(id).label()
+                )));
+            }
+            VarKind::Constant(t) => {
+                let d = data(id);
+                let v = func.new_value(d.ty.clone(), d.name.clone());
+                func.body.push(Inst {
+                    op: Op::Const(t.clone()),
+                    args: vec![],
+                    results: vec![v],
+                    regions: vec![],
+                });
+                map.insert(id, v);
+            }
+            _ => {}
+        }
+    }
+    for &a in &applies {
+        let ad = &g.applies[a.0 as usize];
+        let args = ad.inputs.iter().map(|i| map[i]).collect();
+        let results = ad
+            .outputs
+            .iter()
+            .map(|&o| {
+                let d = data(o);
+                let v = func.new_value(d.ty.clone(), d.name.clone());
+                map.insert(o, v);
+                v
+            })
+            .collect();
+        func.body.push(Inst {
+            op: ad.op.clone(),
+            args,
+            results,
+            regions: vec![],
+        });
+    }
+    func.outputs = roots.iter().map(|r| map[r]).collect();
+    Ok(SsaFunction { func, shared })
+}

@@ -1,0 +1,198 @@
+//! `Function`: a compiled function users call, with its shared state.
+
+use super::Executable;
+use crate::error::{Error, Result};
+use crate::graph::SharedCell;
+use crate::ir::Func;
+use crate::tensor::{Tensor, TensorRef};
+use std::sync::{RwLockReadGuard, RwLockWriteGuard};
+
+/// A shared variable a function reads, and the output that updates it, if any.
+pub struct SharedBinding {
+    pub cell: SharedCell,
+    pub name: String,
+    /// Index among the executable's outputs of the new value.
+    pub update: Option<usize>,
+}
+
+/// A compiled function. It is `Send + Sync`: many threads may call it at once. Calls that
+/// update shared variables are serialized on those variables; calls that only read them run in
+/// parallel.
+pub struct Function {
+    func: Func,
+    n_inputs: usize,
+    n_outputs: usize,
+    shared: Vec<SharedBinding>,
+    /// `shared` indices in the order locks are taken (by address), so that two functions
+    /// sharing variables cannot deadlock.
+    lock_order: Vec<usize>,
+    exec: Box<dyn Executable>,
+}
+
+enum Guard<'a> {
+    Read(RwLockReadGuard<'a, Tensor>),
+    Write(RwLockWriteGuard<'a, Tensor>),
+}
+
+impl Guard<'_> {
+    fn tensor(&self) -> &Tensor {
+        match self {
+            Guard::Read(g) => g,
+            Guard::Write(g) => g,
+        }
+    }
+}
+
+impl Function {
+    pub(crate) fn new(
+        func: Func,
+        n_inputs: usize,
+        n_outputs: usize,
+        shared: Vec<SharedBinding>,
+        exec: Box<dyn Executable>,
+    ) -> Function {
+        let mut lock_order: Vec<usize> = (0..shared.len()).collect();
+        lock_order.sort_by_key(|&i| std::sync::Arc::as_ptr(&shared[i].cell) as usize);
+        Function {
+            func,
+            n_inputs,
+            n_outputs,
+            shared,
+            lock_order,
+            exec,
+        }
+    }
+
+    /// The SSA function this was compiled from (after optimization).
+    pub fn func(&self) -> &Func {
+        &self.func
+    }
+
+    pub fn n_inputs(&self) -> usize {
+        self.n_inputs
+    }
+
+    pub fn n_outputs(&self) -> usize {
+        self.n_outputs
+    }
+
+    /// Calls the function on `inputs` and returns its outputs as new arrays.
+    pub fn call<'a, T: Into<TensorRef<'a>> + Clone>(&self, inputs: &[T]) -> Result<Vec<Tensor>> {
+        let inputs: Vec<TensorRef<'a>> = inputs.iter().cloned().map(Into::into).collect();
+        self.run(&inputs)
+    }
+
+    /// Like `call`, but writes into `outputs`, reusing each buffer whose dtype and shape already
+    /// fit (so a steady state of calls allocates no output arrays); a buffer that does not fit
+    /// is replaced.
+    pub fn call_into<'a, T: Into<TensorRef<'a>> + Clone>(
+        &self,
+        inputs: &[T],
+        outputs: &mut [Tensor],
+    ) -> Result<()> {
+        if outputs.len() != self.n_outputs {
+            return Err(Error::Input(format!(
+                "{} has {} outputs, {} buffers were given",
+                self.func.name,
+                self.n_outputs,
+                outputs.len()
+            )));
+        }
+        let results = self.call(inputs)?;
+        for (dst, src) in outputs.iter_mut().zip(results) {
+            assign_or_replace(dst, src);
+        }
+        Ok(())
+    }
+
+    fn run(&self, inputs: &[TensorRef<'_>]) -> Result<Vec<Tensor>> {
+        self.check_inputs(inputs)?;
+        let mut guards: Vec<Option<Guard>> = (0..self.shared.len()).map(|_| None).collect();
+        for &i in &self.lock_order {
+            let b = &self.shared[i];
+            guards[i] = Some(match b.update {
+                Some(_) => Guard::Write(b.cell.write().unwrap_or_else(|e| e.into_inner())),
+                None => Guard::Read(b.cell.read().unwrap_or_else(|e| e.into_inner())),
+            });
+        }
+        let mut outs = {
+            let mut all: Vec<TensorRef<'_>> = Vec::with_capacity(inputs.len() + guards.len());
+            all.extend(inputs.iter().map(TensorRef::reborrow));
+            all.extend(guards.iter().flatten().map(|g| g.tensor().view()));
+            self.exec.run(&all)?
+        };
+        // Every update was computed from the old values; now apply them all.
+        let updates: Vec<Tensor> = outs.drain(self.n_outputs..).collect();
+        for (b, g) in self.shared.iter().zip(guards.iter_mut()) {
+            if let (Some(k), Some(Guard::Write(w))) = (b.update, g.as_mut()) {
+                let new = updates[k - self.n_outputs].clone();
+                if new.shape() != w.shape() {
+                    return Err(Error::Shape(format!(
+                        "the update of shared variable `{}` has shape {:?}, expected {:?}",
+                        b.name,
+                        new.shape(),
+                        w.shape()
+                    )));
+                }
+                **w = new;
+            }
+        }
+        Ok(outs)
+    }
+
+    fn check_inputs(&self, inputs: &[TensorRef<'_>]) -> Result<()> {
+        let names = |i: usize| {
+            self.func
+                .name_of(self.func.params[i])
+                .map(|n| format!("input `{n}` (#{i})"))
+                .unwrap_or(format!("input #{i}"))
+        };
+        if inputs.len() != self.n_inputs {
+            let list: Vec<String> = (0..self.n_inputs)
+                .map(|i| {
+                    self.func
+                        .name_of(self.func.params[i])
+                        .unwrap_or("?")
+                        .to_string()
+                })
+                .collect();
+            return Err(Error::Input(format!(
+                "{} takes {} inputs ({}), got {}",
+                self.func.name,
+                self.n_inputs,
+                list.join(", "),
+                inputs.len()
+            )));
+        }
+        for (i, t) in inputs.iter().enumerate() {
+            let ty = self.func.ty(self.func.params[i]);
+            if t.dtype() != ty.dtype {
+                return Err(Error::Input(format!(
+                    "{}: expected {ty}, got an array of {}",
+                    names(i),
+                    t.dtype()
+                )));
+            }
+            if !ty.accepts_shape(t.shape()) {
+                return Err(Error::Input(format!(
+                    "{}: expected shape {ty}, got {:?}",
+                    names(i),
+                    t.shape()
+                )));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Writes `src` into `dst` in place when they have the same dtype and shape.
+fn assign_or_replace(dst: &mut Tensor, src: Tensor) {
+    match (dst, src) {
+        (Tensor::F32(d), Tensor::F32(s)) if d.shape() == s.shape() => d.assign(&s),
+        (Tensor::F64(d), Tensor::F64(s)) if d.shape() == s.shape() => d.assign(&s),
+        (Tensor::I32(d), Tensor::I32(s)) if d.shape() == s.shape() => d.assign(&s),
+        (Tensor::I64(d), Tensor::I64(s)) if d.shape() == s.shape() => d.assign(&s),
+        (Tensor::Bool(d), Tensor::Bool(s)) if d.shape() == s.shape() => d.assign(&s),
+        (d, s) => *d = s,
+    }
+}
