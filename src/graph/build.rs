@@ -387,7 +387,10 @@ impl Graph {
     }
 }
 
-// The arithmetic operators, for `Var` and `&Var` on the left and any operand on the right.
+// The arithmetic operators, for `Var` and `&Var` on the left and any operand on the right, and
+// for plain numbers on the left. Only one float type (f64) and one integer type (i64) take a
+// `Var` on the right, so that unsuffixed literals (`1.5 - &x`) infer without annotations; the
+// number still adopts the `Var`'s dtype.
 macro_rules! operator {
     ($tr:ident, $method:ident, $op:ident) => {
         impl<T: Operand> ops::$tr<T> for &Var {
@@ -422,20 +425,12 @@ macro_rules! operator {
                 l.apply1(Op::Binary(BinaryOp::$op), &[&rhs], SourceLoc::caller())
             }
         }
-        impl ops::$tr<&Var> for f32 {
+        impl ops::$tr<&Var> for i64 {
             type Output = Var;
             #[track_caller]
             fn $method(self, rhs: &Var) -> Var {
                 let l = self.into_var(rhs);
                 l.apply1(Op::Binary(BinaryOp::$op), &[rhs], SourceLoc::caller())
-            }
-        }
-        impl ops::$tr<Var> for f32 {
-            type Output = Var;
-            #[track_caller]
-            fn $method(self, rhs: Var) -> Var {
-                let l = self.into_var(&rhs);
-                l.apply1(Op::Binary(BinaryOp::$op), &[&rhs], SourceLoc::caller())
             }
         }
     };
