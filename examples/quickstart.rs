@@ -17,7 +17,9 @@ fn main() -> Result<(), kiln::Error> {
 
     println!("The graph:\n{}", kiln::debugprint(&[&y, &row_sums]));
 
-    let f = kiln::function(&[&x, &b], &[&y, &row_sums]).name("quickstart").compile()?;
+    let f = kiln::function(&[&x, &b], &[&y, &row_sums])
+        .name("quickstart")
+        .compile()?;
 
     let xv: ArrayD<f32> = array![[0.0f32, 0.5, 1.0], [-1.0, 0.25, 2.0]].into_dyn();
     let bv: ArrayD<f32> = array![0.1f32, 0.0, -0.5].into_dyn();
@@ -36,10 +38,17 @@ fn main() -> Result<(), kiln::Error> {
         let h: f64 = by_hand[r * 3..r * 3 + 3].iter().sum();
         println!("row_sum  {k:>19.6} {h:>14.6}");
     }
-    let worst = out[0].to_f64_vec().iter().zip(&by_hand).map(|(k, h)| ((k - h) / h.abs().max(1e-6)).abs()).fold(0.0, f64::max);
+    let worst = out[0]
+        .to_f64_vec()
+        .iter()
+        .zip(&by_hand)
+        .map(|(k, h)| ((k - h) / h.abs().max(1e-6)).abs())
+        .fold(0.0, f64::max);
     println!("largest relative difference: {worst:.2e}");
     if worst > 1e-5 {
-        return Err(kiln::Error::Runtime(format!("quickstart disagrees with the values by hand ({worst:e})")));
+        return Err(kiln::Error::Runtime(format!(
+            "quickstart disagrees with the values by hand ({worst:e})"
+        )));
     }
     Ok(())
 }

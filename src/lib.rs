@@ -20,6 +20,7 @@ pub mod error;
 pub mod graph;
 pub mod ir;
 pub mod perform;
+pub mod random;
 pub mod runtime;
 pub mod tensor;
 

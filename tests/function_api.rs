@@ -14,8 +14,16 @@ fn compiles_and_calls_an_expression_with_broadcasting() {
     let x = g.input("x", kiln::f32, [None, Some(2)]);
     let b = g.input("b", kiln::f32, [Some(2)]);
     let y = &x * 3.0 + &b;
-    let f = function(&[&x, &b], &[&y]).backend(Backend::Interp).compile().unwrap();
-    let out = f.call(&[array![[1.0f32, 2.0], [3.0, 4.0]].into_dyn().view(), array![10.0f32, 20.0].into_dyn().view()]).unwrap();
+    let f = function(&[&x, &b], &[&y])
+        .backend(Backend::Interp)
+        .compile()
+        .unwrap();
+    let out = f
+        .call(&[
+            array![[1.0f32, 2.0], [3.0, 4.0]].into_dyn().view(),
+            array![10.0f32, 20.0].into_dyn().view(),
+        ])
+        .unwrap();
     assert_eq!(out[0].shape(), &[2, 2]);
     assert_eq!(f32s(&out[0]), vec![13.0, 26.0, 19.0, 32.0]);
 }
@@ -47,7 +55,10 @@ fn type_errors_name_the_line_that_built_the_node() {
     let line = line!() + 1;
     let bad = &x + &i;
     let y = bad.exp(); // a node on top of the poisoned one
-    let err = function(&[&x, &i], &[&y]).compile().err().expect("a type error");
+    let err = function(&[&x, &i], &[&y])
+        .compile()
+        .err()
+        .expect("a type error");
     let msg = err.to_string();
     assert!(matches!(err, Error::Type { .. }), "{err:?}");
     assert!(msg.contains(&format!("function_api.rs:{line}")), "{msg}");
@@ -77,10 +88,16 @@ fn wrong_inputs_are_errors_naming_the_input() {
     assert!(e.to_string().contains("takes 1 inputs (x), got 0"), "{e}");
     let wrong_dtype = ArrayD::<f64>::zeros(IxDyn(&[2, 3]));
     let e = f.call(&[wrong_dtype.view()]).unwrap_err();
-    assert!(e.to_string().contains("input `x`") && e.to_string().contains("f64"), "{e}");
+    assert!(
+        e.to_string().contains("input `x`") && e.to_string().contains("f64"),
+        "{e}"
+    );
     let wrong_shape = ArrayD::<f32>::zeros(IxDyn(&[2, 4]));
     let e = f.call(&[wrong_shape.view()]).unwrap_err();
-    assert!(e.to_string().contains("input `x`") && e.to_string().contains("[2, 4]"), "{e}");
+    assert!(
+        e.to_string().contains("input `x`") && e.to_string().contains("[2, 4]"),
+        "{e}"
+    );
     let wrong_rank = ArrayD::<f32>::zeros(IxDyn(&[3]));
     assert!(f.call(&[wrong_rank.view()]).is_err());
 }
@@ -93,9 +110,17 @@ fn missing_inputs_and_bad_updates_are_compile_errors() {
     let e = function(&[&x], &[&(&x + &y)]).compile().err().unwrap();
     assert!(e.to_string().contains("`y` is needed"), "{e}");
     let w = g.shared("w", array![1.0f32, 2.0].into_dyn());
-    let e = function(&[&x], &[&x]).update(&x, &x).compile().err().unwrap();
+    let e = function(&[&x], &[&x])
+        .update(&x, &x)
+        .compile()
+        .err()
+        .unwrap();
     assert!(e.to_string().contains("not a shared variable"), "{e}");
-    let e = function(&[&x], &[&x]).update(&w, x.sum(None, false)).compile().err().unwrap();
+    let e = function(&[&x], &[&x])
+        .update(&w, x.sum(None, false))
+        .compile()
+        .err()
+        .unwrap();
     assert!(e.to_string().contains("update of `w`"), "{e}");
 }
 
@@ -106,7 +131,11 @@ fn updates_are_computed_from_old_values_then_applied() {
     let b = g.shared("b", array![10.0f64, 20.0].into_dyn());
     let total = (&a + &b).sum(None, false);
     // Swap a and b, and add one to a's new value: every update must see the old values.
-    let step = function(&[], &[&total]).update(&a, &b + 1.0).update(&b, &a).compile().unwrap();
+    let step = function(&[], &[&total])
+        .update(&a, &b + 1.0)
+        .update(&b, &a)
+        .compile()
+        .unwrap();
     let none: [ndarray::ArrayViewD<f64>; 0] = [];
     let out = step.call(&none).unwrap();
     assert_eq!(out[0].to_f64_vec(), vec![33.0]);
@@ -130,7 +159,10 @@ fn numbers_adopt_the_dtype_of_the_other_operand() {
     assert_eq!(z.dtype(), kiln::f64);
     let f = function(&[&i], &[&y]).compile().unwrap();
     let out = f.call(&[array![1i32, -2, 7].into_dyn().view()]).unwrap();
-    assert_eq!(out[0].as_i32().unwrap().iter().copied().collect::<Vec<_>>(), vec![3, -3, 15]);
+    assert_eq!(
+        out[0].as_i32().unwrap().iter().copied().collect::<Vec<_>>(),
+        vec![3, -3, 15]
+    );
 }
 
 #[test]
@@ -144,7 +176,11 @@ fn call_into_reuses_the_callers_buffers() {
     for _ in 0..3 {
         f.call_into(&[input.view()], &mut outs).unwrap();
     }
-    assert_eq!(outs[0].as_f32().unwrap().as_ptr(), ptr, "the buffer was replaced");
+    assert_eq!(
+        outs[0].as_f32().unwrap().as_ptr(),
+        ptr,
+        "the buffer was replaced"
+    );
     assert_eq!(f32s(&outs[0]), vec![2.0, 3.0, 4.0, 5.0]);
     assert!(f.call_into(&[input.view()], &mut []).is_err());
 }
@@ -183,7 +219,10 @@ fn a_function_is_called_from_eight_threads_at_once() {
 fn shared_updates_from_many_threads_are_not_lost() {
     let g = Graph::new();
     let count = g.shared("count", ArrayD::from_elem(IxDyn(&[]), 0i64));
-    let step = function(&[], &[]).update(&count, &count + 1).compile().unwrap();
+    let step = function(&[], &[])
+        .update(&count, &count + 1)
+        .compile()
+        .unwrap();
     let none: [ndarray::ArrayViewD<f64>; 0] = [];
     std::thread::scope(|s| {
         for _ in 0..8 {
@@ -213,6 +252,10 @@ fn unknown_backends_are_errors() {
     assert!("tpu".parse::<Backend>().is_err());
     let g = Graph::new();
     let x = g.input("x", kiln::f32, [Some(1)]);
-    let e = function(&[&x], &[&x]).backend(Backend::Gpu).compile().err().unwrap();
+    let e = function(&[&x], &[&x])
+        .backend(Backend::Gpu)
+        .compile()
+        .err()
+        .unwrap();
     assert!(matches!(e, Error::Unsupported(_)), "{e:?}");
 }
