@@ -1,0 +1,289 @@
+//! kiln's side of the standard workloads (shared/bench/WORKLOADS.md), one JSON line each:
+//!
+//! ```text
+//! cargo run --release --example bench -- --json [--only W1,W2] [--threads N] [--backend B]
+//! ```
+//!
+//! Inputs are standard normal f32 from kiln's own Philox stream (the peers use numpy's
+//! generator; the distribution is the same). Each workload checks its result against an f64
+//! reference computed here and reports the relative L2 error.
+
+use kiln::{function, Backend, Function, Graph, Tensor, Var};
+use ndarray::{ArrayD, IxDyn};
+use std::time::Instant;
+
+struct Args {
+    json: bool,
+    only: Vec<String>,
+    threads: usize,
+    backend: Option<Backend>,
+}
+
+fn parse_args() -> Result<Args, String> {
+    let mut a = Args {
+        json: false,
+        only: vec![],
+        threads: 2,
+        backend: None,
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(arg) = it.next() {
+        match arg.as_str() {
+            "--json" => a.json = true,
+            "--only" => {
+                a.only = it
+                    .next()
+                    .ok_or("--only needs a list")?
+                    .split(',')
+                    .map(str::to_string)
+                    .collect()
+            }
+            "--threads" => {
+                a.threads = it
+                    .next()
+                    .ok_or("--threads needs a number")?
+                    .parse()
+                    .map_err(|e| format!("--threads: {e}"))?
+            }
+            "--backend" => {
+                a.backend = Some(
+                    it.next()
+                        .ok_or("--backend needs a name")?
+                        .parse()
+                        .map_err(|e: kiln::Error| e.to_string())?,
+                )
+            }
+            "--bench" => {} // passed by `cargo bench`
+            other => return Err(format!("unknown argument `{other}`")),
+        }
+    }
+    Ok(a)
+}
+
+fn normal(seed: u64, shape: &[usize]) -> ArrayD<f32> {
+    let mut i = 0u64;
+    ArrayD::from_shape_simple_fn(IxDyn(shape), || {
+        i += 1;
+        kiln::random::normal_f32(seed, i - 1)
+    })
+}
+
+struct Timing {
+    median_ms: f64,
+    min_ms: f64,
+    max_ms: f64,
+    runs: usize,
+}
+
+fn time(runs: usize, warm: usize, mut f: impl FnMut()) -> Timing {
+    for _ in 0..warm {
+        f();
+    }
+    let mut ts: Vec<f64> = (0..runs)
+        .map(|_| {
+            let t = Instant::now();
+            f();
+            t.elapsed().as_secs_f64() * 1e3
+        })
+        .collect();
+    ts.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    Timing {
+        median_ms: ts[ts.len() / 2],
+        min_ms: ts[0],
+        max_ms: ts[ts.len() - 1],
+        runs,
+    }
+}
+
+fn rel_err(out: &[f64], reference: &[f64]) -> f64 {
+    let num: f64 = out
+        .iter()
+        .zip(reference)
+        .map(|(a, b)| (a - b).powi(2))
+        .sum();
+    let den: f64 = reference.iter().map(|b| b * b).sum();
+    (num / den).sqrt()
+}
+
+struct Report {
+    workload: &'static str,
+    timing: Timing,
+    rel_err: f64,
+    extra: String,
+}
+
+fn compile(b: kiln::FunctionBuilder, backend: Option<Backend>) -> Function {
+    let b = match backend {
+        Some(k) => b.backend(k),
+        None => b,
+    };
+    b.compile()
+        .unwrap_or_else(|e| fail(&format!("compile: {e}")))
+}
+
+fn fail(msg: &str) -> ! {
+    eprintln!("bench: {msg}");
+    std::process::exit(1)
+}
+
+fn f32_out(t: &Tensor) -> Vec<f64> {
+    t.to_f64_vec()
+}
+
+fn w1(backend: Option<Backend>) -> Report {
+    let n = 16_000_000;
+    let g = Graph::new();
+    let x = g.input("x", kiln::f32, [Some(n)]);
+    let y = g.input("y", kiln::f32, [Some(n)]);
+    let out = (-(&x * &x)).exp() * y.sin() + &x * &y * 0.5;
+    let f = compile(function(&[&x, &y], &[&out]), backend);
+    let (xv, yv) = (normal(0, &[n]), normal(1, &[n]));
+    let mut outs = vec![Tensor::zeros(kiln::f32, &[n])];
+    let timing = time(15, 3, || {
+        f.call_into(&[xv.view(), yv.view()], &mut outs)
+            .unwrap_or_else(|e| fail(&e.to_string()))
+    });
+    let m = 1_000_000;
+    let reference: Vec<f64> = (0..m)
+        .map(|i| {
+            let (a, b) = (xv[[i]] as f64, yv[[i]] as f64);
+            (-a * a).exp() * b.sin() + 0.5 * a * b
+        })
+        .collect();
+    let got = f32_out(&outs[0]);
+    Report {
+        workload: "W1",
+        timing,
+        rel_err: rel_err(&got[..m], &reference),
+        extra: String::new(),
+    }
+}
+
+fn softmax_like(name: &'static str, backend: Option<Backend>) -> Report {
+    let (r, c) = (4096, 4096);
+    let g = Graph::new();
+    let x = g.input("x", kiln::f32, [Some(r), Some(c)]);
+    let m = x.max(Some(&[1]), true);
+    let out: Var = if name == "W2" {
+        let e = (&x - &m).exp();
+        &e / e.sum(Some(&[1]), true)
+    } else {
+        (&x - &m).exp().sum(Some(&[1]), false).log() + m.reshape(&[r as i64])
+    };
+    let f = compile(function(&[&x], &[&out]), backend);
+    let xv = normal(0, &[r, c]);
+    let out_shape: Vec<usize> = if name == "W2" { vec![r, c] } else { vec![r] };
+    let mut outs = vec![Tensor::zeros(kiln::f32, &out_shape)];
+    let timing = time(15, 3, || {
+        f.call_into(&[xv.view()], &mut outs)
+            .unwrap_or_else(|e| fail(&e.to_string()))
+    });
+    let rows = 256;
+    let mut reference = Vec::new();
+    for i in 0..rows {
+        let row: Vec<f64> = (0..c).map(|j| xv[[i, j]] as f64).collect();
+        let mx = row.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+        let s: f64 = row.iter().map(|v| (v - mx).exp()).sum();
+        if name == "W2" {
+            reference.extend(row.iter().map(|v| (v - mx).exp() / s));
+        } else {
+            reference.push(s.ln() + mx);
+        }
+    }
+    let got = f32_out(&outs[0]);
+    Report {
+        workload: name,
+        timing,
+        rel_err: rel_err(&got[..reference.len()], &reference),
+        extra: String::new(),
+    }
+}
+
+fn w4(backend: Option<Backend>) -> Report {
+    let n = 1024;
+    let g = Graph::new();
+    let a = g.input("a", kiln::f32, [Some(n), Some(n)]);
+    let b = g.input("b", kiln::f32, [Some(n), Some(n)]);
+    let f = compile(function(&[&a, &b], &[&a.matmul(&b)]), backend);
+    let (av, bv) = (normal(0, &[n, n]), normal(1, &[n, n]));
+    let mut outs = vec![Tensor::zeros(kiln::f32, &[n, n])];
+    let timing = time(15, 3, || {
+        f.call_into(&[av.view(), bv.view()], &mut outs)
+            .unwrap_or_else(|e| fail(&e.to_string()))
+    });
+    let rows = 16;
+    let mut reference = Vec::new();
+    for i in 0..rows {
+        for j in 0..n {
+            reference.push(
+                (0..n)
+                    .map(|k| av[[i, k]] as f64 * bv[[k, j]] as f64)
+                    .sum::<f64>(),
+            );
+        }
+    }
+    let got = f32_out(&outs[0]);
+    let gflops = 2.0 * (n as f64).powi(3) / (timing.median_ms * 1e6);
+    Report {
+        workload: "W4",
+        timing,
+        rel_err: rel_err(&got[..reference.len()], &reference),
+        extra: format!(", \"gflops\": {gflops:.1}"),
+    }
+}
+
+fn w7(backend: Option<Backend>) -> Report {
+    let g = Graph::new();
+    let x = g.input("x", kiln::f32, [Some(10)]);
+    let f = compile(function(&[&x], &[&(&x + 1.0)]), backend);
+    let xv = normal(0, &[10]);
+    let mut outs = vec![Tensor::zeros(kiln::f32, &[10])];
+    let calls = 10_000;
+    // One timing per call; the median is robust to the machine's noise.
+    let timing = time(calls, 100, || {
+        f.call_into(&[xv.view()], &mut outs)
+            .unwrap_or_else(|e| fail(&e.to_string()))
+    });
+    let reference: Vec<f64> = xv.iter().map(|&v| v as f64 + 1.0).collect();
+    let us = timing.median_ms * 1e3;
+    Report {
+        workload: "W7",
+        rel_err: rel_err(&f32_out(&outs[0]), &reference),
+        timing,
+        extra: format!(", \"median_us\": {us:.3}"),
+    }
+}
+
+fn main() {
+    let args = parse_args().unwrap_or_else(|e| fail(&e));
+    // SAFETY: set before any other thread exists.
+    unsafe { std::env::set_var("KILN_THREADS", args.threads.to_string()) };
+    let all = ["W1", "W2", "W3", "W4", "W7"];
+    let wanted: Vec<&str> = if args.only.is_empty() {
+        all.to_vec()
+    } else {
+        all.iter()
+            .copied()
+            .filter(|w| args.only.iter().any(|o| o == w))
+            .collect()
+    };
+    for w in wanted {
+        let r = match w {
+            "W1" => w1(args.backend),
+            "W2" | "W3" => softmax_like(if w == "W2" { "W2" } else { "W3" }, args.backend),
+            "W4" => w4(args.backend),
+            _ => w7(args.backend),
+        };
+        if args.json {
+            println!(
+                "{{\"workload\": \"{}\", \"median_ms\": {:.4}, \"min_ms\": {:.4}, \"max_ms\": {:.4}, \"runs\": {}, \"rel_err\": {:.3e}, \"threads\": {}{}}}",
+                r.workload, r.timing.median_ms, r.timing.min_ms, r.timing.max_ms, r.timing.runs, r.rel_err, args.threads, r.extra
+            );
+        } else {
+            println!(
+                "{}: median {:.3} ms (min {:.3}, max {:.3}), rel_err {:.2e}",
+                r.workload, r.timing.median_ms, r.timing.min_ms, r.timing.max_ms, r.rel_err
+            );
+        }
+    }
+}
