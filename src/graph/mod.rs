@@ -18,6 +18,7 @@ pub use build::{concat, select, Operand};
 pub use debugprint::debugprint;
 pub use to_ssa::{to_ssa, SsaFunction};
 
+use crate::custom::CustomOpRef;
 use crate::error::{Error, Result, SourceLoc};
 use crate::ir::{infer, DType, Op, TensorType};
 use crate::tensor::Tensor;
@@ -227,6 +228,32 @@ impl Graph {
         }
         let tys: Vec<&TensorType> = inputs.iter().map(|v| &g.vars[v.id.0 as usize].ty).collect();
         infer(op, &tys).map_err(Error::ty)
+    }
+
+    /// Applies a user-defined op; returns its visible outputs (hidden ones stay in the graph).
+    #[track_caller]
+    pub fn apply_custom(&self, op: impl Into<CustomOpRef>, inputs: &[&Var]) -> Vec<Var> {
+        let op = op.into();
+        let hidden = op.num_hidden_outputs();
+        let mut outs = self.apply_at(Op::Custom(op), inputs, SourceLoc::caller());
+        if outs.len() > hidden && !matches!(outs[0].kind(), VarKind::Poisoned(_)) {
+            outs.truncate(outs.len() - hidden);
+        }
+        outs
+    }
+
+    /// `apply_custom` with type errors returned at once.
+    #[track_caller]
+    pub fn try_apply_custom(
+        &self,
+        op: impl Into<CustomOpRef>,
+        inputs: &[&Var],
+    ) -> Result<Vec<Var>> {
+        let outs = self.apply_custom(op, inputs);
+        for o in &outs {
+            o.check()?;
+        }
+        Ok(outs)
     }
 
     /// The Applies that use `v`, with the input position where they use it (Theano's clients).

@@ -317,6 +317,27 @@ pub fn infer(op: &Op, inputs: &[&TensorType]) -> Result<Vec<TensorType>, String>
         Op::Zeros { shape, dtype } | Op::Ones { shape, dtype } | Op::Full { shape, dtype, .. } => {
             one(TensorType::fixed(*dtype, shape))
         }
+        Op::Custom(c) => {
+            if !c.num_inputs().accepts(inputs.len()) {
+                return Err(format!(
+                    "{} takes {} input(s), got {}",
+                    c.name(),
+                    c.num_inputs(),
+                    inputs.len()
+                ));
+            }
+            let outs = c
+                .make_node(inputs)
+                .map_err(|e| format!("{}: {e}", c.name()))?;
+            if outs.len() <= c.num_hidden_outputs() {
+                return Err(format!(
+                    "{}: make_node gave {} outputs, fewer than its hidden ones plus one",
+                    c.name(),
+                    outs.len()
+                ));
+            }
+            Ok(outs)
+        }
         Op::Arange {
             start,
             stop,

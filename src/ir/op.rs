@@ -4,6 +4,7 @@
 //! are the same op.
 
 use super::DType;
+use crate::custom::CustomOpRef;
 use crate::tensor::Tensor;
 use std::hash::{Hash, Hasher};
 
@@ -153,6 +154,8 @@ pub enum Op {
         step: F64Bits,
         dtype: DType,
     },
+    /// A user-defined op (see `crate::custom`).
+    Custom(CustomOpRef),
 }
 
 impl UnaryOp {
@@ -335,6 +338,15 @@ impl Op {
             Op::Ones { .. } => "ones",
             Op::Full { .. } => "full",
             Op::Arange { .. } => "arange",
+            Op::Custom(_) => "custom",
+        }
+    }
+
+    /// The name for messages: a custom op's own name, else the text-form name.
+    pub fn display_name(&self) -> &str {
+        match self {
+            Op::Custom(c) => c.name(),
+            _ => self.name(),
         }
     }
 
@@ -349,27 +361,43 @@ impl Op {
             Op::Concat { .. } => None,
             Op::Const(_) | Op::Zeros { .. } | Op::Ones { .. } | Op::Full { .. } => Some(0),
             Op::Arange { .. } => Some(0),
+            Op::Custom(c) => match c.num_inputs() {
+                crate::custom::Arity::Exactly(n) => Some(n),
+                _ => None,
+            },
         }
     }
 
     /// Theano's `view_map`: for each output, the input it may alias. Views never copy in the
     /// reference interpreter's contract; the in-place pass follows them transitively.
-    pub fn view_map(&self) -> &'static [(usize, usize)] {
+    pub fn view_map(&self) -> Vec<(usize, usize)> {
         match self {
+            Op::Custom(c) => c.view_map(),
             Op::Transpose { .. }
             | Op::Reshape { .. }
             | Op::BroadcastTo { .. }
             | Op::ExpandDims { .. }
             | Op::Squeeze { .. }
-            | Op::Slice { .. } => &[(0, 0)],
-            _ => &[],
+            | Op::Slice { .. } => vec![(0, 0)],
+            _ => vec![],
         }
     }
 
     /// Theano's `destroy_map`: for each output, the input it overwrites. No built-in op
     /// destroys its inputs; in-place variants are introduced by the in-place pass.
-    pub fn destroy_map(&self) -> &'static [(usize, usize)] {
-        &[]
+    pub fn destroy_map(&self) -> Vec<(usize, usize)> {
+        match self {
+            Op::Custom(c) => c.destroy_map(),
+            _ => vec![],
+        }
+    }
+
+    /// Number of trailing outputs that are kept by the op and not shown to callers.
+    pub fn num_hidden_outputs(&self) -> usize {
+        match self {
+            Op::Custom(c) => c.num_hidden_outputs(),
+            _ => 0,
+        }
     }
 
     /// Elementwise ops (one output element from the same-index input elements, broadcasting).

@@ -1,14 +1,64 @@
 //! The reference interpreter: runs an SSA function op by op with each op's `perform`.
 
+use crate::custom::{CustomOpRef, PerformContext, Resource, WriteRequest};
 use crate::error::Error;
-use crate::ir::{Func, Inst, Value};
+use crate::ir::{Func, Inst, Op, Value};
 use crate::perform::perform;
 use crate::tensor::Tensor;
+use std::collections::HashMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::Mutex;
+
+/// What the interpreter keeps between calls: the output storage of ops that may reuse it
+/// (custom ops, hidden outputs), keyed by the op's first result, and a call counter that seeds
+/// the random resource.
+#[derive(Default)]
+pub struct InterpState {
+    storage: HashMap<Value, Vec<Option<Tensor>>>,
+    calls: u64,
+    /// For each value, the index of the last top-level instruction that reads it
+    /// (`usize::MAX` for function outputs and parameters: never free to overwrite).
+    last_use: Vec<usize>,
+}
+
+/// Where each value is read for the last time in the top-level body; a read inside a region
+/// counts as a read by the instruction that holds the region.
+fn last_uses(func: &Func) -> Vec<usize> {
+    fn visit(insts: &[Inst], pos: usize, last: &mut [usize]) {
+        for inst in insts {
+            for &a in &inst.args {
+                last[a.index()] = last[a.index()].max(pos);
+            }
+            for r in &inst.regions {
+                visit(&r.body, pos, last);
+                for &y in &r.yields {
+                    last[y.index()] = last[y.index()].max(pos);
+                }
+            }
+        }
+    }
+    let mut last = vec![0; func.values.len()];
+    for (pos, inst) in func.body.iter().enumerate() {
+        visit(std::slice::from_ref(inst), pos, &mut last);
+    }
+    for &v in func.outputs.iter().chain(&func.params) {
+        last[v.index()] = usize::MAX;
+    }
+    last
+}
 
 /// Runs `func` on `inputs` (one per parameter, already checked against the parameter types)
 /// and returns its outputs.
 pub fn run_func(func: &Func, inputs: Vec<Tensor>) -> Result<Vec<Tensor>, Error> {
+    run_func_with(func, inputs, &mut InterpState::default())
+}
+
+/// `run_func` with state kept between calls.
+pub fn run_func_with(
+    func: &Func,
+    inputs: Vec<Tensor>,
+    state: &mut InterpState,
+) -> Result<Vec<Tensor>, Error> {
     if inputs.len() != func.params.len() {
         return Err(Error::Input(format!(
             "{} takes {} inputs, got {}",
@@ -21,7 +71,9 @@ pub fn run_func(func: &Func, inputs: Vec<Tensor>) -> Result<Vec<Tensor>, Error> 
     for (&p, t) in func.params.iter().zip(inputs) {
         env[p.index()] = Some(t);
     }
-    run_block(func, &func.body, &mut env)?;
+    state.calls += 1;
+    state.last_use = last_uses(func);
+    run_block(func, &func.body, &mut env, state)?;
     func.outputs
         .iter()
         .map(|&v| fetch(func, &env, v).cloned())
@@ -37,20 +89,50 @@ fn fetch<'a>(func: &Func, env: &'a [Option<Tensor>], v: Value) -> Result<&'a Ten
     })
 }
 
-fn run_block(func: &Func, body: &[Inst], env: &mut [Option<Tensor>]) -> Result<(), Error> {
-    for inst in body {
+fn run_block(
+    func: &Func,
+    body: &[Inst],
+    env: &mut [Option<Tensor>],
+    state: &mut InterpState,
+) -> Result<(), Error> {
+    let top_level = std::ptr::eq(body, func.body.as_slice());
+    for (pos, inst) in body.iter().enumerate() {
+        // A custom op that may run in place gets input 0's buffer as output 0's storage when
+        // nothing reads that input afterwards.
+        let donated = match &inst.op {
+            Op::Custom(c) if top_level && c.inplace() && !inst.args.is_empty() => {
+                let a = inst.args[0];
+                let dead =
+                    state.last_use[a.index()] == pos && inst.args[1..].iter().all(|&b| b != a);
+                if dead {
+                    env[a.index()].take()
+                } else {
+                    None
+                }
+            }
+            _ => None,
+        };
+        let placeholder = donated.as_ref().map(|t| Tensor::zeros(t.dtype(), &[0]));
         let args = inst
             .args
             .iter()
-            .map(|&a| fetch(func, env, a))
+            .enumerate()
+            .map(|(i, &a)| match (&placeholder, i) {
+                (Some(p), 0) => Ok(p),
+                _ => fetch(func, env, a),
+            })
             .collect::<Result<Vec<_>, _>>()?;
-        // perform is the oracle and must not panic, but a panic is turned into an error rather
-        // than taking the caller's process down.
-        let outs = catch_unwind(AssertUnwindSafe(|| perform(&inst.op, &args))).map_err(|p| {
+        // perform is the oracle and must not panic, but a panic (a user's op, say) is turned
+        // into an error rather than taking the caller's process down.
+        let outs = catch_unwind(AssertUnwindSafe(|| match &inst.op {
+            Op::Custom(c) => run_custom(c, inst, &args, donated, state),
+            op => perform(op, &args),
+        }))
+        .map_err(|p| {
             Error::Runtime(format!(
                 "{} panicked: {}",
-                inst.op.name(),
-                panic_message(&p)
+                inst.op.display_name(),
+                panic_message(&*p)
             ))
         })??;
         if outs.len() != inst.results.len() {
@@ -77,6 +159,56 @@ fn run_block(func: &Func, body: &[Inst], env: &mut [Option<Tensor>]) -> Result<(
     Ok(())
 }
 
+/// Runs a custom op with its kept output storage, its resources and write requests.
+fn run_custom(
+    c: &CustomOpRef,
+    inst: &Inst,
+    args: &[&Tensor],
+    donated: Option<Tensor>,
+    state: &mut InterpState,
+) -> Result<Vec<Tensor>, Error> {
+    let key = inst.results[0];
+    let calls = state.calls;
+    let slot = state
+        .storage
+        .entry(key)
+        .or_insert_with(|| vec![None; inst.results.len()]);
+    let mut requests = vec![WriteRequest::WriteTo; inst.results.len()];
+    if let Some(t) = donated {
+        slot[0] = Some(t);
+        requests[0] = WriteRequest::WriteInplace;
+    }
+    let mut temp = Vec::new();
+    let mut seed = 0;
+    for r in c.resources() {
+        match r {
+            Resource::TempSpace(n) => temp = vec![0u8; n],
+            // A fresh stream per call and per op: the call count and the op's position.
+            Resource::Random => seed = (calls << 32) ^ key.0 as u64,
+        }
+    }
+    let mut ctx = PerformContext {
+        requests: &requests,
+        temp: &mut temp,
+        seed,
+    };
+    c.perform(args, slot, &mut ctx)
+        .map_err(|e| Error::Runtime(format!("{}: {e}", c.name())))?;
+    // An output written in place moves on (its buffer was the input's); other outputs stay in
+    // the kept storage for the next call to reuse, and the caller gets a copy.
+    slot.iter_mut()
+        .zip(&requests)
+        .map(|(o, r)| {
+            let t = if *r == WriteRequest::WriteInplace {
+                o.take()
+            } else {
+                o.clone()
+            };
+            t.ok_or_else(|| Error::Runtime(format!("{}: perform left an output empty", c.name())))
+        })
+        .collect()
+}
+
 /// The message of a caught panic payload.
 pub fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
     if let Some(s) = p.downcast_ref::<&str>() {
@@ -88,19 +220,28 @@ pub fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
     }
 }
 
-/// The interpreter as a backend.
+/// The interpreter as a backend. Calls from several threads at once each get their own
+/// state when the kept one is busy: ops' storage reuse is an optimization, never required.
 pub struct Interpreter {
     func: Func,
+    state: Mutex<InterpState>,
 }
 
 impl Interpreter {
     pub fn new(func: Func) -> Interpreter {
-        Interpreter { func }
+        Interpreter {
+            func,
+            state: Mutex::new(InterpState::default()),
+        }
     }
 }
 
 impl super::Executable for Interpreter {
     fn run(&self, inputs: &[crate::tensor::TensorRef<'_>]) -> Result<Vec<Tensor>, Error> {
-        run_func(&self.func, inputs.iter().map(|t| t.to_owned()).collect())
+        let inputs = inputs.iter().map(|t| t.to_owned()).collect();
+        match self.state.try_lock() {
+            Ok(mut st) => run_func_with(&self.func, inputs, &mut st),
+            Err(_) => run_func_with(&self.func, inputs, &mut InterpState::default()),
+        }
     }
 }

@@ -1,0 +1,51 @@
+//! Writing your own ops: see `ops.rs` for the ops, and this file for how they are used.
+//!
+//! Run with `cargo run --release --example custom_ops`.
+
+#[allow(dead_code)] // `Scale` is used by the tests and the gradient docs
+mod ops;
+
+use kiln::{function, Graph};
+use ndarray::{array, ArrayD};
+use ops::{AddWithBuffer, Permute, Tear};
+use std::sync::atomic::Ordering;
+
+fn main() -> Result<(), kiln::Error> {
+    let g = Graph::new();
+    let x = g.input("x", kiln::f32, [Some(2), Some(3)]);
+
+    // tear: one output per row when tearing along dim 1.
+    let rows = g.try_apply_custom(Tear { dims: vec![1] }, &[&x])?;
+    println!(
+        "tear along dim 1 gives {} outputs of type {}",
+        rows.len(),
+        rows[0].ty()
+    );
+
+    // add_with_buffer keeps a hidden scratch buffer between calls.
+    let add = AddWithBuffer::default();
+    let allocations = add.allocations.clone();
+    let s = g.try_apply_custom(add, &[&rows[0], &rows[1]])?;
+
+    // permute may run in place: the torn-off first row is not read after it, so the runtime
+    // hands its buffer over instead of copying.
+    let permute = Permute {
+        perm: vec![0],
+        in_place_runs: Default::default(),
+    };
+    let runs = permute.in_place_runs.clone();
+    let p = g.try_apply_custom(permute, &[&rows[0]])?;
+
+    let f = function(&[&x], &[&p[0], &s[0]]).compile()?;
+    let xv: ArrayD<f32> = array![[1.0f32, 2.0, 3.0], [10.0, 20.0, 30.0]].into_dyn();
+    for _ in 0..3 {
+        let out = f.call(&[xv.view()])?;
+        println!("row 0: {}   row 0 + row 1: {}", out[0], out[1]);
+    }
+    println!(
+        "permute ran in place {} times; add_with_buffer allocated its buffer {} time(s)",
+        runs.load(Ordering::Relaxed),
+        allocations.load(Ordering::Relaxed)
+    );
+    Ok(())
+}

@@ -1,0 +1,275 @@
+//! User-defined ops: the open op model of Theano ("how to make an op"), libnd4j's custom ops
+//! and MXNet's unified operator API. A user implements [`CustomOp`] and applies it with
+//! [`Graph::apply_custom`](crate::Graph::apply_custom); the op then takes part in everything
+//! built-in ops do: type checking (`make_node`), interpretation (`perform`), gradients,
+//! shape inference, in-place planning (`destroy_map`/`view_map`) and merging of duplicates
+//! (equality and hashing through [`CustomOp::params`]).
+
+mod registry;
+
+pub use registry::{lookup_custom_op, register_custom_op, CustomOpFactory};
+
+use crate::error::Error;
+use crate::graph::Var;
+use crate::ir::TensorType;
+use crate::tensor::Tensor;
+use std::fmt;
+use std::hash::{Hash, Hasher};
+use std::sync::Arc;
+
+/// How many inputs or outputs an op takes (libnd4j's declaration).
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Arity {
+    Exactly(usize),
+    AtLeast(usize),
+    Any,
+}
+
+impl Arity {
+    pub fn accepts(self, n: usize) -> bool {
+        match self {
+            Arity::Exactly(k) => n == k,
+            Arity::AtLeast(k) => n >= k,
+            Arity::Any => true,
+        }
+    }
+}
+
+impl fmt::Display for Arity {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Arity::Exactly(k) => write!(f, "{k}"),
+            Arity::AtLeast(k) => write!(f, "at least {k}"),
+            Arity::Any => write!(f, "any number of"),
+        }
+    }
+}
+
+/// The parameters of an op: they define its equality and hash (two ops with the same name and
+/// parameters do the same thing and are merged) and its attributes in the text form.
+#[derive(Clone, Debug, Default)]
+pub struct OpParams {
+    /// Integer arguments (libnd4j's iArgs), named for the text form.
+    pub ints: Vec<(String, Vec<i64>)>,
+    /// Float arguments (libnd4j's tArgs), compared by bits.
+    pub floats: Vec<(String, Vec<f64>)>,
+}
+
+impl OpParams {
+    pub fn new() -> OpParams {
+        OpParams::default()
+    }
+
+    pub fn int(mut self, name: &str, v: impl Into<Vec<i64>>) -> OpParams {
+        self.ints.push((name.to_string(), v.into()));
+        self
+    }
+
+    pub fn float(mut self, name: &str, v: impl Into<Vec<f64>>) -> OpParams {
+        self.floats.push((name.to_string(), v.into()));
+        self
+    }
+
+    pub fn get_ints(&self, name: &str) -> Option<&[i64]> {
+        self.ints
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| &v[..])
+    }
+
+    pub fn get_floats(&self, name: &str) -> Option<&[f64]> {
+        self.floats
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| &v[..])
+    }
+}
+
+impl PartialEq for OpParams {
+    fn eq(&self, o: &OpParams) -> bool {
+        self.ints == o.ints
+            && self.floats.len() == o.floats.len()
+            && self.floats.iter().zip(&o.floats).all(|((a, x), (b, y))| {
+                a == b
+                    && x.len() == y.len()
+                    && x.iter().zip(y).all(|(p, q)| p.to_bits() == q.to_bits())
+            })
+    }
+}
+impl Eq for OpParams {}
+impl Hash for OpParams {
+    fn hash<H: Hasher>(&self, h: &mut H) {
+        self.ints.hash(h);
+        for (n, v) in &self.floats {
+            n.hash(h);
+            v.iter().for_each(|x| x.to_bits().hash(h));
+        }
+    }
+}
+
+/// MXNet's write request: how a kernel writes one output.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum WriteRequest {
+    /// Write the output; its storage holds nothing of value (`kWriteTo`).
+    WriteTo,
+    /// The output storage already holds the input this output may overwrite (`kWriteInplace`):
+    /// for an op whose `inplace()` is true, output 0's storage holds input 0's data, moved there
+    /// because nothing reads it afterwards, and `inputs[0]` is then an empty placeholder. Read
+    /// the input from the output storage and overwrite it.
+    WriteInplace,
+    /// Add the result to what the output storage already holds (`kAddTo`), used to accumulate
+    /// gradients into an existing buffer.
+    AddTo,
+    /// The output is not needed; skip it (`kNullOp`).
+    Null,
+}
+
+/// Resources an op may ask for (MXNet's `ResourceRequest`).
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Resource {
+    /// Scratch memory of this many bytes for the duration of one `perform`.
+    TempSpace(usize),
+    /// A random generator seeded per call from the function's seed and the op's position.
+    Random,
+}
+
+/// What `perform` gets besides its inputs.
+pub struct PerformContext<'a> {
+    /// One write request per output (hidden outputs included).
+    pub requests: &'a [WriteRequest],
+    /// Scratch space, if the op asked for [`Resource::TempSpace`].
+    pub temp: &'a mut Vec<u8>,
+    /// A counter-based generator key, if the op asked for [`Resource::Random`]: use it with
+    /// `kiln::random` (`uniform_f32(seed, i)` ...).
+    pub seed: u64,
+}
+
+/// The gradient of one input.
+#[derive(Clone, Debug)]
+pub enum InputGrad {
+    Grad(Var),
+    /// The input has no gradient through this op; asking for one is an error naming the op.
+    NotDifferentiable,
+    /// The output does not depend on this input (zero gradient).
+    Disconnected,
+}
+
+/// A user-defined op. Only `name`, `make_node` and `perform` are required.
+pub trait CustomOp: Send + Sync + fmt::Debug + 'static {
+    /// The op's name (also its name in the text form: `custom "NAME"`).
+    fn name(&self) -> &str;
+
+    /// Parameters defining equality, hashing and the text-form attributes.
+    fn params(&self) -> OpParams {
+        OpParams::new()
+    }
+
+    /// How many inputs the op takes.
+    fn num_inputs(&self) -> Arity {
+        Arity::Any
+    }
+
+    /// The type check: given input types, output types (hidden outputs last) or a clear error.
+    fn make_node(&self, inputs: &[&TensorType]) -> Result<Vec<TensorType>, String>;
+
+    /// Computes the outputs. `outputs[i]` holds what that output held after the previous call
+    /// (or `None` the first time): the op may reuse it or replace it, and must leave `Some`.
+    fn perform(
+        &self,
+        inputs: &[&Tensor],
+        outputs: &mut [Option<Tensor>],
+        ctx: &mut PerformContext<'_>,
+    ) -> Result<(), String>;
+
+    /// Symbolic gradient: one entry per input, given the gradient of each visible output
+    /// (`None` where the cost does not depend on that output).
+    fn grad(
+        &self,
+        inputs: &[Var],
+        _outputs: &[Var],
+        _output_grads: &[Option<Var>],
+    ) -> Result<Vec<InputGrad>, Error> {
+        Ok(inputs
+            .iter()
+            .map(|_| InputGrad::NotDifferentiable)
+            .collect())
+    }
+
+    /// Output shapes from input shapes; by default `make_node` on fully known types.
+    fn infer_shape(&self, input_types: &[&TensorType]) -> Result<Vec<Vec<usize>>, String> {
+        self.make_node(input_types)?
+            .into_iter()
+            .map(|t| {
+                t.known_shape().ok_or_else(|| {
+                    format!(
+                        "{}: output shape is not determined by input shapes",
+                        self.name()
+                    )
+                })
+            })
+            .collect()
+    }
+
+    /// `(output, input)` pairs: the output overwrites that input's buffer.
+    fn destroy_map(&self) -> Vec<(usize, usize)> {
+        vec![]
+    }
+
+    /// `(output, input)` pairs: the output aliases that input.
+    fn view_map(&self) -> Vec<(usize, usize)> {
+        vec![]
+    }
+
+    /// How many trailing outputs are hidden: kept by the op (a growing buffer, a cached plan)
+    /// and not shown to callers.
+    fn num_hidden_outputs(&self) -> usize {
+        0
+    }
+
+    /// Whether the op may run in place when its input is free (libnd4j's in-place flag): the
+    /// runtime then hands the input's buffer as output 0 storage with `WriteInplace`.
+    fn inplace(&self) -> bool {
+        false
+    }
+
+    /// Resources the op needs.
+    fn resources(&self) -> Vec<Resource> {
+        vec![]
+    }
+}
+
+/// A shared handle to a custom op, compared and hashed by name and parameters.
+#[derive(Clone, Debug)]
+pub struct CustomOpRef(pub Arc<dyn CustomOp>);
+
+impl CustomOpRef {
+    pub fn new(op: impl CustomOp) -> CustomOpRef {
+        CustomOpRef(Arc::new(op))
+    }
+}
+
+impl<T: CustomOp> From<T> for CustomOpRef {
+    fn from(op: T) -> CustomOpRef {
+        CustomOpRef(Arc::new(op))
+    }
+}
+
+impl PartialEq for CustomOpRef {
+    fn eq(&self, o: &CustomOpRef) -> bool {
+        self.0.name() == o.0.name() && self.0.params() == o.0.params()
+    }
+}
+impl Eq for CustomOpRef {}
+impl Hash for CustomOpRef {
+    fn hash<H: Hasher>(&self, h: &mut H) {
+        self.0.name().hash(h);
+        self.0.params().hash(h);
+    }
+}
+
+impl std::ops::Deref for CustomOpRef {
+    type Target = dyn CustomOp;
+    fn deref(&self) -> &(dyn CustomOp + 'static) {
+        &*self.0
+    }
+}

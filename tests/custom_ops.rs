@@ -1,0 +1,199 @@
+//! User-defined ops take part in everything built-in ops do: type checks, the interpreter,
+//! in-place planning, hidden outputs, merging, the registry; a panic inside one is an `Err`.
+
+#[allow(dead_code)]
+#[path = "../examples/custom_ops/ops.rs"]
+mod ops;
+
+use kiln::custom::{
+    lookup_custom_op, register_custom_op, CustomOp, CustomOpRef, OpParams, PerformContext,
+};
+use kiln::ir::Op;
+use kiln::{function, Error, Graph, Tensor, TensorType};
+use ndarray::{array, ArrayD, IxDyn};
+use ops::{AddWithBuffer, Permute, Scale, Tear};
+use std::sync::atomic::Ordering;
+
+fn vals(t: &Tensor) -> Vec<f64> {
+    t.to_f64_vec()
+}
+
+#[test]
+fn tear_gives_one_output_per_position_along_the_other_dims() {
+    let g = Graph::new();
+    let x = g.input("x", kiln::f32, [Some(2), Some(3), Some(2)]);
+    let parts = g
+        .try_apply_custom(Tear { dims: vec![0, 2] }, &[&x])
+        .unwrap();
+    assert_eq!(parts.len(), 3);
+    assert_eq!(parts[0].ty(), TensorType::fixed(kiln::f32, &[2, 2]));
+    let refs: Vec<&kiln::Var> = parts.iter().collect();
+    let f = function(&[&x], &refs).compile().unwrap();
+    let xv = ArrayD::from_shape_fn(IxDyn(&[2, 3, 2]), |i| {
+        (i[0] * 100 + i[1] * 10 + i[2]) as f32
+    });
+    let out = f.call(&[xv.view()]).unwrap();
+    assert_eq!(vals(&out[1]), vec![10.0, 11.0, 110.0, 111.0]);
+    assert_eq!(vals(&out[2]), vec![20.0, 21.0, 120.0, 121.0]);
+    // make_node errors carry the caller's location.
+    let e = g
+        .try_apply_custom(Tear { dims: vec![3] }, &[&x])
+        .unwrap_err();
+    assert!(
+        e.to_string().contains("custom_ops.rs") && e.to_string().contains("rank 3"),
+        "{e}"
+    );
+    let y = g.input("y", kiln::f32, [None]);
+    assert!(g.try_apply_custom(Tear { dims: vec![0] }, &[&y]).is_err());
+}
+
+fn permute(perm: &[usize]) -> Permute {
+    Permute {
+        perm: perm.to_vec(),
+        in_place_runs: Default::default(),
+    }
+}
+
+#[test]
+fn permute_runs_in_place_only_when_its_input_is_dead() {
+    let g = Graph::new();
+    let x = g.input("x", kiln::f32, [Some(2), Some(3)]);
+    let xv: ArrayD<f32> = array![[1.0f32, 2.0, 3.0], [4.0, 5.0, 6.0]].into_dyn();
+    let expected = vec![1.0, 4.0, 2.0, 5.0, 3.0, 6.0];
+
+    // Input of the function: never overwritten.
+    let p = permute(&[1, 0]);
+    let runs = p.in_place_runs.clone();
+    let y = g.apply_custom(p, &[&x]);
+    let f = function(&[&x], &[&y[0]]).compile().unwrap();
+    assert_eq!(vals(&f.call(&[xv.view()]).unwrap()[0]), expected);
+    assert_eq!(runs.load(Ordering::Relaxed), 0);
+
+    // A temporary read only by the permute: overwritten in place.
+    let scaled = g.apply_custom(Scale { factor: 1.0 }, &[&x]);
+    let p = permute(&[1, 0]);
+    let runs = p.in_place_runs.clone();
+    let y = g.apply_custom(p, &[&scaled[0]]);
+    let f = function(&[&x], &[&y[0]]).compile().unwrap();
+    assert_eq!(vals(&f.call(&[xv.view()]).unwrap()[0]), expected);
+    assert_eq!(runs.load(Ordering::Relaxed), 1);
+
+    // A temporary also returned as an output: must survive.
+    let p = permute(&[1, 0]);
+    let runs = p.in_place_runs.clone();
+    let y = g.apply_custom(p, &[&scaled[0]]);
+    let f = function(&[&x], &[&y[0], &scaled[0]]).compile().unwrap();
+    let out = f.call(&[xv.view()]).unwrap();
+    assert_eq!(vals(&out[0]), expected);
+    assert_eq!(vals(&out[1]), vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0]);
+    assert_eq!(runs.load(Ordering::Relaxed), 0);
+}
+
+#[test]
+fn hidden_buffers_are_kept_between_calls_and_grow_when_needed() {
+    let g = Graph::new();
+    let a = g.input("a", kiln::f32, [None]);
+    let b = g.input("b", kiln::f32, [None]);
+    let op = AddWithBuffer::default();
+    let allocs = op.allocations.clone();
+    let s = g.try_apply_custom(op, &[&a, &b]).unwrap();
+    assert_eq!(s.len(), 1, "the hidden output is not shown");
+    let f = function(&[&a, &b], &[&s[0]]).compile().unwrap();
+    let small = array![1.0f32, 2.0].into_dyn();
+    for _ in 0..3 {
+        assert_eq!(
+            vals(&f.call(&[small.view(), small.view()]).unwrap()[0]),
+            vec![2.0, 4.0]
+        );
+    }
+    assert_eq!(allocs.load(Ordering::Relaxed), 1);
+    let four = array![1.0f32, 1.0, 1.0, 1.0].into_dyn();
+    assert_eq!(
+        vals(&f.call(&[four.view(), four.view()]).unwrap()[0]),
+        vec![2.0; 4]
+    );
+    assert_eq!(
+        allocs.load(Ordering::Relaxed),
+        1,
+        "4 elements fit the buffer of 2 * 2"
+    );
+    let five = ArrayD::from_elem(IxDyn(&[5]), 1.0f32);
+    assert_eq!(
+        vals(&f.call(&[five.view(), five.view()]).unwrap()[0]),
+        vec![2.0; 5]
+    );
+    assert_eq!(allocs.load(Ordering::Relaxed), 2);
+}
+
+#[derive(Debug)]
+struct Explodes;
+
+impl CustomOp for Explodes {
+    fn name(&self) -> &str {
+        "explodes"
+    }
+    fn make_node(&self, inputs: &[&TensorType]) -> Result<Vec<TensorType>, String> {
+        Ok(vec![inputs[0].clone()])
+    }
+    fn perform(
+        &self,
+        _: &[&Tensor],
+        _: &mut [Option<Tensor>],
+        _: &mut PerformContext<'_>,
+    ) -> Result<(), String> {
+        panic!("boom inside a user's op")
+    }
+}
+
+#[test]
+fn a_panic_inside_perform_is_an_error_not_an_abort() {
+    let g = Graph::new();
+    let x = g.input("x", kiln::f32, [Some(1)]);
+    let y = g.apply_custom(Explodes, &[&x]);
+    let f = function(&[&x], &[&y[0]]).compile().unwrap();
+    let e = f.call(&[array![1.0f32].into_dyn().view()]).unwrap_err();
+    assert!(
+        matches!(e, Error::Runtime(_)) && e.to_string().contains("boom"),
+        "{e}"
+    );
+    // The function still works afterwards (nothing was left locked).
+    assert!(f.call(&[array![1.0f32].into_dyn().view()]).is_err());
+}
+
+#[test]
+fn equal_params_make_equal_ops_so_duplicates_can_merge() {
+    let a = Op::Custom(CustomOpRef::new(Tear { dims: vec![1] }));
+    let b = Op::Custom(CustomOpRef::new(Tear { dims: vec![1] }));
+    let c = Op::Custom(CustomOpRef::new(Tear { dims: vec![0] }));
+    assert_eq!(a, b);
+    assert_ne!(a, c);
+    let hash = |o: &Op| {
+        use std::hash::{Hash, Hasher};
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        o.hash(&mut h);
+        h.finish()
+    };
+    assert_eq!(hash(&a), hash(&b));
+    assert_ne!(
+        Op::Custom(CustomOpRef::new(Scale { factor: 0.0 })),
+        Op::Custom(CustomOpRef::new(Scale { factor: -0.0 }))
+    );
+}
+
+#[test]
+fn registered_ops_are_found_by_name_with_their_attributes() {
+    register_custom_op("tear", |p: &OpParams| {
+        let dims = p.get_ints("dims").ok_or("tear needs `dims`")?;
+        Ok(CustomOpRef::new(Tear {
+            dims: dims.iter().map(|&d| d as usize).collect(),
+        }))
+    });
+    let op = lookup_custom_op("tear", &OpParams::new().int("dims", vec![1])).unwrap();
+    assert_eq!(op, CustomOpRef::new(Tear { dims: vec![1] }));
+    assert!(lookup_custom_op("tear", &OpParams::new())
+        .unwrap_err()
+        .contains("dims"));
+    assert!(lookup_custom_op("no_such_op", &OpParams::new())
+        .unwrap_err()
+        .contains("no custom op"));
+}
