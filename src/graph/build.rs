@@ -7,7 +7,7 @@
 use super::{Graph, Var, VarKind};
 use crate::error::{Error, Result, SourceLoc};
 use crate::ir::types::{normalize_axes, normalize_axis};
-use crate::ir::{BinaryOp, DType, Element, F64Bits, Op, ReduceOp, TensorType, UnaryOp};
+use crate::ir::{BinaryOp, DType, Element, F64Bits, Op, RandomDist, ReduceOp, TensorType, UnaryOp};
 use crate::tensor::Tensor;
 use ndarray::ArrayD;
 use std::ops;
@@ -371,6 +371,85 @@ impl Graph {
                 value: F64Bits(value),
             },
             &[],
+        )
+        .swap_remove(0)
+    }
+
+    /// Random numbers of `dist` from the counter-based stream of `seed` (see `kiln::random`).
+    /// With a `counter` (a 0-d i64, typically a shared variable updated at each call), the
+    /// numbers change with the counter; without one, every call gives the same numbers.
+    #[track_caller]
+    pub fn random(
+        &self,
+        dist: RandomDist,
+        seed: u64,
+        shape: &[usize],
+        dtype: DType,
+        counter: Option<&Var>,
+    ) -> Var {
+        let op = Op::Random {
+            dist,
+            seed,
+            shape: shape.to_vec(),
+            dtype,
+        };
+        self.apply_at(op, counter.as_slice(), SourceLoc::caller())
+            .swap_remove(0)
+    }
+
+    /// Uniform numbers in `[low, high)`.
+    #[track_caller]
+    pub fn uniform(&self, seed: u64, shape: &[usize], dtype: DType, low: f64, high: f64) -> Var {
+        let dist = RandomDist::Uniform {
+            low: F64Bits(low),
+            high: F64Bits(high),
+        };
+        self.apply_at(
+            Op::Random {
+                dist,
+                seed,
+                shape: shape.to_vec(),
+                dtype,
+            },
+            &[],
+            SourceLoc::caller(),
+        )
+        .swap_remove(0)
+    }
+
+    /// Normal numbers of mean `mean` and standard deviation `std`.
+    #[track_caller]
+    pub fn normal(&self, seed: u64, shape: &[usize], dtype: DType, mean: f64, std: f64) -> Var {
+        let dist = RandomDist::Normal {
+            mean: F64Bits(mean),
+            std: F64Bits(std),
+        };
+        self.apply_at(
+            Op::Random {
+                dist,
+                seed,
+                shape: shape.to_vec(),
+                dtype,
+            },
+            &[],
+            SourceLoc::caller(),
+        )
+        .swap_remove(0)
+    }
+
+    /// 1 (true) with probability `p`, else 0 (false).
+    #[track_caller]
+    pub fn bernoulli(&self, seed: u64, shape: &[usize], dtype: DType, p: f64) -> Var {
+        let dist = RandomDist::Bernoulli { p: F64Bits(p) };
+        self.apply_at(
+            Op::Random {
+                dist,
+                seed,
+                shape: shape.to_vec(),
+                dtype,
+            },
+            &[],
+            SourceLoc::caller(),
         )
         .swap_remove(0)
     }

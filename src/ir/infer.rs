@@ -4,7 +4,7 @@
 //! With every input dim known, the result is the concrete output shape, so the same function
 //! serves as `infer_shape` at run time (see [`infer_shape`]).
 
-use super::op::{BinaryOp, Op, ReduceOp, UnaryOp};
+use super::op::{BinaryOp, Op, RandomDist, ReduceOp, UnaryOp};
 use super::types::{broadcast_dims, Dim, ShapeDisplay, TensorType};
 use super::DType;
 
@@ -315,6 +315,34 @@ pub fn infer(op: &Op, inputs: &[&TensorType]) -> Result<Vec<TensorType>, String>
         }
         Op::Const(t) => one(t.ty()),
         Op::Zeros { shape, dtype } | Op::Ones { shape, dtype } | Op::Full { shape, dtype, .. } => {
+            one(TensorType::fixed(*dtype, shape))
+        }
+        Op::Random {
+            dist, shape, dtype, ..
+        } => {
+            if inputs.len() > 1
+                || inputs
+                    .first()
+                    .is_some_and(|t| t.dtype != DType::I64 || t.rank() != 0)
+            {
+                return Err(format!("{name} takes no input or one i64[] counter"));
+            }
+            let ok = match dist {
+                RandomDist::Bernoulli { p } => (0.0..=1.0).contains(&p.0),
+                RandomDist::Uniform { low, high } => {
+                    low.0.is_finite() && high.0.is_finite() && low.0 <= high.0
+                }
+                RandomDist::Normal { mean, std } => {
+                    mean.0.is_finite() && std.0.is_finite() && std.0 >= 0.0
+                }
+            };
+            if !ok {
+                return Err(format!("{name}: parameters out of range: {dist:?}"));
+            }
+            let float_only = !matches!(dist, RandomDist::Bernoulli { .. });
+            if float_only && !dtype.is_float() {
+                return Err(format!("{name} makes f32 or f64, not {dtype}"));
+            }
             one(TensorType::fixed(*dtype, shape))
         }
         Op::Custom(c) => {

@@ -10,5 +10,5 @@ pub mod types;
 pub use dtype::{DType, Element};
 pub use func::{Func, Inst, Region, Value, ValueData};
 pub use infer::{infer, infer_shape};
-pub use op::{BinaryOp, F64Bits, Op, ReduceOp, UnaryOp};
+pub use op::{BinaryOp, F64Bits, Op, RandomDist, ReduceOp, UnaryOp};
 pub use types::{broadcast_dims, broadcast_shapes, Dim, TensorType};

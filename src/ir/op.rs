@@ -154,8 +154,35 @@ pub enum Op {
         step: F64Bits,
         dtype: DType,
     },
+    /// Random numbers from a counter-based stream (see `crate::random` for the layout). Takes
+    /// no input, or one 0-d i64 `counter` mixed into the seed so that a shared counter updated
+    /// at each call gives fresh numbers per call.
+    Random {
+        dist: RandomDist,
+        seed: u64,
+        shape: Vec<usize>,
+        dtype: DType,
+    },
     /// A user-defined op (see `crate::custom`).
     Custom(CustomOpRef),
+}
+
+/// The distribution of a random op.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum RandomDist {
+    Uniform { low: F64Bits, high: F64Bits },
+    Normal { mean: F64Bits, std: F64Bits },
+    Bernoulli { p: F64Bits },
+}
+
+impl RandomDist {
+    pub fn name(self) -> &'static str {
+        match self {
+            RandomDist::Uniform { .. } => "uniform",
+            RandomDist::Normal { .. } => "normal",
+            RandomDist::Bernoulli { .. } => "bernoulli",
+        }
+    }
 }
 
 impl UnaryOp {
@@ -338,6 +365,7 @@ impl Op {
             Op::Ones { .. } => "ones",
             Op::Full { .. } => "full",
             Op::Arange { .. } => "arange",
+            Op::Random { dist, .. } => dist.name(),
             Op::Custom(_) => "custom",
         }
     }
@@ -361,6 +389,7 @@ impl Op {
             Op::Concat { .. } => None,
             Op::Const(_) | Op::Zeros { .. } | Op::Ones { .. } | Op::Full { .. } => Some(0),
             Op::Arange { .. } => Some(0),
+            Op::Random { .. } => None,
             Op::Custom(c) => match c.num_inputs() {
                 crate::custom::Arity::Exactly(n) => Some(n),
                 _ => None,

@@ -10,6 +10,21 @@ use crate::tensor::Tensor;
 pub fn perform(op: &Op, _inputs: &[&Tensor]) -> Result<Vec<Tensor>, Error> {
     match op {
         Op::Const(t) => Ok(vec![t.clone()]),
+        Op::Random {
+            dist,
+            seed,
+            shape,
+            dtype,
+        } => {
+            let counter = _inputs
+                .first()
+                .and_then(|t| t.as_i64())
+                .and_then(|a| a.iter().next().copied());
+            let seed = crate::random::perform::effective_seed(*seed, counter);
+            Ok(vec![crate::random::perform::sample(
+                *dist, seed, shape, *dtype,
+            )])
+        }
         _ => Err(Error::Unsupported(format!(
             "perform: {} is not implemented yet",
             op.name()

@@ -20,6 +20,8 @@
 //! `bernoulli(p)` is `u < p`. Different random ops in one function should use different seeds
 //! (the graph builder derives them from a user seed and a per-op counter).
 
+pub mod perform;
+
 /// One Philox4x32-10 block.
 pub fn philox4x32_10(counter: [u32; 4], key: [u32; 2]) -> [u32; 4] {
     const M0: u32 = 0xD251_1F53;
