@@ -1,33 +1,122 @@
 //! The reference implementation of every built-in op on concrete tensors (Theano's `perform`).
 //! This is the oracle that every compiled backend is tested against, so it favours being
-//! obviously right (numpy semantics, CONTRACTS.md §1b) over being fast.
+//! obviously right (numpy semantics, CONTRACTS.md §1b) over being fast. It never panics on
+//! any input: shapes that do not fit at run time are an `Err`.
 
+mod elementwise;
+mod linalg;
+mod reduce;
+mod shape;
+
+pub use elementwise::float_divmod;
+pub use reduce::pairwise_sum;
+pub use shape::resolve_reshape;
+
+use crate::custom::{PerformContext, WriteRequest};
 use crate::error::Error;
-use crate::ir::Op;
+use crate::ir::infer::arange_len;
+use crate::ir::{DType, Op};
 use crate::tensor::Tensor;
+use ndarray::{ArrayD, IxDyn};
 
 /// Runs `op` on `inputs` and returns its outputs.
-pub fn perform(op: &Op, _inputs: &[&Tensor]) -> Result<Vec<Tensor>, Error> {
+pub fn perform(op: &Op, inputs: &[&Tensor]) -> Result<Vec<Tensor>, Error> {
+    if let Some(n) = op.arity() {
+        if inputs.len() != n {
+            return Err(Error::Runtime(format!(
+                "{} takes {n} inputs, got {}",
+                op.name(),
+                inputs.len()
+            )));
+        }
+    }
+    let one = |t: Tensor| Ok(vec![t]);
     match op {
-        Op::Const(t) => Ok(vec![t.clone()]),
+        Op::Unary(u) => one(elementwise::unary(*u, inputs[0])?),
+        Op::Binary(b) => one(elementwise::binary(*b, inputs[0], inputs[1])?),
+        Op::Select => one(elementwise::select(inputs[0], inputs[1], inputs[2])?),
+        Op::Cast { to } => one(elementwise::cast(inputs[0], *to)),
+        Op::Reduce {
+            op: r,
+            axes,
+            keepdims,
+        } => one(reduce::reduce(inputs[0], *r, axes, *keepdims)?),
+        Op::Transpose { perm } => one(shape::transpose(inputs[0], perm)?),
+        Op::Reshape { shape: s } => one(shape::reshape(inputs[0], s)?),
+        Op::BroadcastTo { shape: s } => one(shape::broadcast_to(inputs[0], s)?),
+        Op::ExpandDims { axes } => one(shape::expand_dims(inputs[0], axes)?),
+        Op::Squeeze { axes } => one(shape::squeeze(inputs[0], axes)?),
+        Op::Concat { axis } => one(shape::concat(inputs, *axis)?),
+        Op::Slice {
+            starts,
+            stops,
+            steps,
+        } => one(shape::slice(inputs[0], starts, stops, steps)?),
+        Op::MatMul => one(linalg::matmul(inputs[0], inputs[1])?),
+        Op::Const(t) => one(t.clone()),
+        Op::Zeros { shape: s, dtype } => one(Tensor::full(*dtype, s, 0.0)),
+        Op::Ones { shape: s, dtype } => one(Tensor::full(*dtype, s, 1.0)),
+        Op::Full {
+            shape: s,
+            dtype,
+            value,
+        } => one(Tensor::full(*dtype, s, value.0)),
+        Op::Arange {
+            start,
+            stop,
+            step,
+            dtype,
+        } => one(arange(start.0, stop.0, step.0, *dtype)?),
         Op::Random {
             dist,
             seed,
-            shape,
+            shape: s,
             dtype,
         } => {
-            let counter = _inputs
+            let counter = inputs
                 .first()
                 .and_then(|t| t.as_i64())
                 .and_then(|a| a.iter().next().copied());
             let seed = crate::random::perform::effective_seed(*seed, counter);
-            Ok(vec![crate::random::perform::sample(
-                *dist, seed, shape, *dtype,
-            )])
+            one(crate::random::perform::sample(*dist, seed, s, *dtype))
         }
-        _ => Err(Error::Unsupported(format!(
-            "perform: {} is not implemented yet",
-            op.name()
-        ))),
+        Op::Custom(c) => {
+            // Without a runtime keeping storage between calls: fresh storage, write-to.
+            let n = crate::ir::infer(
+                op,
+                &inputs
+                    .iter()
+                    .map(|t| t.ty())
+                    .collect::<Vec<_>>()
+                    .iter()
+                    .collect::<Vec<_>>(),
+            )
+            .map_err(Error::Runtime)?
+            .len();
+            let mut outs = vec![None; n];
+            let requests = vec![WriteRequest::WriteTo; n];
+            let mut temp = Vec::new();
+            let mut ctx = PerformContext {
+                requests: &requests,
+                temp: &mut temp,
+                seed: 0,
+            };
+            c.perform(inputs, &mut outs, &mut ctx)
+                .map_err(|e| Error::Runtime(format!("{}: {e}", c.name())))?;
+            outs.into_iter()
+                .map(|o| {
+                    o.ok_or_else(|| {
+                        Error::Runtime(format!("{}: perform left an output empty", c.name()))
+                    })
+                })
+                .collect()
+        }
     }
+}
+
+fn arange(start: f64, stop: f64, step: f64, dtype: DType) -> Result<Tensor, Error> {
+    let n = arange_len(start, stop, step).map_err(Error::Runtime)?;
+    let vals: Vec<f64> = (0..n).map(|i| start + i as f64 * step).collect();
+    let a = ArrayD::from_shape_vec(IxDyn(&[n]), vals).map_err(|e| Error::Runtime(e.to_string()))?;
+    Ok(elementwise::cast(&Tensor::F64(a), dtype))
 }

@@ -1,0 +1,373 @@
+//! Elementwise ops: unary, binary (numpy broadcasting), select and cast.
+
+use crate::error::Error;
+use crate::ir::types::broadcast_shapes;
+use crate::ir::{BinaryOp, DType, UnaryOp};
+use crate::tensor::Tensor;
+use ndarray::{ArrayD, IxDyn, Zip};
+use num_traits::Float;
+
+fn shape_err(e: String) -> Error {
+    Error::Shape(e)
+}
+
+/// `f` applied to `a` and `b` broadcast against each other.
+pub fn zip2<A: Copy, B: Copy, C>(
+    a: &ArrayD<A>,
+    b: &ArrayD<B>,
+    f: impl Fn(A, B) -> C,
+) -> Result<ArrayD<C>, Error> {
+    let shape = broadcast_shapes(a.shape(), b.shape()).map_err(shape_err)?;
+    let (av, bv) = (a.broadcast(IxDyn(&shape)), b.broadcast(IxDyn(&shape)));
+    let (av, bv) = (
+        av.ok_or_else(|| shape_err("broadcast".into()))?,
+        bv.ok_or_else(|| shape_err("broadcast".into()))?,
+    );
+    Ok(Zip::from(&av).and(&bv).map_collect(|&x, &y| f(x, y)))
+}
+
+fn unary_float<F: Float + FloatExtra>(op: UnaryOp, x: F) -> F {
+    let zero = F::zero();
+    let one = F::one();
+    match op {
+        UnaryOp::Neg => -x,
+        UnaryOp::Abs => x.abs(),
+        UnaryOp::Sign => {
+            if x > zero {
+                one
+            } else if x < zero {
+                -one
+            } else {
+                x // NaN stays NaN, zeros keep their sign
+            }
+        }
+        UnaryOp::Exp => x.exp(),
+        UnaryOp::Log => x.ln(),
+        UnaryOp::Log1p => x.ln_1p(),
+        UnaryOp::Expm1 => x.exp_m1(),
+        UnaryOp::Sqrt => x.sqrt(),
+        UnaryOp::Rsqrt => one / x.sqrt(),
+        UnaryOp::Sin => x.sin(),
+        UnaryOp::Cos => x.cos(),
+        UnaryOp::Tan => x.tan(),
+        UnaryOp::Tanh => x.tanh(),
+        // Stable for both signs: exp never overflows.
+        UnaryOp::Sigmoid => {
+            if x >= zero {
+                one / (one + (-x).exp())
+            } else {
+                let e = x.exp();
+                e / (one + e)
+            }
+        }
+        UnaryOp::Erf => x.erf(),
+        UnaryOp::Floor => x.floor(),
+        UnaryOp::Ceil => x.ceil(),
+        UnaryOp::Round => x.round_even(),
+        UnaryOp::Square => x * x,
+        UnaryOp::Reciprocal => one / x,
+        UnaryOp::Relu => {
+            if x.is_nan() || x > zero {
+                x
+            } else {
+                zero
+            }
+        }
+        UnaryOp::Not => x, // rejected by type inference
+    }
+}
+
+/// What `num_traits::Float` lacks.
+pub trait FloatExtra {
+    fn erf(self) -> Self;
+    fn round_even(self) -> Self;
+}
+impl FloatExtra for f32 {
+    fn erf(self) -> f32 {
+        libm::erff(self)
+    }
+    fn round_even(self) -> f32 {
+        self.round_ties_even()
+    }
+}
+impl FloatExtra for f64 {
+    fn erf(self) -> f64 {
+        libm::erf(self)
+    }
+    fn round_even(self) -> f64 {
+        self.round_ties_even()
+    }
+}
+
+macro_rules! unary_int {
+    ($op:expr, $x:expr) => {{
+        let x = $x;
+        match $op {
+            UnaryOp::Neg => x.wrapping_neg(),
+            UnaryOp::Abs => x.wrapping_abs(),
+            UnaryOp::Sign => x.signum(),
+            UnaryOp::Square => x.wrapping_mul(x),
+            UnaryOp::Relu => x.max(0),
+            _ => x, // floor, ceil, round of an integer; float-only ops are rejected earlier
+        }
+    }};
+}
+
+pub fn unary(op: UnaryOp, t: &Tensor) -> Result<Tensor, Error> {
+    Ok(match t {
+        Tensor::F32(a) => Tensor::F32(a.mapv(|x| unary_float(op, x))),
+        Tensor::F64(a) => Tensor::F64(a.mapv(|x| unary_float(op, x))),
+        Tensor::I32(a) => Tensor::I32(a.mapv(|x| unary_int!(op, x))),
+        Tensor::I64(a) => Tensor::I64(a.mapv(|x| unary_int!(op, x))),
+        Tensor::Bool(a) if op == UnaryOp::Not => Tensor::Bool(a.mapv(|x| !x)),
+        Tensor::Bool(_) => return Err(Error::Runtime(format!("{} does not take bool", op.name()))),
+    })
+}
+
+/// numpy's `npy_divmod` for floats: (floor quotient, remainder with the divisor's sign).
+pub fn float_divmod<F: Float>(a: F, b: F) -> (F, F) {
+    let zero = F::zero();
+    if b == zero {
+        return (a / b, a % b);
+    }
+    let mut m = a % b;
+    let mut div = (a - m) / b;
+    if m != zero {
+        if (b < zero) != (m < zero) {
+            m = m + b;
+            div = div - F::one();
+        }
+    } else {
+        m = zero.copysign(b);
+    }
+    let q = if div != zero {
+        let mut q = div.floor();
+        if div - q > F::from(0.5).unwrap_or(F::one()) {
+            q = q + F::one();
+        }
+        q
+    } else {
+        zero.copysign(a / b)
+    };
+    (q, m)
+}
+
+fn binary_float<F: Float>(op: BinaryOp, a: F, b: F) -> F {
+    match op {
+        BinaryOp::Add => a + b,
+        BinaryOp::Sub => a - b,
+        BinaryOp::Mul => a * b,
+        BinaryOp::Div => a / b,
+        BinaryOp::FloorDiv => float_divmod(a, b).0,
+        BinaryOp::Mod => float_divmod(a, b).1,
+        BinaryOp::Pow => a.powf(b),
+        BinaryOp::Maximum => {
+            if a.is_nan() || b.is_nan() {
+                F::nan()
+            } else {
+                a.max(b)
+            }
+        }
+        BinaryOp::Minimum => {
+            if a.is_nan() || b.is_nan() {
+                F::nan()
+            } else {
+                a.min(b)
+            }
+        }
+        _ => F::nan(), // comparisons and logic are handled elsewhere
+    }
+}
+
+macro_rules! binary_int {
+    ($op:expr, $a:expr, $b:expr, $t:ty) => {{
+        let (a, b): ($t, $t) = ($a, $b);
+        match $op {
+            BinaryOp::Add => a.wrapping_add(b),
+            BinaryOp::Sub => a.wrapping_sub(b),
+            BinaryOp::Mul => a.wrapping_mul(b),
+            // Division and mod by zero give 0 (numpy), floor semantics, wrapping for MIN / -1.
+            BinaryOp::FloorDiv | BinaryOp::Div => {
+                if b == 0 {
+                    0
+                } else {
+                    let q = a.wrapping_div(b);
+                    if a.wrapping_rem(b) != 0 && ((a < 0) != (b < 0)) {
+                        q - 1
+                    } else {
+                        q
+                    }
+                }
+            }
+            BinaryOp::Mod => {
+                if b == 0 {
+                    0
+                } else {
+                    let r = a.wrapping_rem(b);
+                    if r != 0 && ((r < 0) != (b < 0)) {
+                        r + b
+                    } else {
+                        r
+                    }
+                }
+            }
+            // Negative exponents: 1/a^n truncated, which is 0 unless |a| is 1.
+            BinaryOp::Pow => {
+                if b < 0 {
+                    match a {
+                        1 => 1,
+                        -1 => {
+                            if b % 2 == 0 {
+                                1
+                            } else {
+                                -1
+                            }
+                        }
+                        _ => 0,
+                    }
+                } else {
+                    let (mut base, mut e, mut acc): ($t, $t, $t) = (a, b, 1);
+                    while e > 0 {
+                        if e & 1 == 1 {
+                            acc = acc.wrapping_mul(base);
+                        }
+                        base = base.wrapping_mul(base);
+                        e >>= 1;
+                    }
+                    acc
+                }
+            }
+            BinaryOp::Maximum => a.max(b),
+            BinaryOp::Minimum => a.min(b),
+            _ => 0,
+        }
+    }};
+}
+
+fn compare<T: PartialOrd>(op: BinaryOp, a: T, b: T) -> bool {
+    match op {
+        BinaryOp::Lt => a < b,
+        BinaryOp::Le => a <= b,
+        BinaryOp::Gt => a > b,
+        BinaryOp::Ge => a >= b,
+        BinaryOp::Eq => a == b,
+        _ => a != b,
+    }
+}
+
+pub fn binary(op: BinaryOp, x: &Tensor, y: &Tensor) -> Result<Tensor, Error> {
+    if op.is_comparison() {
+        return Ok(Tensor::Bool(match (x, y) {
+            (Tensor::F32(a), Tensor::F32(b)) => zip2(a, b, |p, q| compare(op, p, q))?,
+            (Tensor::F64(a), Tensor::F64(b)) => zip2(a, b, |p, q| compare(op, p, q))?,
+            (Tensor::I32(a), Tensor::I32(b)) => zip2(a, b, |p, q| compare(op, p, q))?,
+            (Tensor::I64(a), Tensor::I64(b)) => zip2(a, b, |p, q| compare(op, p, q))?,
+            (Tensor::Bool(a), Tensor::Bool(b)) => zip2(a, b, |p, q| compare(op, p, q))?,
+            _ => return Err(dtype_mismatch(op, x, y)),
+        }));
+    }
+    Ok(match (x, y) {
+        (Tensor::F32(a), Tensor::F32(b)) => Tensor::F32(zip2(a, b, |p, q| binary_float(op, p, q))?),
+        (Tensor::F64(a), Tensor::F64(b)) => Tensor::F64(zip2(a, b, |p, q| binary_float(op, p, q))?),
+        (Tensor::I32(a), Tensor::I32(b)) => {
+            Tensor::I32(zip2(a, b, |p, q| binary_int!(op, p, q, i32))?)
+        }
+        (Tensor::I64(a), Tensor::I64(b)) => {
+            Tensor::I64(zip2(a, b, |p, q| binary_int!(op, p, q, i64))?)
+        }
+        (Tensor::Bool(a), Tensor::Bool(b)) if op.is_logical() => {
+            Tensor::Bool(zip2(a, b, |p, q| {
+                if op == BinaryOp::And {
+                    p && q
+                } else {
+                    p || q
+                }
+            })?)
+        }
+        _ => return Err(dtype_mismatch(op, x, y)),
+    })
+}
+
+fn dtype_mismatch(op: BinaryOp, x: &Tensor, y: &Tensor) -> Error {
+    Error::Runtime(format!(
+        "{} is not defined on {} and {}",
+        op.name(),
+        x.dtype(),
+        y.dtype()
+    ))
+}
+
+/// numpy `where(cond, a, b)` with broadcasting of all three.
+pub fn select(c: &Tensor, a: &Tensor, b: &Tensor) -> Result<Tensor, Error> {
+    let Tensor::Bool(c) = c else {
+        return Err(Error::Runtime("select: the condition must be bool".into()));
+    };
+    macro_rules! sel {
+        ($a:expr, $b:expr) => {{
+            let shape = broadcast_shapes(c.shape(), $a.shape()).map_err(shape_err)?;
+            let shape = broadcast_shapes(&shape, $b.shape()).map_err(shape_err)?;
+            let sh = IxDyn(&shape);
+            let bad = || shape_err("select: operands do not broadcast".into());
+            let (cv, av, bv) = (
+                c.broadcast(sh.clone()).ok_or_else(bad)?,
+                $a.broadcast(sh.clone()).ok_or_else(bad)?,
+                $b.broadcast(sh).ok_or_else(bad)?,
+            );
+            Zip::from(&cv)
+                .and(&av)
+                .and(&bv)
+                .map_collect(|&k, &p, &q| if k { p } else { q })
+        }};
+    }
+    Ok(match (a, b) {
+        (Tensor::F32(a), Tensor::F32(b)) => Tensor::F32(sel!(a, b)),
+        (Tensor::F64(a), Tensor::F64(b)) => Tensor::F64(sel!(a, b)),
+        (Tensor::I32(a), Tensor::I32(b)) => Tensor::I32(sel!(a, b)),
+        (Tensor::I64(a), Tensor::I64(b)) => Tensor::I64(sel!(a, b)),
+        (Tensor::Bool(a), Tensor::Bool(b)) => Tensor::Bool(sel!(a, b)),
+        _ => {
+            return Err(Error::Runtime(format!(
+                "select: branches differ in dtype ({} and {})",
+                a.dtype(),
+                b.dtype()
+            )))
+        }
+    })
+}
+
+/// Converts to `to`: floats to integers truncate toward zero and saturate, NaN becomes 0 (what
+/// Rust's `as` does); numbers to bool are `!= 0` (NaN is true); bool to numbers is 0 or 1.
+pub fn cast(t: &Tensor, to: DType) -> Tensor {
+    macro_rules! from {
+        ($a:expr, $conv:expr) => {{
+            let a = $a;
+            #[allow(clippy::redundant_closure_call)]
+            match to {
+                DType::Bool => Tensor::Bool(a.mapv(|x| ($conv)(x) != 0.0)),
+                DType::I32 => Tensor::I32(a.mapv(|x| ($conv)(x) as i32)),
+                DType::I64 => Tensor::I64(a.mapv(|x| ($conv)(x) as i64)),
+                DType::F32 => Tensor::F32(a.mapv(|x| ($conv)(x) as f32)),
+                DType::F64 => Tensor::F64(a.mapv(|x| ($conv)(x))),
+            }
+        }};
+    }
+    match t {
+        // Integers convert directly, so i64 values beyond 2^53 stay exact.
+        Tensor::I64(a) => match to {
+            DType::I64 => Tensor::I64(a.clone()),
+            DType::I32 => Tensor::I32(a.mapv(|x| x as i32)),
+            DType::Bool => Tensor::Bool(a.mapv(|x| x != 0)),
+            DType::F32 => Tensor::F32(a.mapv(|x| x as f32)),
+            DType::F64 => Tensor::F64(a.mapv(|x| x as f64)),
+        },
+        Tensor::I32(a) => from!(a, |x: i32| x as f64),
+        Tensor::Bool(a) => from!(a, |x: bool| x as u8 as f64),
+        Tensor::F64(a) => from!(a, |x: f64| x),
+        Tensor::F32(a) => match to {
+            // Direct, so that f32 -> i32 saturates at i32's bounds exactly.
+            DType::I32 => Tensor::I32(a.mapv(|x| x as i32)),
+            DType::F32 => Tensor::F32(a.clone()),
+            _ => from!(a, |x: f32| x as f64),
+        },
+    }
+}

@@ -1,0 +1,220 @@
+//! Reductions. The input is brought into a `[kept, reduced]` matrix (reduced axes last, row
+//! major), and each row is reduced; this keeps every reduction one simple loop over a slice.
+
+use crate::error::Error;
+use crate::ir::ReduceOp;
+use crate::tensor::Tensor;
+use ndarray::{ArrayD, IxDyn};
+use num_traits::Float;
+
+/// Below this many elements a float sum is a plain loop; above, it splits in two halves, so the
+/// rounding error grows with log(n) rather than n (pairwise summation, as numpy does).
+const PAIRWISE_BLOCK: usize = 64;
+
+pub fn pairwise_sum<F: Float>(xs: &[F]) -> F {
+    if xs.len() <= PAIRWISE_BLOCK {
+        xs.iter().fold(F::zero(), |acc, &x| acc + x)
+    } else {
+        let mid = xs.len() / 2;
+        pairwise_sum(&xs[..mid]) + pairwise_sum(&xs[mid..])
+    }
+}
+
+/// The input rearranged as rows of reduced elements, with the output shape.
+struct Rows<T> {
+    data: Vec<T>,
+    row_len: usize,
+    out_shape: Vec<usize>,
+}
+
+fn rows<T: Copy>(a: &ArrayD<T>, axes: &Option<Vec<usize>>, keepdims: bool) -> Rows<T> {
+    let rank = a.ndim();
+    let reduced = |i: usize| axes.as_ref().is_none_or(|ax| ax.contains(&i));
+    let kept: Vec<usize> = (0..rank).filter(|&i| !reduced(i)).collect();
+    let red: Vec<usize> = (0..rank).filter(|&i| reduced(i)).collect();
+    let perm: Vec<usize> = kept.iter().chain(&red).copied().collect();
+    let view = a.view().permuted_axes(IxDyn(&perm));
+    let data: Vec<T> = view.iter().copied().collect();
+    let row_len: usize = red.iter().map(|&i| a.shape()[i]).product();
+    let out_shape = (0..rank)
+        .filter_map(|i| {
+            if !reduced(i) {
+                Some(a.shape()[i])
+            } else if keepdims {
+                Some(1)
+            } else {
+                None
+            }
+        })
+        .collect();
+    Rows {
+        data,
+        row_len,
+        out_shape,
+    }
+}
+
+impl<T: Copy> Rows<T> {
+    fn n_rows(&self) -> usize {
+        self.out_shape.iter().product()
+    }
+
+    fn map<U>(&self, f: impl Fn(&[T]) -> U) -> ArrayD<U> {
+        let n = self.n_rows();
+        let out: Vec<U> = (0..n)
+            .map(|r| f(&self.data[r * self.row_len..(r + 1) * self.row_len]))
+            .collect();
+        ArrayD::from_shape_vec(IxDyn(&self.out_shape), out)
+            .expect("row count matches the output shape")
+    }
+
+    fn check_nonempty(&self, op: ReduceOp) -> Result<(), Error> {
+        if self.row_len == 0 && self.n_rows() > 0 {
+            return Err(Error::Shape(format!(
+                "{} of an empty axis has no identity",
+                op.name()
+            )));
+        }
+        Ok(())
+    }
+}
+
+fn nan_max<F: Float>(xs: &[F], max: bool) -> F {
+    let mut acc = xs[0];
+    for &x in xs {
+        if x.is_nan() {
+            return x;
+        }
+        if (max && x > acc) || (!max && x < acc) {
+            acc = x;
+        }
+    }
+    acc
+}
+
+/// Index of the first extreme; a NaN counts as the extreme (the first one wins).
+fn arg_extreme<T: PartialOrd + Copy>(xs: &[T], max: bool, is_nan: impl Fn(T) -> bool) -> i64 {
+    let mut best = 0;
+    for (i, &x) in xs.iter().enumerate() {
+        if is_nan(x) {
+            return i as i64;
+        }
+        if (max && x > xs[best]) || (!max && x < xs[best]) {
+            best = i;
+        }
+    }
+    best as i64
+}
+
+fn float_reduce<F: Float>(
+    r: &Rows<F>,
+    op: ReduceOp,
+    wrap: impl Fn(ArrayD<F>) -> Tensor,
+) -> Result<Tensor, Error> {
+    Ok(match op {
+        ReduceOp::Sum => wrap(r.map(pairwise_sum)),
+        ReduceOp::Mean => {
+            let n = F::from(r.row_len).unwrap_or_else(F::nan);
+            wrap(r.map(|xs| pairwise_sum(xs) / n))
+        }
+        ReduceOp::Prod => wrap(r.map(|xs| xs.iter().fold(F::one(), |a, &x| a * x))),
+        ReduceOp::Max | ReduceOp::Min => {
+            r.check_nonempty(op)?;
+            wrap(r.map(|xs| nan_max(xs, op == ReduceOp::Max)))
+        }
+        ReduceOp::ArgMax | ReduceOp::ArgMin => {
+            r.check_nonempty(op)?;
+            Tensor::I64(r.map(|xs| arg_extreme(xs, op == ReduceOp::ArgMax, |x: F| x.is_nan())))
+        }
+        ReduceOp::All => Tensor::Bool(r.map(|xs| xs.iter().all(|&x| x != F::zero()))),
+        ReduceOp::Any => Tensor::Bool(r.map(|xs| xs.iter().any(|&x| x != F::zero()))),
+    })
+}
+
+macro_rules! int_reduce {
+    ($r:expr, $op:expr, $v:ident, $t:ty) => {{
+        let (r, op) = ($r, $op);
+        Ok(match op {
+            ReduceOp::Sum => {
+                Tensor::$v(r.map(|xs| xs.iter().fold(0 as $t, |a, &x| a.wrapping_add(x))))
+            }
+            ReduceOp::Prod => {
+                Tensor::$v(r.map(|xs| xs.iter().fold(1 as $t, |a, &x| a.wrapping_mul(x))))
+            }
+            ReduceOp::Mean => {
+                let n = r.row_len as f64;
+                Tensor::F64(
+                    r.map(|xs| pairwise_sum(&xs.iter().map(|&x| x as f64).collect::<Vec<_>>()) / n),
+                )
+            }
+            ReduceOp::Max | ReduceOp::Min => {
+                r.check_nonempty(op)?;
+                let max = op == ReduceOp::Max;
+                Tensor::$v(r.map(|xs| {
+                    xs.iter()
+                        .copied()
+                        .reduce(|a, x| if max { a.max(x) } else { a.min(x) })
+                        .unwrap_or(0)
+                }))
+            }
+            ReduceOp::ArgMax | ReduceOp::ArgMin => {
+                r.check_nonempty(op)?;
+                Tensor::I64(r.map(|xs| arg_extreme(xs, op == ReduceOp::ArgMax, |_: $t| false)))
+            }
+            ReduceOp::All => Tensor::Bool(r.map(|xs| xs.iter().all(|&x| x != 0))),
+            ReduceOp::Any => Tensor::Bool(r.map(|xs| xs.iter().any(|&x| x != 0))),
+        })
+    }};
+}
+
+pub fn reduce(
+    t: &Tensor,
+    op: ReduceOp,
+    axes: &Option<Vec<usize>>,
+    keepdims: bool,
+) -> Result<Tensor, Error> {
+    if let Some(ax) = axes {
+        if let Some(&bad) = ax.iter().find(|&&a| a >= t.shape().len()) {
+            return Err(Error::Shape(format!(
+                "{}: axis {bad} is out of range for rank {}",
+                op.name(),
+                t.shape().len()
+            )));
+        }
+    }
+    match t {
+        Tensor::F32(a) => float_reduce(&rows(a, axes, keepdims), op, Tensor::F32),
+        Tensor::F64(a) => float_reduce(&rows(a, axes, keepdims), op, Tensor::F64),
+        Tensor::I32(a) => int_reduce!(&rows(a, axes, keepdims), op, I32, i32),
+        Tensor::I64(a) => int_reduce!(&rows(a, axes, keepdims), op, I64, i64),
+        Tensor::Bool(a) => {
+            let r = rows(a, axes, keepdims);
+            Ok(match op {
+                ReduceOp::Sum => Tensor::I64(r.map(|xs| xs.iter().filter(|&&x| x).count() as i64)),
+                ReduceOp::Prod => Tensor::I64(r.map(|xs| xs.iter().all(|&x| x) as i64)),
+                ReduceOp::Mean => Tensor::F64(
+                    r.map(|xs| xs.iter().filter(|&&x| x).count() as f64 / xs.len() as f64),
+                ),
+                ReduceOp::All => Tensor::Bool(r.map(|xs| xs.iter().all(|&x| x))),
+                ReduceOp::Any => Tensor::Bool(r.map(|xs| xs.iter().any(|&x| x))),
+                ReduceOp::Max | ReduceOp::Min => {
+                    r.check_nonempty(op)?;
+                    let max = op == ReduceOp::Max;
+                    Tensor::Bool(r.map(|xs| {
+                        if max {
+                            xs.iter().any(|&x| x)
+                        } else {
+                            xs.iter().all(|&x| x)
+                        }
+                    }))
+                }
+                ReduceOp::ArgMax | ReduceOp::ArgMin => {
+                    r.check_nonempty(op)?;
+                    Tensor::I64(
+                        r.map(|xs| arg_extreme(xs, op == ReduceOp::ArgMax, |_: bool| false)),
+                    )
+                }
+            })
+        }
+    }
+}
