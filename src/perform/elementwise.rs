@@ -37,8 +37,10 @@ fn unary_float<F: Float + FloatExtra>(op: UnaryOp, x: F) -> F {
                 one
             } else if x < zero {
                 -one
+            } else if x == zero {
+                zero // numpy: sign(-0.0) is 0.0
             } else {
-                x // NaN stays NaN, zeros keep their sign
+                x // NaN
             }
         }
         UnaryOp::Exp => x.exp(),
