@@ -18,6 +18,7 @@
 pub mod compile;
 pub mod custom;
 pub mod error;
+pub mod grad;
 pub mod graph;
 pub mod ir;
 pub mod perform;
@@ -27,6 +28,7 @@ pub mod tensor;
 
 pub use compile::{function, Backend, CompileOptions, FunctionBuilder};
 pub use error::{Error, Result, SourceLoc};
+pub use grad::grad;
 pub use graph::{concat, debugprint, select, Apply, Graph, Operand, Var};
 pub use ir::{DType, TensorType};
 pub use runtime::function::Function;

@@ -1,0 +1,91 @@
+//! Theano's `verify_grad`: the symbolic gradient against central finite differences in f64.
+
+use crate::compile::{function, Backend};
+use crate::error::{Error, Result};
+use crate::graph::{Graph, Var};
+use crate::tensor::Tensor;
+use ndarray::ArrayD;
+
+#[derive(Copy, Clone, Debug)]
+pub struct VerifyOptions {
+    /// Finite-difference step.
+    pub eps: f64,
+    /// Allowed error: `|sym - num| <= abs_tol + rel_tol * |num|`.
+    pub abs_tol: f64,
+    pub rel_tol: f64,
+    pub backend: Backend,
+}
+
+impl Default for VerifyOptions {
+    fn default() -> Self {
+        VerifyOptions {
+            eps: 1e-6,
+            abs_tol: 1e-6,
+            rel_tol: 1e-5,
+            backend: Backend::Interp,
+        }
+    }
+}
+
+/// Checks the gradient of the cost built by `build` (from one f64 input per point, reduced to
+/// a scalar by summing if it is not one) at `points`.
+pub fn verify_grad(
+    build: impl Fn(&Graph, &[Var]) -> Var,
+    points: &[ArrayD<f64>],
+    opts: VerifyOptions,
+) -> Result<()> {
+    let g = Graph::new();
+    let inputs: Vec<Var> = points
+        .iter()
+        .enumerate()
+        .map(|(i, p)| {
+            g.input(
+                &format!("x{i}"),
+                crate::ir::DType::F64,
+                p.shape().iter().map(|&d| Some(d)).collect::<Vec<_>>(),
+            )
+        })
+        .collect();
+    let out = build(&g, &inputs);
+    let cost = if out.rank() == 0 {
+        out
+    } else {
+        out.sum(None, false)
+    };
+    let refs: Vec<&Var> = inputs.iter().collect();
+    let grads = super::grad(&cost, &refs)?;
+    let mut outs = vec![&cost];
+    outs.extend(grads.iter());
+    let f = function(&refs, &outs).backend(opts.backend).compile()?;
+    let eval = |pts: &[ArrayD<f64>]| -> Result<Vec<Tensor>> {
+        f.call(&pts.iter().map(|p| p.view()).collect::<Vec<_>>())
+    };
+    let sym = eval(points)?;
+    let mut pts = points.to_vec();
+    for (i, p) in points.iter().enumerate() {
+        let sg = sym[i + 1].to_f64_vec();
+        for j in 0..p.len() {
+            let orig = p.as_slice_memory_order().map(|s| s[j]).unwrap_or(f64::NAN);
+            let set = |pts: &mut Vec<ArrayD<f64>>, v: f64| {
+                if let Some(s) = pts[i].as_slice_memory_order_mut() {
+                    s[j] = v;
+                }
+            };
+            set(&mut pts, orig + opts.eps);
+            let up = eval(&pts)?[0].to_f64_vec()[0];
+            set(&mut pts, orig - opts.eps);
+            let down = eval(&pts)?[0].to_f64_vec()[0];
+            set(&mut pts, orig);
+            let num = (up - down) / (2.0 * opts.eps);
+            let s = sg[j];
+            // Written so that a NaN on either side fails the check.
+            let close = (s - num).abs() <= opts.abs_tol + opts.rel_tol * num.abs();
+            if !close {
+                return Err(Error::Grad(format!(
+                    "gradient of input {i} element {j}: symbolic {s}, finite differences {num} (at {orig})"
+                )));
+            }
+        }
+    }
+    Ok(())
+}
