@@ -10,6 +10,9 @@ use kiln::grad::{grad_with, verify_grad, Disconnected, GradOptions, VerifyOption
 use kiln::{function, grad, Graph, Var};
 use ndarray::{ArrayD, IxDyn};
 
+type UnaryBuild = fn(&Var) -> Var;
+type BinaryBuild = fn(&Var, &Var) -> Var;
+
 /// Deterministic points in [lo, hi).
 fn pts(seed: u64, shape: &[usize], lo: f64, hi: f64) -> ArrayD<f64> {
     let n: usize = shape.iter().product();
@@ -26,7 +29,7 @@ fn check(build: impl Fn(&Graph, &[Var]) -> Var, points: &[ArrayD<f64>]) {
 #[test]
 fn unary_rules() {
     let p = [pts(1, &[2, 3], 0.2, 1.5)];
-    let unary: &[(&str, fn(&Var) -> Var)] = &[
+    let unary: &[(&str, UnaryBuild)] = &[
         ("neg", |x| -x),
         ("abs", |x| (x - 0.7).abs()),
         ("exp", |x| x.exp()),
@@ -57,7 +60,7 @@ fn binary_rules_with_broadcasting() {
     let a = pts(2, &[2, 3], 0.5, 2.0);
     let b = pts(3, &[3], 0.5, 2.0);
     let c = pts(4, &[2, 1], 0.5, 2.0);
-    let binary: &[(&str, fn(&Var, &Var) -> Var)] = &[
+    let binary: &[(&str, BinaryBuild)] = &[
         ("add", |x, y| x + y),
         ("sub", |x, y| x - y),
         ("mul", |x, y| x * y),
