@@ -2,8 +2,10 @@
 //! This runs the stages in order (graph -> SSA -> backend) and wraps the result in a
 //! [`Function`].
 
+use crate::dump::DumpOptions;
 use crate::error::{Error, Result};
 use crate::graph::{to_ssa, Operand, Var, VarKind};
+use crate::ir::Func;
 use crate::runtime::function::{Function, SharedBinding};
 use crate::runtime::interp::Interpreter;
 use std::fmt;
@@ -62,6 +64,8 @@ pub struct CompileOptions {
     pub name: String,
     /// `None`: take `KILN_BACKEND`, else the default backend.
     pub backend: Option<Backend>,
+    /// Which stages to dump (defaults from `KILN_DUMP` and `KILN_DUMP_DIR`).
+    pub dump: DumpOptions,
 }
 
 impl Default for CompileOptions {
@@ -69,6 +73,7 @@ impl Default for CompileOptions {
         CompileOptions {
             name: "f".into(),
             backend: None,
+            dump: DumpOptions::from_env(),
         }
     }
 }
@@ -129,6 +134,9 @@ impl FunctionBuilder {
             &self.outputs,
             &self.updates,
         )?;
+        self.options.dump.dump(&ssa.func.name, "input", || {
+            crate::ir::text::print_func(&ssa.func)
+        });
         let n_inputs = self.inputs.len();
         let shared = ssa
             .shared
@@ -149,14 +157,7 @@ impl FunctionBuilder {
                 }
             })
             .collect();
-        let exec: Box<dyn crate::runtime::Executable> = match backend {
-            Backend::Interp => Box::new(Interpreter::new(ssa.func.clone())),
-            other => {
-                return Err(Error::Unsupported(format!(
-                    "the {other} backend is not available in this build yet"
-                )))
-            }
-        };
+        let exec = backend_executable(backend, &ssa.func)?;
         Ok(Function::new(
             ssa.func,
             n_inputs,
@@ -195,4 +196,33 @@ impl FunctionBuilder {
         }
         Ok(())
     }
+}
+
+/// The executable a backend makes of an SSA function.
+fn backend_executable(
+    backend: Backend,
+    func: &Func,
+) -> Result<Box<dyn crate::runtime::Executable>> {
+    match backend {
+        Backend::Interp => Ok(Box::new(Interpreter::new(func.clone()))),
+        other => Err(Error::Unsupported(format!(
+            "the {other} backend is not available in this build yet"
+        ))),
+    }
+}
+
+/// Compiles an SSA function (from the text form, say) into a `Function` of its parameters.
+/// The function is verified first.
+pub fn compile_func(func: Func, options: &CompileOptions) -> Result<Function> {
+    crate::ir::verify::verify(&func).map_err(|es| Error::Input(es.join("; ")))?;
+    let backend = match options.backend {
+        Some(b) => b,
+        None => Backend::from_env()?,
+    };
+    options
+        .dump
+        .dump(&func.name, "input", || crate::ir::text::print_func(&func));
+    let exec = backend_executable(backend, &func)?;
+    let (n_in, n_out) = (func.params.len(), func.outputs.len());
+    Ok(Function::new(func, n_in, n_out, Vec::new(), exec))
 }

@@ -17,6 +17,7 @@
 
 pub mod compile;
 pub mod custom;
+pub mod dump;
 pub mod error;
 pub mod grad;
 pub mod graph;
@@ -26,7 +27,7 @@ pub mod random;
 pub mod runtime;
 pub mod tensor;
 
-pub use compile::{function, Backend, CompileOptions, FunctionBuilder};
+pub use compile::{compile_func, function, Backend, CompileOptions, FunctionBuilder};
 pub use error::{Error, Result, SourceLoc};
 pub use grad::grad;
 pub use graph::{concat, debugprint, select, Apply, Graph, Operand, Var};

@@ -146,6 +146,14 @@ pub fn input_grads(
             vec![]
         }
         Op::Random { .. } => x.iter().map(|_| InGrad::Zero).collect(),
+        Op::IfElse => x
+            .iter()
+            .map(|_| {
+                InGrad::NotDifferentiable(
+                    "gradients through ifelse regions are not supported yet".into(),
+                )
+            })
+            .collect(),
         Op::Custom(_) => unreachable!("handled above"),
     })
 }

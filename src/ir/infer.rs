@@ -345,6 +345,8 @@ pub fn infer(op: &Op, inputs: &[&TensorType]) -> Result<Vec<TensorType>, String>
             }
             one(TensorType::fixed(*dtype, shape))
         }
+        // The result types of an ifelse are the types its regions yield; see `infer_ifelse`.
+        Op::IfElse => Err("ifelse takes its result types from its regions".into()),
         Op::Custom(c) => {
             if !c.num_inputs().accepts(inputs.len()) {
                 return Err(format!(
@@ -379,6 +381,32 @@ pub fn infer(op: &Op, inputs: &[&TensorType]) -> Result<Vec<TensorType>, String>
             one(TensorType::fixed(*dtype, &[n]))
         }
     }
+}
+
+/// Result types of `ifelse` from its condition's type and the types each region yields.
+pub fn infer_ifelse(
+    cond: &TensorType,
+    then: &[TensorType],
+    otherwise: &[TensorType],
+) -> Result<Vec<TensorType>, String> {
+    if cond.dtype != DType::Bool || cond.rank() != 0 {
+        return Err(format!("ifelse: the condition must be bool[], got {cond}"));
+    }
+    if then.len() != otherwise.len() {
+        return Err(format!(
+            "ifelse: the branches yield {} and {} values",
+            then.len(),
+            otherwise.len()
+        ));
+    }
+    for (i, (a, b)) in then.iter().zip(otherwise).enumerate() {
+        if a != b {
+            return Err(format!(
+                "ifelse: result {i} is {a} in one branch and {b} in the other"
+            ));
+        }
+    }
+    Ok(then.to_vec())
 }
 
 /// Concrete output shapes for concrete input shapes (Theano's `infer_shape`), for memory

@@ -5,7 +5,9 @@ mod dtype;
 pub mod func;
 pub mod infer;
 pub mod op;
+pub mod text;
 pub mod types;
+pub mod verify;
 
 pub use dtype::{DType, Element};
 pub use func::{Func, Inst, Region, Value, ValueData};

@@ -163,6 +163,9 @@ pub enum Op {
         shape: Vec<usize>,
         dtype: DType,
     },
+    /// `ifelse %cond { then } else { otherwise }`: lazy, only the taken region runs. The
+    /// instruction holds two regions whose yields give its results (see `Inst::regions`).
+    IfElse,
     /// A user-defined op (see `crate::custom`).
     Custom(CustomOpRef),
 }
@@ -366,6 +369,7 @@ impl Op {
             Op::Full { .. } => "full",
             Op::Arange { .. } => "arange",
             Op::Random { dist, .. } => dist.name(),
+            Op::IfElse => "ifelse",
             Op::Custom(_) => "custom",
         }
     }
@@ -390,6 +394,7 @@ impl Op {
             Op::Const(_) | Op::Zeros { .. } | Op::Ones { .. } | Op::Full { .. } => Some(0),
             Op::Arange { .. } => Some(0),
             Op::Random { .. } => None,
+            Op::IfElse => Some(1),
             Op::Custom(c) => match c.num_inputs() {
                 crate::custom::Arity::Exactly(n) => Some(n),
                 _ => None,

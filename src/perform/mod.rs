@@ -80,6 +80,9 @@ pub fn perform(op: &Op, inputs: &[&Tensor]) -> Result<Vec<Tensor>, Error> {
             let seed = crate::random::perform::effective_seed(*seed, counter);
             one(crate::random::perform::sample(*dist, seed, s, *dtype))
         }
+        Op::IfElse => Err(Error::Runtime(
+            "ifelse runs its regions in the interpreter, not in perform".into(),
+        )),
         Op::Custom(c) => {
             // Without a runtime keeping storage between calls: fresh storage, write-to.
             let n = crate::ir::infer(

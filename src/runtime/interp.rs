@@ -97,6 +97,10 @@ fn run_block(
 ) -> Result<(), Error> {
     let top_level = std::ptr::eq(body, func.body.as_slice());
     for (pos, inst) in body.iter().enumerate() {
+        if inst.op == Op::IfElse {
+            run_ifelse(func, inst, env, state)?;
+            continue;
+        }
         // A custom op that may run in place gets input 0's buffer as output 0's storage when
         // nothing reads that input afterwards.
         let donated = match &inst.op {
@@ -155,6 +159,36 @@ fn run_block(
             }
             env[r.index()] = Some(t);
         }
+    }
+    Ok(())
+}
+
+/// The lazy thunk of `ifelse`: it needs its condition first, then asks for exactly one of its
+/// regions; the other region's instructions never run.
+fn run_ifelse(
+    func: &Func,
+    inst: &Inst,
+    env: &mut [Option<Tensor>],
+    state: &mut InterpState,
+) -> Result<(), Error> {
+    let taken = match fetch(func, env, inst.args[0])? {
+        Tensor::Bool(a) if a.len() == 1 => a.iter().next().copied().unwrap_or(false),
+        t => {
+            return Err(Error::Runtime(format!(
+                "ifelse: the condition must be one bool, got {}{:?}",
+                t.dtype(),
+                t.shape()
+            )))
+        }
+    };
+    let region = inst
+        .regions
+        .get(if taken { 0 } else { 1 })
+        .ok_or_else(|| Error::Runtime("ifelse: missing region".into()))?;
+    run_block(func, &region.body, env, state)?;
+    for (&r, &y) in inst.results.iter().zip(&region.yields) {
+        let v = fetch(func, env, y)?.clone();
+        env[r.index()] = Some(v);
     }
     Ok(())
 }

@@ -1,0 +1,473 @@
+//! Attribute values of the text form, and how each op's parameters are written as attributes.
+
+use crate::custom::{lookup_custom_op, OpParams};
+use crate::ir::types::{normalize_axes, normalize_axis};
+use crate::ir::{BinaryOp, DType, F64Bits, Op, RandomDist, ReduceOp, TensorType, UnaryOp};
+use std::fmt::Write;
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum Attr {
+    Int(i64),
+    /// A float as written (parsed for its dtype where used).
+    Float(String),
+    Bool(bool),
+    Ident(String),
+    List(Vec<Attr>),
+    Null,
+}
+
+impl Attr {
+    fn as_i64(&self) -> Option<i64> {
+        match self {
+            Attr::Int(i) => Some(*i),
+            _ => None,
+        }
+    }
+    fn as_f64(&self) -> Option<f64> {
+        match self {
+            Attr::Int(i) => Some(*i as f64),
+            Attr::Float(s) => parse_float(s),
+            Attr::Ident(s) => parse_float(s),
+            _ => None,
+        }
+    }
+}
+
+/// A float literal, with `nan`, `inf`, `-inf` spelled out.
+pub fn parse_float(s: &str) -> Option<f64> {
+    match s {
+        "nan" | "NaN" | "+nan" => Some(f64::NAN),
+        "-nan" => Some(-f64::NAN),
+        "inf" | "+inf" => Some(f64::INFINITY),
+        "-inf" => Some(f64::NEG_INFINITY),
+        _ => s.parse().ok(),
+    }
+}
+
+/// The text of a float that parses back to the same bits.
+pub fn float_text(v: f64) -> String {
+    if v.is_nan() {
+        "nan".into()
+    } else if v.is_infinite() {
+        if v > 0.0 {
+            "inf".into()
+        } else {
+            "-inf".into()
+        }
+    } else {
+        format!("{v:?}")
+    }
+}
+
+pub fn f32_text(v: f32) -> String {
+    if v.is_nan() || v.is_infinite() {
+        float_text(v as f64)
+    } else {
+        format!("{v:?}")
+    }
+}
+
+/// Named attributes of one instruction, consumed as the op is built so that leftovers can be
+/// reported as unknown.
+pub struct Attrs {
+    pub items: Vec<(String, Attr)>,
+}
+
+impl Attrs {
+    fn take(&mut self, name: &str) -> Option<Attr> {
+        let i = self.items.iter().position(|(n, _)| n == name)?;
+        Some(self.items.remove(i).1)
+    }
+    fn int(&mut self, name: &str) -> Result<Option<i64>, String> {
+        self.take(name)
+            .map(|a| {
+                a.as_i64()
+                    .ok_or_else(|| format!("`{name}` must be an integer"))
+            })
+            .transpose()
+    }
+    fn float(&mut self, name: &str) -> Result<Option<f64>, String> {
+        self.take(name)
+            .map(|a| {
+                a.as_f64()
+                    .ok_or_else(|| format!("`{name}` must be a number"))
+            })
+            .transpose()
+    }
+    fn bool(&mut self, name: &str) -> Result<Option<bool>, String> {
+        self.take(name)
+            .map(|a| match a {
+                Attr::Bool(b) => Ok(b),
+                _ => Err(format!("`{name}` must be true or false")),
+            })
+            .transpose()
+    }
+    fn dtype(&mut self, name: &str) -> Result<Option<DType>, String> {
+        self.take(name)
+            .map(|a| match a {
+                Attr::Ident(s) => s.parse::<DType>(),
+                _ => Err(format!("`{name}` must be a dtype")),
+            })
+            .transpose()
+    }
+    fn ints(&mut self, name: &str) -> Result<Option<Vec<i64>>, String> {
+        self.take(name)
+            .map(|a| match a {
+                Attr::List(v) => v
+                    .iter()
+                    .map(|x| {
+                        x.as_i64()
+                            .ok_or_else(|| format!("`{name}` must be a list of integers"))
+                    })
+                    .collect(),
+                Attr::Int(i) => Ok(vec![i]),
+                _ => Err(format!("`{name}` must be a list of integers")),
+            })
+            .transpose()
+    }
+    fn opt_ints(&mut self, name: &str) -> Result<Option<Vec<Option<i64>>>, String> {
+        self.take(name)
+            .map(|a| match a {
+                Attr::List(v) => v
+                    .iter()
+                    .map(|x| match x {
+                        Attr::Null => Ok(None),
+                        x => x
+                            .as_i64()
+                            .map(Some)
+                            .ok_or_else(|| format!("`{name}` must list integers or null")),
+                    })
+                    .collect(),
+                _ => Err(format!("`{name}` must be a list")),
+            })
+            .transpose()
+    }
+    fn sizes(&mut self, name: &str) -> Result<Option<Vec<usize>>, String> {
+        match self.ints(name)? {
+            Some(v) if v.iter().any(|&d| d < 0) => Err(format!("`{name}` must not be negative")),
+            Some(v) => Ok(Some(v.into_iter().map(|d| d as usize).collect())),
+            None => Ok(None),
+        }
+    }
+    fn finish(self, op: &str) -> Result<(), String> {
+        match self.items.first() {
+            Some((n, _)) => Err(format!("unknown attribute `{n}` for {op}")),
+            None => Ok(()),
+        }
+    }
+}
+
+fn need<T>(v: Option<T>, op: &str, name: &str) -> Result<T, String> {
+    v.ok_or_else(|| format!("{op} needs the attribute `{name}`"))
+}
+
+/// Builds the op named `name` (with the string of `custom`) from its attributes and the types
+/// of its arguments.
+pub fn build_op(
+    name: &str,
+    custom: Option<&str>,
+    args: &[TensorType],
+    mut a: Attrs,
+) -> Result<Op, String> {
+    let rank = args.first().map(|t| t.rank()).unwrap_or(0);
+    if let Some(u) = UnaryOp::ALL.iter().find(|u| u.name() == name) {
+        a.finish(name)?;
+        return Ok(Op::Unary(*u));
+    }
+    if let Some(b) = BinaryOp::ALL.iter().find(|b| b.name() == name) {
+        a.finish(name)?;
+        return Ok(Op::Binary(*b));
+    }
+    if let Some(r) = ReduceOp::ALL.iter().find(|r| r.name() == name) {
+        let axes = a
+            .ints("axes")?
+            .map(|ax| normalize_axes(&ax, rank))
+            .transpose()
+            .map_err(|e| format!("{name}: {e}"))?;
+        let keepdims = a.bool("keepdims")?.unwrap_or(false);
+        a.finish(name)?;
+        return Ok(Op::Reduce {
+            op: *r,
+            axes,
+            keepdims,
+        });
+    }
+    let op = match name {
+        "select" => Op::Select,
+        "matmul" => Op::MatMul,
+        "cast" => Op::Cast {
+            to: need(a.dtype("to")?, name, "to")?,
+        },
+        "transpose" => {
+            let perm = match a.ints("perm")? {
+                Some(p) => p
+                    .iter()
+                    .map(|&x| {
+                        usize::try_from(x).map_err(|_| "transpose: negative perm entry".to_string())
+                    })
+                    .collect::<Result<_, _>>()?,
+                None => (0..rank).rev().collect(),
+            };
+            Op::Transpose { perm }
+        }
+        "reshape" => Op::Reshape {
+            shape: need(a.ints("shape")?, name, "shape")?,
+        },
+        "broadcast_to" => Op::BroadcastTo {
+            shape: need(a.sizes("shape")?, name, "shape")?,
+        },
+        "expand_dims" => {
+            let ax = need(a.ints("axes")?, name, "axes")?;
+            Op::ExpandDims {
+                axes: normalize_axes(&ax, rank + ax.len())
+                    .map_err(|e| format!("expand_dims: {e}"))?,
+            }
+        }
+        "squeeze" => {
+            let axes = match a.ints("axes")? {
+                Some(ax) => normalize_axes(&ax, rank).map_err(|e| format!("squeeze: {e}"))?,
+                None => args
+                    .first()
+                    .map(|t| (0..rank).filter(|&i| t.shape[i] == Some(1)).collect())
+                    .unwrap_or_default(),
+            };
+            Op::Squeeze { axes }
+        }
+        "concat" => Op::Concat {
+            axis: normalize_axis(a.int("axis")?.unwrap_or(0), rank)
+                .map_err(|e| format!("concat: {e}"))?,
+        },
+        "slice" => {
+            let steps = a.ints("steps")?;
+            let starts = a.opt_ints("starts")?;
+            let stops = a.opt_ints("stops")?;
+            let n = [
+                steps.as_ref().map(Vec::len),
+                starts.as_ref().map(Vec::len),
+                stops.as_ref().map(Vec::len),
+            ]
+            .into_iter()
+            .flatten()
+            .max()
+            .unwrap_or(0);
+            let steps = steps.unwrap_or_else(|| vec![1; n]);
+            let starts = starts.unwrap_or_else(|| vec![None; n]);
+            let stops = stops.unwrap_or_else(|| vec![None; n]);
+            if starts.len() != n || stops.len() != n || steps.len() != n {
+                return Err("slice: starts, stops and steps must have the same length".into());
+            }
+            // Omitted bounds: the infinity where numpy's slice starts or stops.
+            let (lo, hi) = (i64::MIN, i64::MAX);
+            Op::Slice {
+                starts: starts
+                    .iter()
+                    .zip(&steps)
+                    .map(|(s, &st)| s.unwrap_or(if st > 0 { lo } else { hi }))
+                    .collect(),
+                stops: stops
+                    .iter()
+                    .zip(&steps)
+                    .map(|(s, &st)| s.unwrap_or(if st > 0 { hi } else { lo }))
+                    .collect(),
+                steps,
+            }
+        }
+        "zeros" | "ones" | "full" => {
+            let shape = need(a.sizes("shape")?, name, "shape")?;
+            let dtype = need(a.dtype("dtype")?, name, "dtype")?;
+            match name {
+                "zeros" => Op::Zeros { shape, dtype },
+                "ones" => Op::Ones { shape, dtype },
+                _ => Op::Full {
+                    shape,
+                    dtype,
+                    value: F64Bits(need(a.float("value")?, name, "value")?),
+                },
+            }
+        }
+        "arange" => Op::Arange {
+            start: F64Bits(a.float("start")?.unwrap_or(0.0)),
+            stop: F64Bits(need(a.float("stop")?, name, "stop")?),
+            step: F64Bits(a.float("step")?.unwrap_or(1.0)),
+            dtype: need(a.dtype("dtype")?, name, "dtype")?,
+        },
+        "uniform" | "normal" | "bernoulli" => {
+            let seed = need(a.int("seed")?, name, "seed")? as u64;
+            let shape = need(a.sizes("shape")?, name, "shape")?;
+            let f = |a: &mut Attrs, n: &str, d: f64| a.float(n).map(|v| F64Bits(v.unwrap_or(d)));
+            let (dist, default_dtype) = match name {
+                "uniform" => (
+                    RandomDist::Uniform {
+                        low: f(&mut a, "low", 0.0)?,
+                        high: f(&mut a, "high", 1.0)?,
+                    },
+                    DType::F32,
+                ),
+                "normal" => (
+                    RandomDist::Normal {
+                        mean: f(&mut a, "mean", 0.0)?,
+                        std: f(&mut a, "std", 1.0)?,
+                    },
+                    DType::F32,
+                ),
+                _ => (
+                    RandomDist::Bernoulli {
+                        p: f(&mut a, "p", 0.5)?,
+                    },
+                    DType::Bool,
+                ),
+            };
+            let dtype = a.dtype("dtype")?.unwrap_or(default_dtype);
+            Op::Random {
+                dist,
+                seed,
+                shape,
+                dtype,
+            }
+        }
+        "custom" => {
+            let cname = custom.ok_or("custom needs the op's name as a string: custom \"NAME\"")?;
+            let mut params = OpParams::new();
+            for (n, v) in std::mem::take(&mut a.items) {
+                let list = match v {
+                    Attr::List(l) => l,
+                    one => vec![one],
+                };
+                if list.iter().all(|x| matches!(x, Attr::Int(_))) {
+                    params =
+                        params.int(&n, list.iter().filter_map(Attr::as_i64).collect::<Vec<_>>());
+                } else {
+                    let fl: Option<Vec<f64>> = list.iter().map(Attr::as_f64).collect();
+                    params = params.float(
+                        &n,
+                        fl.ok_or_else(|| format!("custom attribute `{n}` must be numbers"))?,
+                    );
+                }
+            }
+            Op::Custom(lookup_custom_op(cname, &params)?)
+        }
+        _ => return Err(format!("unknown op `{name}`")),
+    };
+    a.finish(name)?;
+    Ok(op)
+}
+
+fn list<T: std::fmt::Display>(v: &[T]) -> String {
+    format!(
+        "[{}]",
+        v.iter()
+            .map(|x| x.to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
+    )
+}
+
+/// The attributes of `op` as text (`{axes = [1], keepdims = true}`), empty when it has none.
+pub fn op_attrs(op: &Op) -> String {
+    let mut items: Vec<String> = Vec::new();
+    match op {
+        Op::Reduce { axes, keepdims, .. } => {
+            if let Some(ax) = axes {
+                items.push(format!("axes = {}", list(ax)));
+            }
+            if *keepdims {
+                items.push("keepdims = true".into());
+            }
+        }
+        Op::Cast { to } => items.push(format!("to = {to}")),
+        Op::Transpose { perm } => items.push(format!("perm = {}", list(perm))),
+        Op::Reshape { shape } => items.push(format!("shape = {}", list(shape))),
+        Op::BroadcastTo { shape } => items.push(format!("shape = {}", list(shape))),
+        Op::ExpandDims { axes } | Op::Squeeze { axes } => {
+            items.push(format!("axes = {}", list(axes)))
+        }
+        Op::Concat { axis } => items.push(format!("axis = {axis}")),
+        Op::Slice {
+            starts,
+            stops,
+            steps,
+        } => {
+            let bound = |v: i64, omitted: i64| {
+                if v == omitted {
+                    "null".to_string()
+                } else {
+                    v.to_string()
+                }
+            };
+            let s: Vec<String> = starts
+                .iter()
+                .zip(steps)
+                .map(|(&v, &st)| bound(v, if st > 0 { i64::MIN } else { i64::MAX }))
+                .collect();
+            let e: Vec<String> = stops
+                .iter()
+                .zip(steps)
+                .map(|(&v, &st)| bound(v, if st > 0 { i64::MAX } else { i64::MIN }))
+                .collect();
+            items.push(format!("starts = [{}]", s.join(", ")));
+            items.push(format!("stops = [{}]", e.join(", ")));
+            items.push(format!("steps = {}", list(steps)));
+        }
+        Op::Zeros { shape, dtype } | Op::Ones { shape, dtype } => {
+            items.push(format!("shape = {}", list(shape)));
+            items.push(format!("dtype = {dtype}"));
+        }
+        Op::Full {
+            shape,
+            dtype,
+            value,
+        } => {
+            items.push(format!("shape = {}", list(shape)));
+            items.push(format!("dtype = {dtype}"));
+            items.push(format!("value = {}", float_text(value.0)));
+        }
+        Op::Arange {
+            start,
+            stop,
+            step,
+            dtype,
+        } => {
+            items.push(format!("start = {}", float_text(start.0)));
+            items.push(format!("stop = {}", float_text(stop.0)));
+            items.push(format!("step = {}", float_text(step.0)));
+            items.push(format!("dtype = {dtype}"));
+        }
+        Op::Random {
+            dist,
+            seed,
+            shape,
+            dtype,
+        } => {
+            items.push(format!("seed = {seed}"));
+            items.push(format!("shape = {}", list(shape)));
+            items.push(format!("dtype = {dtype}"));
+            let (a, b) = match dist {
+                RandomDist::Uniform { low, high } => (("low", low.0), Some(("high", high.0))),
+                RandomDist::Normal { mean, std } => (("mean", mean.0), Some(("std", std.0))),
+                RandomDist::Bernoulli { p } => (("p", p.0), None),
+            };
+            for (n, v) in std::iter::once(a).chain(b) {
+                items.push(format!("{n} = {}", float_text(v)));
+            }
+        }
+        Op::Custom(c) => {
+            let p = c.params();
+            for (n, v) in &p.ints {
+                items.push(format!("{n} = {}", list(v)));
+            }
+            for (n, v) in &p.floats {
+                let mut s = String::from("[");
+                for (i, x) in v.iter().enumerate() {
+                    let _ = write!(s, "{}{}", if i > 0 { ", " } else { "" }, float_text(*x));
+                }
+                items.push(format!("{n} = {s}]"));
+            }
+        }
+        _ => {}
+    }
+    if items.is_empty() {
+        String::new()
+    } else {
+        format!(" {{{}}}", items.join(", "))
+    }
+}

@@ -1,0 +1,136 @@
+//! The verifier: checks that a function is well formed, whoever built it (the parser, the
+//! graph, a pass). Values are defined once and before use (a region sees what is defined before
+//! it; what it defines stays inside), instruction types match inference, attributes are in
+//! range (inference checks them), and the outputs are defined. All problems are reported.
+
+use super::infer::infer_ifelse;
+use super::{infer, Func, Inst, Op, Value};
+
+pub fn verify(f: &Func) -> Result<(), Vec<String>> {
+    let mut errs = Vec::new();
+    let n = f.values.len();
+    let mut defined = vec![false; n];
+    let mut visible = vec![false; n];
+    let name = |v: Value| match f.values.get(v.index()).and_then(|d| d.name.as_deref()) {
+        Some(s) => format!("%{s}"),
+        None => format!("value #{}", v.0),
+    };
+    for &p in &f.params {
+        if p.index() >= n {
+            errs.push(format!("@{}: parameter {} does not exist", f.name, p.0));
+            continue;
+        }
+        if std::mem::replace(&mut defined[p.index()], true) {
+            errs.push(format!("@{}: {} is defined twice", f.name, name(p)));
+        }
+        visible[p.index()] = true;
+    }
+    block(f, &f.body, &mut defined, &mut visible, &mut errs, &name);
+    for &o in &f.outputs {
+        if o.index() >= n || !visible[o.index()] {
+            errs.push(format!(
+                "@{}: the output {} is not defined",
+                f.name,
+                name(o)
+            ));
+        }
+    }
+    if errs.is_empty() {
+        Ok(())
+    } else {
+        Err(errs)
+    }
+}
+
+fn block(
+    f: &Func,
+    body: &[Inst],
+    defined: &mut [bool],
+    visible: &mut Vec<bool>,
+    errs: &mut Vec<String>,
+    name: &dyn Fn(Value) -> String,
+) {
+    let n = defined.len();
+    for inst in body {
+        let op = inst.op.display_name();
+        let mut ok = true;
+        for &a in &inst.args {
+            if a.index() >= n || !visible[a.index()] {
+                errs.push(format!(
+                    "@{}: {op} uses {} before it is defined",
+                    f.name,
+                    name(a)
+                ));
+                ok = false;
+            }
+        }
+        let mut region_types = Vec::new();
+        for r in &inst.regions {
+            // What a region defines is visible inside it only.
+            let saved = visible.clone();
+            block(f, &r.body, defined, visible, errs, name);
+            for &y in &r.yields {
+                if y.index() >= n || !visible[y.index()] {
+                    errs.push(format!(
+                        "@{}: {op} yields {} which is not defined",
+                        f.name,
+                        name(y)
+                    ));
+                    ok = false;
+                }
+            }
+            region_types.push(
+                r.yields
+                    .iter()
+                    .filter(|y| y.index() < n)
+                    .map(|&y| f.ty(y).clone())
+                    .collect::<Vec<_>>(),
+            );
+            *visible = saved;
+        }
+        for &r in &inst.results {
+            if r.index() >= n {
+                errs.push(format!(
+                    "@{}: {op} defines a value that does not exist",
+                    f.name
+                ));
+                ok = false;
+            } else if std::mem::replace(&mut defined[r.index()], true) {
+                errs.push(format!("@{}: {} is defined twice", f.name, name(r)));
+                ok = false;
+            }
+        }
+        if ok {
+            let arg_tys: Vec<_> = inst.args.iter().map(|&a| f.ty(a)).collect();
+            let expected = match &inst.op {
+                Op::IfElse if inst.regions.len() == 2 && arg_tys.len() == 1 => {
+                    infer_ifelse(arg_tys[0], &region_types[0], &region_types[1])
+                }
+                Op::IfElse => Err("ifelse needs one condition and two regions".into()),
+                op => infer(op, &arg_tys),
+            };
+            let got: Vec<_> = inst.results.iter().map(|&r| f.ty(r).clone()).collect();
+            match expected {
+                Ok(t) if t != got => errs.push(format!(
+                    "@{}: {op} gives {} but its results are typed {}",
+                    f.name,
+                    t.iter()
+                        .map(|t| t.to_string())
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                    got.iter()
+                        .map(|t| t.to_string())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )),
+                Ok(_) => {}
+                Err(e) => errs.push(format!("@{}: {op}: {e}", f.name)),
+            }
+        }
+        for &r in &inst.results {
+            if r.index() < n {
+                visible[r.index()] = true;
+            }
+        }
+    }
+}

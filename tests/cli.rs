@@ -1,0 +1,264 @@
+//! The `kiln` command-line tool end to end: every op file of the corpus through `kiln run` on
+//! .npy files, errors as one line with exit code 1, no half-written outputs, dumps.
+
+mod common;
+
+use kiln::ir::text::{parse, parse_literal};
+use kiln::{DType, Tensor};
+use ndarray::ArrayD;
+use ndarray_npy::{ReadNpyExt, WriteNpyExt};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn kiln(args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_kiln"));
+    c.args(args)
+        .env_remove("KILN_DUMP")
+        .env_remove("KILN_DUMP_DIR");
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    c.output().expect("kiln runs")
+}
+
+fn tmpdir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("kiln-cli-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn write_npy(path: &Path, t: &Tensor) {
+    let f = std::fs::File::create(path).unwrap();
+    match t {
+        Tensor::Bool(a) => a.write_npy(f),
+        Tensor::I32(a) => a.write_npy(f),
+        Tensor::I64(a) => a.write_npy(f),
+        Tensor::F32(a) => a.write_npy(f),
+        Tensor::F64(a) => a.write_npy(f),
+    }
+    .unwrap();
+}
+
+fn read_npy(path: &Path, dtype: DType) -> Tensor {
+    let f = std::fs::File::open(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    match dtype {
+        DType::Bool => Tensor::Bool(ArrayD::read_npy(f).unwrap()),
+        DType::I32 => Tensor::I32(ArrayD::read_npy(f).unwrap()),
+        DType::I64 => Tensor::I64(ArrayD::read_npy(f).unwrap()),
+        DType::F32 => Tensor::F32(ArrayD::read_npy(f).unwrap()),
+        DType::F64 => Tensor::F64(ArrayD::read_npy(f).unwrap()),
+    }
+}
+
+#[test]
+fn kiln_run_gives_the_expected_values_on_the_op_corpus() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/filetests/ops");
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&root)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .collect();
+    files.sort();
+    let mut ran = 0;
+    for file in &files {
+        let src = std::fs::read_to_string(file).unwrap();
+        let func = parse("f", &src).unwrap().remove(0);
+        for line in src.lines().filter_map(|l| l.strip_prefix("; run:")) {
+            let (ins, outs) = line.split_once("->").unwrap();
+            let dir = tmpdir(&format!("run{ran}"));
+            let mut args: Vec<String> = vec![
+                "run".into(),
+                file.display().to_string(),
+                "--out-dir".into(),
+                dir.display().to_string(),
+            ];
+            for (i, (s, &p)) in common::split_top(ins).iter().zip(&func.params).enumerate() {
+                let path = dir.join(format!("in{i}.npy"));
+                write_npy(&path, &parse_literal(s, func.ty(p)).unwrap());
+                args.push("--input".into());
+                args.push(format!("{}={}", func.name_of(p).unwrap(), path.display()));
+            }
+            let out = kiln(&args.iter().map(String::as_str).collect::<Vec<_>>(), &[]);
+            let outs = outs.trim();
+            if let Some(pat) = outs.strip_prefix("error:") {
+                let err = String::from_utf8_lossy(&out.stderr);
+                assert_eq!(out.status.code(), Some(1), "{}: {err}", file.display());
+                assert!(
+                    err.contains(pat.trim()) && err.lines().count() == 1,
+                    "{}: {err}",
+                    file.display()
+                );
+                assert!(
+                    !dir.join("out0.npy").exists(),
+                    "an output was written for a failed run"
+                );
+            } else {
+                assert!(
+                    out.status.success(),
+                    "{}: {}",
+                    file.display(),
+                    String::from_utf8_lossy(&out.stderr)
+                );
+                for (k, w) in common::split_top(outs).iter().enumerate() {
+                    let ty = func.ty(func.outputs[k]);
+                    let got = read_npy(&dir.join(format!("out{k}.npy")), ty.dtype);
+                    let want = parse_literal(w, ty).unwrap();
+                    assert!(
+                        common::close(&got, &want),
+                        "{} output {k}: {got:?} vs {want:?}",
+                        file.display()
+                    );
+                }
+            }
+            let _ = std::fs::remove_dir_all(&dir);
+            ran += 1;
+        }
+    }
+    assert!(ran >= 90, "only {ran} runs");
+}
+
+#[test]
+fn user_errors_are_one_line_and_exit_1() {
+    let dir = tmpdir("errors");
+    let bad = dir.join("bad.kir");
+    std::fs::write(
+        &bad,
+        "func @f(%x: f32[2]) -> (f32[2]) {\n  %y = add %x, %nope\n  return %y\n}\n",
+    )
+    .unwrap();
+    for args in [
+        vec!["run", bad.to_str().unwrap()],
+        vec!["opt", bad.to_str().unwrap()],
+        vec!["run", "/no/such/file.kir"],
+        vec!["frobnicate"],
+        vec!["run"],
+        vec!["run", bad.to_str().unwrap(), "--bogus", "1"],
+    ] {
+        let out = kiln(&args, &[]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+        assert!(
+            err.starts_with("kiln: ") && !err.contains("panicked") && !err.contains("backtrace"),
+            "{args:?}: {err}"
+        );
+    }
+    let out = kiln(&["opt", bad.to_str().unwrap()], &[]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("bad.kir:2:16: %nope is used before it is defined")
+            && err.lines().count() == 1,
+        "{err}"
+    );
+    let good = dir.join("good.kir");
+    std::fs::write(
+        &good,
+        "func @f(%x: f32[2]) -> (f32[2]) {\n  %y = exp %x\n  return %y\n}\n",
+    )
+    .unwrap();
+    let out = kiln(
+        &[
+            "run",
+            good.to_str().unwrap(),
+            "--out-dir",
+            dir.to_str().unwrap(),
+        ],
+        &[],
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("needs the input `x`"));
+    let wrong = dir.join("wrong.npy");
+    write_npy(&wrong, &Tensor::F64(ArrayD::zeros(ndarray::IxDyn(&[2]))));
+    let out = kiln(
+        &[
+            "run",
+            good.to_str().unwrap(),
+            "--input",
+            &format!("x={}", wrong.display()),
+        ],
+        &[],
+    );
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("not an .npy array of f32"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let short = dir.join("short.npy");
+    write_npy(&short, &Tensor::F32(ArrayD::zeros(ndarray::IxDyn(&[3]))));
+    let out = kiln(
+        &[
+            "run",
+            good.to_str().unwrap(),
+            "--input",
+            &format!("x={}", short.display()),
+            "--out-dir",
+            dir.to_str().unwrap(),
+        ],
+        &[],
+    );
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("input `x`"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!dir.join("out0.npy").exists());
+    for cmd in ["aot", "ptx"] {
+        let out = kiln(&[cmd, good.to_str().unwrap()], &[]);
+        assert_eq!(out.status.code(), Some(1));
+        assert!(String::from_utf8_lossy(&out.stderr).contains("no"), "{cmd}");
+    }
+}
+
+#[test]
+fn dumps_show_each_stage_on_stderr_or_in_files() {
+    let dir = tmpdir("dump");
+    let f = dir.join("f.kir");
+    std::fs::write(
+        &f,
+        "func @f(%x: f32[2]) -> (f32[2]) {\n  %y = exp %x\n  return %y\n}\n",
+    )
+    .unwrap();
+    let x = dir.join("x.npy");
+    write_npy(&x, &Tensor::F32(ArrayD::zeros(ndarray::IxDyn(&[2]))));
+    let args = [
+        "run",
+        f.to_str().unwrap(),
+        "--input",
+        &format!("x={}", x.display()),
+        "--out-dir",
+        dir.to_str().unwrap(),
+    ];
+    let out = kiln(&args, &[("KILN_DUMP", "all")]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success()
+            && err.contains(";; ---- @f: input ----")
+            && err.contains("%y = exp %x : f32[2]"),
+        "{err}"
+    );
+    let dumps = dir.join("dumps");
+    let out = kiln(
+        &args,
+        &[
+            ("KILN_DUMP", "input"),
+            ("KILN_DUMP_DIR", dumps.to_str().unwrap()),
+        ],
+    );
+    assert!(out.status.success() && out.stderr.is_empty());
+    let text = std::fs::read_to_string(dumps.join("f.00.input.txt")).unwrap();
+    assert!(text.starts_with("func @f(%x: f32[2])"), "{text}");
+    let out = kiln(&["grad", f.to_str().unwrap(), "--wrt", "x"], &[]);
+    assert_eq!(out.status.code(), Some(1), "the output is not a scalar");
+    let g = dir.join("g.kir");
+    std::fs::write(
+        &g,
+        "func @g(%x: f64[2]) -> (f64[]) {\n  %s = mul %x, %x\n  %c = sum %s\n  return %c\n}\n",
+    )
+    .unwrap();
+    let out = kiln(&["grad", g.to_str().unwrap(), "--wrt", "x"], &[]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && text.contains("func @g_grad(%x: f64[2]) -> (f64[], f64[2])"),
+        "{text}"
+    );
+    assert!(parse("printed", &text).is_ok());
+}
