@@ -137,6 +137,7 @@ impl FunctionBuilder {
         self.options.dump.dump(&ssa.func.name, "input", || {
             crate::ir::text::print_func(&ssa.func)
         });
+        crate::ir::verify::verify(&ssa.func).map_err(|es| Error::Input(es.join("; ")))?;
         let n_inputs = self.inputs.len();
         let shared = ssa
             .shared

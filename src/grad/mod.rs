@@ -24,6 +24,7 @@
 //! Theano's broadcastable pattern.
 
 mod check;
+mod control;
 mod rules;
 
 pub use check::{verify_grad, VerifyOptions};
@@ -54,6 +55,17 @@ pub fn grad(cost: &Var, wrt: &[&Var]) -> Result<Vec<Var>> {
 
 /// [`grad`] with options.
 pub fn grad_with(cost: &Var, wrt: &[&Var], opts: GradOptions) -> Result<Vec<Var>> {
+    grad_impl(cost, wrt, opts, false)
+}
+
+/// With `leaves`, the `wrt` values are treated as independent leaves: nothing propagates
+/// through the Applies that produce them (partial derivatives, for the `ifelse` rule).
+pub(crate) fn grad_impl(
+    cost: &Var,
+    wrt: &[&Var],
+    opts: GradOptions,
+    leaves: bool,
+) -> Result<Vec<Var>> {
     cost.check()?;
     let cty = cost.ty();
     if cty.rank() != 0 || !cty.dtype.is_float() {
@@ -96,6 +108,9 @@ pub fn grad_with(cost: &Var, wrt: &[&Var], opts: GradOptions) -> Result<Vec<Var>
     for a in applies.iter().rev() {
         let inputs = a.inputs();
         let outputs = a.outputs();
+        if leaves && outputs.iter().any(|o| wrt.iter().any(|w| w.id() == o.id())) {
+            continue;
+        }
         let relevant: Vec<bool> = inputs
             .iter()
             .map(|i| depends.contains(&i.id()) && i.dtype().is_float())

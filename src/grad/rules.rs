@@ -98,6 +98,9 @@ pub fn input_grads(
             })
             .collect());
     }
+    if op == Op::IfElse {
+        return super::control::ifelse_grads(a, x, y, gy);
+    }
     let Some(gy) = gy[0].clone() else {
         return Ok(x.iter().map(|_| InGrad::Zero).collect());
     };
@@ -146,14 +149,7 @@ pub fn input_grads(
             vec![]
         }
         Op::Random { .. } => x.iter().map(|_| InGrad::Zero).collect(),
-        Op::IfElse => x
-            .iter()
-            .map(|_| {
-                InGrad::NotDifferentiable(
-                    "gradients through ifelse regions are not supported yet".into(),
-                )
-            })
-            .collect(),
+        Op::IfElse => unreachable!("handled above"),
         Op::Custom(_) => unreachable!("handled above"),
     })
 }

@@ -11,10 +11,12 @@
 //! function using it is compiled (or at once through [`Var::check`] or the `try_` methods).
 
 mod build;
+mod control;
 mod debugprint;
 mod to_ssa;
 
 pub use build::{concat, select, Operand};
+pub use control::ifelse;
 pub use debugprint::debugprint;
 pub use to_ssa::{to_ssa, SsaFunction};
 
@@ -63,6 +65,9 @@ pub struct ApplyData {
     pub outputs: Vec<VarId>,
     /// Where the user built this node.
     pub loc: SourceLoc,
+    /// For `ifelse`: the Applies built by each branch's closure (a range of Apply ids), which
+    /// become its regions. Empty for other ops.
+    pub regions: Vec<std::ops::Range<u32>>,
 }
 
 #[derive(Default, Debug)]
@@ -168,7 +173,32 @@ impl Graph {
 
     pub(crate) fn apply_at(&self, op: Op, inputs: &[&Var], loc: SourceLoc) -> Vec<Var> {
         match self.check_inputs(&op, inputs) {
-            Ok(types) => {
+            Ok(types) => self.push_apply(op, inputs, types, loc, Vec::new()),
+            Err(e) => {
+                let ty = inputs
+                    .first()
+                    .map(|v| v.ty())
+                    .unwrap_or(TensorType::scalar(DType::F32));
+                vec![self.add_var(VarData {
+                    ty,
+                    name: None,
+                    kind: VarKind::Poisoned(e.at(loc)),
+                })]
+            }
+        }
+    }
+
+    /// Appends an Apply whose output types are already known.
+    pub(crate) fn push_apply(
+        &self,
+        op: Op,
+        inputs: &[&Var],
+        types: Vec<TensorType>,
+        loc: SourceLoc,
+        regions: Vec<std::ops::Range<u32>>,
+    ) -> Vec<Var> {
+        {
+            {
                 let mut g = self.data_mut();
                 let apply = ApplyId(g.applies.len() as u32);
                 let base = g.vars.len() as u32;
@@ -187,6 +217,7 @@ impl Graph {
                     inputs,
                     outputs: outputs.clone(),
                     loc,
+                    regions,
                 });
                 drop(g);
                 outputs
@@ -196,17 +227,6 @@ impl Graph {
                         id,
                     })
                     .collect()
-            }
-            Err(e) => {
-                let ty = inputs
-                    .first()
-                    .map(|v| v.ty())
-                    .unwrap_or(TensorType::scalar(DType::F32));
-                vec![self.add_var(VarData {
-                    ty,
-                    name: None,
-                    kind: VarKind::Poisoned(e.at(loc)),
-                })]
             }
         }
     }
@@ -454,7 +474,48 @@ impl Apply {
         self.with(|a| a.inputs.iter().map(|&id| self.graph.var(id)).collect())
     }
 
+    /// For `ifelse`: the Apply-id ranges of its branches.
+    pub fn regions(&self) -> Vec<std::ops::Range<u32>> {
+        self.with(|a| a.regions.clone())
+    }
+
     pub fn outputs(&self) -> Vec<Var> {
         self.with(|a| a.outputs.iter().map(|&id| self.graph.var(id)).collect())
+    }
+}
+
+impl Graph {
+    /// Rebuilds the Applies with ids in `range` (in order), reading `map`'s replacements for
+    /// their inputs, and records each old output's new variable in `map`. Nested `ifelse`
+    /// regions move with their Applies, since each old Apply makes exactly one new one.
+    pub(crate) fn clone_range(
+        &self,
+        range: std::ops::Range<u32>,
+        map: &mut std::collections::HashMap<VarId, Var>,
+    ) {
+        let shift = self.data().applies.len() as i64 - range.start as i64;
+        for a in range {
+            let ad = self.data().applies[a as usize].clone();
+            let inputs: Vec<Var> = ad
+                .inputs
+                .iter()
+                .map(|i| map.get(i).cloned().unwrap_or_else(|| self.var(*i)))
+                .collect();
+            let refs: Vec<&Var> = inputs.iter().collect();
+            let types = ad
+                .outputs
+                .iter()
+                .map(|o| self.data().vars[o.0 as usize].ty.clone())
+                .collect();
+            let regions = ad
+                .regions
+                .iter()
+                .map(|r| (r.start as i64 + shift) as u32..(r.end as i64 + shift) as u32)
+                .collect();
+            let outs = self.push_apply(ad.op.clone(), &refs, types, ad.loc, regions);
+            for (o, n) in ad.outputs.iter().zip(outs) {
+                map.insert(*o, n);
+            }
+        }
     }
 }

@@ -1,10 +1,10 @@
 //! The first stage of compilation: clone the part of the user's graph that the chosen outputs
 //! (and updates) need into a fresh SSA function. The graph is only read.
 
-use super::{reachable_applies, Graph, Var, VarId, VarKind};
+use super::{reachable_applies, ApplyId, Graph, GraphData, Var, VarId, VarKind};
 use crate::error::{Error, Result};
-use crate::ir::{Func, Inst, Op, Value};
-use std::collections::HashMap;
+use crate::ir::{Func, Inst, Op, Region, Value};
+use std::collections::{HashMap, HashSet};
 
 /// The SSA function of a graph, and which of its parameters are shared variables.
 pub struct SsaFunction {
@@ -124,26 +124,97 @@ pub fn to_ssa(
             _ => {}
         }
     }
-    for &a in &applies {
+    // Constants come first (they were emitted above), then the Applies.
+    let rest = emit(&applies, &g, &mut func, &mut map)?;
+    func.body.extend(rest);
+    func.outputs = roots
+        .iter()
+        .map(|r| lookup(&map, &g, *r))
+        .collect::<Result<_>>()?;
+    Ok(SsaFunction { func, shared })
+}
+
+fn lookup(map: &HashMap<VarId, Value>, g: &GraphData, v: VarId) -> Result<Value> {
+    map.get(&v).copied().ok_or_else(|| {
+        let name = g.vars[v.0 as usize]
+            .name
+            .clone()
+            .map(|n| format!("`{n}`"))
+            .unwrap_or_else(|| "a value".into());
+        Error::Input(format!(
+            "{name} built inside an ifelse branch is used outside that branch"
+        ))
+    })
+}
+
+/// The instructions of `ids` (in creation order, so topological), with the Applies that an
+/// `ifelse` among them owns emitted inside its regions instead.
+fn emit(
+    ids: &[ApplyId],
+    g: &GraphData,
+    func: &mut Func,
+    map: &mut HashMap<VarId, Value>,
+) -> Result<Vec<Inst>> {
+    let owned: HashSet<u32> = ids
+        .iter()
+        .flat_map(|a| {
+            g.applies[a.0 as usize]
+                .regions
+                .iter()
+                .flat_map(|r| r.clone())
+        })
+        .collect();
+    let mut body = Vec::new();
+    for &a in ids {
+        if owned.contains(&a.0) {
+            continue;
+        }
         let ad = &g.applies[a.0 as usize];
-        let args = ad.inputs.iter().map(|i| map[i]).collect();
+        let mut regions = Vec::new();
+        let args = if ad.op == Op::IfElse {
+            let n = ad.outputs.len();
+            for (k, range) in ad.regions.iter().enumerate() {
+                let sub: Vec<ApplyId> = ids
+                    .iter()
+                    .copied()
+                    .filter(|x| range.contains(&x.0))
+                    .collect();
+                let before: HashSet<VarId> = map.keys().copied().collect();
+                let inner = emit(&sub, g, func, map)?;
+                let yields = ad.inputs[1 + k * n..1 + (k + 1) * n]
+                    .iter()
+                    .map(|&y| lookup(map, g, y))
+                    .collect::<Result<Vec<_>>>()?;
+                // What a region defines stays inside it.
+                map.retain(|k, _| before.contains(k));
+                regions.push(Region {
+                    body: inner,
+                    yields,
+                });
+            }
+            vec![lookup(map, g, ad.inputs[0])?]
+        } else {
+            ad.inputs
+                .iter()
+                .map(|&i| lookup(map, g, i))
+                .collect::<Result<Vec<_>>>()?
+        };
         let results = ad
             .outputs
             .iter()
             .map(|&o| {
-                let d = data(o);
+                let d = &g.vars[o.0 as usize];
                 let v = func.new_value(d.ty.clone(), d.name.clone());
                 map.insert(o, v);
                 v
             })
             .collect();
-        func.body.push(Inst {
+        body.push(Inst {
             op: ad.op.clone(),
             args,
             results,
-            regions: vec![],
+            regions,
         });
     }
-    func.outputs = roots.iter().map(|r| map[r]).collect();
-    Ok(SsaFunction { func, shared })
+    Ok(body)
 }

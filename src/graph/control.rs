@@ -1,0 +1,112 @@
+//! `ifelse`: lazy conditionals. Each branch is a closure; the nodes it builds form that
+//! branch's region, computed only when the branch is taken (as with JAX's `lax.cond`). Values
+//! built before the `ifelse` are computed eagerly; values built inside a branch may be used
+//! only by that branch.
+//!
+//! In the graph an `ifelse` Apply takes `[cond, then outputs.., else outputs.., free values..]`
+//! as inputs, where the free values are what the branches read from outside: that keeps
+//! dependencies (topological order, gradients) visible, while the SSA form holds the branches
+//! as regions and only `cond` as an argument.
+
+use super::{Graph, Var, VarData, VarId, VarKind};
+use crate::error::{Error, SourceLoc};
+use crate::ir::infer::infer_ifelse;
+use crate::ir::{DType, Op, TensorType};
+use std::ops::Range;
+
+/// `cond ? then() : otherwise()` for a 0-d bool `cond`; both branches return values of the
+/// same types. Only the taken branch runs.
+#[track_caller]
+pub fn ifelse(
+    cond: &Var,
+    then: impl FnOnce() -> Vec<Var>,
+    otherwise: impl FnOnce() -> Vec<Var>,
+) -> Vec<Var> {
+    let loc = SourceLoc::caller();
+    let g = cond.graph().clone();
+    let count = |g: &Graph| g.data().applies.len() as u32;
+    let a0 = count(&g);
+    let t = then();
+    let a1 = count(&g);
+    let e = otherwise();
+    let a2 = count(&g);
+    match check(&g, cond, &t, &e, a0..a1, a1..a2) {
+        Ok((types, free)) => {
+            let mut inputs: Vec<&Var> = vec![cond];
+            inputs.extend(t.iter());
+            inputs.extend(e.iter());
+            inputs.extend(free.iter());
+            g.push_apply(Op::IfElse, &inputs, types, loc, vec![a0..a1, a1..a2])
+        }
+        Err(err) => {
+            let n = t.len().max(1);
+            (0..n)
+                .map(|i| {
+                    let ty = t
+                        .get(i)
+                        .map(|v| v.ty())
+                        .unwrap_or(TensorType::scalar(DType::F32));
+                    g.add_var(VarData {
+                        ty,
+                        name: None,
+                        kind: VarKind::Poisoned(err.clone().at(loc)),
+                    })
+                })
+                .collect()
+        }
+    }
+}
+
+type Checked = (Vec<TensorType>, Vec<Var>);
+
+fn check(
+    g: &Graph,
+    cond: &Var,
+    t: &[Var],
+    e: &[Var],
+    rt: Range<u32>,
+    re: Range<u32>,
+) -> Result<Checked, Error> {
+    for v in std::iter::once(cond).chain(t).chain(e) {
+        v.check()?;
+        if !v.graph().same(g) {
+            return Err(Error::ty("ifelse: a branch value belongs to another graph"));
+        }
+    }
+    let tt: Vec<TensorType> = t.iter().map(Var::ty).collect();
+    let et: Vec<TensorType> = e.iter().map(Var::ty).collect();
+    let types = infer_ifelse(&cond.ty(), &tt, &et).map_err(Error::ty)?;
+    let data = g.data();
+    let producer = |v: VarId| match data.vars[v.0 as usize].kind {
+        VarKind::Result { apply, .. } => Some(apply.0),
+        _ => None,
+    };
+    for (vals, other, name) in [(t, &re, "then"), (e, &rt, "else")] {
+        if vals
+            .iter()
+            .any(|v| producer(v.id()).is_some_and(|a| other.contains(&a)))
+        {
+            return Err(Error::ty(format!(
+                "ifelse: the {name} branch returns a value built in the other branch"
+            )));
+        }
+    }
+    // What the branches read from outside their own nodes.
+    let inside = rt.start..re.end;
+    let mut free: Vec<VarId> = Vec::new();
+    let mut add = |v: VarId| {
+        if !producer(v).is_some_and(|a| inside.contains(&a)) && !free.contains(&v) {
+            free.push(v);
+        }
+    };
+    for a in inside.clone() {
+        for &i in &data.applies[a as usize].inputs {
+            add(i);
+        }
+    }
+    for v in t.iter().chain(e) {
+        add(v.id());
+    }
+    drop(data);
+    Ok((types, free.into_iter().map(|v| g.var(v)).collect()))
+}

@@ -1,0 +1,205 @@
+//! Lazy `ifelse` built with the graph API: only the taken branch runs, nesting works, and
+//! gradients flow through the taken branch (the untaken one contributes zero).
+
+#[allow(dead_code)]
+#[path = "../examples/custom_ops/ops.rs"]
+mod ops;
+
+use kiln::custom::{CustomOp, PerformContext};
+use kiln::{function, grad, ifelse, Graph, Tensor, TensorType};
+use ndarray::{array, ArrayD, IxDyn};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+fn b(v: bool) -> ArrayD<bool> {
+    ArrayD::from_elem(IxDyn(&[]), v)
+}
+
+/// Counts how often it runs: the probe for laziness.
+#[derive(Debug, Default)]
+struct Counted(Arc<AtomicUsize>);
+
+impl CustomOp for Counted {
+    fn name(&self) -> &str {
+        "counted"
+    }
+    fn make_node(&self, inputs: &[&TensorType]) -> Result<Vec<TensorType>, String> {
+        Ok(vec![inputs[0].clone()])
+    }
+    fn perform(
+        &self,
+        inputs: &[&Tensor],
+        outputs: &mut [Option<Tensor>],
+        _: &mut PerformContext<'_>,
+    ) -> Result<(), String> {
+        self.0.fetch_add(1, Ordering::Relaxed);
+        outputs[0] = Some(inputs[0].clone());
+        Ok(())
+    }
+}
+
+#[test]
+fn only_the_taken_branch_runs() {
+    let g = Graph::new();
+    let c = g.input("c", kiln::bool, [] as [Option<usize>; 0]);
+    let x = g.input("x", kiln::f32, [None]);
+    let calls = Arc::new(AtomicUsize::new(0));
+    let counted = Counted(calls.clone());
+    let r = ifelse(
+        &c,
+        || vec![&x * 2.0],
+        || {
+            // Fails at run time unless x has an even length, and counts its runs.
+            let y = g.apply_custom(counted, &[&x]).remove(0);
+            vec![y.reshape(&[2, -1]).reshape(&[-1])]
+        },
+    );
+    let f = function(&[&c, &x], &[&r[0]]).compile().unwrap();
+    let odd = array![1.0f32, 2.0, 3.0].into_dyn();
+    let run = |cv: bool, xv: &ArrayD<f32>| {
+        f.call(&[kiln::TensorRef::from(b(cv).view()), xv.view().into()])
+    };
+    assert_eq!(
+        run(true, &odd).unwrap()[0].to_f64_vec(),
+        vec![2.0, 4.0, 6.0]
+    );
+    assert_eq!(calls.load(Ordering::Relaxed), 0, "the else branch ran");
+    assert!(run(false, &odd)
+        .unwrap_err()
+        .to_string()
+        .contains("cannot reshape"));
+    let even = array![1.0f32, 2.0].into_dyn();
+    assert_eq!(run(false, &even).unwrap()[0].to_f64_vec(), vec![1.0, 2.0]);
+    assert_eq!(calls.load(Ordering::Relaxed), 2);
+    let text = kiln::ir::text::print_func(f.func());
+    assert!(
+        text.contains("ifelse %c {") && text.contains("} else {"),
+        "{text}"
+    );
+}
+
+#[test]
+fn nested_ifelse() {
+    let g = Graph::new();
+    let p = g.input("p", kiln::bool, [] as [Option<usize>; 0]);
+    let q = g.input("q", kiln::bool, [] as [Option<usize>; 0]);
+    let x = g.input("x", kiln::f64, [] as [Option<usize>; 0]);
+    let r = ifelse(
+        &p,
+        || ifelse(&q, || vec![&x * &x], || vec![-&x]),
+        || vec![1.0 / &x],
+    );
+    let f = function(&[&p, &q, &x], &[&r[0]]).compile().unwrap();
+    let xv = ArrayD::from_elem(IxDyn(&[]), 2.0f64);
+    for (pv, qv, want) in [(true, true, 4.0), (true, false, -2.0), (false, true, 0.5)] {
+        let out = f
+            .call(&[
+                kiln::TensorRef::from(b(pv).view()),
+                b(qv).view().into(),
+                xv.view().into(),
+            ])
+            .unwrap();
+        assert_eq!(out[0].to_f64_vec(), vec![want]);
+    }
+}
+
+#[test]
+fn gradients_flow_through_the_taken_branch_only() {
+    let g = Graph::new();
+    let c = g.input("c", kiln::bool, [] as [Option<usize>; 0]);
+    let x = g.input("x", kiln::f64, [Some(3)]);
+    let w = g.input("w", kiln::f64, [Some(3)]);
+    let r = ifelse(
+        &c,
+        || vec![(x.exp() * &w).sum(None, false)],
+        || vec![(&x * &x).sum(None, false)],
+    );
+    let gs = grad(&r[0], &[&x, &w]).unwrap();
+    let f = function(&[&c, &x, &w], &[&r[0], &gs[0], &gs[1]])
+        .compile()
+        .unwrap();
+    let (xv, wv) = (
+        array![0.5f64, -1.0, 2.0].into_dyn(),
+        array![1.0f64, 2.0, 3.0].into_dyn(),
+    );
+    let call = |cv: bool| {
+        f.call(&[
+            kiln::TensorRef::from(b(cv).view()),
+            xv.view().into(),
+            wv.view().into(),
+        ])
+        .unwrap()
+    };
+    let t = call(true);
+    let ex: Vec<f64> = xv.iter().map(|v| v.exp()).collect();
+    assert_eq!(
+        t[1].to_f64_vec(),
+        ex.iter()
+            .zip(wv.iter())
+            .map(|(e, w)| e * w)
+            .collect::<Vec<_>>()
+    );
+    assert_eq!(t[2].to_f64_vec(), ex);
+    let e = call(false);
+    assert_eq!(
+        e[1].to_f64_vec(),
+        xv.iter().map(|v| 2.0 * v).collect::<Vec<_>>()
+    );
+    assert_eq!(
+        e[2].to_f64_vec(),
+        vec![0.0; 3],
+        "w is used by the untaken branch only"
+    );
+    // A custom op's gradient inside a branch, and second order through the gradient ifelse.
+    let s = ifelse(
+        &c,
+        || {
+            vec![g
+                .apply_custom(ops::Scale { factor: 3.0 }, &[&x])
+                .remove(0)
+                .sum(None, false)]
+        },
+        || vec![x.sum(None, false)],
+    );
+    let gx = grad(&s[0], &[&x]).unwrap().remove(0);
+    let f2 = function(&[&c, &x], &[&gx]).compile().unwrap();
+    let out = f2
+        .call(&[kiln::TensorRef::from(b(true).view()), xv.view().into()])
+        .unwrap();
+    assert_eq!(out[0].to_f64_vec(), vec![3.0; 3]);
+}
+
+#[test]
+fn branch_values_stay_in_their_branch_and_types_must_agree() {
+    let g = Graph::new();
+    let c = g.input("c", kiln::bool, [] as [Option<usize>; 0]);
+    let x = g.input("x", kiln::f32, [Some(2)]);
+    let mut inner = None;
+    let r = ifelse(
+        &c,
+        || {
+            let e = x.exp();
+            inner = Some(e.clone());
+            vec![e]
+        },
+        || vec![x.clone()],
+    );
+    let leak = &r[0] + &inner.unwrap();
+    let e = function(&[&c, &x], &[&leak])
+        .compile()
+        .err()
+        .expect("an error");
+    assert!(e.to_string().contains("inside an ifelse branch"), "{e}");
+    let bad = ifelse(&c, || vec![x.clone()], || vec![x.cast(kiln::f64)]);
+    assert!(bad[0]
+        .check()
+        .unwrap_err()
+        .to_string()
+        .contains("in one branch"));
+    let not_bool = ifelse(&x, || vec![x.clone()], || vec![x.clone()]);
+    assert!(not_bool[0]
+        .check()
+        .unwrap_err()
+        .to_string()
+        .contains("bool[]"));
+}
