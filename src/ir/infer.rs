@@ -8,8 +8,26 @@ use super::op::{BinaryOp, Op, RandomDist, ReduceOp, UnaryOp};
 use super::types::{broadcast_dims, Dim, ShapeDisplay, TensorType};
 use super::DType;
 
-/// Output types of `op` applied to inputs of types `inputs`.
+/// The number of elements of a shape, or `None` if it overflows.
+pub fn checked_numel(mut dims: impl Iterator<Item = usize>) -> Option<usize> {
+    dims.try_fold(1usize, |acc, d| acc.checked_mul(d))
+}
+
+/// Output types of `op` applied to inputs of types `inputs`. Shapes whose size in bytes would
+/// not fit in memory's address space are errors here, so nothing later can overflow on them.
 pub fn infer(op: &Op, inputs: &[&TensorType]) -> Result<Vec<TensorType>, String> {
+    let outs = infer_types(op, inputs)?;
+    for t in &outs {
+        let known = t.shape.iter().flatten().copied();
+        let fits = checked_numel(known).and_then(|n| n.checked_mul(t.dtype.size())).is_some_and(|b| b <= isize::MAX as usize);
+        if !fits {
+            return Err(format!("{}: the result {t} has too many elements", op.name()));
+        }
+    }
+    Ok(outs)
+}
+
+fn infer_types(op: &Op, inputs: &[&TensorType]) -> Result<Vec<TensorType>, String> {
     if let Some(n) = op.arity() {
         if inputs.len() != n {
             return Err(format!(
@@ -133,12 +151,9 @@ pub fn infer(op: &Op, inputs: &[&TensorType]) -> Result<Vec<TensorType>, String>
                     "reshape: bad target shape {shape:?} (dims >= 0, at most one -1)"
                 ));
             }
-            let known: usize = shape
-                .iter()
-                .filter(|&&d| d >= 0)
-                .map(|&d| d as usize)
-                .product();
-            let total: Option<usize> = t.shape.iter().copied().product();
+            let known = checked_numel(shape.iter().filter(|&&d| d >= 0).map(|&d| d as usize))
+                .ok_or_else(|| format!("reshape: the target shape {shape:?} has too many elements"))?;
+            let total: Option<usize> = t.shape.iter().copied().collect::<Option<Vec<_>>>().and_then(|d| checked_numel(d.into_iter()));
             let mut out: Vec<Dim> = shape
                 .iter()
                 .map(|&d| (d >= 0).then_some(d as usize))
