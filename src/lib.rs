@@ -30,7 +30,9 @@ pub mod tensor;
 pub use compile::{compile_func, function, Backend, CompileOptions, FunctionBuilder};
 pub use error::{Error, Result, SourceLoc};
 pub use grad::grad;
-pub use graph::{concat, debugprint, ifelse, select, Apply, Graph, Operand, Var};
+pub use graph::{
+    concat, debugprint, elementwise, ifelse, select, Apply, Graph, Operand, Scalar, Var,
+};
 pub use ir::{DType, TensorType};
 pub use runtime::function::Function;
 pub use tensor::{Tensor, TensorRef};

@@ -101,6 +101,9 @@ pub fn input_grads(
     if op == Op::IfElse {
         return super::control::ifelse_grads(a, x, y, gy);
     }
+    if let Op::Composite { program, .. } = &op {
+        return composite_grads(program, x, y, gy);
+    }
     let Some(gy) = gy[0].clone() else {
         return Ok(x.iter().map(|_| InGrad::Zero).collect());
     };
@@ -149,7 +152,7 @@ pub fn input_grads(
             vec![]
         }
         Op::Random { .. } => x.iter().map(|_| InGrad::Zero).collect(),
-        Op::IfElse => unreachable!("handled above"),
+        Op::IfElse | Op::Composite { .. } => unreachable!("handled above"),
         Op::Custom(_) => unreachable!("handled above"),
     })
 }
@@ -406,4 +409,46 @@ fn matmul(a: &Var, b: &Var, gy: &Var) -> Vec<InGrad> {
         gb = gb.squeeze(Some(&[-1]));
     }
     vec![InGrad::Grad(ga), InGrad::Grad(gb)]
+}
+
+/// The gradient of a Composite through its scalar ops: the program is written out again as
+/// graph ops on the inputs, and that expression is differentiated.
+fn composite_grads(
+    program: &crate::ir::scalar::ScalarProgram,
+    x: &[Var],
+    y: &[Var],
+    gy: &[Option<Var>],
+) -> Result<Vec<InGrad>> {
+    let outs = crate::graph::unfold_program(program, x)?;
+    let mut cost: Option<Var> = None;
+    for ((o, d), yv) in outs.iter().zip(gy).zip(y) {
+        let (Some(d), true) = (d, yv.dtype().is_float()) else {
+            continue;
+        };
+        let term = (o * d).sum(None, false);
+        cost = Some(match cost {
+            Some(c) => c + term,
+            None => term,
+        });
+    }
+    let Some(cost) = cost else {
+        return Ok(x.iter().map(|_| InGrad::Zero).collect());
+    };
+    let floats: Vec<&Var> = x.iter().filter(|v| v.dtype().is_float()).collect();
+    let opts = super::GradOptions {
+        disconnected: super::Disconnected::Zero,
+    };
+    let mut grads = super::grad_impl(&cost, &floats, opts, true)?.into_iter();
+    Ok(x.iter()
+        .map(|v| {
+            if v.dtype().is_float() {
+                grads
+                    .next()
+                    .map(|g| InGrad::Grad(unbroadcast(&g, v)))
+                    .unwrap_or(InGrad::Zero)
+            } else {
+                InGrad::Zero
+            }
+        })
+        .collect())
 }

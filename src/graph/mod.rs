@@ -13,11 +13,13 @@
 mod build;
 mod control;
 mod debugprint;
+mod lambda;
 mod to_ssa;
 
 pub use build::{concat, select, Operand};
 pub use control::ifelse;
 pub use debugprint::debugprint;
+pub use lambda::{elementwise, unfold_program, Elementwise, Lambda, Scalar, ScalarOperand};
 pub use to_ssa::{to_ssa, SsaFunction};
 
 use crate::custom::CustomOpRef;

@@ -19,9 +19,14 @@ pub fn infer(op: &Op, inputs: &[&TensorType]) -> Result<Vec<TensorType>, String>
     let outs = infer_types(op, inputs)?;
     for t in &outs {
         let known = t.shape.iter().flatten().copied();
-        let fits = checked_numel(known).and_then(|n| n.checked_mul(t.dtype.size())).is_some_and(|b| b <= isize::MAX as usize);
+        let fits = checked_numel(known)
+            .and_then(|n| n.checked_mul(t.dtype.size()))
+            .is_some_and(|b| b <= isize::MAX as usize);
         if !fits {
-            return Err(format!("{}: the result {t} has too many elements", op.name()));
+            return Err(format!(
+                "{}: the result {t} has too many elements",
+                op.name()
+            ));
         }
     }
     Ok(outs)
@@ -152,8 +157,15 @@ fn infer_types(op: &Op, inputs: &[&TensorType]) -> Result<Vec<TensorType>, Strin
                 ));
             }
             let known = checked_numel(shape.iter().filter(|&&d| d >= 0).map(|&d| d as usize))
-                .ok_or_else(|| format!("reshape: the target shape {shape:?} has too many elements"))?;
-            let total: Option<usize> = t.shape.iter().copied().collect::<Option<Vec<_>>>().and_then(|d| checked_numel(d.into_iter()));
+                .ok_or_else(|| {
+                    format!("reshape: the target shape {shape:?} has too many elements")
+                })?;
+            let total: Option<usize> = t
+                .shape
+                .iter()
+                .copied()
+                .collect::<Option<Vec<_>>>()
+                .and_then(|d| checked_numel(d.into_iter()));
             let mut out: Vec<Dim> = shape
                 .iter()
                 .map(|&d| (d >= 0).then_some(d as usize))
@@ -359,6 +371,31 @@ fn infer_types(op: &Op, inputs: &[&TensorType]) -> Result<Vec<TensorType>, Strin
                 return Err(format!("{name} makes f32 or f64, not {dtype}"));
             }
             one(TensorType::fixed(*dtype, shape))
+        }
+        Op::Composite {
+            program,
+            name: cname,
+        } => {
+            program.check().map_err(|e| format!("{cname}: {e}"))?;
+            for (i, (want, t)) in program.input_dtypes().iter().zip(inputs).enumerate() {
+                if *want != Some(t.dtype) {
+                    let want = want
+                        .map(|d| d.to_string())
+                        .unwrap_or_else(|| "nothing (unused)".into());
+                    return Err(format!(
+                        "{cname}: input {i} is {t}, the program reads {want}"
+                    ));
+                }
+            }
+            let mut shape: Vec<Dim> = Vec::new();
+            for t in inputs {
+                shape = broadcast_dims(&shape, &t.shape).map_err(|e| format!("{cname}: {e}"))?;
+            }
+            Ok(program
+                .outputs
+                .iter()
+                .map(|&o| TensorType::new(program.insts[o].dtype, shape.clone()))
+                .collect())
         }
         // The result types of an ifelse are the types its regions yield; see `infer_ifelse`.
         Op::IfElse => Err("ifelse takes its result types from its regions".into()),

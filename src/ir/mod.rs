@@ -5,6 +5,7 @@ mod dtype;
 pub mod func;
 pub mod infer;
 pub mod op;
+pub mod scalar;
 pub mod text;
 pub mod types;
 pub mod verify;

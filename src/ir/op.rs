@@ -166,6 +166,12 @@ pub enum Op {
     /// `ifelse %cond { then } else { otherwise }`: lazy, only the taken region runs. The
     /// instruction holds two regions whose yields give its results (see `Inst::regions`).
     IfElse,
+    /// An elementwise op whose body is a scalar program (a user lambda, or fused ops): its
+    /// inputs broadcast together and each output register gives one output.
+    Composite {
+        name: String,
+        program: std::sync::Arc<super::scalar::ScalarProgram>,
+    },
     /// A user-defined op (see `crate::custom`).
     Custom(CustomOpRef),
 }
@@ -370,6 +376,7 @@ impl Op {
             Op::Arange { .. } => "arange",
             Op::Random { dist, .. } => dist.name(),
             Op::IfElse => "ifelse",
+            Op::Composite { .. } => "composite",
             Op::Custom(_) => "custom",
         }
     }
@@ -378,6 +385,7 @@ impl Op {
     pub fn display_name(&self) -> &str {
         match self {
             Op::Custom(c) => c.name(),
+            Op::Composite { name, .. } => name,
             _ => self.name(),
         }
     }
@@ -395,6 +403,7 @@ impl Op {
             Op::Arange { .. } => Some(0),
             Op::Random { .. } => None,
             Op::IfElse => Some(1),
+            Op::Composite { program, .. } => Some(program.input_dtypes().len()),
             Op::Custom(c) => match c.num_inputs() {
                 crate::custom::Arity::Exactly(n) => Some(n),
                 _ => None,
@@ -438,7 +447,7 @@ impl Op {
     pub fn is_elementwise(&self) -> bool {
         matches!(
             self,
-            Op::Unary(_) | Op::Binary(_) | Op::Select | Op::Cast { .. }
+            Op::Unary(_) | Op::Binary(_) | Op::Select | Op::Cast { .. } | Op::Composite { .. }
         )
     }
 }

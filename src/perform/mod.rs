@@ -3,6 +3,7 @@
 //! obviously right (numpy semantics, CONTRACTS.md §1b) over being fast. It never panics on
 //! any input: shapes that do not fit at run time are an `Err`.
 
+mod composite;
 mod elementwise;
 mod linalg;
 mod reduce;
@@ -80,6 +81,7 @@ pub fn perform(op: &Op, inputs: &[&Tensor]) -> Result<Vec<Tensor>, Error> {
             let seed = crate::random::perform::effective_seed(*seed, counter);
             one(crate::random::perform::sample(*dist, seed, s, *dtype))
         }
+        Op::Composite { program, .. } => composite::composite(program, inputs),
         Op::IfElse => Err(Error::Runtime(
             "ifelse runs its regions in the interpreter, not in perform".into(),
         )),

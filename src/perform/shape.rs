@@ -24,8 +24,13 @@ pub fn transpose(t: &Tensor, perm: &[usize]) -> Result<Tensor, Error> {
 /// The target shape with its -1 resolved, or an error when the element counts differ.
 pub fn resolve_reshape(from: &[usize], to: &[i64]) -> Result<Vec<usize>, Error> {
     let total: usize = from.iter().product();
-    let known = crate::ir::infer::checked_numel(to.iter().filter(|&&d| d >= 0).map(|&d| d as usize))
-        .ok_or_else(|| err(format!("reshape: the target shape {to:?} has too many elements")))?;
+    let known =
+        crate::ir::infer::checked_numel(to.iter().filter(|&&d| d >= 0).map(|&d| d as usize))
+            .ok_or_else(|| {
+                err(format!(
+                    "reshape: the target shape {to:?} has too many elements"
+                ))
+            })?;
     let holes = to.iter().filter(|&&d| d == -1).count();
     let bad = || {
         err(format!(

@@ -13,6 +13,7 @@ pub enum Attr {
     Bool(bool),
     Ident(String),
     List(Vec<Attr>),
+    Str(String),
     Null,
 }
 
@@ -325,6 +326,18 @@ pub fn build_op(
                 dtype,
             }
         }
+        "composite" => {
+            let name = custom.ok_or("composite needs its name as a string: composite \"NAME\"")?;
+            let program = match a.take("program") {
+                Some(Attr::Str(p)) => crate::ir::scalar::parse_program(&p)
+                    .map_err(|e| format!("composite program: {e}"))?,
+                _ => return Err("composite needs `program = \"...\"`".into()),
+            };
+            Op::Composite {
+                name: name.to_string(),
+                program: std::sync::Arc::new(program),
+            }
+        }
         "custom" => {
             let cname = custom.ok_or("custom needs the op's name as a string: custom \"NAME\"")?;
             let mut params = OpParams::new();
@@ -450,6 +463,7 @@ pub fn op_attrs(op: &Op) -> String {
                 items.push(format!("{n} = {}", float_text(v)));
             }
         }
+        Op::Composite { program, .. } => items.push(format!("program = \"{program}\"")),
         Op::Custom(c) => {
             let p = c.params();
             for (n, v) in &p.ints {

@@ -342,7 +342,7 @@ impl Parser {
         let (line, col) = self.here();
         let opname = self.ident()?;
         let custom = match (opname.as_str(), self.peek().clone()) {
-            ("custom", Tok::Str(s)) => {
+            ("custom" | "composite", Tok::Str(s)) => {
                 self.next();
                 Some(s)
             }
@@ -494,6 +494,7 @@ impl Parser {
                 "null" => Attr::Null,
                 _ => Attr::Ident(s),
             }),
+            Tok::Str(s) => Ok(Attr::Str(s)),
             Tok::Punct('[') => {
                 let mut items = Vec::new();
                 if self.eat(']') {

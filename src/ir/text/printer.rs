@@ -141,6 +141,7 @@ fn print_body(
             op => {
                 let name = match op {
                     Op::Custom(c) => format!("custom \"{}\"", c.name()),
+                    Op::Composite { name, .. } => format!("composite \"{name}\""),
                     _ => op.name().to_string(),
                 };
                 let sep = if args.is_empty() { "" } else { " " };
