@@ -66,6 +66,8 @@ pub struct CompileOptions {
     pub backend: Option<Backend>,
     /// Which stages to dump (defaults from `KILN_DUMP` and `KILN_DUMP_DIR`).
     pub dump: DumpOptions,
+    /// Run the optimizer (on by default).
+    pub optimize: bool,
 }
 
 impl Default for CompileOptions {
@@ -74,6 +76,7 @@ impl Default for CompileOptions {
             name: "f".into(),
             backend: None,
             dump: DumpOptions::from_env(),
+            optimize: true,
         }
     }
 }
@@ -158,9 +161,10 @@ impl FunctionBuilder {
                 }
             })
             .collect();
-        let exec = backend_executable(backend, &ssa.func)?;
+        let func = optimize(ssa.func, &self.options);
+        let exec = backend_executable(backend, &func)?;
         Ok(Function::new(
-            ssa.func,
+            func,
             n_inputs,
             self.outputs.len(),
             shared,
@@ -226,4 +230,16 @@ pub fn compile_func(func: Func, options: &CompileOptions) -> Result<Function> {
     let exec = backend_executable(backend, &func)?;
     let (n_in, n_out) = (func.params.len(), func.outputs.len());
     Ok(Function::new(func, n_in, n_out, Vec::new(), exec))
+}
+
+/// The optimizer's stages, in order, each dumped under its name.
+pub fn optimize(func: Func, options: &CompileOptions) -> Func {
+    if !options.optimize {
+        return func;
+    }
+    let fused = crate::rewrite::fuse(&func);
+    options
+        .dump
+        .dump(&fused.name, "fused", || crate::ir::text::print_func(&fused));
+    fused
 }

@@ -24,6 +24,7 @@ pub mod graph;
 pub mod ir;
 pub mod perform;
 pub mod random;
+pub mod rewrite;
 pub mod runtime;
 pub mod tensor;
 

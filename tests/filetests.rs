@@ -24,7 +24,7 @@ fn kir_files(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
-fn run_directive(func: &Func, spec: &str, backend: Backend) -> Result<(), String> {
+fn run_directive(func: &Func, spec: &str, backend: Backend, optimize: bool) -> Result<(), String> {
     let (ins, outs) = spec.split_once("->").ok_or("a run directive needs `->`")?;
     let inputs = split_top(ins);
     if inputs.len() != func.params.len() {
@@ -42,6 +42,7 @@ fn run_directive(func: &Func, spec: &str, backend: Backend) -> Result<(), String
         .collect::<Result<Vec<_>, _>>()?;
     let options = CompileOptions {
         backend: Some(backend),
+        optimize,
         ..CompileOptions::default()
     };
     let f = compile_func(func.clone(), &options).map_err(|e| e.to_string())?;
@@ -177,12 +178,20 @@ fn run_file(path: &Path, backend: Backend) -> Result<usize, String> {
                     .collect();
                 print_func(&kiln::grad::grad_func(func, 0, &wrt).map_err(|e| e.to_string())?)
             }
+            Some("opt") => print_func(&kiln::compile::optimize(
+                func.clone(),
+                &CompileOptions::default(),
+            )),
             Some(other) => return Err(format!("unknown pass `{other}`")),
         };
         check_patterns(&target, &checks)?;
     }
+    // Every run gives the same values with the optimizer on and off.
     for r in &runs {
-        run_directive(func, r, backend).map_err(|e| format!("run `{r}`: {e}"))?;
+        for optimize in [false, true] {
+            run_directive(func, r, backend, optimize)
+                .map_err(|e| format!("run `{r}` (optimize: {optimize}): {e}"))?;
+        }
     }
     Ok(runs.len() + checks.len() + 1)
 }

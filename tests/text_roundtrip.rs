@@ -70,6 +70,20 @@ proptest! {
     }
 
     #[test]
+    fn fusion_preserves_values_and_round_trips(choices in proptest::collection::vec((any::<u8>(), any::<u8>(), any::<u8>()), 1..12)) {
+        let f = random_func(&choices);
+        let fused = kiln::rewrite::fuse(&f);
+        prop_assert!(kiln::ir::verify::verify(&fused).is_ok(), "{}", print_func(&fused));
+        prop_assert!(fused.inst_count() <= f.inst_count());
+        let a = run_func(&f, inputs()).unwrap();
+        let b = run_func(&fused, inputs()).unwrap();
+        prop_assert!(a[0].bit_eq(&b[0]), "{}\n{}", print_func(&f), print_func(&fused));
+        let text = print_func(&fused);
+        let back = parse("fused", &text).map_err(|e| TestCaseError::fail(format!("{}\n{text}", e[0])))?;
+        prop_assert_eq!(print_func(&back[0]), text);
+    }
+
+    #[test]
     fn the_parser_never_panics_on_bytes(bytes in proptest::collection::vec(any::<u8>(), 0..300)) {
         let src = String::from_utf8_lossy(&bytes);
         let _ = parse("bytes", &src);

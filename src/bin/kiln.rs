@@ -96,7 +96,10 @@ fn run(args: &[String]) -> Result<(), String> {
         "opt" => {
             let f = Flags::parse(rest, &["--func"])?;
             let func = load(f.file()?, f.get("--func"))?;
-            print!("{}", print_func(&func));
+            print!(
+                "{}",
+                print_func(&kiln::compile::optimize(func, &CompileOptions::default()))
+            );
             Ok(())
         }
         "aot" => {

@@ -15,7 +15,7 @@ pub fn print_funcs(funcs: &[Func]) -> String {
 
 pub fn print_func(f: &Func) -> String {
     let names = name_values(f);
-    let n = |v: &Value| format!("%{}", names[v]);
+    let n = |v: &Value| value_name(&names, *v);
     let mut out = String::new();
     let params: Vec<String> = f
         .params
@@ -82,6 +82,15 @@ fn name_values(f: &Func) -> HashMap<Value, String> {
     names
 }
 
+/// A value's printed name; a value defined nowhere (an invalid function, being reported) prints
+/// as `%<undefined N>` so that printing never fails.
+fn value_name(names: &HashMap<Value, String>, v: Value) -> String {
+    match names.get(&v) {
+        Some(n) => format!("%{n}"),
+        None => format!("%<undefined {}>", v.0),
+    }
+}
+
 fn types_text(tys: &[&TensorType]) -> String {
     if tys.len() == 1 {
         tys[0].to_string()
@@ -104,7 +113,7 @@ fn print_body(
     out: &mut String,
 ) {
     let pad = "  ".repeat(depth);
-    let n = |v: &Value| format!("%{}", names[v]);
+    let n = |v: &Value| value_name(names, *v);
     for inst in body {
         let results = inst.results.iter().map(n).collect::<Vec<_>>().join(", ");
         let tys: Vec<&TensorType> = inst.results.iter().map(|r| f.ty(*r)).collect();
@@ -167,7 +176,7 @@ fn print_region(
     let ys = r
         .yields
         .iter()
-        .map(|v| format!("%{}", names[v]))
+        .map(|v| value_name(names, *v))
         .collect::<Vec<_>>()
         .join(", ");
     let _ = writeln!(out, "{}yield {ys}", "  ".repeat(depth));

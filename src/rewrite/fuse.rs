@@ -1,0 +1,262 @@
+//! Composite fusion: chains and trees of elementwise ops become one Composite op holding a
+//! scalar program, so a backend runs them as one loop with no intermediate arrays. A producer
+//! is fused into its consumer when the consumer is its only reader and it is not a function
+//! output; fused programs keep at most [`MAX_INPUTS`] inputs.
+
+use crate::ir::scalar::{ScalarInst, ScalarOp, ScalarProgram};
+use crate::ir::{F64Bits, Func, Inst, Op, Value};
+use crate::tensor::Tensor;
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// The most inputs a fused Composite may read (a limit on registers and pointers per kernel).
+pub const MAX_INPUTS: usize = 8;
+
+/// The scalar program of a single elementwise op, or `None` for other ops.
+pub fn program_of(op: &Op, func: &Func, args: &[Value], result: Value) -> Option<ScalarProgram> {
+    let dt = |v: Value| func.ty(v).dtype;
+    let out = dt(result);
+    let inputs: Vec<ScalarInst> = args
+        .iter()
+        .enumerate()
+        .map(|(i, &a)| ScalarInst {
+            op: ScalarOp::Input(i),
+            args: vec![],
+            dtype: dt(a),
+        })
+        .collect();
+    let n = inputs.len();
+    let body = match op {
+        Op::Unary(u) => ScalarOp::Unary(*u),
+        Op::Binary(b) => ScalarOp::Binary(*b),
+        Op::Select => ScalarOp::Select,
+        Op::Cast { to } => ScalarOp::Cast(*to),
+        Op::Composite { program, .. } if program.outputs.len() == 1 => {
+            return Some((**program).clone())
+        }
+        _ => return None,
+    };
+    let mut insts = inputs;
+    insts.push(ScalarInst {
+        op: body,
+        args: (0..n).collect(),
+        dtype: out,
+    });
+    Some(ScalarProgram {
+        insts,
+        outputs: vec![n],
+    })
+}
+
+/// `consumer` with every input reading `value` replaced by `producer` (whose inputs are
+/// `producer_args`), over the combined argument list, which is returned with the program.
+fn inline(
+    consumer: &ScalarProgram,
+    consumer_args: &[Value],
+    value: Value,
+    producer: &ScalarProgram,
+    producer_args: &[Value],
+) -> (ScalarProgram, Vec<Value>) {
+    let mut args: Vec<Value> = Vec::new();
+    let mut insts: Vec<ScalarInst> = Vec::new();
+    // One `input` register per distinct argument.
+    let mut input_reg: HashMap<Value, usize> = HashMap::new();
+    let mut read = |v: Value, dtype, insts: &mut Vec<ScalarInst>| {
+        *input_reg.entry(v).or_insert_with(|| {
+            let idx = args.iter().position(|&a| a == v).unwrap_or_else(|| {
+                args.push(v);
+                args.len() - 1
+            });
+            insts.push(ScalarInst {
+                op: ScalarOp::Input(idx),
+                args: vec![],
+                dtype,
+            });
+            insts.len() - 1
+        })
+    };
+    let mut pmap = Vec::new();
+    for inst in &producer.insts {
+        let r = match inst.op {
+            ScalarOp::Input(i) => read(producer_args[i], inst.dtype, &mut insts),
+            ref o => {
+                insts.push(ScalarInst {
+                    op: o.clone(),
+                    args: inst.args.iter().map(|&a| pmap[a]).collect(),
+                    dtype: inst.dtype,
+                });
+                insts.len() - 1
+            }
+        };
+        pmap.push(r);
+    }
+    let produced = pmap[producer.outputs[0]];
+    let mut cmap = Vec::new();
+    for inst in &consumer.insts {
+        let r = match inst.op {
+            ScalarOp::Input(i) if consumer_args[i] == value => produced,
+            ScalarOp::Input(i) => read(consumer_args[i], inst.dtype, &mut insts),
+            ref o => {
+                insts.push(ScalarInst {
+                    op: o.clone(),
+                    args: inst.args.iter().map(|&a| cmap[a]).collect(),
+                    dtype: inst.dtype,
+                });
+                insts.len() - 1
+            }
+        };
+        cmap.push(r);
+    }
+    let outputs = consumer.outputs.iter().map(|&o| cmap[o]).collect();
+    (ScalarProgram { insts, outputs }, args)
+}
+
+/// A 0-d constant that a scalar program can hold exactly.
+fn scalar_constant(inst: &Inst) -> Option<ScalarProgram> {
+    let Op::Const(t) = &inst.op else { return None };
+    if !t.shape().is_empty() {
+        return None;
+    }
+    let v = t.to_f64_vec()[0];
+    let exact = match t {
+        Tensor::I64(a) => a.iter().all(|&x| x as f64 as i64 == x),
+        _ => true,
+    };
+    exact.then(|| ScalarProgram {
+        insts: vec![ScalarInst {
+            op: ScalarOp::Const(F64Bits(v)),
+            args: vec![],
+            dtype: t.dtype(),
+        }],
+        outputs: vec![0],
+    })
+}
+
+/// Fuses the top-level body of `func` (regions are left as they are).
+pub fn fuse(func: &Func) -> Func {
+    let mut f = func.clone();
+    let mut uses: HashMap<Value, usize> = HashMap::new();
+    fn count(body: &[Inst], uses: &mut HashMap<Value, usize>) {
+        for i in body {
+            for &a in &i.args {
+                *uses.entry(a).or_default() += 1;
+            }
+            for r in &i.regions {
+                count(&r.body, uses);
+                for &y in &r.yields {
+                    *uses.entry(y).or_default() += 1;
+                }
+            }
+        }
+    }
+    count(&f.body, &mut uses);
+    for &o in &f.outputs {
+        *uses.entry(o).or_default() += 1;
+    }
+    // The fusable instructions so far, by the value they define: (program, args).
+    type Group = (ScalarProgram, Vec<Value>, HashMap<Value, usize>);
+    let mut fusable: HashMap<Value, Group> = HashMap::new();
+    let mut dead: Vec<bool> = vec![false; f.body.len()];
+    let mut def_at: HashMap<Value, usize> = HashMap::new();
+    let mut constants: HashMap<Value, ScalarProgram> = HashMap::new();
+    let mut body = std::mem::take(&mut f.body);
+    // Indexed: an instruction is replaced in place while earlier ones are marked dead.
+    #[allow(clippy::needless_range_loop)]
+    for idx in 0..body.len() {
+        let inst = &body[idx];
+        // Small constants go into the programs that read them (copied, so any number of
+        // readers may take them); the constant instruction goes once nobody reads it.
+        if let Some(p) = scalar_constant(inst) {
+            constants.insert(inst.results[0], p);
+            continue;
+        }
+        let Some(mut prog) = (inst.results.len() == 1)
+            .then(|| program_of(&inst.op, &f, &inst.args, inst.results[0]))
+            .flatten()
+        else {
+            continue;
+        };
+        let mut args = inst.args.clone();
+        // Inline single-use fusable producers, as long as the input limit holds.
+        // How often the group being fused reads each value; a producer can join the group
+        // when the group is its only reader.
+        let mut inlined = false;
+        let mut local: HashMap<Value, usize> = HashMap::new();
+        for &a in &inst.args {
+            *local.entry(a).or_default() += 1;
+        }
+        loop {
+            let only_here =
+                |a: &Value| uses.get(a).copied().unwrap_or(0) == local.get(a).copied().unwrap_or(0);
+            let candidate = args
+                .iter()
+                .copied()
+                .find(|a| constants.contains_key(a) || (only_here(a) && fusable.contains_key(a)));
+            let Some(a) = candidate else { break };
+            if let Some(c) = constants.get(&a) {
+                let (np, na) = inline(&prog, &args, a, c, &[]);
+                prog = np;
+                args = na;
+                inlined = true;
+                continue;
+            }
+            let (pp, pa, preads) = &fusable[&a];
+            let (np, na) = inline(&prog, &args, a, pp, pa);
+            if na.len() > MAX_INPUTS {
+                break;
+            }
+            local.remove(&a);
+            for (&v, &n) in preads {
+                *local.entry(v).or_default() += n;
+            }
+            prog = np;
+            args = na;
+            inlined = true;
+            dead[def_at[&a]] = true;
+            fusable.remove(&a);
+        }
+        let result = body[idx].results[0];
+        if inlined || matches!(body[idx].op, Op::Composite { .. }) {
+            let name = match &body[idx].op {
+                Op::Composite { name, .. } => name.clone(),
+                _ => "fused".to_string(),
+            };
+            body[idx] = Inst {
+                op: Op::Composite {
+                    name,
+                    program: Arc::new(prog.clone()),
+                },
+                args: args.clone(),
+                results: vec![result],
+                regions: vec![],
+            };
+        }
+        fusable.insert(result, (prog, args, local));
+        def_at.insert(result, idx);
+    }
+    f.body = body
+        .into_iter()
+        .zip(dead)
+        .filter(|(_, d)| !d)
+        .map(|(i, _)| i)
+        .collect();
+    remove_dead_constants(&mut f);
+    f
+}
+
+/// Drops constant instructions nothing reads any more (their values went into programs).
+fn remove_dead_constants(f: &mut Func) {
+    let mut read: std::collections::HashSet<Value> = f.outputs.iter().copied().collect();
+    fn mark(body: &[Inst], read: &mut std::collections::HashSet<Value>) {
+        for i in body {
+            read.extend(i.args.iter().copied());
+            for r in &i.regions {
+                mark(&r.body, read);
+                read.extend(r.yields.iter().copied());
+            }
+        }
+    }
+    mark(&f.body, &mut read);
+    f.body
+        .retain(|i| !matches!(i.op, Op::Const(_)) || i.results.iter().any(|r| read.contains(r)));
+}
