@@ -162,7 +162,7 @@ impl FunctionBuilder {
             })
             .collect();
         let func = optimize(ssa.func, &self.options);
-        let exec = backend_executable(backend, &func)?;
+        let exec = backend_executable(backend, &func, &self.options)?;
         Ok(Function::new(
             func,
             n_inputs,
@@ -207,12 +207,14 @@ impl FunctionBuilder {
 fn backend_executable(
     backend: Backend,
     func: &Func,
+    options: &CompileOptions,
 ) -> Result<Box<dyn crate::runtime::Executable>> {
     match backend {
         Backend::Interp => Ok(Box::new(Interpreter::new(func.clone()))),
-        other => Err(Error::Unsupported(format!(
-            "the {other} backend is not available in this build yet"
-        ))),
+        Backend::Cpu => crate::jit_cpu::compile(func, &options.dump),
+        Backend::Gpu => Err(Error::Unsupported(
+            "the gpu backend is not available in this build yet".into(),
+        )),
     }
 }
 
@@ -227,7 +229,7 @@ pub fn compile_func(func: Func, options: &CompileOptions) -> Result<Function> {
     options
         .dump
         .dump(&func.name, "input", || crate::ir::text::print_func(&func));
-    let exec = backend_executable(backend, &func)?;
+    let exec = backend_executable(backend, &func, options)?;
     let (n_in, n_out) = (func.params.len(), func.outputs.len());
     Ok(Function::new(func, n_in, n_out, Vec::new(), exec))
 }

@@ -22,6 +22,7 @@ pub mod error;
 pub mod grad;
 pub mod graph;
 pub mod ir;
+pub mod jit_cpu;
 pub mod perform;
 pub mod random;
 pub mod rewrite;

@@ -187,10 +187,16 @@ fn run_file(path: &Path, backend: Backend) -> Result<usize, String> {
         check_patterns(&target, &checks)?;
     }
     // Every run gives the same values with the optimizer on and off.
+    // ... and on the CPU backend, which must agree with the interpreter (the oracle).
     for r in &runs {
-        for optimize in [false, true] {
-            run_directive(func, r, backend, optimize)
-                .map_err(|e| format!("run `{r}` (optimize: {optimize}): {e}"))?;
+        for (b, optimize) in [
+            (backend, false),
+            (backend, true),
+            (Backend::Cpu, false),
+            (Backend::Cpu, true),
+        ] {
+            run_directive(func, r, b, optimize)
+                .map_err(|e| format!("run `{r}` ({b}, optimize: {optimize}): {e}"))?;
         }
     }
     Ok(runs.len() + checks.len() + 1)

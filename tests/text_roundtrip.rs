@@ -84,6 +84,20 @@ proptest! {
     }
 
     #[test]
+    fn the_cpu_backend_agrees_with_the_interpreter(choices in proptest::collection::vec((any::<u8>(), any::<u8>(), any::<u8>()), 1..12)) {
+        let f = random_func(&choices);
+        let refs: Vec<kiln::Tensor> = inputs();
+        let views: Vec<kiln::TensorRef> = refs.iter().map(|t| t.view()).collect();
+        let mut outs = Vec::new();
+        for backend in [kiln::Backend::Interp, kiln::Backend::Cpu] {
+            let options = kiln::CompileOptions { backend: Some(backend), ..Default::default() };
+            let compiled = kiln::compile_func(f.clone(), &options).unwrap();
+            outs.push(compiled.call(&views).unwrap().remove(0));
+        }
+        prop_assert!(outs[0].bit_eq(&outs[1]), "{}", print_func(&f));
+    }
+
+    #[test]
     fn the_parser_never_panics_on_bytes(bytes in proptest::collection::vec(any::<u8>(), 0..300)) {
         let src = String::from_utf8_lossy(&bytes);
         let _ = parse("bytes", &src);

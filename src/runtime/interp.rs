@@ -14,6 +14,8 @@ use std::sync::Mutex;
 /// the random resource.
 #[derive(Default)]
 pub struct InterpState {
+    /// Compiled thunks by the first result of their instruction.
+    thunks: std::sync::Arc<HashMap<Value, std::sync::Arc<dyn super::Thunk>>>,
     storage: HashMap<Value, Vec<Option<Tensor>>>,
     calls: u64,
     /// For each value, the index of the last top-level instruction that reads it
@@ -130,7 +132,10 @@ fn run_block(
         // into an error rather than taking the caller's process down.
         let outs = catch_unwind(AssertUnwindSafe(|| match &inst.op {
             Op::Custom(c) => run_custom(c, inst, &args, donated, state),
-            op => perform(op, &args),
+            op => match state.thunks.get(&inst.results[0]) {
+                Some(t) => t.run(&args),
+                None => perform(op, &args),
+            },
         }))
         .map_err(|p| {
             Error::Runtime(format!(
@@ -258,14 +263,30 @@ pub fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
 /// state when the kept one is busy: ops' storage reuse is an optimization, never required.
 pub struct Interpreter {
     func: Func,
+    thunks: std::sync::Arc<Thunks>,
     state: Mutex<InterpState>,
 }
 
+/// Compiled thunks by the first result of their instruction.
+pub type Thunks = HashMap<Value, std::sync::Arc<dyn super::Thunk>>;
+
 impl Interpreter {
     pub fn new(func: Func) -> Interpreter {
+        Interpreter::with_thunks(func, HashMap::new())
+    }
+
+    /// An interpreter that runs the given compiled thunks instead of `perform` for their
+    /// instructions.
+    pub fn with_thunks(func: Func, thunks: Thunks) -> Interpreter {
+        let thunks = std::sync::Arc::new(thunks);
+        let state = InterpState {
+            thunks: thunks.clone(),
+            ..InterpState::default()
+        };
         Interpreter {
             func,
-            state: Mutex::new(InterpState::default()),
+            thunks,
+            state: Mutex::new(state),
         }
     }
 }
@@ -275,7 +296,13 @@ impl super::Executable for Interpreter {
         let inputs = inputs.iter().map(|t| t.to_owned()).collect();
         match self.state.try_lock() {
             Ok(mut st) => run_func_with(&self.func, inputs, &mut st),
-            Err(_) => run_func_with(&self.func, inputs, &mut InterpState::default()),
+            Err(_) => {
+                let mut st = InterpState {
+                    thunks: self.thunks.clone(),
+                    ..InterpState::default()
+                };
+                run_func_with(&self.func, inputs, &mut st)
+            }
         }
     }
 }

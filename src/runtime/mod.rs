@@ -6,6 +6,13 @@ pub mod interp;
 use crate::error::Result;
 use crate::tensor::{Tensor, TensorRef};
 
+/// The compiled form of one instruction that a backend hands the interpreter (Theano's thunk):
+/// it computes the instruction's results from its arguments. Instructions without a thunk run
+/// their op's `perform`.
+pub trait Thunk: Send + Sync {
+    fn run(&self, inputs: &[&Tensor]) -> Result<Vec<Tensor>>;
+}
+
 /// What a backend produces: something that runs a whole compiled function. Inputs are the
 /// function's parameters (explicit inputs, then shared variables), already checked against
 /// their types; outputs are the function's outputs followed by the updates' new values.

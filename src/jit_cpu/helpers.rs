@@ -1,0 +1,140 @@
+//! Functions that generated code calls for the scalar ops Cranelift has no instruction for.
+//! They call the very functions the reference `perform` uses, so compiled results are
+//! bit-identical to the interpreter's. Every one is registered with the JIT by name
+//! ([`SYMBOLS`]): an unregistered import would make cranelift-jit panic.
+
+use crate::perform::float_divmod;
+
+macro_rules! float_unary {
+    ($($name32:ident, $name64:ident => |$x:ident| $e:expr;)*) => {$(
+        extern "C" fn $name32($x: f32) -> f32 { $e }
+        extern "C" fn $name64($x: f64) -> f64 { $e }
+    )*};
+}
+
+float_unary! {
+    kiln_exp_f32, kiln_exp_f64 => |x| x.exp();
+    kiln_log_f32, kiln_log_f64 => |x| x.ln();
+    kiln_log1p_f32, kiln_log1p_f64 => |x| x.ln_1p();
+    kiln_expm1_f32, kiln_expm1_f64 => |x| x.exp_m1();
+    kiln_sin_f32, kiln_sin_f64 => |x| x.sin();
+    kiln_cos_f32, kiln_cos_f64 => |x| x.cos();
+    kiln_tan_f32, kiln_tan_f64 => |x| x.tan();
+    kiln_tanh_f32, kiln_tanh_f64 => |x| x.tanh();
+    kiln_sigmoid_f32, kiln_sigmoid_f64 => |x| if x >= 0.0 { 1.0 / (1.0 + (-x).exp()) } else { let e = x.exp(); e / (1.0 + e) };
+}
+
+extern "C" fn kiln_erf_f32(x: f32) -> f32 {
+    libm::erff(x)
+}
+extern "C" fn kiln_erf_f64(x: f64) -> f64 {
+    libm::erf(x)
+}
+extern "C" fn kiln_pow_f32(a: f32, b: f32) -> f32 {
+    a.powf(b)
+}
+extern "C" fn kiln_pow_f64(a: f64, b: f64) -> f64 {
+    a.powf(b)
+}
+extern "C" fn kiln_floordiv_f32(a: f32, b: f32) -> f32 {
+    float_divmod(a, b).0
+}
+extern "C" fn kiln_floordiv_f64(a: f64, b: f64) -> f64 {
+    float_divmod(a, b).0
+}
+extern "C" fn kiln_mod_f32(a: f32, b: f32) -> f32 {
+    float_divmod(a, b).1
+}
+extern "C" fn kiln_mod_f64(a: f64, b: f64) -> f64 {
+    float_divmod(a, b).1
+}
+
+macro_rules! int_helpers {
+    ($t:ty, $fd:ident, $md:ident, $pw:ident) => {
+        // numpy's floor division and remainder; 0 for a zero divisor, wrapping at the minimum.
+        extern "C" fn $fd(a: $t, b: $t) -> $t {
+            if b == 0 {
+                return 0;
+            }
+            let q = a.wrapping_div(b);
+            if a.wrapping_rem(b) != 0 && ((a < 0) != (b < 0)) {
+                q - 1
+            } else {
+                q
+            }
+        }
+        extern "C" fn $md(a: $t, b: $t) -> $t {
+            if b == 0 {
+                return 0;
+            }
+            let r = a.wrapping_rem(b);
+            if r != 0 && ((r < 0) != (b < 0)) {
+                r + b
+            } else {
+                r
+            }
+        }
+        extern "C" fn $pw(a: $t, b: $t) -> $t {
+            if b < 0 {
+                return match a {
+                    1 => 1,
+                    -1 => {
+                        if b % 2 == 0 {
+                            1
+                        } else {
+                            -1
+                        }
+                    }
+                    _ => 0,
+                };
+            }
+            let (mut base, mut e, mut acc): ($t, $t, $t) = (a, b, 1);
+            while e > 0 {
+                if e & 1 == 1 {
+                    acc = acc.wrapping_mul(base);
+                }
+                base = base.wrapping_mul(base);
+                e >>= 1;
+            }
+            acc
+        }
+    };
+}
+int_helpers!(i32, kiln_floordiv_i32, kiln_mod_i32, kiln_pow_i32);
+int_helpers!(i64, kiln_floordiv_i64, kiln_mod_i64, kiln_pow_i64);
+
+/// Every helper by the name generated code imports it under.
+pub const SYMBOLS: &[(&str, *const u8)] = &[
+    ("kiln_exp_f32", kiln_exp_f32 as *const u8),
+    ("kiln_exp_f64", kiln_exp_f64 as *const u8),
+    ("kiln_log_f32", kiln_log_f32 as *const u8),
+    ("kiln_log_f64", kiln_log_f64 as *const u8),
+    ("kiln_log1p_f32", kiln_log1p_f32 as *const u8),
+    ("kiln_log1p_f64", kiln_log1p_f64 as *const u8),
+    ("kiln_expm1_f32", kiln_expm1_f32 as *const u8),
+    ("kiln_expm1_f64", kiln_expm1_f64 as *const u8),
+    ("kiln_sin_f32", kiln_sin_f32 as *const u8),
+    ("kiln_sin_f64", kiln_sin_f64 as *const u8),
+    ("kiln_cos_f32", kiln_cos_f32 as *const u8),
+    ("kiln_cos_f64", kiln_cos_f64 as *const u8),
+    ("kiln_tan_f32", kiln_tan_f32 as *const u8),
+    ("kiln_tan_f64", kiln_tan_f64 as *const u8),
+    ("kiln_tanh_f32", kiln_tanh_f32 as *const u8),
+    ("kiln_tanh_f64", kiln_tanh_f64 as *const u8),
+    ("kiln_sigmoid_f32", kiln_sigmoid_f32 as *const u8),
+    ("kiln_sigmoid_f64", kiln_sigmoid_f64 as *const u8),
+    ("kiln_erf_f32", kiln_erf_f32 as *const u8),
+    ("kiln_erf_f64", kiln_erf_f64 as *const u8),
+    ("kiln_pow_f32", kiln_pow_f32 as *const u8),
+    ("kiln_pow_f64", kiln_pow_f64 as *const u8),
+    ("kiln_floordiv_f32", kiln_floordiv_f32 as *const u8),
+    ("kiln_floordiv_f64", kiln_floordiv_f64 as *const u8),
+    ("kiln_mod_f32", kiln_mod_f32 as *const u8),
+    ("kiln_mod_f64", kiln_mod_f64 as *const u8),
+    ("kiln_floordiv_i32", kiln_floordiv_i32 as *const u8),
+    ("kiln_floordiv_i64", kiln_floordiv_i64 as *const u8),
+    ("kiln_mod_i32", kiln_mod_i32 as *const u8),
+    ("kiln_mod_i64", kiln_mod_i64 as *const u8),
+    ("kiln_pow_i32", kiln_pow_i32 as *const u8),
+    ("kiln_pow_i64", kiln_pow_i64 as *const u8),
+];

@@ -1,0 +1,165 @@
+//! The CPU backend: elementwise work (single ops and fused Composites) is compiled with
+//! Cranelift into map kernels; every other op runs through the interpreter's per-op path, which
+//! the compiled kernels plug into as thunks. See `codegen` for the kernel ABI.
+//!
+//! This is the first slice of the backend: scalar loops (no SIMD yet), transcendentals through
+//! calls to the same Rust functions the reference `perform` uses (so results are bit-identical
+//! to the interpreter's), and broadcasting of operands other than single elements done by
+//! copying them to the output's shape first.
+
+mod codegen;
+mod helpers;
+
+use crate::dump::DumpOptions;
+use crate::error::{Error, Result};
+use crate::ir::{DType, Func, Inst, Value};
+use crate::rewrite::fuse::program_of;
+use crate::runtime::interp::Interpreter;
+use crate::runtime::{Executable, Thunk};
+use crate::tensor::Tensor;
+use crate::{for_each_dtype, map_tensor};
+use codegen::KernelFn;
+use cranelift_jit::JITModule;
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// Owns the JIT memory the kernels live in; freed when the last kernel goes.
+struct JitCode(Option<JITModule>);
+
+// SAFETY: after `finalize_definitions` the module is never used again; it only keeps the
+// generated code mapped. Calling the code from several threads is safe: kernels touch only the
+// memory they are given.
+unsafe impl Send for JitCode {}
+unsafe impl Sync for JitCode {}
+
+impl Drop for JitCode {
+    fn drop(&mut self) {
+        if let Some(m) = self.0.take() {
+            // SAFETY: the kernels that point into this memory hold an Arc to it; this is the
+            // last one.
+            unsafe { m.free_memory() };
+        }
+    }
+}
+
+/// A compiled map kernel and what it needs to be called safely.
+struct MapKernel {
+    f: KernelFn,
+    out_dtypes: Vec<DType>,
+    _code: Arc<JitCode>,
+}
+
+fn base_ptr(t: &Tensor) -> *mut u8 {
+    for_each_dtype!(t, a => a.as_ptr() as *mut u8)
+}
+
+impl Thunk for MapKernel {
+    fn run(&self, inputs: &[&Tensor]) -> Result<Vec<Tensor>> {
+        let mut shape: Vec<usize> = Vec::new();
+        for t in inputs {
+            shape = crate::ir::broadcast_shapes(&shape, t.shape()).map_err(Error::Shape)?;
+        }
+        let n: usize = shape.iter().product();
+        // Operands the kernel can read directly: the output's shape in standard layout, or a
+        // single element (stride 0). Others are broadcast into a contiguous copy first.
+        let mut copies: Vec<Tensor> = Vec::new();
+        let mut ptrs: Vec<*mut u8> = Vec::new();
+        let mut strides: Vec<i64> = Vec::new();
+        for t in inputs {
+            let size = t.dtype().size() as i64;
+            let standard = for_each_dtype!(t, a => a.is_standard_layout());
+            if t.len() == 1 {
+                ptrs.push(base_ptr(t));
+                strides.push(0);
+            } else if t.shape() == shape.as_slice() && standard {
+                ptrs.push(base_ptr(t));
+                strides.push(size);
+            } else {
+                let bad = || Error::Shape(format!("cannot broadcast {:?} to {shape:?}", t.shape()));
+                let c = map_tensor!(t, a => a.broadcast(ndarray::IxDyn(&shape)).ok_or_else(bad)?.as_standard_layout().into_owned());
+                ptrs.push(base_ptr(&c));
+                strides.push(size);
+                copies.push(c);
+            }
+        }
+        let outs: Vec<Tensor> = self
+            .out_dtypes
+            .iter()
+            .map(|&d| Tensor::zeros(d, &shape))
+            .collect();
+        for o in &outs {
+            ptrs.push(base_ptr(o));
+            strides.push(o.dtype().size() as i64);
+        }
+        // SAFETY: every pointer addresses at least `n` elements at its stride (checked above:
+        // the output shape, a broadcast copy of it, or one element with stride 0), outputs
+        // are freshly allocated and distinct from the inputs, and the code is alive.
+        unsafe { (self.f)(n as i64, ptrs.as_ptr(), strides.as_ptr()) };
+        drop(copies);
+        Ok(outs)
+    }
+}
+
+/// Compiles `func` for the CPU.
+pub fn compile(func: &Func, dump: &DumpOptions) -> Result<Box<dyn Executable>> {
+    let mut module = codegen::new_module()?;
+    let mut pending: Vec<(Value, cranelift_module::FuncId, Vec<DType>)> = Vec::new();
+    let mut clif = String::new();
+    fn visit(body: &[Inst], out: &mut Vec<(Value, Inst)>) {
+        for inst in body {
+            for r in &inst.regions {
+                visit(&r.body, out);
+            }
+            if inst.results.len() == 1 && inst.op.is_elementwise() {
+                out.push((inst.results[0], inst.clone()));
+            }
+        }
+    }
+    let mut candidates = Vec::new();
+    visit(&func.body, &mut candidates);
+    for (k, (value, inst)) in candidates.iter().enumerate() {
+        let Some(program) = program_of(&inst.op, func, &inst.args, *value) else {
+            continue;
+        };
+        let name = format!("{}_k{k}", func.name);
+        let (id, text) = codegen::define_map_kernel(&mut module, &name, &program, inst.args.len())
+            .map_err(|e| {
+                Error::Unsupported(format!(
+                    "{}: cannot compile {}: {e}",
+                    func.name,
+                    inst.op.display_name()
+                ))
+            })?;
+        clif.push_str(&text);
+        clif.push('\n');
+        let outs = program
+            .outputs
+            .iter()
+            .map(|&o| program.insts[o].dtype)
+            .collect();
+        pending.push((*value, id, outs));
+    }
+    dump.dump(&func.name, "clif", || clif.clone());
+    module
+        .finalize_definitions()
+        .map_err(|e| Error::Unsupported(format!("cranelift: {e}")))?;
+    let fns: Vec<(Value, *const u8, Vec<DType>)> = pending
+        .into_iter()
+        .map(|(v, id, d)| (v, module.get_finalized_function(id), d))
+        .collect();
+    let code = Arc::new(JitCode(Some(module)));
+    let mut kernels: HashMap<Value, Arc<dyn Thunk>> = HashMap::new();
+    for (v, p, out_dtypes) in fns {
+        // SAFETY: `p` is the finalized code of a kernel generated with `KernelFn`'s signature.
+        let f: KernelFn = unsafe { std::mem::transmute::<*const u8, KernelFn>(p) };
+        kernels.insert(
+            v,
+            Arc::new(MapKernel {
+                f,
+                out_dtypes,
+                _code: code.clone(),
+            }),
+        );
+    }
+    Ok(Box::new(Interpreter::with_thunks(func.clone(), kernels)))
+}
