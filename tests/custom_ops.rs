@@ -197,3 +197,62 @@ fn registered_ops_are_found_by_name_with_their_attributes() {
         .unwrap_err()
         .contains("no custom op"));
 }
+
+/// Asks for scratch space and a random generator, and reports what it got.
+#[derive(Debug)]
+struct UsesResources;
+
+impl CustomOp for UsesResources {
+    fn name(&self) -> &str {
+        "uses_resources"
+    }
+    fn make_node(&self, inputs: &[&TensorType]) -> Result<Vec<TensorType>, String> {
+        let n = TensorType::fixed(kiln::f64, &[]);
+        Ok(vec![n.clone(), n, inputs[0].clone()])
+    }
+    fn perform(
+        &self,
+        inputs: &[&Tensor],
+        outputs: &mut [Option<Tensor>],
+        ctx: &mut PerformContext<'_>,
+    ) -> Result<(), String> {
+        assert!(ctx
+            .requests
+            .iter()
+            .all(|&r| r == kiln::custom::WriteRequest::WriteTo));
+        outputs[0] = Some(Tensor::scalar(ctx.temp.len() as f64));
+        outputs[1] = Some(Tensor::scalar(kiln::random::uniform_f64(ctx.seed, 0)));
+        outputs[2] = Some(inputs[0].clone());
+        Ok(())
+    }
+    fn resources(&self) -> Vec<kiln::custom::Resource> {
+        vec![
+            kiln::custom::Resource::TempSpace(4096),
+            kiln::custom::Resource::Random,
+        ]
+    }
+    fn default_output(&self) -> usize {
+        2
+    }
+}
+
+#[test]
+fn ops_get_the_resources_they_ask_for_and_a_default_output() {
+    let g = Graph::new();
+    let x = g.input("x", kiln::f32, [Some(2)]);
+    let outs = g.apply_custom(UsesResources, &[&x]);
+    let main = g.apply_custom_default(UsesResources, &[&x]);
+    assert_eq!(main.ty(), x.ty(), "the default output is the third");
+    let f = function(&[&x], &[&outs[0], &outs[1], &main])
+        .compile()
+        .unwrap();
+    let xv = array![1.0f32, 2.0].into_dyn();
+    let a = f.call(&[xv.view()]).unwrap();
+    let b = f.call(&[xv.view()]).unwrap();
+    assert_eq!(vals(&a[0]), vec![4096.0]);
+    assert_ne!(
+        a[1], b[1],
+        "the random resource gives a fresh stream per call"
+    );
+    assert_eq!(vals(&a[2]), vec![1.0, 2.0]);
+}

@@ -226,6 +226,12 @@ pub trait CustomOp: Send + Sync + fmt::Debug + 'static {
         0
     }
 
+    /// Theano's `default_output`: the visible output that `Graph::apply_custom_default` returns,
+    /// for ops with one main result and auxiliary ones.
+    fn default_output(&self) -> usize {
+        0
+    }
+
     /// Whether the op may run in place when its input is free (libnd4j's in-place flag): the
     /// runtime then hands the input's buffer as output 0 storage with `WriteInplace`.
     fn inplace(&self) -> bool {

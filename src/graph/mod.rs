@@ -264,6 +264,19 @@ impl Graph {
         outs
     }
 
+    /// Applies a user-defined op and returns its default output (`CustomOp::default_output`).
+    #[track_caller]
+    pub fn apply_custom_default(&self, op: impl Into<CustomOpRef>, inputs: &[&Var]) -> Var {
+        let op = op.into();
+        let k = op.default_output();
+        let mut outs = self.apply_custom(op, inputs);
+        if k < outs.len() {
+            outs.swap_remove(k)
+        } else {
+            outs.swap_remove(0)
+        }
+    }
+
     /// `apply_custom` with type errors returned at once.
     #[track_caller]
     pub fn try_apply_custom(
