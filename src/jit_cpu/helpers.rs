@@ -3,7 +3,7 @@
 //! bit-identical to the interpreter's. Every one is registered with the JIT by name
 //! ([`SYMBOLS`]): an unregistered import would make cranelift-jit panic.
 
-use crate::perform::float_divmod;
+use crate::perform::{float_divmod, sigmoid, IntArith};
 
 macro_rules! float_unary {
     ($($name32:ident, $name64:ident => |$x:ident| $e:expr;)*) => {$(
@@ -21,7 +21,7 @@ float_unary! {
     kiln_cos_f32, kiln_cos_f64 => |x| x.cos();
     kiln_tan_f32, kiln_tan_f64 => |x| x.tan();
     kiln_tanh_f32, kiln_tanh_f64 => |x| x.tanh();
-    kiln_sigmoid_f32, kiln_sigmoid_f64 => |x| if x >= 0.0 { 1.0 / (1.0 + (-x).exp()) } else { let e = x.exp(); e / (1.0 + e) };
+    kiln_sigmoid_f32, kiln_sigmoid_f64 => |x| sigmoid(x);
 }
 
 extern "C" fn kiln_erf_f32(x: f32) -> f32 {
@@ -51,52 +51,14 @@ extern "C" fn kiln_mod_f64(a: f64, b: f64) -> f64 {
 
 macro_rules! int_helpers {
     ($t:ty, $fd:ident, $md:ident, $pw:ident) => {
-        // numpy's floor division and remainder; 0 for a zero divisor, wrapping at the minimum.
         extern "C" fn $fd(a: $t, b: $t) -> $t {
-            if b == 0 {
-                return 0;
-            }
-            let q = a.wrapping_div(b);
-            if a.wrapping_rem(b) != 0 && ((a < 0) != (b < 0)) {
-                q - 1
-            } else {
-                q
-            }
+            a.floordiv(b)
         }
         extern "C" fn $md(a: $t, b: $t) -> $t {
-            if b == 0 {
-                return 0;
-            }
-            let r = a.wrapping_rem(b);
-            if r != 0 && ((r < 0) != (b < 0)) {
-                r + b
-            } else {
-                r
-            }
+            a.modulo(b)
         }
         extern "C" fn $pw(a: $t, b: $t) -> $t {
-            if b < 0 {
-                return match a {
-                    1 => 1,
-                    -1 => {
-                        if b % 2 == 0 {
-                            1
-                        } else {
-                            -1
-                        }
-                    }
-                    _ => 0,
-                };
-            }
-            let (mut base, mut e, mut acc): ($t, $t, $t) = (a, b, 1);
-            while e > 0 {
-                if e & 1 == 1 {
-                    acc = acc.wrapping_mul(base);
-                }
-                base = base.wrapping_mul(base);
-                e >>= 1;
-            }
-            acc
+            a.ipow(b)
         }
     };
 }

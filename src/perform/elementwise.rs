@@ -26,6 +26,17 @@ pub fn zip2<A: Copy, B: Copy, C>(
     Ok(Zip::from(&av).and(&bv).map_collect(|&x, &y| f(x, y)))
 }
 
+/// The logistic function, stable for both signs (exp never overflows).
+pub fn sigmoid<F: Float>(x: F) -> F {
+    let one = F::one();
+    if x >= F::zero() {
+        one / (one + (-x).exp())
+    } else {
+        let e = x.exp();
+        e / (one + e)
+    }
+}
+
 fn unary_float<F: Float + FloatExtra>(op: UnaryOp, x: F) -> F {
     let zero = F::zero();
     let one = F::one();
@@ -53,15 +64,7 @@ fn unary_float<F: Float + FloatExtra>(op: UnaryOp, x: F) -> F {
         UnaryOp::Cos => x.cos(),
         UnaryOp::Tan => x.tan(),
         UnaryOp::Tanh => x.tanh(),
-        // Stable for both signs: exp never overflows.
-        UnaryOp::Sigmoid => {
-            if x >= zero {
-                one / (one + (-x).exp())
-            } else {
-                let e = x.exp();
-                e / (one + e)
-            }
-        }
+        UnaryOp::Sigmoid => sigmoid(x),
         UnaryOp::Erf => x.erf(),
         UnaryOp::Floor => x.floor(),
         UnaryOp::Ceil => x.ceil(),
@@ -181,69 +184,89 @@ fn binary_float<F: Float>(op: BinaryOp, a: F, b: F) -> F {
     }
 }
 
-macro_rules! binary_int {
-    ($op:expr, $a:expr, $b:expr, $t:ty) => {{
-        let (a, b): ($t, $t) = ($a, $b);
-        match $op {
-            BinaryOp::Add => a.wrapping_add(b),
-            BinaryOp::Sub => a.wrapping_sub(b),
-            BinaryOp::Mul => a.wrapping_mul(b),
-            // Division and mod by zero give 0 (numpy), floor semantics, wrapping for MIN / -1.
-            BinaryOp::FloorDiv | BinaryOp::Div => {
+/// numpy's integer floor division, remainder and power, shared with the compiled backends so
+/// that they compute the same thing: division and mod by zero give 0, MIN / -1 wraps, a
+/// negative exponent gives 1/a^n truncated (0 unless |a| is 1).
+pub trait IntArith: Copy {
+    fn floordiv(self, b: Self) -> Self;
+    fn modulo(self, b: Self) -> Self;
+    fn ipow(self, b: Self) -> Self;
+}
+
+macro_rules! int_arith {
+    ($t:ty) => {
+        impl IntArith for $t {
+            fn floordiv(self, b: $t) -> $t {
+                let a = self;
                 if b == 0 {
-                    0
+                    return 0;
+                }
+                let q = a.wrapping_div(b);
+                if a.wrapping_rem(b) != 0 && ((a < 0) != (b < 0)) {
+                    q - 1
                 } else {
-                    let q = a.wrapping_div(b);
-                    if a.wrapping_rem(b) != 0 && ((a < 0) != (b < 0)) {
-                        q - 1
-                    } else {
-                        q
-                    }
+                    q
                 }
             }
-            BinaryOp::Mod => {
+            fn modulo(self, b: $t) -> $t {
                 if b == 0 {
-                    0
+                    return 0;
+                }
+                let r = self.wrapping_rem(b);
+                if r != 0 && ((r < 0) != (b < 0)) {
+                    r + b
                 } else {
-                    let r = a.wrapping_rem(b);
-                    if r != 0 && ((r < 0) != (b < 0)) {
-                        r + b
-                    } else {
-                        r
-                    }
+                    r
                 }
             }
-            // Negative exponents: 1/a^n truncated, which is 0 unless |a| is 1.
-            BinaryOp::Pow => {
+            fn ipow(self, b: $t) -> $t {
                 if b < 0 {
-                    match a {
+                    return match self {
                         1 => 1,
-                        -1 => {
-                            if b % 2 == 0 {
-                                1
-                            } else {
-                                -1
-                            }
-                        }
+                        -1 if b % 2 == 0 => 1,
+                        -1 => -1,
                         _ => 0,
-                    }
-                } else {
-                    let (mut base, mut e, mut acc): ($t, $t, $t) = (a, b, 1);
-                    while e > 0 {
-                        if e & 1 == 1 {
-                            acc = acc.wrapping_mul(base);
-                        }
-                        base = base.wrapping_mul(base);
-                        e >>= 1;
-                    }
-                    acc
+                    };
                 }
+                let (mut base, mut e, mut acc): ($t, $t, $t) = (self, b, 1);
+                while e > 0 {
+                    if e & 1 == 1 {
+                        acc = acc.wrapping_mul(base);
+                    }
+                    base = base.wrapping_mul(base);
+                    e >>= 1;
+                }
+                acc
             }
-            BinaryOp::Maximum => a.max(b),
-            BinaryOp::Minimum => a.min(b),
-            _ => 0,
         }
-    }};
+    };
+}
+int_arith!(i32);
+int_arith!(i64);
+
+fn binary_int<
+    T: IntArith
+        + Ord
+        + num_traits::WrappingAdd
+        + num_traits::WrappingSub
+        + num_traits::WrappingMul
+        + Default,
+>(
+    op: BinaryOp,
+    a: T,
+    b: T,
+) -> T {
+    match op {
+        BinaryOp::Add => a.wrapping_add(&b),
+        BinaryOp::Sub => a.wrapping_sub(&b),
+        BinaryOp::Mul => a.wrapping_mul(&b),
+        BinaryOp::FloorDiv | BinaryOp::Div => a.floordiv(b),
+        BinaryOp::Mod => a.modulo(b),
+        BinaryOp::Pow => a.ipow(b),
+        BinaryOp::Maximum => a.max(b),
+        BinaryOp::Minimum => a.min(b),
+        _ => T::default(),
+    }
 }
 
 fn compare<T: PartialOrd>(op: BinaryOp, a: T, b: T) -> bool {
@@ -271,12 +294,8 @@ pub fn binary(op: BinaryOp, x: &Tensor, y: &Tensor) -> Result<Tensor, Error> {
     Ok(match (x, y) {
         (Tensor::F32(a), Tensor::F32(b)) => Tensor::F32(zip2(a, b, |p, q| binary_float(op, p, q))?),
         (Tensor::F64(a), Tensor::F64(b)) => Tensor::F64(zip2(a, b, |p, q| binary_float(op, p, q))?),
-        (Tensor::I32(a), Tensor::I32(b)) => {
-            Tensor::I32(zip2(a, b, |p, q| binary_int!(op, p, q, i32))?)
-        }
-        (Tensor::I64(a), Tensor::I64(b)) => {
-            Tensor::I64(zip2(a, b, |p, q| binary_int!(op, p, q, i64))?)
-        }
+        (Tensor::I32(a), Tensor::I32(b)) => Tensor::I32(zip2(a, b, |p, q| binary_int(op, p, q))?),
+        (Tensor::I64(a), Tensor::I64(b)) => Tensor::I64(zip2(a, b, |p, q| binary_int(op, p, q))?),
         (Tensor::Bool(a), Tensor::Bool(b)) if op.is_logical() => {
             Tensor::Bool(zip2(a, b, |p, q| {
                 if op == BinaryOp::And {

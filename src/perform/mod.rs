@@ -9,7 +9,7 @@ mod linalg;
 mod reduce;
 mod shape;
 
-pub use elementwise::float_divmod;
+pub use elementwise::{float_divmod, sigmoid, IntArith};
 pub use reduce::pairwise_sum;
 pub use shape::resolve_reshape;
 
