@@ -42,6 +42,26 @@ impl Drop for JitCode {
     }
 }
 
+/// Kernels over fewer elements run on the calling thread: splitting them costs more than it
+/// saves.
+const PARALLEL_MIN: usize = 1 << 16;
+
+/// A tensor whose elements the kernel writes before anyone reads them.
+fn uninit(dtype: DType, shape: &[usize]) -> Tensor {
+    let sh = ndarray::IxDyn(shape);
+    // SAFETY: the map kernel writes every element of its outputs (the loop covers all `n`),
+    // and every dtype here is plain old data.
+    unsafe {
+        match dtype {
+            DType::Bool => Tensor::Bool(ndarray::ArrayD::<bool>::uninit(sh).assume_init()),
+            DType::I32 => Tensor::I32(ndarray::ArrayD::<i32>::uninit(sh).assume_init()),
+            DType::I64 => Tensor::I64(ndarray::ArrayD::<i64>::uninit(sh).assume_init()),
+            DType::F32 => Tensor::F32(ndarray::ArrayD::<f32>::uninit(sh).assume_init()),
+            DType::F64 => Tensor::F64(ndarray::ArrayD::<f64>::uninit(sh).assume_init()),
+        }
+    }
+}
+
 /// A compiled map kernel and what it needs to be called safely.
 struct MapKernel {
     f: KernelFn,
@@ -82,19 +102,37 @@ impl Thunk for MapKernel {
                 copies.push(c);
             }
         }
-        let outs: Vec<Tensor> = self
-            .out_dtypes
-            .iter()
-            .map(|&d| Tensor::zeros(d, &shape))
-            .collect();
+        let outs: Vec<Tensor> = self.out_dtypes.iter().map(|&d| uninit(d, &shape)).collect();
         for o in &outs {
             ptrs.push(base_ptr(o));
             strides.push(o.dtype().size() as i64);
         }
-        // SAFETY: every pointer addresses at least `n` elements at its stride (checked above:
-        // the output shape, a broadcast copy of it, or one element with stride 0), outputs
-        // are freshly allocated and distinct from the inputs, and the code is alive.
-        unsafe { (self.f)(n as i64, ptrs.as_ptr(), strides.as_ptr()) };
+        // Addresses as integers, so chunks can be handed to other threads.
+        let addrs: Vec<usize> = ptrs.iter().map(|&p| p as usize).collect();
+        let run_chunk = |start: usize, len: usize| {
+            let moved: Vec<*mut u8> = addrs
+                .iter()
+                .zip(&strides)
+                .map(|(&a, &st)| (a + start * st as usize) as *mut u8)
+                .collect();
+            // SAFETY: every pointer addresses at least `n` elements at its stride (checked
+            // above: the output shape, a broadcast copy of it, or one element with stride 0),
+            // and `start + len <= n` keeps the chunk inside; outputs are fresh and distinct
+            // from the inputs, chunks write disjoint ranges, and the code is alive.
+            unsafe { (self.f)(len as i64, moved.as_ptr(), strides.as_ptr()) };
+        };
+        if n < PARALLEL_MIN || rayon::current_num_threads() < 2 {
+            run_chunk(0, n);
+        } else {
+            // A few chunks per thread, so that a slow thread does not hold the others up.
+            let per = n.div_ceil(rayon::current_num_threads() * 4);
+            rayon::scope(|s| {
+                for start in (0..n).step_by(per) {
+                    let run_chunk = &run_chunk;
+                    s.spawn(move |_| run_chunk(start, per.min(n - start)));
+                }
+            });
+        }
         drop(copies);
         Ok(outs)
     }
