@@ -216,10 +216,7 @@ impl CustomOp for UsesResources {
         outputs: &mut [Option<Tensor>],
         ctx: &mut PerformContext<'_>,
     ) -> Result<(), String> {
-        assert!(ctx
-            .requests
-            .iter()
-            .all(|&r| r == kiln::custom::WriteRequest::WriteTo));
+        assert!(!ctx.requests.contains(&kiln::custom::WriteRequest::AddTo));
         outputs[0] = Some(Tensor::scalar(ctx.temp.len() as f64));
         outputs[1] = Some(Tensor::scalar(kiln::random::uniform_f64(ctx.seed, 0)));
         outputs[2] = Some(inputs[0].clone());
@@ -255,4 +252,133 @@ fn ops_get_the_resources_they_ask_for_and_a_default_output() {
         "the random resource gives a fresh stream per call"
     );
     assert_eq!(vals(&a[2]), vec![1.0, 2.0]);
+}
+
+/// `2 * x`, able to add its result to what its output storage holds; records its requests.
+#[derive(Debug, Default)]
+struct Doubler(std::sync::Arc<std::sync::Mutex<Vec<kiln::custom::WriteRequest>>>);
+
+impl CustomOp for Doubler {
+    fn name(&self) -> &str {
+        "doubler"
+    }
+    fn make_node(&self, inputs: &[&TensorType]) -> Result<Vec<TensorType>, String> {
+        Ok(vec![inputs[0].clone()])
+    }
+    fn perform(
+        &self,
+        inputs: &[&Tensor],
+        outputs: &mut [Option<Tensor>],
+        ctx: &mut PerformContext<'_>,
+    ) -> Result<(), String> {
+        use kiln::custom::WriteRequest;
+        self.0.lock().unwrap().push(ctx.requests[0]);
+        let Tensor::F64(x) = inputs[0] else {
+            return Err("f64 only".into());
+        };
+        match (ctx.requests[0], &mut outputs[0]) {
+            (WriteRequest::AddTo, Some(Tensor::F64(acc))) => {
+                acc.zip_mut_with(x, |a, &v| *a += 2.0 * v)
+            }
+            (WriteRequest::Null, _) => {}
+            (_, out) => *out = Some(Tensor::F64(x.mapv(|v| 2.0 * v))),
+        }
+        Ok(())
+    }
+    fn supports_add_to(&self) -> bool {
+        true
+    }
+}
+
+#[test]
+fn write_requests_add_to_and_null_are_issued_where_they_apply() {
+    use kiln::custom::WriteRequest;
+    let g = Graph::new();
+    let x = g.input("x", kiln::f64, [Some(3)]);
+    let seen = Doubler::default();
+    let log = seen.0.clone();
+    // acc is a temporary that dies in the add: the op accumulates into it.
+    let acc = x.exp();
+    let d = g.apply_custom(seen, &[&x]).remove(0);
+    let sum = &acc + &d;
+    // An output nobody reads gets Null.
+    let unread = Doubler(log.clone());
+    let _ = g.apply_custom(unread, &[&x]);
+    // Unoptimized: fusion would otherwise fold the exp and the add into one kernel.
+    let plain = kiln::CompileOptions {
+        optimize: false,
+        ..Default::default()
+    };
+    let f = function(&[&x], &[&sum])
+        .options(plain.clone())
+        .compile()
+        .unwrap();
+    let xv = array![0.0f64, 1.0, 2.0].into_dyn();
+    let out = f.call(&[xv.view()]).unwrap();
+    let want: Vec<f64> = xv.iter().map(|v| v.exp() + 2.0 * v).collect();
+    assert_eq!(vals(&out[0]), want);
+    assert_eq!(*log.lock().unwrap(), vec![WriteRequest::AddTo]);
+    // The unread op is not even in the function (nothing needs it); with its output returned
+    // through a second function it runs with Null only when nothing reads it.
+    let seen2 = Doubler::default();
+    let log2 = seen2.0.clone();
+    let acc2 = x.exp();
+    let d2 = g.apply_custom(seen2, &[&x]).remove(0);
+    let sum2 = &acc2 + &d2;
+    let f2 = function(&[&x], &[&sum2, &acc2])
+        .options(plain)
+        .compile()
+        .unwrap();
+    let out2 = f2.call(&[xv.view()]).unwrap();
+    assert_eq!(vals(&out2[0]), want);
+    assert_eq!(
+        *log2.lock().unwrap(),
+        vec![WriteRequest::WriteTo],
+        "acc2 is still needed, so no AddTo"
+    );
+}
+
+/// Two outputs, the second of which nobody reads.
+#[derive(Debug, Default)]
+struct TwoOut(std::sync::Arc<std::sync::Mutex<Vec<kiln::custom::WriteRequest>>>);
+
+impl CustomOp for TwoOut {
+    fn name(&self) -> &str {
+        "two_out"
+    }
+    fn make_node(&self, inputs: &[&TensorType]) -> Result<Vec<TensorType>, String> {
+        Ok(vec![inputs[0].clone(), inputs[0].clone()])
+    }
+    fn perform(
+        &self,
+        inputs: &[&Tensor],
+        outputs: &mut [Option<Tensor>],
+        ctx: &mut PerformContext<'_>,
+    ) -> Result<(), String> {
+        self.0.lock().unwrap().extend_from_slice(ctx.requests);
+        outputs[0] = Some(inputs[0].clone());
+        if ctx.requests[1] != kiln::custom::WriteRequest::Null {
+            outputs[1] = Some(inputs[0].clone());
+        }
+        Ok(())
+    }
+}
+
+#[test]
+fn unread_outputs_get_null() {
+    use kiln::custom::WriteRequest;
+    let g = Graph::new();
+    let x = g.input("x", kiln::f32, [Some(2)]);
+    let op = TwoOut::default();
+    let log = op.0.clone();
+    let outs = g.apply_custom(op, &[&x]);
+    let f = function(&[&x], &[&outs[0]]).compile().unwrap();
+    assert_eq!(
+        vals(&f.call(&[array![1.0f32, 2.0].into_dyn().view()]).unwrap()[0]),
+        vec![1.0, 2.0]
+    );
+    assert_eq!(
+        *log.lock().unwrap(),
+        vec![WriteRequest::WriteTo, WriteRequest::Null]
+    );
 }

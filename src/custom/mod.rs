@@ -238,6 +238,13 @@ pub trait CustomOp: Send + Sync + fmt::Debug + 'static {
         false
     }
 
+    /// Whether the op can add its output to what the output storage holds
+    /// (`WriteRequest::AddTo`). The runtime then accumulates `t + op(..)` in `t`'s buffer when
+    /// `t` is a temporary that dies there, and skips the `add`.
+    fn supports_add_to(&self) -> bool {
+        false
+    }
+
     /// Resources the op needs.
     fn resources(&self) -> Vec<Resource> {
         vec![]

@@ -18,6 +18,10 @@ pub struct InterpState {
     thunks: std::sync::Arc<HashMap<Value, std::sync::Arc<dyn super::Thunk>>>,
     storage: HashMap<Value, Vec<Option<Tensor>>>,
     calls: u64,
+    /// Write requests planned for the custom ops of the function being run.
+    plan: std::sync::Arc<super::requests::WritePlan>,
+    /// Which function `plan` and `last_use` were made for (by address).
+    planned_for: usize,
     /// For each value, the index of the last top-level instruction that reads it
     /// (`usize::MAX` for function outputs and parameters: never free to overwrite).
     last_use: Vec<usize>,
@@ -74,7 +78,11 @@ pub fn run_func_with(
         env[p.index()] = Some(t);
     }
     state.calls += 1;
-    state.last_use = last_uses(func);
+    if state.planned_for != func as *const Func as usize {
+        state.last_use = last_uses(func);
+        state.plan = std::sync::Arc::new(super::requests::plan(func));
+        state.planned_for = func as *const Func as usize;
+    }
     run_block(func, &func.body, &mut env, state)?;
     func.outputs
         .iter()
@@ -103,6 +111,14 @@ fn run_block(
             run_ifelse(func, inst, env, state)?;
             continue;
         }
+        // An `add` that a custom op already computed with AddTo.
+        if let Some(&r) = top_level
+            .then(|| state.plan.skipped_adds.get(&inst.results[0]))
+            .flatten()
+        {
+            env[inst.results[0].index()] = env[r.index()].take();
+            continue;
+        }
         // A custom op that may run in place gets input 0's buffer as output 0's storage when
         // nothing reads that input afterwards.
         let donated = match &inst.op {
@@ -118,6 +134,18 @@ fn run_block(
             }
             _ => None,
         };
+        // Buffers that custom-op outputs accumulate into (AddTo), taken before the arguments
+        // are borrowed; none of them is an argument of the op.
+        let mut accumulators = Vec::new();
+        if top_level && matches!(inst.op, Op::Custom(_)) {
+            for (i, r) in inst.results.iter().enumerate() {
+                if let Some((acc, _)) = state.plan.add_to.get(r) {
+                    if let Some(t) = env[acc.index()].take() {
+                        accumulators.push((i, t));
+                    }
+                }
+            }
+        }
         let placeholder = donated.as_ref().map(|t| Tensor::zeros(t.dtype(), &[0]));
         let args = inst
             .args
@@ -131,7 +159,7 @@ fn run_block(
         // perform is the oracle and must not panic, but a panic (a user's op, say) is turned
         // into an error rather than taking the caller's process down.
         let outs = catch_unwind(AssertUnwindSafe(|| match &inst.op {
-            Op::Custom(c) => run_custom(c, inst, &args, donated, state),
+            Op::Custom(c) => run_custom(c, inst, &args, donated, accumulators, state),
             op => match state.thunks.get(&inst.results[0]) {
                 Some(t) => t.run(&args),
                 None => perform(op, &args),
@@ -154,7 +182,9 @@ fn run_block(
         }
         for (&r, t) in inst.results.iter().zip(outs) {
             let ty = func.ty(r);
-            if t.dtype() != ty.dtype || !ty.accepts_shape(t.shape()) {
+            // A `Null` output is never read, so it is not checked either.
+            let unread = state.plan.null.contains(&r);
+            if !unread && (t.dtype() != ty.dtype || !ty.accepts_shape(t.shape())) {
                 return Err(Error::Shape(format!(
                     "{} produced {}{:?} where its type says {ty}",
                     inst.op.name(),
@@ -204,6 +234,7 @@ fn run_custom(
     inst: &Inst,
     args: &[&Tensor],
     donated: Option<Tensor>,
+    accumulators: Vec<(usize, Tensor)>,
     state: &mut InterpState,
 ) -> Result<Vec<Tensor>, Error> {
     let key = inst.results[0];
@@ -216,6 +247,16 @@ fn run_custom(
     if let Some(t) = donated {
         slot[0] = Some(t);
         requests[0] = WriteRequest::WriteInplace;
+    }
+    let plan = state.plan.clone();
+    for (i, r) in inst.results.iter().enumerate() {
+        if plan.null.contains(r) {
+            requests[i] = WriteRequest::Null;
+        }
+    }
+    for (i, t) in accumulators {
+        slot[i] = Some(t);
+        requests[i] = WriteRequest::AddTo;
     }
     let mut temp = Vec::new();
     let mut seed = 0;
@@ -238,10 +279,15 @@ fn run_custom(
     slot.iter_mut()
         .zip(&requests)
         .map(|(o, r)| {
-            let t = if *r == WriteRequest::WriteInplace {
-                o.take()
-            } else {
-                o.clone()
+            let t = match r {
+                // The buffer came from elsewhere (an input, an accumulator): it moves on.
+                WriteRequest::WriteInplace | WriteRequest::AddTo => o.take(),
+                // Nobody reads it: whatever the op left, or an empty stand-in.
+                WriteRequest::Null => Some(
+                    o.clone()
+                        .unwrap_or_else(|| Tensor::zeros(crate::ir::DType::Bool, &[0])),
+                ),
+                WriteRequest::WriteTo => o.clone(),
             };
             t.ok_or_else(|| Error::Runtime(format!("{}: perform left an output empty", c.name())))
         })

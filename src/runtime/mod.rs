@@ -2,6 +2,7 @@
 
 pub mod function;
 pub mod interp;
+pub mod requests;
 
 use crate::error::Result;
 use crate::tensor::{Tensor, TensorRef};
