@@ -1,0 +1,121 @@
+//! Criterion benchmarks: the optimizer on a training-step graph and on a 1,000-node random
+//! graph, compile time, call overhead (W7), and a W1-style kernel on each backend.
+//! Run with `cargo bench`; the standard workloads side by side with the peers are in
+//! `examples/bench.rs` and `../shared/bench/compare.py`.
+
+use criterion::{criterion_group, criterion_main, Criterion};
+use kiln::{function, Backend, CompileOptions, Graph, Tensor, Var};
+use ndarray::{ArrayD, IxDyn};
+use std::hint::black_box;
+
+/// The MLP training step of W5, as an SSA function (gradients included).
+fn training_graph() -> kiln::ir::Func {
+    let g = Graph::new();
+    let x = g.input("x", kiln::f32, [Some(256), Some(784)]);
+    let y = g.input("y", kiln::f32, [Some(256), Some(10)]);
+    let mut params = Vec::new();
+    for (k, (i, o)) in [(784, 512), (512, 512), (512, 10)].into_iter().enumerate() {
+        params.push(g.shared(&format!("w{k}"), ArrayD::<f32>::zeros(IxDyn(&[i, o]))));
+        params.push(g.shared(&format!("b{k}"), ArrayD::<f32>::zeros(IxDyn(&[o]))));
+    }
+    let h = (x.matmul(&params[0]) + &params[1]).tanh();
+    let h = (h.matmul(&params[2]) + &params[3]).tanh();
+    let lo = h.matmul(&params[4]) + &params[5];
+    let s = &lo - lo.max(Some(&[1]), true);
+    let loss = -((&s - s.exp().sum(Some(&[1]), true).log()) * &y)
+        .sum(Some(&[1]), false)
+        .mean(None, false);
+    let refs: Vec<&Var> = params.iter().collect();
+    let grads = kiln::grad(&loss, &refs).unwrap();
+    let updates: Vec<(Var, Var)> = params
+        .iter()
+        .zip(grads)
+        .map(|(p, gp)| (p.clone(), p - gp * 0.01))
+        .collect();
+    // Shared variables become parameters after the inputs.
+    kiln::graph::to_ssa("step", &[x, y], &[loss], &updates)
+        .unwrap()
+        .func
+}
+
+/// A random elementwise-and-reduction graph of about `n` nodes.
+fn random_graph(n: usize) -> kiln::ir::Func {
+    let g = Graph::new();
+    let x = g.input("x", kiln::f32, [Some(64), Some(64)]);
+    let mut pool = vec![x.clone()];
+    for k in 0..n {
+        let a = pool[(k * 7919) % pool.len()].clone();
+        let b = pool[(k * 104729 + 3) % pool.len()].clone();
+        let v = match k % 6 {
+            0 => &a + &b,
+            1 => &a * 0.5,
+            2 => a.tanh(),
+            3 => a.maximum(&b),
+            4 => a.sum(Some(&[1]), true) + &b,
+            _ => (&a - &b).exp(),
+        };
+        pool.push(v);
+    }
+    kiln::graph::to_ssa("random", &[x], &[pool.last().unwrap().clone()], &[])
+        .unwrap()
+        .func
+}
+
+fn optimizer(c: &mut Criterion) {
+    let opts = CompileOptions {
+        dump: Default::default(),
+        ..Default::default()
+    };
+    let step = training_graph();
+    c.bench_function("optimize/mlp_training_step", |b| {
+        b.iter(|| kiln::compile::optimize(black_box(step.clone()), &opts))
+    });
+    let random = random_graph(1000);
+    c.bench_function("optimize/random_1000_nodes", |b| {
+        b.iter(|| kiln::compile::optimize(black_box(random.clone()), &opts))
+    });
+}
+
+fn compile_and_call(c: &mut Criterion) {
+    let step = training_graph();
+    for backend in [Backend::Interp, Backend::Cpu] {
+        let opts = CompileOptions {
+            backend: Some(backend),
+            dump: Default::default(),
+            ..Default::default()
+        };
+        c.bench_function(&format!("compile/mlp_training_step/{backend}"), |b| {
+            b.iter(|| kiln::compile_func(step.clone(), &opts).unwrap())
+        });
+        let g = Graph::new();
+        let x = g.input("x", kiln::f32, [Some(10)]);
+        let f = function(&[&x], &[&(&x + 1.0)])
+            .backend(backend)
+            .compile()
+            .unwrap();
+        let xv = ArrayD::<f32>::zeros(IxDyn(&[10]));
+        let mut out = vec![Tensor::zeros(kiln::f32, &[10])];
+        c.bench_function(&format!("call/w7_x_plus_1/{backend}"), |b| {
+            b.iter(|| f.call_into(&[xv.view()], &mut out).unwrap())
+        });
+        let n = 1 << 20;
+        let y = g.input("y", kiln::f32, [Some(n)]);
+        let z = g.input("z", kiln::f32, [Some(n)]);
+        let w1 = (-(&y * &y)).exp() * z.sin() + &y * &z * 0.5;
+        let f = function(&[&y, &z], &[&w1])
+            .backend(backend)
+            .compile()
+            .unwrap();
+        let (yv, zv) = (
+            ArrayD::<f32>::from_elem(IxDyn(&[n]), 0.3),
+            ArrayD::<f32>::from_elem(IxDyn(&[n]), -0.7),
+        );
+        let mut out = vec![Tensor::zeros(kiln::f32, &[n])];
+        c.bench_function(&format!("run/w1_1m/{backend}"), |b| {
+            b.iter(|| f.call_into(&[yv.view(), zv.view()], &mut out).unwrap())
+        });
+    }
+}
+
+criterion_group!(benches, optimizer, compile_and_call);
+criterion_main!(benches);
