@@ -6,6 +6,11 @@ use crate::ir::ReduceOp;
 use crate::tensor::Tensor;
 use ndarray::{ArrayD, IxDyn};
 use num_traits::Float;
+use rayon::prelude::*;
+use std::borrow::Cow;
+
+/// Reductions over fewer elements stay on the calling thread.
+const PARALLEL_MIN: usize = 1 << 16;
 
 /// Below this many elements a float sum is a plain loop; above, it splits in two halves, so the
 /// rounding error grows with log(n) rather than n (pairwise summation, as numpy does).
@@ -21,20 +26,24 @@ pub fn pairwise_sum<F: Float>(xs: &[F]) -> F {
 }
 
 /// The input rearranged as rows of reduced elements, with the output shape.
-struct Rows<T> {
-    data: Vec<T>,
+struct Rows<'a, T: Clone> {
+    /// Borrowed when the input already has the reduced axes last in standard layout.
+    data: Cow<'a, [T]>,
     row_len: usize,
     out_shape: Vec<usize>,
 }
 
-fn rows<T: Copy>(a: &ArrayD<T>, axes: &Option<Vec<usize>>, keepdims: bool) -> Rows<T> {
+fn rows<'a, T: Copy>(a: &'a ArrayD<T>, axes: &Option<Vec<usize>>, keepdims: bool) -> Rows<'a, T> {
     let rank = a.ndim();
     let reduced = |i: usize| axes.as_ref().is_none_or(|ax| ax.contains(&i));
     let kept: Vec<usize> = (0..rank).filter(|&i| !reduced(i)).collect();
     let red: Vec<usize> = (0..rank).filter(|&i| reduced(i)).collect();
     let perm: Vec<usize> = kept.iter().chain(&red).copied().collect();
     let view = a.view().permuted_axes(IxDyn(&perm));
-    let data: Vec<T> = view.iter().copied().collect();
+    let data = match view.to_slice() {
+        Some(s) => Cow::Borrowed(s),
+        None => Cow::Owned(view.iter().copied().collect()),
+    };
     let row_len: usize = red.iter().map(|&i| a.shape()[i]).product();
     let out_shape = (0..rank)
         .filter_map(|i| {
@@ -54,16 +63,20 @@ fn rows<T: Copy>(a: &ArrayD<T>, axes: &Option<Vec<usize>>, keepdims: bool) -> Ro
     }
 }
 
-impl<T: Copy> Rows<T> {
+impl<T: Copy + Sync> Rows<'_, T> {
     fn n_rows(&self) -> usize {
         self.out_shape.iter().product()
     }
 
-    fn map<U>(&self, f: impl Fn(&[T]) -> U) -> ArrayD<U> {
+    fn map<U: Send>(&self, f: impl Fn(&[T]) -> U + Sync) -> ArrayD<U> {
         let n = self.n_rows();
-        let out: Vec<U> = (0..n)
-            .map(|r| f(&self.data[r * self.row_len..(r + 1) * self.row_len]))
-            .collect();
+        let row = |r: usize| f(&self.data[r * self.row_len..(r + 1) * self.row_len]);
+        // Rows are independent, so running them on several threads changes no result.
+        let out: Vec<U> = if self.data.len() >= PARALLEL_MIN && n > 1 {
+            (0..n).into_par_iter().map(row).collect()
+        } else {
+            (0..n).map(row).collect()
+        };
         ArrayD::from_shape_vec(IxDyn(&self.out_shape), out)
             .expect("row count matches the output shape")
     }
@@ -106,7 +119,7 @@ fn arg_extreme<T: PartialOrd + Copy>(xs: &[T], max: bool, is_nan: impl Fn(T) -> 
     best as i64
 }
 
-fn float_reduce<F: Float>(
+fn float_reduce<F: Float + Send + Sync>(
     r: &Rows<F>,
     op: ReduceOp,
     wrap: impl Fn(ArrayD<F>) -> Tensor,
