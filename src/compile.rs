@@ -239,7 +239,8 @@ pub fn optimize(func: Func, options: &CompileOptions) -> Func {
     if !options.optimize {
         return func;
     }
-    let fused = crate::rewrite::fuse(&func);
+    let merged = crate::rewrite::merge(&crate::rewrite::fold(&func));
+    let fused = crate::rewrite::fuse(&merged);
     options
         .dump
         .dump(&fused.name, "fused", || crate::ir::text::print_func(&fused));

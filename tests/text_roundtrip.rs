@@ -72,7 +72,8 @@ proptest! {
     #[test]
     fn fusion_preserves_values_and_round_trips(choices in proptest::collection::vec((any::<u8>(), any::<u8>(), any::<u8>()), 1..12)) {
         let f = random_func(&choices);
-        let fused = kiln::rewrite::fuse(&f);
+        let options = kiln::CompileOptions { dump: Default::default(), ..Default::default() };
+        let fused = kiln::compile::optimize(f.clone(), &options);
         prop_assert!(kiln::ir::verify::verify(&fused).is_ok(), "{}", print_func(&fused));
         prop_assert!(fused.inst_count() <= f.inst_count());
         let a = run_func(&f, inputs()).unwrap();
