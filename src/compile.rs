@@ -15,9 +15,10 @@ use std::str::FromStr;
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Default)]
 pub enum Backend {
     /// The reference interpreter: every op's `perform`.
-    #[default]
     Interp,
-    /// Native code through Cranelift.
+    /// Native code through Cranelift (the default, as CONTRACTS.md §3 says): elementwise work is
+    /// compiled, the other ops run their reference implementation.
+    #[default]
     Cpu,
     /// PTX through LLVM NVPTX, run with the CUDA driver.
     Gpu,

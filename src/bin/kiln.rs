@@ -181,12 +181,12 @@ fn write_npy(path: &Path, t: &Tensor) -> Result<(), String> {
 fn cmd_run(f: &Flags) -> Result<(), String> {
     let path = f.file()?;
     let func = load(path, f.get("--func"))?;
-    let backend: Backend = f
+    // Without --backend, KILN_BACKEND or the default decides.
+    let backend: Option<Backend> = f
         .get("--backend")
         .map(str::parse)
         .transpose()
-        .map_err(|e: Error| e.to_string())?
-        .unwrap_or(Backend::Interp);
+        .map_err(|e: Error| e.to_string())?;
     let mut given: Vec<(String, PathBuf)> = Vec::new();
     for spec in f.all("--input") {
         let (name, p) = spec
@@ -217,7 +217,7 @@ fn cmd_run(f: &Flags) -> Result<(), String> {
         }
     }
     let options = CompileOptions {
-        backend: Some(backend),
+        backend,
         ..CompileOptions::default()
     };
     let compiled = compile_func(func, &options).map_err(|e| format!("{path}: {e}"))?;
