@@ -65,3 +65,31 @@ fn integer_and_bool_kernels() {
         assert!(x.bit_eq(y));
     }
 }
+
+#[test]
+fn rows_columns_and_mixed_broadcasts_read_in_place_or_through_copies() {
+    let g = Graph::new();
+    let m = g.input("m", kiln::f32, [Some(3), Some(200), Some(150)]);
+    let col = g.input("col", kiln::f32, [Some(3), Some(200), Some(1)]);
+    let row = g.input("row", kiln::f32, [Some(150)]);
+    let mid = g.input("mid", kiln::f32, [Some(1), Some(200), Some(150)]);
+    let odd = g.input("odd", kiln::f32, [Some(3), Some(1), Some(150)]);
+    let out = ((&m - &col) * &row + &mid).maximum(&odd).exp();
+    let f = |shape: &[usize], seed: u64| {
+        let mut k = 0u64;
+        ArrayD::from_shape_simple_fn(IxDyn(shape), || {
+            k += 1;
+            kiln::random::normal_f32(seed, k)
+        })
+    };
+    let vals = [
+        f(&[3, 200, 150], 1),
+        f(&[3, 200, 1], 2),
+        f(&[150], 3),
+        f(&[1, 200, 150], 4),
+        f(&[3, 1, 150], 5),
+    ];
+    let args: Vec<TensorRef> = vals.iter().map(|v| v.view().into()).collect();
+    let (a, b) = both(&[&m, &col, &row, &mid, &odd], &[&out], &args);
+    assert!(a[0].bit_eq(&b[0]));
+}

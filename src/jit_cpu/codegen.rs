@@ -2,10 +2,11 @@
 //! scalar program per element.
 //!
 //! # Kernel ABI
-//! `extern "C" fn(n: i64, ptrs: *const *mut u8, strides: *const i64)`: `ptrs` holds one base
-//! pointer per input, then one per output; `strides` the byte stride of each (an input's is 0
-//! when it is broadcast from a single element, else its element size; outputs are contiguous).
-//! Element `k` of operand `j` is at `ptrs[j] + k * strides[j]`. Bools are one byte, 0 or 1.
+//! `extern "C" fn(rows: i64, cols: i64, ptrs: *const *mut u8, outer: *const i64, inner: *const i64)`:
+//! the output is seen as a `rows x cols` matrix (its last dim is `cols`); `ptrs` holds one base
+//! pointer per input, then one per output; element `(i, k)` of operand `j` is at
+//! `ptrs[j] + i * outer[j] + k * inner[j]` (byte strides; 0 where the operand is broadcast).
+//! Bools are one byte, 0 or 1.
 
 use super::helpers::SYMBOLS;
 use crate::error::{Error, Result};
@@ -19,7 +20,7 @@ use cranelift_jit::{JITBuilder, JITModule};
 use cranelift_module::{FuncId, Linkage, Module};
 
 /// The signature of a compiled map kernel.
-pub type KernelFn = unsafe extern "C" fn(i64, *const *mut u8, *const i64);
+pub type KernelFn = unsafe extern "C" fn(i64, i64, *const *mut u8, *const i64, *const i64);
 
 fn clif_type(d: DType) -> Type {
     match d {
@@ -75,6 +76,8 @@ pub fn define_map_kernel(
     let mut sig = module.make_signature();
     sig.params.extend([
         AbiParam::new(types::I64),
+        AbiParam::new(types::I64),
+        AbiParam::new(ptr),
         AbiParam::new(ptr),
         AbiParam::new(ptr),
     ]);
@@ -87,40 +90,63 @@ pub fn define_map_kernel(
     {
         let mut b = FunctionBuilder::new(&mut ctx.func, &mut fctx);
         let entry = b.create_block();
-        let header = b.create_block();
+        let row_header = b.create_block();
+        let row_body = b.create_block();
+        let col_header = b.create_block();
         let body = b.create_block();
+        let row_next = b.create_block();
         let exit = b.create_block();
         b.append_block_params_for_function_params(entry);
-        b.append_block_param(header, types::I64);
+        b.append_block_param(row_header, types::I64);
+        b.append_block_param(col_header, types::I64);
         b.switch_to_block(entry);
-        let (n, ptrs, strides) = (
-            b.block_params(entry)[0],
-            b.block_params(entry)[1],
-            b.block_params(entry)[2],
-        );
+        let p = b.block_params(entry).to_vec();
+        let (rows, cols, ptrs, outer, inner) = (p[0], p[1], p[2], p[3], p[4]);
         let n_out = program.outputs.len();
         let flags = MemFlagsData::trusted();
         let mut bases = Vec::new();
-        let mut steps = Vec::new();
+        let mut outer_steps = Vec::new();
+        let mut inner_steps = Vec::new();
         for j in 0..n_in + n_out {
             bases.push(
                 b.ins()
                     .load(ptr, flags, ptrs, (j * ptr.bytes() as usize) as i32),
             );
-            steps.push(b.ins().load(types::I64, flags, strides, (j * 8) as i32));
+            outer_steps.push(b.ins().load(types::I64, flags, outer, (j * 8) as i32));
+            inner_steps.push(b.ins().load(types::I64, flags, inner, (j * 8) as i32));
         }
         let zero = b.ins().iconst(types::I64, 0);
-        b.ins().jump(header, &[zero.into()]);
+        b.ins().jump(row_header, &[zero.into()]);
 
-        b.switch_to_block(header);
-        let k = b.block_params(header)[0];
-        let more = b.ins().icmp(IntCC::SignedLessThan, k, n);
-        b.ins().brif(more, body, &[], exit, &[]);
+        b.switch_to_block(row_header);
+        let i = b.block_params(row_header)[0];
+        let more_rows = b.ins().icmp(IntCC::SignedLessThan, i, rows);
+        b.ins().brif(more_rows, row_body, &[], exit, &[]);
+
+        // Each operand's address of element (i, 0).
+        b.switch_to_block(row_body);
+        let row_bases: Vec<Value> = (0..n_in + n_out)
+            .map(|j| {
+                let off = b.ins().imul(i, outer_steps[j]);
+                b.ins().iadd(bases[j], off)
+            })
+            .collect();
+        let zero_col = b.ins().iconst(types::I64, 0);
+        b.ins().jump(col_header, &[zero_col.into()]);
+
+        b.switch_to_block(col_header);
+        let k = b.block_params(col_header)[0];
+        let more = b.ins().icmp(IntCC::SignedLessThan, k, cols);
+        b.ins().brif(more, body, &[], row_next, &[]);
+
+        b.switch_to_block(row_next);
+        let next_row = b.ins().iadd_imm_s(i, 1);
+        b.ins().jump(row_header, &[next_row.into()]);
 
         b.switch_to_block(body);
         let addr = |b: &mut FunctionBuilder, j: usize| {
-            let off = b.ins().imul(k, steps[j]);
-            b.ins().iadd(bases[j], off)
+            let off = b.ins().imul(k, inner_steps[j]);
+            b.ins().iadd(row_bases[j], off)
         };
         let mut regs: Vec<Value> = Vec::with_capacity(program.insts.len());
         for inst in &program.insts {
@@ -150,7 +176,7 @@ pub fn define_map_kernel(
             b.ins().store(flags, regs[r], p, 0);
         }
         let next = b.ins().iadd_imm_s(k, 1);
-        b.ins().jump(header, &[next.into()]);
+        b.ins().jump(col_header, &[next.into()]);
 
         b.switch_to_block(exit);
         b.ins().return_(&[]);

@@ -73,63 +73,120 @@ fn base_ptr(t: &Tensor) -> *mut u8 {
     for_each_dtype!(t, a => a.as_ptr() as *mut u8)
 }
 
+/// How the kernel reads one operand of a `rows x cols` view of the output: byte strides per
+/// row and per column, or `None` when the operand must be broadcast into a copy first.
+fn strides_2d(t: &Tensor, shape: &[usize], rows: usize, cols: usize) -> Option<(i64, i64)> {
+    let size = t.dtype().size() as i64;
+    if t.len() == 1 {
+        return Some((0, 0));
+    }
+    if !for_each_dtype!(t, a => a.is_standard_layout()) {
+        return None;
+    }
+    // The operand's shape aligned on the right of the output's.
+    let r = shape.len();
+    let mut padded = vec![1usize; r.saturating_sub(t.shape().len())];
+    padded.extend_from_slice(t.shape());
+    let (lead, last) = (&padded[..r - 1], padded[r - 1]);
+    let full_lead = lead == &shape[..r - 1];
+    let ones_lead = lead.iter().all(|&d| d == 1);
+    match (full_lead, last == cols) {
+        (true, true) => Some((cols as i64 * size, size)),
+        // One value per row: a `[.., 1]` column.
+        (true, false) if last == 1 => Some((size, 0)),
+        // The same row for every row: a `[1, .., cols]` operand.
+        (false, true) if ones_lead || rows == 1 => Some((0, size)),
+        _ => None,
+    }
+}
+
 impl Thunk for MapKernel {
     fn run(&self, inputs: &[&Tensor]) -> Result<Vec<Tensor>> {
         let mut shape: Vec<usize> = Vec::new();
         for t in inputs {
             shape = crate::ir::broadcast_shapes(&shape, t.shape()).map_err(Error::Shape)?;
         }
-        let n: usize = shape.iter().product();
-        // Operands the kernel can read directly: the output's shape in standard layout, or a
-        // single element (stride 0). Others are broadcast into a contiguous copy first.
+        // The output as a `rows x cols` matrix; a 0-d output is 1 x 1.
+        let cols = shape.last().copied().unwrap_or(1);
+        let rows: usize = shape.iter().rev().skip(1).product();
         let mut copies: Vec<Tensor> = Vec::new();
         let mut ptrs: Vec<*mut u8> = Vec::new();
-        let mut strides: Vec<i64> = Vec::new();
+        let (mut outer, mut inner): (Vec<i64>, Vec<i64>) = (Vec::new(), Vec::new());
         for t in inputs {
-            let size = t.dtype().size() as i64;
-            let standard = for_each_dtype!(t, a => a.is_standard_layout());
-            if t.len() == 1 {
-                ptrs.push(base_ptr(t));
-                strides.push(0);
-            } else if t.shape() == shape.as_slice() && standard {
-                ptrs.push(base_ptr(t));
-                strides.push(size);
+            let direct = if shape.is_empty() {
+                Some((0, 0))
             } else {
-                let bad = || Error::Shape(format!("cannot broadcast {:?} to {shape:?}", t.shape()));
-                let c = map_tensor!(t, a => a.broadcast(ndarray::IxDyn(&shape)).ok_or_else(bad)?.as_standard_layout().into_owned());
-                ptrs.push(base_ptr(&c));
-                strides.push(size);
-                copies.push(c);
-            }
+                strides_2d(t, &shape, rows, cols)
+            };
+            let (o, i) = match direct {
+                Some(st) => {
+                    ptrs.push(base_ptr(t));
+                    st
+                }
+                None => {
+                    let bad =
+                        || Error::Shape(format!("cannot broadcast {:?} to {shape:?}", t.shape()));
+                    let c = map_tensor!(t, a => a.broadcast(ndarray::IxDyn(&shape)).ok_or_else(bad)?.as_standard_layout().into_owned());
+                    ptrs.push(base_ptr(&c));
+                    copies.push(c);
+                    let size = t.dtype().size() as i64;
+                    (cols as i64 * size, size)
+                }
+            };
+            outer.push(o);
+            inner.push(i);
         }
         let outs: Vec<Tensor> = self.out_dtypes.iter().map(|&d| uninit(d, &shape)).collect();
         for o in &outs {
+            let size = o.dtype().size() as i64;
             ptrs.push(base_ptr(o));
-            strides.push(o.dtype().size() as i64);
+            outer.push(cols as i64 * size);
+            inner.push(size);
         }
-        // Addresses as integers, so chunks can be handed to other threads.
+        // Addresses as integers, so blocks can be handed to other threads.
         let addrs: Vec<usize> = ptrs.iter().map(|&p| p as usize).collect();
-        let run_chunk = |start: usize, len: usize| {
-            let moved: Vec<*mut u8> = addrs
-                .iter()
-                .zip(&strides)
-                .map(|(&a, &st)| (a + start * st as usize) as *mut u8)
+        let run_block = |row0: usize, nrows: usize, col0: usize, ncols: usize| {
+            let moved: Vec<*mut u8> = (0..addrs.len())
+                .map(|j| {
+                    (addrs[j] as i64 + row0 as i64 * outer[j] + col0 as i64 * inner[j]) as usize
+                        as *mut u8
+                })
                 .collect();
-            // SAFETY: every pointer addresses at least `n` elements at its stride (checked
-            // above: the output shape, a broadcast copy of it, or one element with stride 0),
-            // and `start + len <= n` keeps the chunk inside; outputs are fresh and distinct
-            // from the inputs, chunks write disjoint ranges, and the code is alive.
-            unsafe { (self.f)(len as i64, moved.as_ptr(), strides.as_ptr()) };
+            // SAFETY: each operand addresses the whole `rows x cols` view at its strides (its
+            // own shape, checked by `strides_2d`, or a broadcast copy; stride 0 where it is
+            // broadcast), and the block stays inside that view; outputs are fresh and distinct
+            // from the inputs, blocks write disjoint parts, and the code is alive.
+            unsafe {
+                (self.f)(
+                    nrows as i64,
+                    ncols as i64,
+                    moved.as_ptr(),
+                    outer.as_ptr(),
+                    inner.as_ptr(),
+                )
+            };
         };
-        if n < PARALLEL_MIN || rayon::current_num_threads() < 2 {
-            run_chunk(0, n);
-        } else {
-            // A few chunks per thread, so that a slow thread does not hold the others up.
-            let per = n.div_ceil(rayon::current_num_threads() * 4);
+        let n = rows * cols;
+        let threads = rayon::current_num_threads();
+        if n < PARALLEL_MIN || threads < 2 {
+            run_block(0, rows, 0, cols);
+        } else if rows >= threads {
+            // A few blocks of rows per thread, so that a slow thread does not hold the others up.
+            let per = rows.div_ceil(threads * 4);
             rayon::scope(|s| {
-                for start in (0..n).step_by(per) {
-                    let run_chunk = &run_chunk;
-                    s.spawn(move |_| run_chunk(start, per.min(n - start)));
+                for r in (0..rows).step_by(per) {
+                    let run_block = &run_block;
+                    s.spawn(move |_| run_block(r, per.min(rows - r), 0, cols));
+                }
+            });
+        } else {
+            let per = cols.div_ceil(threads * 4);
+            rayon::scope(|s| {
+                for r in 0..rows {
+                    for c in (0..cols).step_by(per) {
+                        let run_block = &run_block;
+                        s.spawn(move |_| run_block(r, 1, c, per.min(cols - c)));
+                    }
                 }
             });
         }
