@@ -203,3 +203,44 @@ fn branch_values_stay_in_their_branch_and_types_must_agree() {
         .to_string()
         .contains("bool[]"));
 }
+
+#[test]
+fn gradients_through_ifelse_match_finite_differences_when_the_adjoint_depends_on_the_input() {
+    use kiln::grad::{verify_grad, VerifyOptions};
+    for taken in [true, false] {
+        let pts = [
+            ArrayD::from_shape_vec(IxDyn(&[3]), vec![0.3, -0.8, 1.1]).unwrap(),
+            ArrayD::from_shape_vec(IxDyn(&[3]), vec![0.5, 2.0, -1.5]).unwrap(),
+        ];
+        verify_grad(
+            |g, v| {
+                let c = g.constant(ArrayD::from_elem(IxDyn(&[]), taken));
+                let y =
+                    ifelse(&c, || vec![v[0].exp() * &v[1]], || vec![v[0].sin() + &v[1]]).remove(0);
+                // The loss reads y twice, so the output gradient (2y) depends on the inputs.
+                (&y * &y).sum(None, false) + y.sum(None, false)
+            },
+            &pts,
+            VerifyOptions::default(),
+        )
+        .unwrap_or_else(|e| panic!("taken = {taken}: {e}"));
+    }
+}
+
+#[test]
+fn lambda_gradients_match_finite_differences_with_a_non_constant_adjoint() {
+    use kiln::grad::{verify_grad, VerifyOptions};
+    let f = kiln::elementwise("f", |a: kiln::Scalar, b: kiln::Scalar| {
+        (a.clone() * b).tanh() + a
+    });
+    let pts = [
+        ArrayD::from_shape_vec(IxDyn(&[3]), vec![0.3, -0.8, 1.1]).unwrap(),
+        ArrayD::from_shape_vec(IxDyn(&[3]), vec![0.5, 2.0, -1.5]).unwrap(),
+    ];
+    verify_grad(
+        |_, v| f.apply(&[&v[0], &v[1]]).square().sum(None, false),
+        &pts,
+        VerifyOptions::default(),
+    )
+    .unwrap();
+}

@@ -3,8 +3,8 @@
 //! to the values the branches read from outside. The untaken branch contributes zero, and
 //! neither branch of the gradient runs unless taken.
 
+use super::partial_grads;
 use super::rules::{zeros_like, InGrad};
-use super::{grad_impl, Disconnected, GradOptions};
 use crate::error::{Error, Result};
 use crate::graph::{ifelse, Apply, Var};
 use std::cell::RefCell;
@@ -41,10 +41,7 @@ pub fn ifelse_grads(a: &Apply, x: &[Var], y: &[Var], gy: &[Option<Var>]) -> Resu
                 None => term,
             });
         }
-        let opts = GradOptions {
-            disconnected: Disconnected::Zero,
-        };
-        match cost.map(|c| grad_impl(&c, &targets, opts, true)) {
+        match cost.map(|c| partial_grads(&c, &targets, &gys)) {
             Some(Ok(v)) => v,
             Some(Err(e)) => {
                 failure.borrow_mut().get_or_insert(e);

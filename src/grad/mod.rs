@@ -58,6 +58,21 @@ pub fn grad_with(cost: &Var, wrt: &[&Var], opts: GradOptions) -> Result<Vec<Var>
     grad_impl(cost, wrt, opts, false)
 }
 
+/// The gradient of `cost` with respect to `targets` when `cost` was built from `adjoints`
+/// (the output gradients of an op whose rule this is): the adjoints count as constants, so
+/// nothing propagates back through them (they may themselves depend on the targets), and the
+/// targets count as independent leaves. Disconnected targets get zeros.
+pub(crate) fn partial_grads(cost: &Var, targets: &[&Var], adjoints: &[Var]) -> Result<Vec<Var>> {
+    let mut wrt: Vec<&Var> = targets.to_vec();
+    wrt.extend(adjoints.iter().filter(|a| a.dtype().is_float()));
+    let opts = GradOptions {
+        disconnected: Disconnected::Zero,
+    };
+    let mut all = grad_impl(cost, &wrt, opts, true)?;
+    all.truncate(targets.len());
+    Ok(all)
+}
+
 /// With `leaves`, the `wrt` values are treated as independent leaves: nothing propagates
 /// through the Applies that produce them (partial derivatives, for the `ifelse` rule).
 pub(crate) fn grad_impl(

@@ -435,10 +435,8 @@ fn composite_grads(
         return Ok(x.iter().map(|_| InGrad::Zero).collect());
     };
     let floats: Vec<&Var> = x.iter().filter(|v| v.dtype().is_float()).collect();
-    let opts = super::GradOptions {
-        disconnected: super::Disconnected::Zero,
-    };
-    let mut grads = super::grad_impl(&cost, &floats, opts, true)?.into_iter();
+    let adjoints: Vec<Var> = gy.iter().flatten().cloned().collect();
+    let mut grads = super::partial_grads(&cost, &floats, &adjoints)?.into_iter();
     Ok(x.iter()
         .map(|v| {
             if v.dtype().is_float() {

@@ -292,6 +292,12 @@ fn infer_types(op: &Op, inputs: &[&TensorType]) -> Result<Vec<TensorType>, Strin
             if steps.contains(&0) {
                 return Err("slice: step cannot be zero".into());
             }
+            // Index arithmetic (start + k * step) must not overflow for any dim that fits memory.
+            if steps.iter().any(|s| s.unsigned_abs() > 1 << 32) {
+                return Err(format!(
+                    "slice: steps {steps:?} are out of range (at most 2^32 in size)"
+                ));
+            }
             let mut shape = t.shape.clone();
             for i in 0..starts.len() {
                 shape[i] = shape[i].map(|n| slice_len(n, starts[i], stops[i], steps[i]));
