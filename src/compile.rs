@@ -230,6 +230,7 @@ pub fn compile_func(func: Func, options: &CompileOptions) -> Result<Function> {
     options
         .dump
         .dump(&func.name, "input", || crate::ir::text::print_func(&func));
+    let func = optimize(func, options);
     let exec = backend_executable(backend, &func, options)?;
     let (n_in, n_out) = (func.params.len(), func.outputs.len());
     Ok(Function::new(func, n_in, n_out, Vec::new(), exec))
@@ -240,7 +241,11 @@ pub fn optimize(func: Func, options: &CompileOptions) -> Func {
     if !options.optimize {
         return func;
     }
-    let merged = crate::rewrite::merge(&crate::rewrite::fold(&func));
+    let simplified = crate::rewrite::simplify(&crate::rewrite::fold(&func));
+    options.dump.dump(&simplified.name, "egraph", || {
+        crate::ir::text::print_func(&simplified)
+    });
+    let merged = crate::rewrite::merge(&simplified);
     let fused = crate::rewrite::fuse(&merged);
     options
         .dump

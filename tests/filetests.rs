@@ -123,7 +123,9 @@ fn run_file(path: &Path, backend: Backend) -> Result<usize, String> {
         };
         let d = d.trim();
         if let Some(r) = d.strip_prefix("run:") {
-            runs.push(r.trim().to_string());
+            runs.push((false, r.trim().to_string()));
+        } else if let Some(r) = d.strip_prefix("run(opt):") {
+            runs.push((true, r.trim().to_string()));
         } else if let Some(c) = d.strip_prefix("check:") {
             checks.push(("check".to_string(), c.trim().to_string()));
         } else if let Some(c) = d.strip_prefix("nextln:") {
@@ -178,6 +180,7 @@ fn run_file(path: &Path, backend: Backend) -> Result<usize, String> {
                     .collect();
                 print_func(&kiln::grad::grad_func(func, 0, &wrt).map_err(|e| e.to_string())?)
             }
+            Some("rules") => print_func(&kiln::rewrite::simplify(func)),
             Some("opt") => print_func(&kiln::compile::optimize(
                 func.clone(),
                 &CompileOptions::default(),
@@ -188,13 +191,17 @@ fn run_file(path: &Path, backend: Backend) -> Result<usize, String> {
     }
     // Every run gives the same values with the optimizer on and off.
     // ... and on the CPU backend, which must agree with the interpreter (the oracle).
-    for r in &runs {
+    // `run(opt):` runs only with the optimizer, for rules that make a result better.
+    for (only_opt, r) in &runs {
         for (b, optimize) in [
             (backend, false),
             (backend, true),
             (Backend::Cpu, false),
             (Backend::Cpu, true),
         ] {
+            if *only_opt && !optimize {
+                continue;
+            }
             run_directive(func, r, b, optimize)
                 .map_err(|e| format!("run `{r}` ({b}, optimize: {optimize}): {e}"))?;
         }
