@@ -317,10 +317,16 @@ fn slice_grad(
         let (start, len) = crate::ir::infer::slice_bounds(n, starts[ax], stops[ax], steps[ax]);
         let step = steps[ax];
         // A negative step is the reverse of a positive one starting at its last element.
-        let (first, k) = if step > 0 {
-            (start, step as usize)
+        // With one element (or none) the step does not matter; it may be as large as an i64.
+        let k = if len <= 1 {
+            1
         } else {
-            (start + (len as i64 - 1) * step, (-step) as usize)
+            step.unsigned_abs() as usize
+        };
+        let first = if step > 0 || len == 0 {
+            start
+        } else {
+            start + (len as i64 - 1) * step
         };
         if step < 0 {
             let mut rev = vec![(None, None, 1); ax + 1];

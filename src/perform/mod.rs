@@ -16,21 +16,22 @@ pub use shape::resolve_reshape;
 use crate::custom::{PerformContext, WriteRequest};
 use crate::error::Error;
 use crate::ir::infer::arange_len;
-use crate::ir::{DType, Op};
+use crate::ir::{DType, Op, TensorType};
 use crate::tensor::Tensor;
 use ndarray::{ArrayD, IxDyn};
 
 /// Runs `op` on `inputs` and returns its outputs.
 pub fn perform(op: &Op, inputs: &[&Tensor]) -> Result<Vec<Tensor>, Error> {
-    if let Some(n) = op.arity() {
-        if inputs.len() != n {
-            return Err(Error::Runtime(format!(
-                "{} takes {n} inputs, got {}",
-                op.name(),
-                inputs.len()
-            )));
-        }
-    }
+    // The same check as make_node, on the concrete inputs: perform runs only what type-checks,
+    // so it never computes something for inputs its op does not take.
+    let n_outputs = if *op == Op::IfElse {
+        0
+    } else {
+        let tys: Vec<TensorType> = inputs.iter().map(|t| t.ty()).collect();
+        crate::ir::infer(op, &tys.iter().collect::<Vec<_>>())
+            .map_err(|e| Error::Runtime(format!("{}: {e}", op.display_name())))?
+            .len()
+    };
     let one = |t: Tensor| Ok(vec![t]);
     match op {
         Op::Unary(u) => one(elementwise::unary(*u, inputs[0])?),
@@ -86,21 +87,17 @@ pub fn perform(op: &Op, inputs: &[&Tensor]) -> Result<Vec<Tensor>, Error> {
             "ifelse runs its regions in the interpreter, not in perform".into(),
         )),
         Op::Custom(c) => {
-            // Without a runtime keeping storage between calls: fresh storage, write-to.
-            let n = crate::ir::infer(
-                op,
-                &inputs
-                    .iter()
-                    .map(|t| t.ty())
-                    .collect::<Vec<_>>()
-                    .iter()
-                    .collect::<Vec<_>>(),
-            )
-            .map_err(Error::Runtime)?
-            .len();
+            // Without a runtime keeping storage between calls: fresh storage, write-to, and the
+            // resources the op asks for.
+            let n = n_outputs;
             let mut outs = vec![None; n];
             let requests = vec![WriteRequest::WriteTo; n];
             let mut temp = Vec::new();
+            for r in c.resources() {
+                if let crate::custom::Resource::TempSpace(bytes) = r {
+                    temp = vec![0u8; bytes];
+                }
+            }
             let mut ctx = PerformContext {
                 requests: &requests,
                 temp: &mut temp,
@@ -119,9 +116,38 @@ pub fn perform(op: &Op, inputs: &[&Tensor]) -> Result<Vec<Tensor>, Error> {
     }
 }
 
+/// numpy's `arange`: the first two values are computed in f64 and converted, then the rest are
+/// filled as `first + i * (second - first)` in the output dtype (so an f32 arange is computed
+/// in f32, as numpy's is).
 fn arange(start: f64, stop: f64, step: f64, dtype: DType) -> Result<Tensor, Error> {
     let n = arange_len(start, stop, step).map_err(Error::Runtime)?;
-    let vals: Vec<f64> = (0..n).map(|i| start + i as f64 * step).collect();
-    let a = ArrayD::from_shape_vec(IxDyn(&[n]), vals).map_err(|e| Error::Runtime(e.to_string()))?;
-    Ok(elementwise::cast(&Tensor::F64(a), dtype))
+    let sh = IxDyn(&[n]);
+    let bad = |e: ndarray::ShapeError| Error::Runtime(e.to_string());
+    Ok(match dtype {
+        DType::F32 => {
+            let (a, b) = (start as f32, (start + step) as f32);
+            Tensor::F32(
+                ArrayD::from_shape_vec(sh, (0..n).map(|i| a + i as f32 * (b - a)).collect())
+                    .map_err(bad)?,
+            )
+        }
+        DType::F64 => {
+            let (a, b) = (start, start + step);
+            Tensor::F64(
+                ArrayD::from_shape_vec(sh, (0..n).map(|i| a + i as f64 * (b - a)).collect())
+                    .map_err(bad)?,
+            )
+        }
+        // Integers the numpy way too: arange(0.5, 5, 1.5) as integers is [0, 2, 4].
+        _ => {
+            let (a, b) = (start as i64, (start + step) as i64);
+            let vals: Vec<i64> = (0..n)
+                .map(|i| a.wrapping_add((i as i64).wrapping_mul(b.wrapping_sub(a))))
+                .collect();
+            elementwise::cast(
+                &Tensor::I64(ArrayD::from_shape_vec(sh, vals).map_err(bad)?),
+                dtype,
+            )
+        }
+    })
 }

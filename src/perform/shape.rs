@@ -18,7 +18,7 @@ pub fn transpose(t: &Tensor, perm: &[usize]) -> Result<Tensor, Error> {
             t.shape().len()
         )));
     }
-    Ok(map_tensor!(t, a => a.view().permuted_axes(IxDyn(perm)).to_owned()))
+    Ok(map_tensor!(t, a => a.view().permuted_axes(IxDyn(perm)).as_standard_layout().into_owned()))
 }
 
 /// The target shape with its -1 resolved, or an error when the element counts differ.

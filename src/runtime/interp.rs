@@ -84,9 +84,19 @@ pub fn run_func_with(
         state.planned_for = func as *const Func as usize;
     }
     run_block(func, &func.body, &mut env, state)?;
-    func.outputs
-        .iter()
-        .map(|&v| fetch(func, &env, v).cloned())
+    // Outputs move out of the environment; one returned twice is copied for its earlier places.
+    let outs = &func.outputs;
+    (0..outs.len())
+        .map(|i| {
+            let v = outs[i];
+            if outs[i + 1..].contains(&v) {
+                fetch(func, &env, v).cloned()
+            } else {
+                env[v.index()].take().ok_or_else(|| {
+                    Error::Runtime(format!("{}: output {v} is not defined", func.name))
+                })
+            }
+        })
         .collect()
 }
 
