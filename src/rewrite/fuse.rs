@@ -246,17 +246,7 @@ pub fn fuse(func: &Func) -> Func {
 
 /// Drops constant instructions nothing reads any more (their values went into programs).
 fn remove_dead_constants(f: &mut Func) {
-    let mut read: std::collections::HashSet<Value> = f.outputs.iter().copied().collect();
-    fn mark(body: &[Inst], read: &mut std::collections::HashSet<Value>) {
-        for i in body {
-            read.extend(i.args.iter().copied());
-            for r in &i.regions {
-                mark(&r.body, read);
-                read.extend(r.yields.iter().copied());
-            }
-        }
-    }
-    mark(&f.body, &mut read);
+    let read = super::read_values(f);
     f.body
         .retain(|i| !matches!(i.op, Op::Const(_)) || i.results.iter().any(|r| read.contains(r)));
 }

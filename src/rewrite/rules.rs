@@ -375,17 +375,7 @@ fn substitute(body: &mut [Inst], yields: &mut [Value], subst: &HashMap<Value, Va
 /// their effects (custom ops may keep state).
 fn remove_unread(f: &mut Func) {
     loop {
-        let mut read: std::collections::HashSet<Value> = f.outputs.iter().copied().collect();
-        fn mark(body: &[Inst], read: &mut std::collections::HashSet<Value>) {
-            for i in body {
-                read.extend(i.args.iter().copied());
-                for r in &i.regions {
-                    mark(&r.body, read);
-                    read.extend(r.yields.iter().copied());
-                }
-            }
-        }
-        mark(&f.body, &mut read);
+        let read = super::read_values(f);
         let before = f.body.len();
         f.body.retain(|i| {
             matches!(i.op, Op::Custom(_)) || i.results.iter().any(|r| read.contains(r))
