@@ -235,6 +235,12 @@ fn dumps_show_each_stage_on_stderr_or_in_files() {
             && err.contains("%y = exp %x : f32[2]"),
         "{err}"
     );
+    for stage in ["egraph", "fused", "kernels", "clif"] {
+        assert!(
+            err.contains(&format!(";; ---- @f: {stage} ----")),
+            "no {stage} dump in:\n{err}"
+        );
+    }
     let dumps = dir.join("dumps");
     let out = kiln(
         &args,

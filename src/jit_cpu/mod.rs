@@ -212,6 +212,7 @@ pub fn compile(func: &Func, dump: &DumpOptions) -> Result<Box<dyn Executable>> {
     }
     let mut candidates = Vec::new();
     visit(&func.body, &mut candidates);
+    let mut kernels_text = String::new();
     for (k, (value, inst)) in candidates.iter().enumerate() {
         let Some(program) = program_of(&inst.op, func, &inst.args, *value) else {
             continue;
@@ -227,6 +228,12 @@ pub fn compile(func: &Func, dump: &DumpOptions) -> Result<Box<dyn Executable>> {
             })?;
         clif.push_str(&text);
         clif.push('\n');
+        kernels_text.push_str(&format!(
+            "{name}: map {} -> %{} over {} inputs: {program}\n",
+            inst.op.display_name(),
+            value.0,
+            inst.args.len()
+        ));
         let outs = program
             .outputs
             .iter()
@@ -234,6 +241,7 @@ pub fn compile(func: &Func, dump: &DumpOptions) -> Result<Box<dyn Executable>> {
             .collect();
         pending.push((*value, id, outs));
     }
+    dump.dump(&func.name, "kernels", || kernels_text.clone());
     dump.dump(&func.name, "clif", || clif.clone());
     module
         .finalize_definitions()
