@@ -226,6 +226,9 @@ fn dumps_show_each_stage_on_stderr_or_in_files() {
         &format!("x={}", x.display()),
         "--out-dir",
         dir.to_str().unwrap(),
+        // The CPU backend's stages (kernels, clif) exist only there.
+        "--backend",
+        "cpu",
     ];
     let out = kiln(&args, &[("KILN_DUMP", "all")]);
     let err = String::from_utf8_lossy(&out.stderr);
