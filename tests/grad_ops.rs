@@ -292,3 +292,30 @@ fn grad_func_returns_the_cost_and_its_gradients() {
     assert!(kiln::grad::grad_func(&ssa, 0, &["z"]).is_err());
     assert!(kiln::grad::grad_func(&ssa, 3, &["x"]).is_err());
 }
+
+#[test]
+fn fused_reductions_differentiate_through_their_prologue() {
+    use kiln::ir::scalar::parse_program;
+    use kiln::ir::{Op, ReduceOp};
+    let program = std::sync::Arc::new(parse_program("%0 = input 0 : f64; %1 = input 1 : f64; %2 = sub %0, %1 : f64; %3 = exp %2 : f64; return %3").unwrap());
+    for r in [ReduceOp::Sum, ReduceOp::Max, ReduceOp::Mean] {
+        let op = Op::FusedReduce {
+            op: r,
+            axes: Some(vec![1]),
+            keepdims: true,
+            program: program.clone(),
+        };
+        let p = [pts(30, &[2, 3], -1.0, 1.0), pts(31, &[2, 1], -1.0, 1.0)];
+        verify_grad(
+            |g, v| {
+                g.try_apply(op.clone(), &[&v[0], &v[1]])
+                    .unwrap()
+                    .remove(0)
+                    .log()
+            },
+            &p,
+            VerifyOptions::default(),
+        )
+        .unwrap_or_else(|e| panic!("{r:?}: {e}"));
+    }
+}

@@ -102,7 +102,16 @@ pub fn input_grads(
         return super::control::ifelse_grads(a, x, y, gy);
     }
     if let Op::Composite { program, .. } = &op {
-        return composite_grads(program, x, y, gy);
+        return composite_grads(program, None, x, y, gy);
+    }
+    if let Op::FusedReduce {
+        op: r,
+        axes,
+        keepdims,
+        program,
+    } = &op
+    {
+        return composite_grads(program, Some((*r, axes.clone(), *keepdims)), x, y, gy);
     }
     let Some(gy) = gy[0].clone() else {
         return Ok(x.iter().map(|_| InGrad::Zero).collect());
@@ -152,7 +161,7 @@ pub fn input_grads(
             vec![]
         }
         Op::Random { .. } => x.iter().map(|_| InGrad::Zero).collect(),
-        Op::IfElse | Op::Composite { .. } => unreachable!("handled above"),
+        Op::IfElse | Op::Composite { .. } | Op::FusedReduce { .. } => unreachable!("handled above"),
         Op::Custom(_) => unreachable!("handled above"),
     })
 }
@@ -421,11 +430,17 @@ fn matmul(a: &Var, b: &Var, gy: &Var) -> Vec<InGrad> {
 /// graph ops on the inputs, and that expression is differentiated.
 fn composite_grads(
     program: &crate::ir::scalar::ScalarProgram,
+    reduce: Option<(ReduceOp, Option<Vec<usize>>, bool)>,
     x: &[Var],
     y: &[Var],
     gy: &[Option<Var>],
 ) -> Result<Vec<InGrad>> {
-    let outs = crate::graph::unfold_program(program, x)?;
+    let mut outs = crate::graph::unfold_program(program, x)?;
+    // A fused reduction: the same reduction of the prologue's value, as graph ops.
+    if let Some((r, axes, keepdims)) = reduce {
+        let axes: Option<Vec<i64>> = axes.map(|a| a.iter().map(|&i| i as i64).collect());
+        outs = vec![outs[0].reduce(r, axes.as_deref(), keepdims)];
+    }
     let mut cost: Option<Var> = None;
     for ((o, d), yv) in outs.iter().zip(gy).zip(y) {
         let (Some(d), true) = (d, yv.dtype().is_float()) else {

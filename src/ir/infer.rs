@@ -397,6 +397,26 @@ fn infer_types(op: &Op, inputs: &[&TensorType]) -> Result<Vec<TensorType>, Strin
                 .map(|&o| TensorType::new(program.insts[o].dtype, shape.clone()))
                 .collect())
         }
+        Op::FusedReduce {
+            op: r,
+            axes,
+            keepdims,
+            program,
+        } => {
+            let prologue = Op::Composite {
+                name: r.name().to_string(),
+                program: program.clone(),
+            };
+            let t = infer_types(&prologue, inputs)?.remove(0);
+            infer_types(
+                &Op::Reduce {
+                    op: *r,
+                    axes: axes.clone(),
+                    keepdims: *keepdims,
+                },
+                &[&t],
+            )
+        }
         // The result types of an ifelse are the types its regions yield; see `infer_ifelse`.
         Op::IfElse => Err("ifelse takes its result types from its regions".into()),
         Op::Custom(c) => {

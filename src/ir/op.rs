@@ -172,6 +172,15 @@ pub enum Op {
         name: String,
         program: std::sync::Arc<super::scalar::ScalarProgram>,
     },
+    /// A reduction whose input is computed elementwise by a scalar program from its arguments
+    /// (an elementwise producer fused into the reduction as its prologue), so the input is never
+    /// stored whole.
+    FusedReduce {
+        op: ReduceOp,
+        axes: Option<Vec<usize>>,
+        keepdims: bool,
+        program: std::sync::Arc<super::scalar::ScalarProgram>,
+    },
     /// A user-defined op (see `crate::custom`).
     Custom(CustomOpRef),
 }
@@ -377,6 +386,7 @@ impl Op {
             Op::Random { dist, .. } => dist.name(),
             Op::IfElse => "ifelse",
             Op::Composite { .. } => "composite",
+            Op::FusedReduce { .. } => "fused_reduce",
             Op::Custom(_) => "custom",
         }
     }
@@ -386,6 +396,7 @@ impl Op {
         match self {
             Op::Custom(c) => c.name(),
             Op::Composite { name, .. } => name,
+            Op::FusedReduce { op, .. } => op.name(),
             _ => self.name(),
         }
     }
@@ -403,7 +414,9 @@ impl Op {
             Op::Arange { .. } => Some(0),
             Op::Random { .. } => None,
             Op::IfElse => Some(1),
-            Op::Composite { program, .. } => Some(program.input_dtypes().len()),
+            Op::Composite { program, .. } | Op::FusedReduce { program, .. } => {
+                Some(program.input_dtypes().len())
+            }
             Op::Custom(c) => match c.num_inputs() {
                 crate::custom::Arity::Exactly(n) => Some(n),
                 _ => None,

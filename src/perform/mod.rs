@@ -83,6 +83,15 @@ pub fn perform(op: &Op, inputs: &[&Tensor]) -> Result<Vec<Tensor>, Error> {
             one(crate::random::perform::sample(*dist, seed, s, *dtype))
         }
         Op::Composite { program, .. } => composite::composite(program, inputs),
+        Op::FusedReduce {
+            op: r,
+            axes,
+            keepdims,
+            program,
+        } => {
+            let x = composite::composite(program, inputs)?.remove(0);
+            one(reduce::reduce(&x, *r, axes, *keepdims)?)
+        }
         Op::IfElse => Err(Error::Runtime(
             "ifelse runs its regions in the interpreter, not in perform".into(),
         )),

@@ -1,7 +1,8 @@
 //! Composite fusion: chains and trees of elementwise ops become one Composite op holding a
 //! scalar program, so a backend runs them as one loop with no intermediate arrays. A producer
 //! is fused into its consumer when the consumer is its only reader and it is not a function
-//! output; fused programs keep at most [`MAX_INPUTS`] inputs.
+//! output; fused programs keep at most [`MAX_INPUTS`] inputs. A reduction takes its input's
+//! elementwise group as a prologue (`sum(exp(x - m))` reads `x` once and stores no `exp`).
 
 use crate::ir::scalar::{ScalarInst, ScalarOp, ScalarProgram};
 use crate::ir::{F64Bits, Func, Inst, Op, Value};
@@ -168,6 +169,28 @@ pub fn fuse(func: &Func) -> Func {
         // readers may take them); the constant instruction goes once nobody reads it.
         if let Some(p) = scalar_constant(inst) {
             constants.insert(inst.results[0], p);
+            continue;
+        }
+        // A reduction whose input is a fusable group read by nothing else takes the group as
+        // its prologue: the input is then computed as it is reduced, never stored whole.
+        if let Op::Reduce { op, axes, keepdims } = &inst.op {
+            let a = inst.args[0];
+            if uses.get(&a) == Some(&1) && fusable.contains_key(&a) {
+                let (prog, args, _) = fusable.remove(&a).expect("checked above");
+                dead[def_at[&a]] = true;
+                let fused = Op::FusedReduce {
+                    op: *op,
+                    axes: axes.clone(),
+                    keepdims: *keepdims,
+                    program: Arc::new(prog),
+                };
+                body[idx] = Inst {
+                    op: fused,
+                    args,
+                    results: body[idx].results.clone(),
+                    regions: vec![],
+                };
+            }
             continue;
         }
         let Some(mut prog) = (inst.results.len() == 1)

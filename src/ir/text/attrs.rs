@@ -326,6 +326,33 @@ pub fn build_op(
                 dtype,
             }
         }
+        "fused_reduce" => {
+            let rname = custom
+                .ok_or("fused_reduce needs its reduction as a string: fused_reduce \"sum\"")?;
+            let r = *ReduceOp::ALL
+                .iter()
+                .find(|r| r.name() == rname)
+                .ok_or_else(|| format!("fused_reduce: unknown reduction `{rname}`"))?;
+            // Axes count in the prologue's result, whose rank is the largest argument rank.
+            let prank = args.iter().map(|t| t.rank()).max().unwrap_or(0);
+            let axes = a
+                .ints("axes")?
+                .map(|ax| normalize_axes(&ax, prank))
+                .transpose()
+                .map_err(|e| format!("fused_reduce: {e}"))?;
+            let keepdims = a.bool("keepdims")?.unwrap_or(false);
+            let program = match a.take("program") {
+                Some(Attr::Str(p)) => crate::ir::scalar::parse_program(&p)
+                    .map_err(|e| format!("fused_reduce program: {e}"))?,
+                _ => return Err("fused_reduce needs `program = \"...\"`".into()),
+            };
+            Op::FusedReduce {
+                op: r,
+                axes,
+                keepdims,
+                program: std::sync::Arc::new(program),
+            }
+        }
         "composite" => {
             let name = custom.ok_or("composite needs its name as a string: composite \"NAME\"")?;
             let program = match a.take("program") {
@@ -464,6 +491,20 @@ pub fn op_attrs(op: &Op) -> String {
             }
         }
         Op::Composite { program, .. } => items.push(format!("program = \"{program}\"")),
+        Op::FusedReduce {
+            axes,
+            keepdims,
+            program,
+            ..
+        } => {
+            if let Some(ax) = axes {
+                items.push(format!("axes = {}", list(ax)));
+            }
+            if *keepdims {
+                items.push("keepdims = true".into());
+            }
+            items.push(format!("program = \"{program}\""));
+        }
         Op::Custom(c) => {
             let p = c.params();
             for (n, v) in &p.ints {

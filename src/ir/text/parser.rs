@@ -342,7 +342,7 @@ impl Parser {
         let (line, col) = self.here();
         let opname = self.ident()?;
         let custom = match (opname.as_str(), self.peek().clone()) {
-            ("custom" | "composite", Tok::Str(s)) => {
+            ("custom" | "composite" | "fused_reduce", Tok::Str(s)) => {
                 self.next();
                 Some(s)
             }

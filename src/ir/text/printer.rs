@@ -151,6 +151,7 @@ fn print_body(
                 let name = match op {
                     Op::Custom(c) => format!("custom \"{}\"", c.name()),
                     Op::Composite { name, .. } => format!("composite \"{name}\""),
+                    Op::FusedReduce { op: r, .. } => format!("fused_reduce \"{}\"", r.name()),
                     _ => op.name().to_string(),
                 };
                 let sep = if args.is_empty() { "" } else { " " };
