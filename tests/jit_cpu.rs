@@ -93,3 +93,36 @@ fn rows_columns_and_mixed_broadcasts_read_in_place_or_through_copies() {
     let (a, b) = both(&[&m, &col, &row, &mid, &odd], &[&out], &args);
     assert!(a[0].bit_eq(&b[0]));
 }
+
+#[test]
+fn fused_reductions_over_the_last_axis_match_the_interpreter() {
+    let g = Graph::new();
+    let x = g.input("x", kiln::f32, [Some(300), Some(700)]);
+    let m = x.max(Some(&[1]), true);
+    let lse = (&x - &m).exp().sum(Some(&[1]), false).log() + m.reshape(&[300]);
+    let amax = (&x * &x).argmax(Some(1), true);
+    let mean = x.abs().mean(Some(&[-1]), false);
+    let xv = ArrayD::from_shape_fn(IxDyn(&[300, 700]), |i| {
+        kiln::random::normal_f32(9, (i[0] * 700 + i[1]) as u64) * 3.0
+    });
+    let (a, b) = both(&[&x], &[&lse, &amax, &mean], &[xv.view().into()]);
+    for (p, q) in a.iter().zip(&b) {
+        assert!(p.bit_eq(q), "{:?} vs {:?}", p.shape(), q.shape());
+    }
+    // The reduction runs compiled: the kernels dump lists it.
+    let dir = std::env::temp_dir().join(format!("kiln-jit-dump-{}", std::process::id()));
+    let dump = kiln::dump::DumpOptions {
+        stages: vec!["kernels".into()],
+        dir: Some(dir.clone()),
+    };
+    let opts = kiln::CompileOptions {
+        name: "lse".into(),
+        dump,
+        ..Default::default()
+    };
+    let f = function(&[&x], &[&lse]).options(opts).compile().unwrap();
+    assert!(kiln::ir::text::print_func(f.func()).contains("fused_reduce \"sum\""));
+    let text = std::fs::read_to_string(dir.join("lse.06.kernels.txt")).unwrap();
+    assert!(text.contains("reduce sum over the last axis"), "{text}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -12,7 +12,7 @@ mod helpers;
 
 use crate::dump::DumpOptions;
 use crate::error::{Error, Result};
-use crate::ir::{DType, Func, Inst, Value};
+use crate::ir::{DType, Func, Inst, Op, Value};
 use crate::rewrite::fuse::program_of;
 use crate::runtime::interp::Interpreter;
 use crate::runtime::{Executable, Thunk};
@@ -100,83 +100,146 @@ fn strides_2d(t: &Tensor, shape: &[usize], rows: usize, cols: usize) -> Option<(
     }
 }
 
-impl Thunk for MapKernel {
-    fn run(&self, inputs: &[&Tensor]) -> Result<Vec<Tensor>> {
-        let mut shape: Vec<usize> = Vec::new();
-        for t in inputs {
-            shape = crate::ir::broadcast_shapes(&shape, t.shape()).map_err(Error::Shape)?;
-        }
-        // The output as a `rows x cols` matrix; a 0-d output is 1 x 1.
-        let cols = shape.last().copied().unwrap_or(1);
-        let rows: usize = shape.iter().rev().skip(1).product();
-        let mut copies: Vec<Tensor> = Vec::new();
-        let mut ptrs: Vec<*mut u8> = Vec::new();
-        let (mut outer, mut inner): (Vec<i64>, Vec<i64>) = (Vec::new(), Vec::new());
-        for t in inputs {
-            let direct = if shape.is_empty() {
-                Some((0, 0))
-            } else {
-                strides_2d(t, &shape, rows, cols)
-            };
-            let (o, i) = match direct {
-                Some(st) => {
-                    ptrs.push(base_ptr(t));
-                    st
-                }
-                None => {
-                    let bad =
-                        || Error::Shape(format!("cannot broadcast {:?} to {shape:?}", t.shape()));
-                    let c = map_tensor!(t, a => a.broadcast(ndarray::IxDyn(&shape)).ok_or_else(bad)?.as_standard_layout().into_owned());
-                    ptrs.push(base_ptr(&c));
-                    copies.push(c);
-                    let size = t.dtype().size() as i64;
-                    (cols as i64 * size, size)
-                }
-            };
+/// The inputs of a kernel call, placed for the kernel: the output's shape as `rows x cols`, and
+/// for each input its address and byte strides (after a broadcast copy where needed).
+struct Operands {
+    shape: Vec<usize>,
+    rows: usize,
+    cols: usize,
+    addrs: Vec<usize>,
+    outer: Vec<i64>,
+    inner: Vec<i64>,
+    /// Broadcast copies the addresses may point into; kept alive with the plan.
+    _copies: Vec<Tensor>,
+}
+
+fn place(inputs: &[&Tensor]) -> Result<Operands> {
+    let mut shape: Vec<usize> = Vec::new();
+    for t in inputs {
+        shape = crate::ir::broadcast_shapes(&shape, t.shape()).map_err(Error::Shape)?;
+    }
+    // The output as a `rows x cols` matrix; a 0-d output is 1 x 1.
+    let cols = shape.last().copied().unwrap_or(1);
+    let rows: usize = shape.iter().rev().skip(1).product();
+    let mut copies: Vec<Tensor> = Vec::new();
+    let (mut addrs, mut outer, mut inner) = (Vec::new(), Vec::new(), Vec::new());
+    for t in inputs {
+        let direct = if shape.is_empty() {
+            Some((0, 0))
+        } else {
+            strides_2d(t, &shape, rows, cols)
+        };
+        let (o, i) = match direct {
+            Some(st) => {
+                addrs.push(base_ptr(t) as usize);
+                st
+            }
+            None => {
+                let bad = || Error::Shape(format!("cannot broadcast {:?} to {shape:?}", t.shape()));
+                let c = map_tensor!(t, a => a.broadcast(ndarray::IxDyn(&shape)).ok_or_else(bad)?.as_standard_layout().into_owned());
+                addrs.push(base_ptr(&c) as usize);
+                copies.push(c);
+                let size = t.dtype().size() as i64;
+                (cols as i64 * size, size)
+            }
+        };
+        outer.push(o);
+        inner.push(i);
+    }
+    Ok(Operands {
+        shape,
+        rows,
+        cols,
+        addrs,
+        outer,
+        inner,
+        _copies: copies,
+    })
+}
+
+impl MapKernel {
+    /// Runs the kernel on the block of rows `row0..row0 + nrows` and columns
+    /// `col0..col0 + ncols`, writing outputs at `outs` (addresses of element (row0, col0)) with
+    /// the given row strides (column strides are the element sizes).
+    ///
+    /// # Safety
+    /// Every output address must have room for the block at its strides, and must not overlap
+    /// the inputs or another block's outputs.
+    unsafe fn run_block(
+        &self,
+        ops: &Operands,
+        row0: usize,
+        nrows: usize,
+        col0: usize,
+        ncols: usize,
+        outs: &[(usize, i64, i64)],
+    ) {
+        let mut ptrs: Vec<*mut u8> = (0..ops.addrs.len())
+            .map(|j| {
+                (ops.addrs[j] as i64 + row0 as i64 * ops.outer[j] + col0 as i64 * ops.inner[j])
+                    as usize as *mut u8
+            })
+            .collect();
+        let mut outer = ops.outer.clone();
+        let mut inner = ops.inner.clone();
+        for &(addr, o, i) in outs {
+            ptrs.push(addr as *mut u8);
             outer.push(o);
             inner.push(i);
         }
-        let outs: Vec<Tensor> = self.out_dtypes.iter().map(|&d| uninit(d, &shape)).collect();
-        for o in &outs {
-            let size = o.dtype().size() as i64;
-            ptrs.push(base_ptr(o));
-            outer.push(cols as i64 * size);
-            inner.push(size);
-        }
-        // Addresses as integers, so blocks can be handed to other threads.
-        let addrs: Vec<usize> = ptrs.iter().map(|&p| p as usize).collect();
-        let run_block = |row0: usize, nrows: usize, col0: usize, ncols: usize| {
-            let moved: Vec<*mut u8> = (0..addrs.len())
-                .map(|j| {
-                    (addrs[j] as i64 + row0 as i64 * outer[j] + col0 as i64 * inner[j]) as usize
-                        as *mut u8
-                })
-                .collect();
-            // SAFETY: each operand addresses the whole `rows x cols` view at its strides (its
-            // own shape, checked by `strides_2d`, or a broadcast copy; stride 0 where it is
-            // broadcast), and the block stays inside that view; outputs are fresh and distinct
-            // from the inputs, blocks write disjoint parts, and the code is alive.
-            unsafe {
-                (self.f)(
-                    nrows as i64,
-                    ncols as i64,
-                    moved.as_ptr(),
-                    outer.as_ptr(),
-                    inner.as_ptr(),
-                )
-            };
+        // SAFETY: inputs address the whole `rows x cols` view at their strides (their own shape,
+        // checked by `strides_2d`, or a broadcast copy; stride 0 where broadcast) and the block
+        // lies inside it; the caller vouches for the outputs; the code is alive.
+        unsafe {
+            (self.f)(
+                nrows as i64,
+                ncols as i64,
+                ptrs.as_ptr(),
+                outer.as_ptr(),
+                inner.as_ptr(),
+            )
         };
+    }
+}
+
+impl Thunk for MapKernel {
+    fn run(&self, inputs: &[&Tensor]) -> Result<Vec<Tensor>> {
+        let ops = place(inputs)?;
+        let (rows, cols) = (ops.rows, ops.cols);
+        let outs: Vec<Tensor> = self
+            .out_dtypes
+            .iter()
+            .map(|&d| uninit(d, &ops.shape))
+            .collect();
+        // Output element (r, c) of a block starting at (row0, col0): addresses as integers, so
+        // blocks can be handed to other threads.
+        let out_at = |row0: usize, col0: usize| -> Vec<(usize, i64, i64)> {
+            outs.iter()
+                .map(|o| {
+                    let size = o.dtype().size();
+                    (
+                        base_ptr(o) as usize + (row0 * cols + col0) * size,
+                        (cols * size) as i64,
+                        size as i64,
+                    )
+                })
+                .collect()
+        };
+        // SAFETY (all calls below): the outputs are fresh arrays of the output's shape, distinct
+        // from the inputs, and blocks cover disjoint parts of them.
         let n = rows * cols;
         let threads = rayon::current_num_threads();
         if n < PARALLEL_MIN || threads < 2 {
-            run_block(0, rows, 0, cols);
+            unsafe { self.run_block(&ops, 0, rows, 0, cols, &out_at(0, 0)) };
         } else if rows >= threads {
             // A few blocks of rows per thread, so that a slow thread does not hold the others up.
             let per = rows.div_ceil(threads * 4);
             rayon::scope(|s| {
                 for r in (0..rows).step_by(per) {
-                    let run_block = &run_block;
-                    s.spawn(move |_| run_block(r, per.min(rows - r), 0, cols));
+                    let (ops, out_at) = (&ops, &out_at);
+                    s.spawn(move |_| unsafe {
+                        self.run_block(ops, r, per.min(rows - r), 0, cols, &out_at(r, 0))
+                    });
                 }
             });
         } else {
@@ -184,28 +247,106 @@ impl Thunk for MapKernel {
             rayon::scope(|s| {
                 for r in 0..rows {
                     for c in (0..cols).step_by(per) {
-                        let run_block = &run_block;
-                        s.spawn(move |_| run_block(r, 1, c, per.min(cols - c)));
+                        let (ops, out_at) = (&ops, &out_at);
+                        s.spawn(move |_| unsafe {
+                            self.run_block(ops, r, 1, c, per.min(cols - c), &out_at(r, c))
+                        });
                     }
                 }
             });
         }
-        drop(copies);
         Ok(outs)
+    }
+}
+
+/// A reduction over the last axis with a compiled prologue: blocks of rows are computed into
+/// a small buffer by the prologue kernel and reduced there with the reference reduction, so the
+/// prologue's result is never stored whole and the values are those of the unfused ops.
+struct ReduceKernel {
+    prologue: MapKernel,
+    op: crate::ir::ReduceOp,
+    keepdims: bool,
+}
+
+/// About this many elements per block: large enough to amortize the calls, small enough to
+/// stay in cache.
+const REDUCE_BLOCK: usize = 1 << 14;
+
+impl Thunk for ReduceKernel {
+    fn run(&self, inputs: &[&Tensor]) -> Result<Vec<Tensor>> {
+        let ops = place(inputs)?;
+        let (rows, cols) = (ops.rows, ops.cols);
+        let dtype = self.prologue.out_dtypes[0];
+        let per = (REDUCE_BLOCK / cols.max(1)).max(1);
+        let starts: Vec<usize> = (0..rows).step_by(per).collect();
+        let reduce = Op::Reduce {
+            op: self.op,
+            axes: Some(vec![1]),
+            keepdims: false,
+        };
+        let block = |r: usize| -> Result<Tensor> {
+            let nr = per.min(rows - r);
+            let buf = uninit(dtype, &[nr, cols]);
+            let size = dtype.size();
+            // SAFETY: `buf` is a fresh `nr x cols` array, distinct from the inputs.
+            unsafe {
+                self.prologue.run_block(
+                    &ops,
+                    r,
+                    nr,
+                    0,
+                    cols,
+                    &[(base_ptr(&buf) as usize, (cols * size) as i64, size as i64)],
+                )
+            };
+            Ok(crate::perform::perform(&reduce, &[&buf])?.remove(0))
+        };
+        let parts: Vec<Tensor> = if rows * cols >= PARALLEL_MIN && starts.len() > 1 {
+            use rayon::prelude::*;
+            starts
+                .par_iter()
+                .map(|&r| block(r))
+                .collect::<Result<_>>()?
+        } else {
+            starts.iter().map(|&r| block(r)).collect::<Result<_>>()?
+        };
+        let refs: Vec<&Tensor> = parts.iter().collect();
+        let flat = if refs.is_empty() {
+            crate::perform::perform(&reduce, &[&uninit(dtype, &[0, cols])])?.remove(0)
+        } else {
+            crate::perform::perform(&Op::Concat { axis: 0 }, &refs)?.remove(0)
+        };
+        // Back to the kept dims (and a 1 for the reduced one with keepdims).
+        let mut out_shape: Vec<i64> = ops.shape[..ops.shape.len() - 1]
+            .iter()
+            .map(|&d| d as i64)
+            .collect();
+        if self.keepdims {
+            out_shape.push(1);
+        }
+        crate::perform::perform(&Op::Reshape { shape: out_shape }, &[&flat])
+            .map(|mut v| vec![v.remove(0)])
     }
 }
 
 /// Compiles `func` for the CPU.
 pub fn compile(func: &Func, dump: &DumpOptions) -> Result<Box<dyn Executable>> {
     let mut module = codegen::new_module()?;
-    let mut pending: Vec<(Value, cranelift_module::FuncId, Vec<DType>)> = Vec::new();
+    type Pending = (
+        Value,
+        cranelift_module::FuncId,
+        Vec<DType>,
+        Option<(crate::ir::ReduceOp, bool)>,
+    );
+    let mut pending: Vec<Pending> = Vec::new();
     let mut clif = String::new();
     fn visit(body: &[Inst], out: &mut Vec<(Value, Inst)>) {
         for inst in body {
             for r in &inst.regions {
                 visit(&r.body, out);
             }
-            if inst.results.len() == 1 && inst.op.is_elementwise() {
+            let fused = matches!(&inst.op, Op::FusedReduce { .. });
+            if inst.results.len() == 1 && (inst.op.is_elementwise() || fused) {
                 out.push((inst.results[0], inst.clone()));
             }
         }
@@ -214,8 +355,30 @@ pub fn compile(func: &Func, dump: &DumpOptions) -> Result<Box<dyn Executable>> {
     visit(&func.body, &mut candidates);
     let mut kernels_text = String::new();
     for (k, (value, inst)) in candidates.iter().enumerate() {
-        let Some(program) = program_of(&inst.op, func, &inst.args, *value) else {
-            continue;
+        // A fused reduction is compiled when it reduces the last axis of its prologue's
+        // result; others run their reference implementation.
+        let (program, reduce) = match &inst.op {
+            Op::FusedReduce {
+                op,
+                axes,
+                keepdims,
+                program,
+            } => {
+                let rank = inst
+                    .args
+                    .iter()
+                    .map(|&a| func.ty(a).rank())
+                    .max()
+                    .unwrap_or(0);
+                if rank == 0 || axes.as_deref() != Some(&[rank - 1][..]) {
+                    continue;
+                }
+                ((**program).clone(), Some((*op, *keepdims)))
+            }
+            op => match program_of(op, func, &inst.args, *value) {
+                Some(p) => (p, None),
+                None => continue,
+            },
         };
         let name = format!("{}_k{k}", func.name);
         let (id, text) = codegen::define_map_kernel(&mut module, &name, &program, inst.args.len())
@@ -228,9 +391,15 @@ pub fn compile(func: &Func, dump: &DumpOptions) -> Result<Box<dyn Executable>> {
             })?;
         clif.push_str(&text);
         clif.push('\n');
+        let kind = match reduce {
+            Some(_) => format!(
+                "reduce {} over the last axis, prologue",
+                inst.op.display_name()
+            ),
+            None => format!("map {}", inst.op.display_name()),
+        };
         kernels_text.push_str(&format!(
-            "{name}: map {} -> %{} over {} inputs: {program}\n",
-            inst.op.display_name(),
+            "{name}: {kind} -> %{} over {} inputs: {program}\n",
             value.0,
             inst.args.len()
         ));
@@ -239,30 +408,36 @@ pub fn compile(func: &Func, dump: &DumpOptions) -> Result<Box<dyn Executable>> {
             .iter()
             .map(|&o| program.insts[o].dtype)
             .collect();
-        pending.push((*value, id, outs));
+        pending.push((*value, id, outs, reduce));
     }
     dump.dump(&func.name, "kernels", || kernels_text.clone());
     dump.dump(&func.name, "clif", || clif.clone());
     module
         .finalize_definitions()
         .map_err(|e| Error::Unsupported(format!("cranelift: {e}")))?;
-    let fns: Vec<(Value, *const u8, Vec<DType>)> = pending
+    let fns: Vec<_> = pending
         .into_iter()
-        .map(|(v, id, d)| (v, module.get_finalized_function(id), d))
+        .map(|(v, id, d, r)| (v, module.get_finalized_function(id), d, r))
         .collect();
     let code = Arc::new(JitCode(Some(module)));
     let mut kernels: HashMap<Value, Arc<dyn Thunk>> = HashMap::new();
-    for (v, p, out_dtypes) in fns {
+    for (v, p, out_dtypes, reduce) in fns {
         // SAFETY: `p` is the finalized code of a kernel generated with `KernelFn`'s signature.
         let f: KernelFn = unsafe { std::mem::transmute::<*const u8, KernelFn>(p) };
-        kernels.insert(
-            v,
-            Arc::new(MapKernel {
-                f,
-                out_dtypes,
-                _code: code.clone(),
+        let map = MapKernel {
+            f,
+            out_dtypes,
+            _code: code.clone(),
+        };
+        let thunk: Arc<dyn Thunk> = match reduce {
+            Some((op, keepdims)) => Arc::new(ReduceKernel {
+                prologue: map,
+                op,
+                keepdims,
             }),
-        );
+            None => Arc::new(map),
+        };
+        kernels.insert(v, thunk);
     }
     Ok(Box::new(Interpreter::with_thunks(func.clone(), kernels)))
 }
