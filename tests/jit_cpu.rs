@@ -118,6 +118,7 @@ fn fused_reductions_over_the_last_axis_match_the_interpreter() {
     let opts = kiln::CompileOptions {
         name: "lse".into(),
         dump,
+        backend: Some(Backend::Cpu),
         ..Default::default()
     };
     let f = function(&[&x], &[&lse]).options(opts).compile().unwrap();
