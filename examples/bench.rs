@@ -61,11 +61,14 @@ fn parse_args() -> Result<Args, String> {
 }
 
 fn normal(seed: u64, shape: &[usize]) -> ArrayD<f32> {
-    let mut i = 0u64;
-    ArrayD::from_shape_simple_fn(IxDyn(shape), || {
-        i += 1;
-        kiln::random::normal_f32(seed, i - 1)
-    })
+    // The stream is counter-based, so generating it on every thread gives the same numbers.
+    use rayon::prelude::*;
+    let n: usize = shape.iter().product();
+    let v: Vec<f32> = (0..n as u64)
+        .into_par_iter()
+        .map(|i| kiln::random::normal_f32(seed, i))
+        .collect();
+    ArrayD::from_shape_vec(IxDyn(shape), v).unwrap_or_else(|e| fail(&e.to_string()))
 }
 
 struct Timing {
