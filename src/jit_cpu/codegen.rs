@@ -66,8 +66,8 @@ pub fn new_module() -> Result<JITModule> {
 
 /// Generates the kernel for `program` with `n_in` inputs into `module` and returns its id and
 /// its CLIF text (for the `clif` dump).
-pub fn define_map_kernel(
-    module: &mut JITModule,
+pub fn define_map_kernel<M: Module>(
+    module: &mut M,
     name: &str,
     program: &ScalarProgram,
     n_in: usize,
@@ -192,8 +192,8 @@ pub fn define_map_kernel(
 }
 
 /// A call of the helper `name` (registered in `SYMBOLS`) with arguments of type `ty`.
-fn call(
-    module: &mut JITModule,
+fn call<M: Module>(
+    module: &mut M,
     b: &mut FunctionBuilder,
     name: &str,
     ty: Type,
@@ -218,8 +218,8 @@ fn fconst(b: &mut FunctionBuilder, ty: Type, v: f64) -> Value {
     }
 }
 
-fn unary(
-    module: &mut JITModule,
+fn unary<M: Module>(
+    module: &mut M,
     b: &mut FunctionBuilder,
     u: UnaryOp,
     d: DType,
@@ -295,8 +295,8 @@ fn unary(
     })
 }
 
-fn binary(
-    module: &mut JITModule,
+fn binary<M: Module>(
+    module: &mut M,
     b: &mut FunctionBuilder,
     o: BinaryOp,
     d: DType,
