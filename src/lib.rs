@@ -23,6 +23,7 @@ pub mod grad;
 pub mod graph;
 pub mod ir;
 pub mod jit_cpu;
+pub mod math;
 pub mod perform;
 pub mod random;
 pub mod rewrite;

@@ -41,6 +41,21 @@ macro_rules! for_each_dtype {
     };
 }
 
+/// `for_each_dtype!` for a `TensorRef`.
+#[macro_export]
+#[doc(hidden)]
+macro_rules! for_each_ref {
+    ($t:expr, $a:ident => $body:expr) => {
+        match $t {
+            $crate::tensor::TensorRef::Bool($a) => $body,
+            $crate::tensor::TensorRef::I32($a) => $body,
+            $crate::tensor::TensorRef::I64($a) => $body,
+            $crate::tensor::TensorRef::F32($a) => $body,
+            $crate::tensor::TensorRef::F64($a) => $body,
+        }
+    };
+}
+
 /// Like `for_each_dtype!`, and rewraps the result in the same variant.
 #[macro_export]
 #[doc(hidden)]
@@ -243,6 +258,36 @@ impl<'a> TensorRef<'a> {
             TensorRef::F32(a) => TensorRef::F32(a.view()),
             TensorRef::F64(a) => TensorRef::F64(a.view()),
         }
+    }
+
+    pub fn len(&self) -> usize {
+        for_each_ref!(self, a => a.len())
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Whether the elements are contiguous in row-major order.
+    pub fn is_standard_layout(&self) -> bool {
+        for_each_ref!(self, a => a.is_standard_layout())
+    }
+
+    /// The address of the first element.
+    pub fn as_ptr(&self) -> *const u8 {
+        for_each_ref!(self, a => a.as_ptr() as *const u8)
+    }
+
+    /// A standard-layout copy broadcast to `shape`, or `None` when the shapes do not fit.
+    pub fn broadcast_owned(&self, shape: &[usize]) -> Option<Tensor> {
+        let sh = IxDyn(shape);
+        Some(match self {
+            TensorRef::Bool(a) => Tensor::Bool(a.broadcast(sh)?.as_standard_layout().into_owned()),
+            TensorRef::I32(a) => Tensor::I32(a.broadcast(sh)?.as_standard_layout().into_owned()),
+            TensorRef::I64(a) => Tensor::I64(a.broadcast(sh)?.as_standard_layout().into_owned()),
+            TensorRef::F32(a) => Tensor::F32(a.broadcast(sh)?.as_standard_layout().into_owned()),
+            TensorRef::F64(a) => Tensor::F64(a.broadcast(sh)?.as_standard_layout().into_owned()),
+        })
     }
 
     pub fn to_owned(&self) -> Tensor {

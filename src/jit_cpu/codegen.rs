@@ -8,12 +8,15 @@
 //! `ptrs[j] + i * outer[j] + k * inner[j]` (byte strides; 0 where the operand is broadcast).
 //! Bools are one byte, 0 or 1.
 
-use super::helpers::SYMBOLS;
+use super::helpers::symbols;
+use super::scalar_ops::{clif_type, vector_lanes, Lanes, OpGen};
 use crate::error::{Error, Result};
 use crate::ir::scalar::{ScalarOp, ScalarProgram};
-use crate::ir::{BinaryOp, DType, UnaryOp};
-use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
-use cranelift_codegen::ir::{types, AbiParam, InstBuilder, MemFlagsData, Signature, Type, Value};
+use crate::ir::DType;
+use cranelift_codegen::ir::condcodes::IntCC;
+use cranelift_codegen::ir::{
+    types, AbiParam, Endianness, InstBuilder, MemFlagsData, StackSlotData, StackSlotKind, Value,
+};
 use cranelift_codegen::settings::{self, Configurable};
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
 use cranelift_jit::{JITBuilder, JITModule};
@@ -21,25 +24,6 @@ use cranelift_module::{FuncId, Linkage, Module};
 
 /// The signature of a compiled map kernel.
 pub type KernelFn = unsafe extern "C" fn(i64, i64, *const *mut u8, *const i64, *const i64);
-
-fn clif_type(d: DType) -> Type {
-    match d {
-        DType::Bool => types::I8,
-        DType::I32 => types::I32,
-        DType::I64 => types::I64,
-        DType::F32 => types::F32,
-        DType::F64 => types::F64,
-    }
-}
-
-fn suffix(d: DType) -> &'static str {
-    match d {
-        DType::F32 => "f32",
-        DType::F64 => "f64",
-        DType::I32 => "i32",
-        _ => "i64",
-    }
-}
 
 /// A JIT module with every helper registered, ready for kernels.
 pub fn new_module() -> Result<JITModule> {
@@ -58,19 +42,46 @@ pub fn new_module() -> Result<JITModule> {
         .finish(settings::Flags::new(flags))
         .map_err(|e| Error::Unsupported(format!("cranelift: {e}")))?;
     let mut jb = JITBuilder::with_isa(isa, cranelift_module::default_libcall_names());
-    for &(name, ptr) in SYMBOLS {
+    for (name, ptr) in symbols() {
         jb.symbol(name, ptr);
     }
     Ok(JITModule::new(jb))
 }
 
+/// How many vectors the main vector loop handles per iteration: Cranelift does not unroll, and
+/// two independent chains hide the latency of the math (BACKEND-NOTES.md).
+const UNROLL: i64 = 2;
+
 /// Generates the kernel for `program` with `n_in` inputs into `module` and returns its id and
 /// its CLIF text (for the `clif` dump).
+///
+/// A program that can run on 128-bit vectors gets a vector loop over each row (two vectors an
+/// iteration, then one, then a scalar tail); it is taken when every input is contiguous along
+/// the row or constant along it (inner stride 0: loaded once per row and splat) and every
+/// output is contiguous. Otherwise, and for the tail, a scalar loop runs the same operation
+/// sequence, so a value does not depend on which loop computed it.
 pub fn define_map_kernel<M: Module>(
     module: &mut M,
     name: &str,
     program: &ScalarProgram,
     n_in: usize,
+) -> Result<(FuncId, String)> {
+    if let Some(lanes) = vector_lanes(program) {
+        // A construct Cranelift cannot lower for vectors (some 64-bit lane operations on x86)
+        // falls back to scalar code rather than failing.
+        if let Ok(r) = define(module, name, program, n_in, Some(lanes)) {
+            return Ok(r);
+        }
+    }
+    define(module, name, program, n_in, None)
+}
+
+fn define<M: Module>(
+    module: &mut M,
+    name: &str,
+    program: &ScalarProgram,
+    n_in: usize,
+    lanes: Option<Lanes>,
 ) -> Result<(FuncId, String)> {
     let ptr = module.target_config().pointer_type();
     let mut sig = module.make_signature();
@@ -87,22 +98,40 @@ pub fn define_map_kernel<M: Module>(
     let mut ctx = module.make_context();
     ctx.func.signature = sig;
     let mut fctx = FunctionBuilderContext::new();
+    let n_out = program.outputs.len();
+    let in_dtypes: Vec<DType> = {
+        let d = program.input_dtypes();
+        (0..n_in)
+            .map(|j| d.get(j).copied().flatten().unwrap_or(DType::F32))
+            .collect()
+    };
+    let out_dtypes: Vec<DType> = program
+        .outputs
+        .iter()
+        .map(|&o| program.insts[o].dtype)
+        .collect();
+    let esize = |j: usize| -> i64 {
+        if j < n_in {
+            in_dtypes[j].size() as i64
+        } else {
+            out_dtypes[j - n_in].size() as i64
+        }
+    };
     {
         let mut b = FunctionBuilder::new(&mut ctx.func, &mut fctx);
         let entry = b.create_block();
         let row_header = b.create_block();
         let row_body = b.create_block();
-        let col_header = b.create_block();
-        let body = b.create_block();
+        let scalar_header = b.create_block();
+        let scalar_body = b.create_block();
         let row_next = b.create_block();
         let exit = b.create_block();
         b.append_block_params_for_function_params(entry);
         b.append_block_param(row_header, types::I64);
-        b.append_block_param(col_header, types::I64);
+        b.append_block_param(scalar_header, types::I64);
         b.switch_to_block(entry);
         let p = b.block_params(entry).to_vec();
         let (rows, cols, ptrs, outer, inner) = (p[0], p[1], p[2], p[3], p[4]);
-        let n_out = program.outputs.len();
         let flags = MemFlagsData::trusted();
         let mut bases = Vec::new();
         let mut outer_steps = Vec::new();
@@ -115,6 +144,8 @@ pub fn define_map_kernel<M: Module>(
             outer_steps.push(b.ins().load(types::I64, flags, outer, (j * 8) as i32));
             inner_steps.push(b.ins().load(types::I64, flags, inner, (j * 8) as i32));
         }
+        let vec_entry =
+            lanes.map(|l| VectorEntry::new(&mut b, l, n_in, n_out, &inner_steps, &esize));
         let zero = b.ins().iconst(types::I64, 0);
         b.ins().jump(row_header, &[zero.into()]);
 
@@ -132,51 +163,47 @@ pub fn define_map_kernel<M: Module>(
             })
             .collect();
         let zero_col = b.ins().iconst(types::I64, 0);
-        b.ins().jump(col_header, &[zero_col.into()]);
+        match &vec_entry {
+            Some(v) => {
+                let rb = row_bases.clone();
+                let k = v.emit_row(&mut b, module, program, n_in, &rb, cols, &esize)?;
+                b.ins().jump(scalar_header, &[k.into()]);
+            }
+            None => {
+                b.ins().jump(scalar_header, &[zero_col.into()]);
+            }
+        }
 
-        b.switch_to_block(col_header);
-        let k = b.block_params(col_header)[0];
+        b.switch_to_block(scalar_header);
+        let k = b.block_params(scalar_header)[0];
         let more = b.ins().icmp(IntCC::SignedLessThan, k, cols);
-        b.ins().brif(more, body, &[], row_next, &[]);
+        b.ins().brif(more, scalar_body, &[], row_next, &[]);
 
         b.switch_to_block(row_next);
         let next_row = b.ins().iadd_imm_s(i, 1);
         b.ins().jump(row_header, &[next_row.into()]);
 
-        b.switch_to_block(body);
-        let addr = |b: &mut FunctionBuilder, j: usize| {
-            let off = b.ins().imul(k, inner_steps[j]);
-            b.ins().iadd(row_bases[j], off)
+        b.switch_to_block(scalar_body);
+        let addrs: Vec<Value> = (0..n_in + n_out)
+            .map(|j| {
+                let off = b.ins().imul(k, inner_steps[j]);
+                b.ins().iadd(row_bases[j], off)
+            })
+            .collect();
+        let mut g = OpGen {
+            b: &mut b,
+            module,
+            lanes: None,
         };
-        let mut regs: Vec<Value> = Vec::with_capacity(program.insts.len());
-        for inst in &program.insts {
-            let ty = clif_type(inst.dtype);
-            let a = |i: usize| regs[inst.args[i]];
-            let arg_dtype = |i: usize| program.insts[inst.args[i]].dtype;
-            let v = match &inst.op {
-                ScalarOp::Input(i) => {
-                    let p = addr(&mut b, *i);
-                    b.ins().load(ty, flags, p, 0)
-                }
-                ScalarOp::Const(c) => match inst.dtype {
-                    DType::F32 => b.ins().f32const(c.0 as f32),
-                    DType::F64 => b.ins().f64const(c.0),
-                    DType::Bool => b.ins().iconst(types::I8, (c.0 != 0.0) as i64),
-                    _ => b.ins().iconst(ty, c.0 as i64),
-                },
-                ScalarOp::Unary(u) => unary(module, &mut b, *u, arg_dtype(0), a(0))?,
-                ScalarOp::Binary(o) => binary(module, &mut b, *o, arg_dtype(0), a(0), a(1))?,
-                ScalarOp::Select => b.ins().select(a(0), a(1), a(2)),
-                ScalarOp::Cast(to) => cast(&mut b, arg_dtype(0), *to, a(0)),
-            };
-            regs.push(v);
-        }
-        for (o, &r) in program.outputs.iter().enumerate() {
-            let p = addr(&mut b, n_in + o);
-            b.ins().store(flags, regs[r], p, 0);
+        let outs = body(&mut g, program, |g, j, d| {
+            let ty = clif_type(d);
+            g.b.ins().load(ty, flags, addrs[j], 0)
+        })?;
+        for (o, v) in outs.into_iter().enumerate() {
+            b.ins().store(flags, v, addrs[n_in + o], 0);
         }
         let next = b.ins().iadd_imm_s(k, 1);
-        b.ins().jump(col_header, &[next.into()]);
+        b.ins().jump(scalar_header, &[next.into()]);
 
         b.switch_to_block(exit);
         b.ins().return_(&[]);
@@ -184,222 +211,217 @@ pub fn define_map_kernel<M: Module>(
         b.finalize(module.target_config());
     }
     let text = ctx.func.display().to_string();
-    module
+    let defined = module
         .define_function(id, &mut ctx)
-        .map_err(|e| Error::Unsupported(format!("{name}: cranelift: {e:?}")))?;
+        .map_err(|e| Error::Unsupported(format!("{name}: cranelift: {e:?}")));
     module.clear_context(&mut ctx);
+    defined?;
     Ok((id, text))
 }
 
-/// A call of the helper `name` (registered in `SYMBOLS`) with arguments of type `ty`.
-fn call<M: Module>(
-    module: &mut M,
-    b: &mut FunctionBuilder,
-    name: &str,
-    ty: Type,
-    args: &[Value],
-) -> Result<Value> {
-    let mut sig = Signature::new(module.isa().default_call_conv());
-    sig.params.extend(args.iter().map(|_| AbiParam::new(ty)));
-    sig.returns.push(AbiParam::new(ty));
-    let id = module
-        .declare_function(name, Linkage::Import, &sig)
-        .map_err(|e| Error::Unsupported(format!("{name}: {e}")))?;
-    let f = module.declare_func_in_func(id, b.func);
-    let inst = b.ins().call(f, args);
-    Ok(b.inst_results(inst)[0])
+/// Evaluates `program` once (on scalars or on vectors, as `g` says), loading input `j` of
+/// dtype `d` with `load(g, j, d)`; returns the outputs' values.
+fn body<M: Module>(
+    g: &mut OpGen<'_, '_, M>,
+    program: &ScalarProgram,
+    mut load: impl FnMut(&mut OpGen<'_, '_, M>, usize, DType) -> Value,
+) -> Result<Vec<Value>> {
+    let mut regs: Vec<Value> = Vec::with_capacity(program.insts.len());
+    for (r, inst) in program.insts.iter().enumerate() {
+        let v = match inst.op {
+            ScalarOp::Input(j) => load(g, j, inst.dtype),
+            _ => g.inst(program, r, &regs)?,
+        };
+        regs.push(v);
+    }
+    Ok(program.outputs.iter().map(|&o| regs[o]).collect())
 }
 
-fn fconst(b: &mut FunctionBuilder, ty: Type, v: f64) -> Value {
-    if ty == types::F32 {
-        b.ins().f32const(v as f32)
-    } else {
-        b.ins().f64const(v)
-    }
+/// What the vector loop computes once per call: whether it may run, and for each input
+/// whether it is broadcast along the row.
+struct VectorEntry {
+    lanes: Lanes,
+    /// Every input contiguous or broadcast along the row, every output contiguous.
+    ok: Value,
+    /// Per input: a lane mask, all ones where the input is broadcast along the row.
+    bcast_mask: Vec<Value>,
+    /// Per input: the byte step per element in the vector loop (0 when broadcast).
+    vstep: Vec<Value>,
+    /// Per input: 1 when broadcast (as i8).
+    is_bcast: Vec<Value>,
+    /// A small stack buffer that broadcast inputs' vector loads read instead of running past
+    /// their row.
+    dummy: Value,
 }
 
-fn unary<M: Module>(
-    module: &mut M,
-    b: &mut FunctionBuilder,
-    u: UnaryOp,
-    d: DType,
-    x: Value,
-) -> Result<Value> {
-    let ty = clif_type(d);
-    if d == DType::Bool {
-        return Ok(match u {
-            UnaryOp::Not => b.ins().icmp_imm_s(IntCC::Equal, x, 0),
-            _ => return Err(Error::Unsupported(format!("{} on bool", u.name()))),
-        });
-    }
-    if d.is_int() {
-        let zero = b.ins().iconst(ty, 0);
-        return Ok(match u {
-            UnaryOp::Neg => b.ins().ineg(x),
-            UnaryOp::Abs => b.ins().iabs(x),
-            UnaryOp::Sign => {
-                let pos = b.ins().icmp(IntCC::SignedGreaterThan, x, zero);
-                let neg = b.ins().icmp(IntCC::SignedLessThan, x, zero);
-                let p = b.ins().uextend(ty, pos);
-                let m = b.ins().uextend(ty, neg);
-                b.ins().isub(p, m)
+impl VectorEntry {
+    fn new(
+        b: &mut FunctionBuilder,
+        lanes: Lanes,
+        n_in: usize,
+        n_out: usize,
+        inner: &[Value],
+        esize: &dyn Fn(usize) -> i64,
+    ) -> Self {
+        let mut ok = b.ins().iconst(types::I8, 1);
+        let (mut bcast_mask, mut vstep, mut is_bcast) = (vec![], vec![], vec![]);
+        let mask_ty = match lanes {
+            Lanes::X32 => types::I32X4,
+            Lanes::X64 => types::I64X2,
+        };
+        for (j, &step_j) in inner.iter().enumerate().take(n_in + n_out) {
+            let contiguous = b.ins().icmp_imm_s(IntCC::Equal, step_j, esize(j));
+            if j >= n_in {
+                ok = b.ins().band(ok, contiguous);
+                continue;
             }
-            UnaryOp::Square => b.ins().imul(x, x),
-            UnaryOp::Relu => b.ins().smax(x, zero),
-            UnaryOp::Floor | UnaryOp::Ceil | UnaryOp::Round => x,
-            _ => return Err(Error::Unsupported(format!("{} on {d}", u.name()))),
-        });
+            let bc = b.ins().icmp_imm_s(IntCC::Equal, step_j, 0);
+            let either = b.ins().bor(contiguous, bc);
+            ok = b.ins().band(ok, either);
+            let wide = b.ins().uextend(mask_ty.lane_type(), bc);
+            let all = b.ins().ineg(wide);
+            bcast_mask.push(b.ins().splat(mask_ty, all));
+            let step = b.ins().iconst(types::I64, esize(j));
+            let zero = b.ins().iconst(types::I64, 0);
+            vstep.push(b.ins().select(bc, zero, step));
+            is_bcast.push(bc);
+        }
+        let slot =
+            b.create_sized_stack_slot(StackSlotData::new(StackSlotKind::ExplicitSlot, 64, 4));
+        let dummy = b.ins().stack_addr(types::I64, slot, 0);
+        VectorEntry {
+            lanes,
+            ok,
+            bcast_mask,
+            vstep,
+            is_bcast,
+            dummy,
+        }
     }
-    let one = fconst(b, ty, 1.0);
-    let zero = fconst(b, ty, 0.0);
-    let helper = |name: &str| format!("kiln_{name}_{}", suffix(d));
-    Ok(match u {
-        UnaryOp::Neg => b.ins().fneg(x),
-        UnaryOp::Abs => b.ins().fabs(x),
-        UnaryOp::Sqrt => b.ins().sqrt(x),
-        UnaryOp::Rsqrt => {
-            let s = b.ins().sqrt(x);
-            b.ins().fdiv(one, s)
-        }
-        UnaryOp::Floor => b.ins().floor(x),
-        UnaryOp::Ceil => b.ins().ceil(x),
-        UnaryOp::Round => b.ins().nearest(x),
-        UnaryOp::Square => b.ins().fmul(x, x),
-        UnaryOp::Reciprocal => b.ins().fdiv(one, x),
-        UnaryOp::Sign => {
-            // 1 above zero, -1 below, 0 for either zero, NaN stays NaN.
-            let minus = fconst(b, ty, -1.0);
-            let gt = b.ins().fcmp(FloatCC::GreaterThan, x, zero);
-            let lt = b.ins().fcmp(FloatCC::LessThan, x, zero);
-            let eq = b.ins().fcmp(FloatCC::Equal, x, zero);
-            let z_or_nan = b.ins().select(eq, zero, x);
-            let neg = b.ins().select(lt, minus, z_or_nan);
-            b.ins().select(gt, one, neg)
-        }
-        UnaryOp::Relu => {
-            // x where x > 0 or x is NaN, else 0.
-            let keep = b.ins().fcmp(FloatCC::UnorderedOrGreaterThan, x, zero);
-            b.ins().select(keep, x, zero)
-        }
-        UnaryOp::Exp => call(module, b, &helper("exp"), ty, &[x])?,
-        UnaryOp::Log => call(module, b, &helper("log"), ty, &[x])?,
-        UnaryOp::Log1p => call(module, b, &helper("log1p"), ty, &[x])?,
-        UnaryOp::Expm1 => call(module, b, &helper("expm1"), ty, &[x])?,
-        UnaryOp::Sin => call(module, b, &helper("sin"), ty, &[x])?,
-        UnaryOp::Cos => call(module, b, &helper("cos"), ty, &[x])?,
-        UnaryOp::Tan => call(module, b, &helper("tan"), ty, &[x])?,
-        UnaryOp::Tanh => call(module, b, &helper("tanh"), ty, &[x])?,
-        UnaryOp::Sigmoid => call(module, b, &helper("sigmoid"), ty, &[x])?,
-        UnaryOp::Erf => call(module, b, &helper("erf"), ty, &[x])?,
-        UnaryOp::Not => return Err(Error::Unsupported(format!("not on {d}"))),
-    })
-}
 
-fn binary<M: Module>(
-    module: &mut M,
-    b: &mut FunctionBuilder,
-    o: BinaryOp,
-    d: DType,
-    x: Value,
-    y: Value,
-) -> Result<Value> {
-    let ty = clif_type(d);
-    if o.is_comparison() {
-        return Ok(if d.is_float() {
-            let cc = match o {
-                BinaryOp::Lt => FloatCC::LessThan,
-                BinaryOp::Le => FloatCC::LessThanOrEqual,
-                BinaryOp::Gt => FloatCC::GreaterThan,
-                BinaryOp::Ge => FloatCC::GreaterThanOrEqual,
-                BinaryOp::Eq => FloatCC::Equal,
-                _ => FloatCC::NotEqual, // true for NaN, as numpy
+    /// Emits the vector loops over one row (the current block ends in them); returns, in the
+    /// block where they finish, the first column left for the scalar loop.
+    #[allow(clippy::too_many_arguments)]
+    fn emit_row<M: Module>(
+        &self,
+        b: &mut FunctionBuilder,
+        module: &mut M,
+        program: &ScalarProgram,
+        n_in: usize,
+        row_bases: &[Value],
+        cols: Value,
+        esize: &dyn Fn(usize) -> i64,
+    ) -> Result<Value> {
+        let l = self.lanes.count();
+        let setup = b.create_block();
+        let head2 = b.create_block();
+        let body2 = b.create_block();
+        let head1 = b.create_block();
+        let body1 = b.create_block();
+        let done = b.create_block();
+        b.append_block_param(head2, types::I64);
+        b.append_block_param(head1, types::I64);
+        b.append_block_param(done, types::I64);
+        // The vector loop runs when the strides allow it and the row holds a whole vector
+        // (so that reading element 0 of a broadcast input is in bounds).
+        let wide = b.ins().icmp_imm_s(IntCC::SignedGreaterThanOrEqual, cols, l);
+        let go = b.ins().band(self.ok, wide);
+        let zero = b.ins().iconst(types::I64, 0);
+        b.ins().brif(go, setup, &[], done, &[zero.into()]);
+
+        b.switch_to_block(setup);
+        let in_dtypes = program.input_dtypes();
+        let mut splats = Vec::new();
+        let mut vptrs = Vec::new();
+        {
+            let g = OpGen {
+                b: &mut *b,
+                module: &mut *module,
+                lanes: Some(self.lanes),
             };
-            b.ins().fcmp(cc, x, y)
-        } else {
-            // bool compares as unsigned (false < true), integers signed.
-            let signed = d != DType::Bool;
-            let cc = match (o, signed) {
-                (BinaryOp::Lt, true) => IntCC::SignedLessThan,
-                (BinaryOp::Le, true) => IntCC::SignedLessThanOrEqual,
-                (BinaryOp::Gt, true) => IntCC::SignedGreaterThan,
-                (BinaryOp::Ge, true) => IntCC::SignedGreaterThanOrEqual,
-                (BinaryOp::Lt, false) => IntCC::UnsignedLessThan,
-                (BinaryOp::Le, false) => IntCC::UnsignedLessThanOrEqual,
-                (BinaryOp::Gt, false) => IntCC::UnsignedGreaterThan,
-                (BinaryOp::Ge, false) => IntCC::UnsignedGreaterThanOrEqual,
-                (BinaryOp::Eq, _) => IntCC::Equal,
-                _ => IntCC::NotEqual,
-            };
-            b.ins().icmp(cc, x, y)
-        });
-    }
-    let helper = |name: &str| format!("kiln_{name}_{}", suffix(d));
-    Ok(match (d, o) {
-        (DType::Bool, BinaryOp::And) => b.ins().band(x, y),
-        (DType::Bool, BinaryOp::Or) => b.ins().bor(x, y),
-        (DType::Bool, _) => return Err(Error::Unsupported(format!("{} on bool", o.name()))),
-        (_, BinaryOp::FloorDiv) => call(module, b, &helper("floordiv"), ty, &[x, y])?,
-        (_, BinaryOp::Mod) => call(module, b, &helper("mod"), ty, &[x, y])?,
-        (_, BinaryOp::Pow) => call(module, b, &helper("pow"), ty, &[x, y])?,
-        (DType::F32 | DType::F64, o) => match o {
-            BinaryOp::Add => b.ins().fadd(x, y),
-            BinaryOp::Sub => b.ins().fsub(x, y),
-            BinaryOp::Mul => b.ins().fmul(x, y),
-            BinaryOp::Div => b.ins().fdiv(x, y),
-            BinaryOp::Maximum => b.ins().fmax(x, y),
-            BinaryOp::Minimum => b.ins().fmin(x, y),
-            _ => return Err(Error::Unsupported(format!("{} on {d}", o.name()))),
-        },
-        (_, o) => match o {
-            BinaryOp::Add => b.ins().iadd(x, y),
-            BinaryOp::Sub => b.ins().isub(x, y),
-            BinaryOp::Mul => b.ins().imul(x, y),
-            BinaryOp::Maximum => b.ins().smax(x, y),
-            BinaryOp::Minimum => b.ins().smin(x, y),
-            _ => return Err(Error::Unsupported(format!("{} on {d}", o.name()))),
-        },
-    })
-}
+            for (j, &row_base) in row_bases.iter().enumerate().take(n_in) {
+                let d = in_dtypes.get(j).copied().flatten().unwrap_or(DType::F32);
+                let vty = g.ty(d);
+                let s =
+                    g.b.ins()
+                        .load(vty.lane_type(), MemFlagsData::trusted(), row_base, 0);
+                splats.push(g.b.ins().splat(vty, s));
+                vptrs.push(g.b.ins().select(self.is_bcast[j], self.dummy, row_base));
+            }
+        }
+        b.ins().jump(head2, &[zero.into()]);
 
-fn cast(b: &mut FunctionBuilder, from: DType, to: DType, x: Value) -> Value {
-    let ty = clif_type(to);
-    if from == to {
-        return x;
+        // The main loop: UNROLL vectors an iteration.
+        b.switch_to_block(head2);
+        let k = b.block_params(head2)[0];
+        let end = b.ins().iadd_imm_s(k, l * UNROLL);
+        let fits = b.ins().icmp(IntCC::SignedLessThanOrEqual, end, cols);
+        b.ins().brif(fits, body2, &[], head1, &[k.into()]);
+        b.switch_to_block(body2);
+        for u in 0..UNROLL {
+            let ku = b.ins().iadd_imm_s(k, u * l);
+            self.step(
+                b, module, program, n_in, row_bases, &splats, &vptrs, ku, esize,
+            )?;
+        }
+        b.ins().jump(head2, &[end.into()]);
+
+        // One vector at a time for what is left.
+        b.switch_to_block(head1);
+        let k = b.block_params(head1)[0];
+        let end = b.ins().iadd_imm_s(k, l);
+        let fits = b.ins().icmp(IntCC::SignedLessThanOrEqual, end, cols);
+        b.ins().brif(fits, body1, &[], done, &[k.into()]);
+        b.switch_to_block(body1);
+        self.step(
+            b, module, program, n_in, row_bases, &splats, &vptrs, k, esize,
+        )?;
+        b.ins().jump(head1, &[end.into()]);
+
+        b.switch_to_block(done);
+        Ok(b.block_params(done)[0])
     }
-    match (from.is_float(), to) {
-        // To bool: nonzero (NaN counts, as it is not equal to zero).
-        (true, DType::Bool) => {
-            let z = fconst(b, clif_type(from), 0.0);
-            b.ins().fcmp(FloatCC::NotEqual, x, z)
-        }
-        (false, DType::Bool) => b.ins().icmp_imm_s(IntCC::NotEqual, x, 0),
-        // Float to integer truncates and saturates; NaN gives 0.
-        (true, DType::I32 | DType::I64) => b.ins().fcvt_to_sint_sat(ty, x),
-        (true, _) => {
-            if to == DType::F64 {
-                b.ins().fpromote(ty, x)
+
+    /// One vector of the program, at column `k`.
+    #[allow(clippy::too_many_arguments)]
+    fn step<M: Module>(
+        &self,
+        b: &mut FunctionBuilder,
+        module: &mut M,
+        program: &ScalarProgram,
+        n_in: usize,
+        row_bases: &[Value],
+        splats: &[Value],
+        vptrs: &[Value],
+        k: Value,
+        esize: &dyn Fn(usize) -> i64,
+    ) -> Result<()> {
+        let mut g = OpGen {
+            b: &mut *b,
+            module: &mut *module,
+            lanes: Some(self.lanes),
+        };
+        // Unaligned, non-trapping accesses.
+        let flags = MemFlagsData::new().with_notrap();
+        let outs = body(&mut g, program, |g, j, d| {
+            let vty = g.ty(d);
+            let off = g.b.ins().imul(k, self.vstep[j]);
+            let addr = g.b.ins().iadd(vptrs[j], off);
+            let v = g.b.ins().load(vty, flags, addr, 0);
+            let m = if vty.lane_type().is_float() {
+                let f = MemFlagsData::new().with_endianness(Endianness::Little);
+                g.b.ins().bitcast(vty, f, self.bcast_mask[j])
             } else {
-                b.ins().fdemote(ty, x)
-            }
+                self.bcast_mask[j]
+            };
+            g.b.ins().bitselect(m, splats[j], v)
+        })?;
+        for (o, v) in outs.into_iter().enumerate() {
+            let j = n_in + o;
+            let off = b.ins().imul_imm_s(k, esize(j));
+            let addr = b.ins().iadd(row_bases[j], off);
+            b.ins().store(flags, v, addr, 0);
         }
-        (false, DType::F32 | DType::F64) => {
-            if from == DType::Bool {
-                b.ins().fcvt_from_uint(ty, x)
-            } else {
-                b.ins().fcvt_from_sint(ty, x)
-            }
-        }
-        (false, _) => {
-            let (fw, tw) = (clif_type(from).bits(), ty.bits());
-            if tw > fw {
-                if from == DType::Bool {
-                    b.ins().uextend(ty, x)
-                } else {
-                    b.ins().sextend(ty, x)
-                }
-            } else {
-                b.ins().ireduce(ty, x)
-            }
-        }
+        Ok(())
     }
 }

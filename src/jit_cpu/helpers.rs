@@ -65,8 +65,39 @@ macro_rules! int_helpers {
 int_helpers!(i32, kiln_floordiv_i32, kiln_mod_i32, kiln_pow_i32);
 int_helpers!(i64, kiln_floordiv_i64, kiln_mod_i64, kiln_pow_i64);
 
+/// The reference functions the math expansions fall back on for rare inputs (huge arguments of
+/// sin and cos): the same values `crate::math::reference` gives the evaluators.
+macro_rules! reference_helpers {
+    ($($name:literal => $f32:ident, $f64:ident;)*) => {
+        $(
+            extern "C" fn $f32(x: f32) -> f32 {
+                crate::math::reference($name, x as f64) as f32
+            }
+            extern "C" fn $f64(x: f64) -> f64 {
+                crate::math::reference($name, x)
+            }
+        )*
+        const REFERENCE: &[(&str, *const u8)] = &[
+            $(
+                (concat!("kiln_ref_", $name, "_f32"), $f32 as *const u8),
+                (concat!("kiln_ref_", $name, "_f64"), $f64 as *const u8),
+            )*
+        ];
+    };
+}
+reference_helpers! {
+    "sin" => kiln_ref_sin_f32, kiln_ref_sin_f64;
+    "cos" => kiln_ref_cos_f32, kiln_ref_cos_f64;
+    "tan" => kiln_ref_tan_f32, kiln_ref_tan_f64;
+}
+
 /// Every helper by the name generated code imports it under.
-pub const SYMBOLS: &[(&str, *const u8)] = &[
+pub fn symbols() -> impl Iterator<Item = (&'static str, *const u8)> {
+    SYMBOLS.iter().chain(REFERENCE).copied()
+}
+
+/// Every helper by the name generated code imports it under.
+const SYMBOLS: &[(&str, *const u8)] = &[
     ("kiln_exp_f32", kiln_exp_f32 as *const u8),
     ("kiln_exp_f64", kiln_exp_f64 as *const u8),
     ("kiln_log_f32", kiln_log_f32 as *const u8),

@@ -9,15 +9,17 @@
 
 mod codegen;
 mod helpers;
+mod math_clif;
+mod scalar_ops;
 
 use crate::dump::DumpOptions;
 use crate::error::{Error, Result};
+use crate::for_each_dtype;
 use crate::ir::{DType, Func, Inst, Op, Value};
 use crate::rewrite::fuse::program_of;
 use crate::runtime::interp::Interpreter;
 use crate::runtime::{Executable, Thunk};
-use crate::tensor::Tensor;
-use crate::{for_each_dtype, map_tensor};
+use crate::tensor::{Tensor, TensorRef};
 use codegen::KernelFn;
 use cranelift_jit::JITModule;
 use std::collections::HashMap;
@@ -75,12 +77,12 @@ fn base_ptr(t: &Tensor) -> *mut u8 {
 
 /// How the kernel reads one operand of a `rows x cols` view of the output: byte strides per
 /// row and per column, or `None` when the operand must be broadcast into a copy first.
-fn strides_2d(t: &Tensor, shape: &[usize], rows: usize, cols: usize) -> Option<(i64, i64)> {
+fn strides_2d(t: &TensorRef, shape: &[usize], rows: usize, cols: usize) -> Option<(i64, i64)> {
     let size = t.dtype().size() as i64;
     if t.len() == 1 {
         return Some((0, 0));
     }
-    if !for_each_dtype!(t, a => a.is_standard_layout()) {
+    if !t.is_standard_layout() {
         return None;
     }
     // The operand's shape aligned on the right of the output's.
@@ -113,7 +115,7 @@ struct Operands {
     _copies: Vec<Tensor>,
 }
 
-fn place(inputs: &[&Tensor]) -> Result<Operands> {
+fn place(inputs: &[TensorRef]) -> Result<Operands> {
     let mut shape: Vec<usize> = Vec::new();
     for t in inputs {
         shape = crate::ir::broadcast_shapes(&shape, t.shape()).map_err(Error::Shape)?;
@@ -131,12 +133,12 @@ fn place(inputs: &[&Tensor]) -> Result<Operands> {
         };
         let (o, i) = match direct {
             Some(st) => {
-                addrs.push(base_ptr(t) as usize);
+                addrs.push(t.as_ptr() as usize);
                 st
             }
             None => {
                 let bad = || Error::Shape(format!("cannot broadcast {:?} to {shape:?}", t.shape()));
-                let c = map_tensor!(t, a => a.broadcast(ndarray::IxDyn(&shape)).ok_or_else(bad)?.as_standard_layout().into_owned());
+                let c = t.broadcast_owned(&shape).ok_or_else(bad)?;
                 addrs.push(base_ptr(&c) as usize);
                 copies.push(c);
                 let size = t.dtype().size() as i64;
@@ -203,7 +205,7 @@ impl MapKernel {
 }
 
 impl Thunk for MapKernel {
-    fn run(&self, inputs: &[&Tensor]) -> Result<Vec<Tensor>> {
+    fn run(&self, inputs: &[TensorRef<'_>]) -> Result<Vec<Tensor>> {
         let ops = place(inputs)?;
         let (rows, cols) = (ops.rows, ops.cols);
         let outs: Vec<Tensor> = self
@@ -273,7 +275,7 @@ struct ReduceKernel {
 const REDUCE_BLOCK: usize = 1 << 14;
 
 impl Thunk for ReduceKernel {
-    fn run(&self, inputs: &[&Tensor]) -> Result<Vec<Tensor>> {
+    fn run(&self, inputs: &[TensorRef<'_>]) -> Result<Vec<Tensor>> {
         let ops = place(inputs)?;
         let (rows, cols) = (ops.rows, ops.cols);
         let dtype = self.prologue.out_dtypes[0];

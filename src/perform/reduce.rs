@@ -12,15 +12,30 @@ use std::borrow::Cow;
 /// Reductions over fewer elements stay on the calling thread.
 const PARALLEL_MIN: usize = 1 << 16;
 
-/// Below this many elements a float sum is a plain loop; above, it splits in two halves, so the
-/// rounding error grows with log(n) rather than n (pairwise summation, as numpy does).
-const PAIRWISE_BLOCK: usize = 64;
+/// Below this many elements a float sum runs in eight interleaved partial sums (numpy's
+/// base case); above, it splits in two halves, so the rounding error grows with log(n) rather
+/// than n (pairwise summation, as numpy does). Eight independent sums also let the compiler
+/// keep them in vector registers.
+const PAIRWISE_BLOCK: usize = 128;
 
 pub fn pairwise_sum<F: Float>(xs: &[F]) -> F {
-    if xs.len() <= PAIRWISE_BLOCK {
+    if xs.len() < 8 {
         xs.iter().fold(F::zero(), |acc, &x| acc + x)
+    } else if xs.len() <= PAIRWISE_BLOCK {
+        let mut acc = [F::zero(); 8];
+        let chunks = xs.chunks_exact(8);
+        let rest = chunks.remainder();
+        for c in chunks {
+            for (a, &x) in acc.iter_mut().zip(c) {
+                *a = *a + x;
+            }
+        }
+        let head =
+            ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+        rest.iter().fold(head, |s, &x| s + x)
     } else {
-        let mid = xs.len() / 2;
+        // Split at a multiple of 8, as numpy does.
+        let mid = (xs.len() / 2) & !7;
         pairwise_sum(&xs[..mid]) + pairwise_sum(&xs[mid..])
     }
 }
@@ -92,17 +107,42 @@ impl<T: Copy + Sync> Rows<'_, T> {
     }
 }
 
+/// The largest (or smallest) element, NaN if any element is NaN. Eight running extremes and
+/// a NaN flag, with no early exit, so the loop vectorizes.
 fn nan_max<F: Float>(xs: &[F], max: bool) -> F {
-    let mut acc = xs[0];
-    for &x in xs {
-        if x.is_nan() {
-            return x;
+    if max {
+        nan_extreme::<F, true>(xs)
+    } else {
+        nan_extreme::<F, false>(xs)
+    }
+}
+
+fn nan_extreme<F: Float, const MAX: bool>(xs: &[F]) -> F {
+    let mut acc = [xs[0]; 8];
+    let mut nan = false;
+    let chunks = xs.chunks_exact(8);
+    let rest = chunks.remainder();
+    let pick = |a: F, x: F| {
+        if (MAX && x > a) || (!MAX && x < a) {
+            x
+        } else {
+            a
         }
-        if (max && x > acc) || (!max && x < acc) {
-            acc = x;
+    };
+    for c in chunks {
+        for (a, &x) in acc.iter_mut().zip(c) {
+            nan |= x.is_nan();
+            *a = pick(*a, x);
         }
     }
-    acc
+    for &x in rest {
+        nan |= x.is_nan();
+        acc[0] = pick(acc[0], x);
+    }
+    if nan {
+        return F::nan();
+    }
+    acc.iter().fold(acc[0], |a, &x| pick(a, x))
 }
 
 /// Index of the first extreme; a NaN counts as the extreme (the first one wins).

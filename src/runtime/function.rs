@@ -122,10 +122,17 @@ impl Function {
             self.exec.run(&all)?
         };
         // Every update was computed from the old values; now apply them all.
-        let updates: Vec<Tensor> = outs.drain(self.n_outputs..).collect();
+        let mut updates: Vec<Option<Tensor>> = outs.drain(self.n_outputs..).map(Some).collect();
         for (b, g) in self.shared.iter().zip(guards.iter_mut()) {
             if let (Some(k), Some(Guard::Write(w))) = (b.update, g.as_mut()) {
-                let new = updates[k - self.n_outputs].clone();
+                // Each update is read once (a variable has at most one), so it moves.
+                let slot = &mut updates[k - self.n_outputs];
+                let new = match slot.take() {
+                    Some(t) => t,
+                    None => {
+                        return Err(Error::Runtime(format!("update of `{}` used twice", b.name)))
+                    }
+                };
                 if new.shape() != w.shape() {
                     return Err(Error::Shape(format!(
                         "the update of shared variable `{}` has shape {:?}, expected {:?}",

@@ -4,7 +4,7 @@ use crate::custom::{CustomOpRef, PerformContext, Resource, WriteRequest};
 use crate::error::Error;
 use crate::ir::{Func, Inst, Op, Value};
 use crate::perform::perform;
-use crate::tensor::Tensor;
+use crate::tensor::{Tensor, TensorRef};
 use std::collections::HashMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Mutex;
@@ -25,6 +25,37 @@ pub struct InterpState {
     /// For each value, the index of the last top-level instruction that reads it
     /// (`usize::MAX` for function outputs and parameters: never free to overwrite).
     last_use: Vec<usize>,
+    /// For each value, its position among the parameters, if it is one.
+    param_index: Vec<Option<usize>>,
+}
+
+/// The values of one call: what instructions computed (owned), and the caller's inputs
+/// (borrowed). An input is copied into `env` only when something needs it owned (an op's
+/// `perform`, an output); compiled thunks read it where it is.
+struct Env<'e, 'p> {
+    values: Vec<Option<Tensor>>,
+    params: &'e [TensorRef<'p>],
+    param_index: &'e [Option<usize>],
+}
+
+impl Env<'_, '_> {
+    /// Makes `v` available to `fetch`: copies a parameter the first time it is asked for.
+    fn own(&mut self, v: Value) {
+        if self.values[v.index()].is_none() {
+            if let Some(i) = self.param_index[v.index()] {
+                self.values[v.index()] = Some(self.params[i].to_owned());
+            }
+        }
+    }
+
+    /// A view of `v`, without copying a parameter.
+    fn view(&self, func: &Func, v: Value) -> Result<TensorRef<'_>, Error> {
+        match (&self.values[v.index()], self.param_index[v.index()]) {
+            (Some(t), _) => Ok(t.view()),
+            (None, Some(i)) => Ok(self.params[i].reborrow()),
+            (None, None) => fetch(func, &self.values, v).map(|t| t.view()),
+        }
+    }
 }
 
 /// Where each value is read for the last time in the top-level body; a read inside a region
@@ -56,13 +87,14 @@ fn last_uses(func: &Func) -> Vec<usize> {
 /// Runs `func` on `inputs` (one per parameter, already checked against the parameter types)
 /// and returns its outputs.
 pub fn run_func(func: &Func, inputs: Vec<Tensor>) -> Result<Vec<Tensor>, Error> {
-    run_func_with(func, inputs, &mut InterpState::default())
+    let views: Vec<TensorRef> = inputs.iter().map(Tensor::view).collect();
+    run_func_with(func, &views, &mut InterpState::default())
 }
 
-/// `run_func` with state kept between calls.
+/// `run_func` with state kept between calls, on borrowed inputs.
 pub fn run_func_with(
     func: &Func,
-    inputs: Vec<Tensor>,
+    inputs: &[TensorRef<'_>],
     state: &mut InterpState,
 ) -> Result<Vec<Tensor>, Error> {
     if inputs.len() != func.params.len() {
@@ -73,24 +105,36 @@ pub fn run_func_with(
             inputs.len()
         )));
     }
-    let mut env: Vec<Option<Tensor>> = vec![None; func.values.len()];
-    for (&p, t) in func.params.iter().zip(inputs) {
-        env[p.index()] = Some(t);
-    }
     state.calls += 1;
     if state.planned_for != func as *const Func as usize {
+        state.param_index = vec![None; func.values.len()];
+        for (i, &p) in func.params.iter().enumerate() {
+            state.param_index[p.index()] = Some(i);
+        }
         state.last_use = last_uses(func);
         state.plan = std::sync::Arc::new(super::requests::plan(func));
         state.planned_for = func as *const Func as usize;
     }
-    run_block(func, &func.body, &mut env, state)?;
+    let param_index = std::mem::take(&mut state.param_index);
+    let mut env = Env {
+        values: vec![None; func.values.len()],
+        params: inputs,
+        param_index: &param_index,
+    };
+    let ran = run_block(func, &func.body, &mut env, state);
+    let env = &mut env.values;
+    state.param_index = param_index.clone();
+    ran?;
     // Outputs move out of the environment; one returned twice is copied for its earlier places.
     let outs = &func.outputs;
     (0..outs.len())
         .map(|i| {
             let v = outs[i];
+            if let (None, Some(k)) = (&env[v.index()], param_index[v.index()]) {
+                return Ok(inputs[k].to_owned());
+            }
             if outs[i + 1..].contains(&v) {
-                fetch(func, &env, v).cloned()
+                fetch(func, env, v).cloned()
             } else {
                 env[v.index()].take().ok_or_else(|| {
                     Error::Runtime(format!("{}: output {v} is not defined", func.name))
@@ -112,7 +156,7 @@ fn fetch<'a>(func: &Func, env: &'a [Option<Tensor>], v: Value) -> Result<&'a Ten
 fn run_block(
     func: &Func,
     body: &[Inst],
-    env: &mut [Option<Tensor>],
+    env: &mut Env<'_, '_>,
     state: &mut InterpState,
 ) -> Result<(), Error> {
     let top_level = std::ptr::eq(body, func.body.as_slice());
@@ -126,9 +170,30 @@ fn run_block(
             .then(|| state.plan.skipped_adds.get(&inst.results[0]))
             .flatten()
         {
-            env[inst.results[0].index()] = env[r.index()].take();
+            env.values[inst.results[0].index()] = env.values[r.index()].take();
             continue;
         }
+        // A compiled thunk reads its arguments where they are.
+        if let Some(t) = state.thunks.get(&inst.results[0]).cloned() {
+            let args = inst
+                .args
+                .iter()
+                .map(|&a| env.view(func, a))
+                .collect::<Result<Vec<_>, _>>()?;
+            let outs = catch_unwind(AssertUnwindSafe(|| t.run(&args))).map_err(|p| {
+                Error::Runtime(format!(
+                    "{} panicked: {}",
+                    inst.op.display_name(),
+                    panic_message(&*p)
+                ))
+            })??;
+            store_results(func, inst, outs, &mut env.values, state)?;
+            continue;
+        }
+        for &a in &inst.args {
+            env.own(a);
+        }
+        let env_values = &mut env.values;
         // A custom op that may run in place gets input 0's buffer as output 0's storage when
         // nothing reads that input afterwards.
         let donated = match &inst.op {
@@ -137,7 +202,7 @@ fn run_block(
                 let dead =
                     state.last_use[a.index()] == pos && inst.args[1..].iter().all(|&b| b != a);
                 if dead {
-                    env[a.index()].take()
+                    env_values[a.index()].take()
                 } else {
                     None
                 }
@@ -150,7 +215,7 @@ fn run_block(
         if top_level && matches!(inst.op, Op::Custom(_)) {
             for (i, r) in inst.results.iter().enumerate() {
                 if let Some((acc, _)) = state.plan.add_to.get(r) {
-                    if let Some(t) = env[acc.index()].take() {
+                    if let Some(t) = env_values[acc.index()].take() {
                         accumulators.push((i, t));
                     }
                 }
@@ -163,17 +228,14 @@ fn run_block(
             .enumerate()
             .map(|(i, &a)| match (&placeholder, i) {
                 (Some(p), 0) => Ok(p),
-                _ => fetch(func, env, a),
+                _ => fetch(func, env_values, a),
             })
             .collect::<Result<Vec<_>, _>>()?;
         // perform is the oracle and must not panic, but a panic (a user's op, say) is turned
         // into an error rather than taking the caller's process down.
         let outs = catch_unwind(AssertUnwindSafe(|| match &inst.op {
             Op::Custom(c) => run_custom(c, inst, &args, donated, accumulators, state),
-            op => match state.thunks.get(&inst.results[0]) {
-                Some(t) => t.run(&args),
-                None => perform(op, &args),
-            },
+            op => perform(op, &args),
         }))
         .map_err(|p| {
             Error::Runtime(format!(
@@ -182,6 +244,20 @@ fn run_block(
                 panic_message(&*p)
             ))
         })??;
+        store_results(func, inst, outs, env_values, state)?;
+    }
+    Ok(())
+}
+
+/// Checks an instruction's results against their types and puts them in `env`.
+fn store_results(
+    func: &Func,
+    inst: &Inst,
+    outs: Vec<Tensor>,
+    env: &mut [Option<Tensor>],
+    state: &InterpState,
+) -> Result<(), Error> {
+    {
         if outs.len() != inst.results.len() {
             return Err(Error::Runtime(format!(
                 "{} produced {} outputs, expected {}",
@@ -213,10 +289,11 @@ fn run_block(
 fn run_ifelse(
     func: &Func,
     inst: &Inst,
-    env: &mut [Option<Tensor>],
+    env: &mut Env<'_, '_>,
     state: &mut InterpState,
 ) -> Result<(), Error> {
-    let taken = match fetch(func, env, inst.args[0])? {
+    env.own(inst.args[0]);
+    let taken = match fetch(func, &env.values, inst.args[0])? {
         Tensor::Bool(a) if a.len() == 1 => a.iter().next().copied().unwrap_or(false),
         t => {
             return Err(Error::Runtime(format!(
@@ -232,8 +309,9 @@ fn run_ifelse(
         .ok_or_else(|| Error::Runtime("ifelse: missing region".into()))?;
     run_block(func, &region.body, env, state)?;
     for (&r, &y) in inst.results.iter().zip(&region.yields) {
-        let v = fetch(func, env, y)?.clone();
-        env[r.index()] = Some(v);
+        env.own(y);
+        let v = fetch(func, &env.values, y)?.clone();
+        env.values[r.index()] = Some(v);
     }
     Ok(())
 }
@@ -349,7 +427,6 @@ impl Interpreter {
 
 impl super::Executable for Interpreter {
     fn run(&self, inputs: &[crate::tensor::TensorRef<'_>]) -> Result<Vec<Tensor>, Error> {
-        let inputs = inputs.iter().map(|t| t.to_owned()).collect();
         match self.state.try_lock() {
             Ok(mut st) => run_func_with(&self.func, inputs, &mut st),
             Err(_) => {

@@ -9,9 +9,9 @@ use crate::tensor::{Tensor, TensorRef};
 
 /// The compiled form of one instruction that a backend hands the interpreter (Theano's thunk):
 /// it computes the instruction's results from its arguments. Instructions without a thunk run
-/// their op's `perform`.
+/// their op's `perform`. Arguments are views: a function's inputs reach a thunk without a copy.
 pub trait Thunk: Send + Sync {
-    fn run(&self, inputs: &[&Tensor]) -> Result<Vec<Tensor>>;
+    fn run(&self, inputs: &[TensorRef<'_>]) -> Result<Vec<Tensor>>;
 }
 
 /// What a backend produces: something that runs a whole compiled function. Inputs are the
