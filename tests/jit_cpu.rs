@@ -127,3 +127,38 @@ fn fused_reductions_over_the_last_axis_match_the_interpreter() {
     assert!(text.contains("reduce sum over the last axis"), "{text}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn call_into_writes_compiled_outputs_into_the_callers_buffers() {
+    let g = Graph::new();
+    let x = g.input("x", kiln::f32, [None]);
+    let y = (&x * 2.0).exp() + 1.0;
+    let s = x.sum(None, false);
+    let f = function(&[&x], &[&y, &s])
+        .backend(Backend::Cpu)
+        .compile()
+        .unwrap();
+    let xv = ArrayD::from_shape_fn(IxDyn(&[1000]), |i| i[0] as f32 * 1e-3);
+    let mut outs = vec![
+        Tensor::zeros(kiln::f32, &[1000]),
+        Tensor::zeros(kiln::f32, &[]),
+    ];
+    let addr = |t: &Tensor| match t {
+        Tensor::F32(a) => a.as_ptr() as usize,
+        _ => 0,
+    };
+    let before = addr(&outs[0]);
+    for _ in 0..3 {
+        f.call_into(&[xv.view()], &mut outs).unwrap();
+        assert_eq!(addr(&outs[0]), before, "the kernel wrote into a new buffer");
+    }
+    let want = f.call(&[xv.view()]).unwrap();
+    assert!(outs[0].bit_eq(&want[0]) && outs[1].bit_eq(&want[1]));
+    // A buffer of the wrong shape is replaced, not written out of bounds.
+    let mut small = vec![
+        Tensor::zeros(kiln::f32, &[3]),
+        Tensor::zeros(kiln::f32, &[]),
+    ];
+    f.call_into(&[xv.view()], &mut small).unwrap();
+    assert_eq!(small[0].shape(), &[1000]);
+}

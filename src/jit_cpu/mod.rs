@@ -206,12 +206,23 @@ impl MapKernel {
 
 impl Thunk for MapKernel {
     fn run(&self, inputs: &[TensorRef<'_>]) -> Result<Vec<Tensor>> {
+        self.run_into(inputs, None)
+    }
+
+    fn run_into(&self, inputs: &[TensorRef<'_>], dest: Option<Tensor>) -> Result<Vec<Tensor>> {
         let ops = place(inputs)?;
         let (rows, cols) = (ops.rows, ops.cols);
+        // The caller's buffer for output 0 where it fits; it is distinct from the inputs
+        // (they are borrowed while it is owned here).
+        let mut dest = dest.filter(|d| {
+            d.dtype() == self.out_dtypes[0]
+                && d.shape() == ops.shape.as_slice()
+                && for_each_dtype!(d, a => a.is_standard_layout())
+        });
         let outs: Vec<Tensor> = self
             .out_dtypes
             .iter()
-            .map(|&d| uninit(d, &ops.shape))
+            .map(|&d| dest.take().unwrap_or_else(|| uninit(d, &ops.shape)))
             .collect();
         // Output element (r, c) of a block starting at (row0, col0): addresses as integers, so
         // blocks can be handed to other threads.

@@ -79,12 +79,13 @@ impl Function {
     /// Calls the function on `inputs` and returns its outputs as new arrays.
     pub fn call<'a, T: Into<TensorRef<'a>> + Clone>(&self, inputs: &[T]) -> Result<Vec<Tensor>> {
         let inputs: Vec<TensorRef<'a>> = inputs.iter().cloned().map(Into::into).collect();
-        self.run(&inputs)
+        self.run(&inputs, Vec::new())
     }
 
     /// Like `call`, but writes into `outputs`, reusing each buffer whose dtype and shape already
     /// fit (so a steady state of calls allocates no output arrays); a buffer that does not fit
-    /// is replaced.
+    /// is replaced. Compiled kernels write straight into the buffers. After an error the
+    /// buffers' contents are unspecified (a buffer may have been replaced by an empty one).
     pub fn call_into<'a, T: Into<TensorRef<'a>> + Clone>(
         &self,
         inputs: &[T],
@@ -98,14 +99,24 @@ impl Function {
                 outputs.len()
             )));
         }
-        let results = self.call(inputs)?;
+        let inputs: Vec<TensorRef<'a>> = inputs.iter().cloned().map(Into::into).collect();
+        self.check_inputs(&inputs)?;
+        // Offered to the kernels that compute the outputs; an empty stand-in meanwhile.
+        let dests: Vec<Option<Tensor>> = outputs
+            .iter_mut()
+            .map(|o| {
+                let dtype = o.dtype();
+                Some(std::mem::replace(o, Tensor::zeros(dtype, &[0])))
+            })
+            .collect();
+        let results = self.run(&inputs, dests)?;
         for (dst, src) in outputs.iter_mut().zip(results) {
             assign_or_replace(dst, src);
         }
         Ok(())
     }
 
-    fn run(&self, inputs: &[TensorRef<'_>]) -> Result<Vec<Tensor>> {
+    fn run(&self, inputs: &[TensorRef<'_>], dests: Vec<Option<Tensor>>) -> Result<Vec<Tensor>> {
         self.check_inputs(inputs)?;
         let mut guards: Vec<Option<Guard>> = (0..self.shared.len()).map(|_| None).collect();
         for &i in &self.lock_order {
@@ -119,7 +130,7 @@ impl Function {
             let mut all: Vec<TensorRef<'_>> = Vec::with_capacity(inputs.len() + guards.len());
             all.extend(inputs.iter().map(TensorRef::reborrow));
             all.extend(guards.iter().flatten().map(|g| g.tensor().view()));
-            self.exec.run(&all)?
+            self.exec.run_into(&all, dests)?
         };
         // Every update was computed from the old values; now apply them all.
         let mut updates: Vec<Option<Tensor>> = outs.drain(self.n_outputs..).map(Some).collect();

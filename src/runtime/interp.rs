@@ -34,6 +34,8 @@ pub struct InterpState {
 /// `perform`, an output); compiled thunks read it where it is.
 struct Env<'e, 'p> {
     values: Vec<Option<Tensor>>,
+    /// Caller's buffers offered for outputs, by the value they would hold.
+    dests: HashMap<Value, Tensor>,
     params: &'e [TensorRef<'p>],
     param_index: &'e [Option<usize>],
 }
@@ -97,6 +99,17 @@ pub fn run_func_with(
     inputs: &[TensorRef<'_>],
     state: &mut InterpState,
 ) -> Result<Vec<Tensor>, Error> {
+    run_func_into(func, inputs, Vec::new(), state)
+}
+
+/// `run_func_with`, offering `dests[i]` as the storage of output `i` to compiled thunks that
+/// can write into it.
+pub fn run_func_into(
+    func: &Func,
+    inputs: &[TensorRef<'_>],
+    dests: Vec<Option<Tensor>>,
+    state: &mut InterpState,
+) -> Result<Vec<Tensor>, Error> {
     if inputs.len() != func.params.len() {
         return Err(Error::Input(format!(
             "{} takes {} inputs, got {}",
@@ -116,8 +129,17 @@ pub fn run_func_with(
         state.planned_for = func as *const Func as usize;
     }
     let param_index = std::mem::take(&mut state.param_index);
+    let mut offered = HashMap::new();
+    for (&v, d) in func.outputs.iter().zip(dests) {
+        if let Some(d) = d {
+            if param_index[v.index()].is_none() {
+                offered.entry(v).or_insert(d);
+            }
+        }
+    }
     let mut env = Env {
         values: vec![None; func.values.len()],
+        dests: offered,
         params: inputs,
         param_index: &param_index,
     };
@@ -175,18 +197,23 @@ fn run_block(
         }
         // A compiled thunk reads its arguments where they are.
         if let Some(t) = state.thunks.get(&inst.results[0]).cloned() {
+            let dest = match inst.results.len() {
+                1 => env.dests.remove(&inst.results[0]),
+                _ => None,
+            };
             let args = inst
                 .args
                 .iter()
                 .map(|&a| env.view(func, a))
                 .collect::<Result<Vec<_>, _>>()?;
-            let outs = catch_unwind(AssertUnwindSafe(|| t.run(&args))).map_err(|p| {
-                Error::Runtime(format!(
-                    "{} panicked: {}",
-                    inst.op.display_name(),
-                    panic_message(&*p)
-                ))
-            })??;
+            let outs =
+                catch_unwind(AssertUnwindSafe(|| t.run_into(&args, dest))).map_err(|p| {
+                    Error::Runtime(format!(
+                        "{} panicked: {}",
+                        inst.op.display_name(),
+                        panic_message(&*p)
+                    ))
+                })??;
             store_results(func, inst, outs, &mut env.values, state)?;
             continue;
         }
@@ -427,14 +454,22 @@ impl Interpreter {
 
 impl super::Executable for Interpreter {
     fn run(&self, inputs: &[crate::tensor::TensorRef<'_>]) -> Result<Vec<Tensor>, Error> {
+        self.run_into(inputs, Vec::new())
+    }
+
+    fn run_into(
+        &self,
+        inputs: &[crate::tensor::TensorRef<'_>],
+        dests: Vec<Option<Tensor>>,
+    ) -> Result<Vec<Tensor>, Error> {
         match self.state.try_lock() {
-            Ok(mut st) => run_func_with(&self.func, inputs, &mut st),
+            Ok(mut st) => run_func_into(&self.func, inputs, dests, &mut st),
             Err(_) => {
                 let mut st = InterpState {
                     thunks: self.thunks.clone(),
                     ..InterpState::default()
                 };
-                run_func_with(&self.func, inputs, &mut st)
+                run_func_into(&self.func, inputs, dests, &mut st)
             }
         }
     }

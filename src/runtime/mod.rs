@@ -12,6 +12,13 @@ use crate::tensor::{Tensor, TensorRef};
 /// their op's `perform`. Arguments are views: a function's inputs reach a thunk without a copy.
 pub trait Thunk: Send + Sync {
     fn run(&self, inputs: &[TensorRef<'_>]) -> Result<Vec<Tensor>>;
+
+    /// `run`, writing result 0 into `dest` when its dtype and shape fit (a caller's output
+    /// buffer), instead of into a new array. The default ignores `dest`.
+    fn run_into(&self, inputs: &[TensorRef<'_>], dest: Option<Tensor>) -> Result<Vec<Tensor>> {
+        let _ = dest;
+        self.run(inputs)
+    }
 }
 
 /// What a backend produces: something that runs a whole compiled function. Inputs are the
@@ -19,4 +26,15 @@ pub trait Thunk: Send + Sync {
 /// their types; outputs are the function's outputs followed by the updates' new values.
 pub trait Executable: Send + Sync {
     fn run(&self, inputs: &[TensorRef<'_>]) -> Result<Vec<Tensor>>;
+
+    /// `run`, writing output `i` into `dests[i]` where it fits (`Function::call_into`'s
+    /// buffers), so a steady state of calls allocates no outputs. The default ignores `dests`.
+    fn run_into(
+        &self,
+        inputs: &[TensorRef<'_>],
+        dests: Vec<Option<Tensor>>,
+    ) -> Result<Vec<Tensor>> {
+        let _ = dests;
+        self.run(inputs)
+    }
 }
