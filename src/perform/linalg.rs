@@ -80,6 +80,33 @@ fn matmul_t<T: MatElem>(a: &ArrayD<T>, b: &ArrayD<T>) -> Result<ArrayD<T>, Error
         .broadcast(IxDyn(&full(batch.clone(), k, n)))
         .ok_or_else(|| err("matmul: batch".into()))?;
     let nb: usize = batch.iter().product();
+    let mut shape = batch.clone();
+    if ra > 1 {
+        shape.push(m);
+    }
+    if rb > 1 {
+        shape.push(n);
+    }
+    // No batch: one product, written where it ends (no zero fill and copy).
+    if batch.is_empty() {
+        let x = av
+            .into_dimensionality::<Ix2>()
+            .map_err(|e| err(e.to_string()))?;
+        let y = bv
+            .into_dimensionality::<Ix2>()
+            .map_err(|e| err(e.to_string()))?;
+        let r = T::mm(x, y);
+        // ndarray may lay the product out column-major (it follows the operands).
+        let r = if r.is_standard_layout() {
+            r
+        } else {
+            r.as_standard_layout().into_owned()
+        };
+        return r
+            .into_dyn()
+            .into_shape_with_order(IxDyn(&shape))
+            .map_err(|e| err(e.to_string()));
+    }
     let av = av
         .to_shape(IxDyn(&[nb, m, k]))
         .map_err(|e| err(e.to_string()))?;
@@ -97,13 +124,6 @@ fn matmul_t<T: MatElem>(a: &ArrayD<T>, b: &ArrayD<T>) -> Result<ArrayD<T>, Error
             .into_dimensionality::<Ix2>()
             .map_err(|e| err(e.to_string()))?;
         out.slice_mut(s![i, .., ..]).assign(&T::mm(x, y));
-    }
-    let mut shape = batch;
-    if ra > 1 {
-        shape.push(m);
-    }
-    if rb > 1 {
-        shape.push(n);
     }
     out.into_shape_with_order(IxDyn(&shape))
         .map_err(|e| err(e.to_string()))
