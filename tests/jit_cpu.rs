@@ -1,5 +1,7 @@
 //! The CPU backend against the interpreter on inputs large enough to run in parallel chunks,
-//! with broadcast and non-contiguous operands and every dtype.
+//! with broadcast and non-contiguous operands and every dtype. Integers and bools agree
+//! exactly; floats too, except that transcendentals (inline polynomial code in the backend, the
+//! C library in the interpreter) may differ in the last few ulps.
 
 use kiln::{function, Backend, Graph, Tensor, TensorRef, Var};
 use ndarray::{ArrayD, IxDyn};
@@ -16,8 +18,27 @@ fn both(inputs: &[&Var], outputs: &[&Var], args: &[TensorRef]) -> (Vec<Tensor>, 
     (run(Backend::Interp), run(Backend::Cpu))
 }
 
+/// Within `ulps` units in the last place of the larger of the values and 1, element by element
+/// (exact for integers and bools): the terms these tests add are of order 1, so a result that
+/// cancels to near zero keeps their absolute error.
+fn close(a: &Tensor, b: &Tensor, ulps: u32) -> bool {
+    if a.dtype() != b.dtype() || a.shape() != b.shape() {
+        return false;
+    }
+    let eps = match a.dtype() {
+        kiln::DType::F32 => f32::EPSILON as f64,
+        kiln::DType::F64 => f64::EPSILON,
+        _ => return a.bit_eq(b),
+    };
+    a.to_f64_vec().iter().zip(b.to_f64_vec()).all(|(&x, y)| {
+        (x.is_nan() && y.is_nan())
+            || x == y
+            || (x - y).abs() <= ulps as f64 * eps * x.abs().max(y.abs()).max(1.0)
+    })
+}
+
 #[test]
-fn large_fused_kernels_match_the_interpreter_bit_for_bit() {
+fn large_fused_kernels_match_the_interpreter() {
     let n = 300_001;
     let g = Graph::new();
     let x = g.input("x", kiln::f32, [None]);
@@ -26,7 +47,7 @@ fn large_fused_kernels_match_the_interpreter_bit_for_bit() {
     let xv = ArrayD::from_shape_fn(IxDyn(&[n]), |i| kiln::random::normal_f32(1, i[0] as u64));
     let yv = ArrayD::from_shape_fn(IxDyn(&[n]), |i| kiln::random::normal_f32(2, i[0] as u64));
     let (a, b) = both(&[&x, &y], &[&w1], &[xv.view().into(), yv.view().into()]);
-    assert!(a[0].bit_eq(&b[0]));
+    assert!(close(&a[0], &b[0], 4));
 }
 
 #[test]
@@ -42,7 +63,7 @@ fn broadcast_and_transposed_operands() {
     });
     let rv = ArrayD::from_shape_fn(IxDyn(&[400, 1]), |i| (i[0] % 7) as f64 * 0.1 - 0.3);
     let (a, b) = both(&[&m, &row], &[&out], &[mv.view().into(), rv.view().into()]);
-    assert!(a[0].bit_eq(&b[0]));
+    assert!(close(&a[0], &b[0], 4));
 }
 
 #[test]
@@ -91,7 +112,7 @@ fn rows_columns_and_mixed_broadcasts_read_in_place_or_through_copies() {
     ];
     let args: Vec<TensorRef> = vals.iter().map(|v| v.view().into()).collect();
     let (a, b) = both(&[&m, &col, &row, &mid, &odd], &[&out], &args);
-    assert!(a[0].bit_eq(&b[0]));
+    assert!(close(&a[0], &b[0], 4));
 }
 
 #[test]
@@ -107,7 +128,7 @@ fn fused_reductions_over_the_last_axis_match_the_interpreter() {
     });
     let (a, b) = both(&[&x], &[&lse, &amax, &mean], &[xv.view().into()]);
     for (p, q) in a.iter().zip(&b) {
-        assert!(p.bit_eq(q), "{:?} vs {:?}", p.shape(), q.shape());
+        assert!(close(p, q, 8), "{:?} vs {:?}", p.shape(), q.shape());
     }
     // The reduction runs compiled: the kernels dump lists it.
     let dir = std::env::temp_dir().join(format!("kiln-jit-dump-{}", std::process::id()));

@@ -95,7 +95,13 @@ proptest! {
             let compiled = kiln::compile_func(f.clone(), &options).unwrap();
             outs.push(compiled.call(&views).unwrap().remove(0));
         }
-        prop_assert!(outs[0].bit_eq(&outs[1]), "{}", print_func(&f));
+        // Transcendentals are polynomial code in the backend and the C library in the
+        // interpreter: a few ulps apart, which a chain of ops may grow a little.
+        let (a, b) = (outs[0].to_f64_vec(), outs[1].to_f64_vec());
+        let close = a.iter().zip(&b).all(|(&x, &y)| {
+            (x.is_nan() && y.is_nan()) || x == y || (x - y).abs() <= 1e-12 * x.abs().max(y.abs()).max(1.0)
+        });
+        prop_assert!(outs[0].shape() == outs[1].shape() && close, "{}\n{a:?}\n{b:?}", print_func(&f));
     }
 
     #[test]

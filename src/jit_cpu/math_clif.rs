@@ -127,7 +127,18 @@ impl<M: Module> Emit for ClifMath<'_, '_, M> {
         self.b.ins().nearest(a)
     }
     fn copysign(&mut self, mag: Value, sign: Value) -> Value {
-        self.b.ins().fcopysign(mag, sign)
+        if !self.vector() {
+            return self.b.ins().fcopysign(mag, sign);
+        }
+        // x86 has no vector fcopysign in Cranelift: (mag & !s) | (sign & s), s the sign bit.
+        let bits = self.fty.lane_bits();
+        let s = self.iconst(i64::MIN >> (64 - bits));
+        let m = self.to_bits(mag);
+        let g = self.to_bits(sign);
+        let m = self.b.ins().band_not(m, s);
+        let g = self.b.ins().band(g, s);
+        let r = self.b.ins().bor(m, g);
+        self.from_bits(r)
     }
 
     fn lt(&mut self, a: Value, b: Value) -> Value {

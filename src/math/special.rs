@@ -1,0 +1,124 @@
+//! tanh, sigmoid, erf.
+//!
+//! **tanh(x)**, on `a = |x|`, sign copied back at the end (exact -0):
+//! - `a < 0.55`: `a + a^3 P(a^2)`, minimax for relative error, degree 4 (f32) / 10 (f64) in
+//!   `a^2`.
+//! - otherwise `tanh(a) = q / d` with `q = e^(2a) - 1`, `d = e^(2a) + 1`, both from exp's
+//!   reduction `e^(2a) = s (1 + em1)`, `s = 2^n` (n >= 2 here): `q = fma(s, em1, s - 1)`,
+//!   `d = fma(s, em1, s + 1)`, one rounding each (`s +- 1` exact while `n <= p`). Where `n`
+//!   would exceed that (`a >= 8` f32 / `18` f64) `q = d - 2` instead (then `q / d = 1 - 2/d`
+//!   with the rounding of d harmless).
+//! - `a > 9.1` (f32) / `19.1` (f64): 1 (what tanh rounds to there; also inf).
+//!
+//! **sigmoid(x)** = `N / (1 + E)` with `E = exp(-|x|)` (exp's core, subnormals rounded once) and
+//! `N = 1` for `x >= 0`, `N = E` for `x < 0`. `1 + E` is kept as a double-word (Fast2Sum) and
+//! the quotient gets one correction step `y0 - (y0 (d + dl) - N) / d`, with `1/d` from a
+//! minimax linear approximation on [1, 2] (6% is plenty for a correction term): without it the
+//! rounding of `1 + E` alone costs up to 1 ulp near 1.
+//!
+//! **erf(x)**, on `a = |x|`, sign copied back:
+//! - `a < 1`: `a + a P(a^2)` (`P(0) = 2/sqrt(pi) - 1`), minimax for relative error.
+//! - `1 <= a < 3.93` (f32) / `5.93` (f64): `1 - exp(-a^2) R(a)`, `R(a) ~ erfc(a) exp(a^2)`
+//!   a minimax polynomial in `a - c` (c the middle of the interval) for absolute error of erf; `a^2` is split exactly
+//!   (`a^2 = h + l` by fma) and `exp(-h - l) = exp(-h) (1 - l)`.
+//! - beyond: 1.
+//!
+//! Accuracy (max ulp measured by `tests/ulp.rs`): see `ACCURACY.md`.
+
+use super::coeffs::*;
+use super::exp_log::{exp_core, exp_reduce, expm1_reduced};
+use super::helpers::*;
+use super::Emit;
+
+pub(super) fn tanh<E: Emit>(e: &mut E, x: E::F) -> E::F {
+    let (pc, big_a, one_a) = pick(e, (&TANH_F32[..], 8.0, 9.1), (&TANH_F64[..], 18.0, 19.1));
+    let a = e.abs(x);
+    // Small: a + a^3 P(a^2).
+    let a2 = e.mul(a, a);
+    let a3 = e.mul(a2, a);
+    let p = horner(e, a2, pc);
+    let ys = e.fma(a3, p, a);
+    // Large: (e^2a - 1) / (e^2a + 1).
+    let a2x = e.add(a, a);
+    let (_, t, r) = exp_reduce(e, a2x);
+    let em1 = expm1_reduced(e, r);
+    let s = pow2(e, t, 0);
+    let one = e.fconst(1.0);
+    let sm = e.sub(s, one);
+    let sp = e.add(s, one);
+    let q = e.fma(s, em1, sm);
+    let d = e.fma(s, em1, sp);
+    let two = e.fconst(2.0);
+    let q2 = e.sub(d, two);
+    let ba = e.fconst(big_a);
+    let big = e.lt(ba, a);
+    let q = e.select(big, q2, q);
+    let yl = e.div(q, d);
+    let t0 = e.fconst(0.55);
+    let small = e.lt(a, t0);
+    let y = e.select(small, ys, yl);
+    let oa = e.fconst(one_a);
+    let sat = e.lt(oa, a);
+    let y = e.select(sat, one, y);
+    e.copysign(y, x)
+}
+
+pub(super) fn sigmoid<E: Emit>(e: &mut E, x: E::F) -> E::F {
+    let lo = pick(e, -150.0, -1100.0);
+    let m1 = e.fconst(-1.0);
+    let a = e.copysign(x, m1); // -|x|
+    let ex = exp_core(e, a);
+    // exp_core's exponent arithmetic is valid down to about -2 bias ln2; below, exp is 0.
+    let lo = e.fconst(lo);
+    let tiny = e.lt(a, lo);
+    let zero = e.fconst(0.0);
+    let ex = e.select(tiny, zero, ex);
+    let one = e.fconst(1.0);
+    let d = e.add(one, ex);
+    let neg = e.lt(x, zero);
+    let num = e.select(neg, ex, one);
+    let y0 = e.div(num, d);
+    // Correction: d + dl = 1 + E exactly (Fast2Sum, 1 >= E); rho = y0 (d + dl) - num;
+    // y = y0 - rho / d, 1/d ~ 24/17 - 8/17 d on [1, 2] (relative error 1/17).
+    let dm1 = e.sub(d, one);
+    let dl = e.sub(ex, dm1);
+    let nnum = e.neg(num);
+    let rho = e.fma(y0, d, nnum);
+    let rho = e.fma(y0, dl, rho);
+    let c0 = e.fconst(-24.0 / 17.0);
+    let c1 = e.fconst(8.0 / 17.0);
+    let ninv = e.fma(d, c1, c0);
+    e.fma(rho, ninv, y0)
+}
+
+pub(super) fn erf<E: Emit>(e: &mut E, x: E::F) -> E::F {
+    let (ps, pl, center, one_a) = pick(
+        e,
+        (&ERF_SMALL_F32[..], &ERF_LARGE_F32[..], ERF_CENTER_F32, 3.93),
+        (&ERF_SMALL_F64[..], &ERF_LARGE_F64[..], ERF_CENTER_F64, 5.93),
+    );
+    let a = e.abs(x);
+    // Small: a + a P(a^2).
+    let a2 = e.mul(a, a);
+    let p = horner(e, a2, ps);
+    let ys = e.fma(a, p, a);
+    // Large: 1 - exp(-a^2) R(a), a^2 = a2 + a2l exactly.
+    let na2 = e.neg(a2);
+    let a2l = e.fma(a, a, na2);
+    let ex = exp_core(e, na2);
+    let exl = e.mul(ex, a2l);
+    let ex = e.sub(ex, exl);
+    let c = e.fconst(center);
+    let v = e.sub(a, c);
+    let rr = horner(e, v, pl);
+    let one = e.fconst(1.0);
+    let nex = e.neg(ex);
+    let yl = e.fma(nex, rr, one);
+    let t0 = e.fconst(1.0);
+    let small = e.lt(a, t0);
+    let y = e.select(small, ys, yl);
+    let oa = e.fconst(one_a);
+    let sat = e.lt(oa, a);
+    let y = e.select(sat, one, y);
+    e.copysign(y, x)
+}
