@@ -13,8 +13,9 @@
 //!    is then improved against the true DAG cost, the sum of the own costs of the classes the
 //!    roots reach: for each class in use, each other node is tried by adding what it newly
 //!    needs and dropping what nothing needs any longer (reference counts), and kept when the
-//!    total goes down. Only nodes whose arguments all have smaller keys are tried, so the
-//!    result stays acyclic. The work is bounded; the step is an improvement, never required.
+//!    total goes down. A node whose arguments all have smaller keys cannot close a cycle while
+//!    every choice is of that kind; any other is first checked by a search from its
+//!    arguments. The work is bounded; the step is an improvement, never required.
 //!
 //! Nodes a stabilizing rule replaced cost so much that they are chosen only when nothing else
 //! is possible.
@@ -22,8 +23,9 @@
 use super::lang::*;
 use crate::ir::{BinaryOp, Op, TensorType, UnaryOp};
 use egg::{Id, Language};
+use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 use std::cmp::{Ordering, Reverse};
-use std::collections::{BinaryHeap, HashMap, HashSet};
+use std::collections::BinaryHeap;
 
 /// Elements assumed for a dim that is unknown at compile time.
 pub const UNKNOWN_DIM: f64 = 128.0;
@@ -274,7 +276,7 @@ pub fn extract(eg: &KilnEGraph, roots: &[Id]) -> Selection {
     if root_idx.iter().any(|&r| key[r].is_none()) {
         // Nothing finite to extract for a root: cannot happen for e-classes of a function.
         return Selection {
-            chosen: HashMap::new(),
+            chosen: HashMap::default(),
             greedy_cost: f64::INFINITY,
             cost: f64::INFINITY,
         };
@@ -282,6 +284,27 @@ pub fn extract(eg: &KilnEGraph, roots: &[Id]) -> Selection {
     let mut total = change(&root_idx, 1, &choice, &mut refs, &mut steps);
     let greedy_cost = total;
     let budget = 40 * nn + 10_000;
+    // Whether a class's choice has arguments of smaller keys only. While every choice does,
+    // no choice can close a cycle; a choice that does not is checked by a search.
+    let mut monotone: Vec<bool> = vec![true; nc];
+    let mut n_not_monotone = 0usize;
+    let mut seen: Vec<u32> = vec![0; nc];
+    let mut generation = 0u32;
+    let mut reaches = |from: &[usize], target: usize, choice: &[usize], steps: &mut usize| {
+        generation += 1;
+        let mut stack: Vec<usize> = from.to_vec();
+        while let Some(c) = stack.pop() {
+            *steps += 1;
+            if c == target {
+                return true;
+            }
+            if seen[c] != generation {
+                seen[c] = generation;
+                stack.extend_from_slice(&f.node_args[choice[c]]);
+            }
+        }
+        false
+    };
     let mut order: Vec<usize> = (0..nc).filter(|&c| key[c].is_some()).collect();
     order.sort_by(|&a, &b| key[b].cmp(&key[a]));
     'passes: for _ in 0..2 {
@@ -296,12 +319,12 @@ pub fn extract(eg: &KilnEGraph, roots: &[Id]) -> Selection {
                     break 'passes;
                 }
                 let n1 = choice[c];
-                let allowed = n2 != n1
-                    && !f.avoided[n2]
-                    && f.node_args[n2]
-                        .iter()
-                        .all(|&a| key[a].is_some_and(|ka| ka < kc));
-                if !allowed {
+                let args = &f.node_args[n2];
+                if n2 == n1 || f.avoided[n2] || args.iter().any(|&a| key[a].is_none()) {
+                    continue;
+                }
+                let mono = args.iter().all(|&a| key[a].is_some_and(|ka| ka < kc));
+                if (!mono || n_not_monotone > 0) && reaches(args, c, &choice, &mut steps) {
                     continue;
                 }
                 let mut delta = f.own[n2] - f.own[n1];
@@ -311,6 +334,14 @@ pub fn extract(eg: &KilnEGraph, roots: &[Id]) -> Selection {
                     choice[c] = n2;
                     total += delta;
                     improved = true;
+                    if monotone[c] != mono {
+                        monotone[c] = mono;
+                        if mono {
+                            n_not_monotone -= 1;
+                        } else {
+                            n_not_monotone += 1;
+                        }
+                    }
                 } else {
                     change(&f.node_args[n1], 1, &choice, &mut refs, &mut steps);
                     change(&f.node_args[n2], -1, &choice, &mut refs, &mut steps);

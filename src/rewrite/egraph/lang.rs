@@ -18,8 +18,8 @@ use crate::ir::{infer, BinaryOp, Op, ReduceOp, TensorType, UnaryOp};
 use crate::perform::perform;
 use crate::tensor::Tensor;
 use egg::{Analysis, DidMerge, EGraph, Id, Language};
+use rustc_hash::FxHashMap as HashMap;
 use smallvec::SmallVec;
-use std::collections::HashMap;
 
 /// The largest result, in elements, that is folded into a constant.
 pub const MAX_FOLDED: usize = 4096;
@@ -240,13 +240,17 @@ fn foldable(op: &Op) -> bool {
 
 /// The number every element of `t` equals, if there is one (compared by bits).
 pub fn splat_of(t: &Tensor) -> Option<f64> {
-    if t.is_empty() {
-        return None;
+    fn same<T: Copy>(a: &ndarray::ArrayD<T>, eq: impl Fn(T, T) -> bool) -> Option<T> {
+        let first = *a.iter().next()?;
+        a.iter().all(|&x| eq(x, first)).then_some(first)
     }
-    let vals = t.to_f64_vec();
-    vals.iter()
-        .all(|&x| x.to_bits() == vals[0].to_bits())
-        .then_some(vals[0])
+    match t {
+        Tensor::Bool(a) => same(a, |x, y| x == y).map(|x| x as u8 as f64),
+        Tensor::I32(a) => same(a, |x, y| x == y).map(|x| x as f64),
+        Tensor::I64(a) => same(a, |x, y| x == y).map(|x| x as f64),
+        Tensor::F32(a) => same(a, |x, y| x.to_bits() == y.to_bits()).map(|x| x as f64),
+        Tensor::F64(a) => same(a, |x, y| x.to_bits() == y.to_bits()),
+    }
 }
 
 /// The analysis: types, constants (folding) and splats; it also holds what the e-graph's nodes

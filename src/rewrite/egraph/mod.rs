@@ -28,9 +28,10 @@ pub use lang::{MAX_FOLDED, MAX_FOLD_INPUT};
 pub use rules::Phase;
 
 use crate::ir::{Func, Inst, Op, Region, Value};
+use crate::tensor::Tensor;
 use egg::{Id, Language, Runner, SimpleScheduler, StopReason};
 use lang::{family, mergeable, Head, KilnAnalysis, KilnEGraph, Node, Ty};
-use std::collections::{HashMap, HashSet};
+use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 use std::fmt;
 use std::time::{Duration, Instant};
 
@@ -100,18 +101,24 @@ pub struct Report {
     /// The DAG cost of the greedy choice, and after refinement.
     pub greedy_cost: f64,
     pub cost: f64,
+    /// Time to build the e-graph (folding included), to extract and write the function back,
+    /// and in all.
+    pub build_time: Duration,
+    pub extract_time: Duration,
     pub time: Duration,
 }
 
 impl fmt::Display for Report {
     /// The report as comments of the text form, to stand above the function in a dump.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let ms = |d: Duration| d.as_secs_f64() * 1e3;
         writeln!(
             f,
-            "; egraph: {} instructions in, {} out, {:.2} ms",
+            "; egraph: {} instructions in, {} out, {:.2} ms (build {:.2} ms)",
             self.insts_in,
             self.insts_out,
-            self.time.as_secs_f64() * 1e3
+            ms(self.time),
+            ms(self.build_time),
         )?;
         for p in &self.phases {
             let applied: Vec<String> = p.applied.iter().map(|(r, n)| format!("{r} x{n}")).collect();
@@ -133,8 +140,10 @@ impl fmt::Display for Report {
         }
         writeln!(
             f,
-            "; extract: cost {:.4e} (greedy {:.4e})",
-            self.cost, self.greedy_cost
+            "; extract: cost {:.4e} (greedy {:.4e}); {:.2} ms",
+            self.cost,
+            self.greedy_cost,
+            ms(self.extract_time)
         )
     }
 }
@@ -149,9 +158,16 @@ pub fn run(func: &Func, options: &Options) -> (Func, Report) {
     let start = Instant::now();
     let mut f = func.clone();
     let mut body = std::mem::take(&mut f.body);
+    let consts: HashMap<Value, Tensor> = body
+        .iter()
+        .filter_map(|i| match &i.op {
+            Op::Const(t) => Some((i.results[0], t.clone())),
+            _ => None,
+        })
+        .collect();
     for inst in body.iter_mut() {
         for r in inst.regions.iter_mut() {
-            optimize_region(&mut f, r, options);
+            optimize_region(&mut f, r, &consts, options);
         }
     }
     f.body = body;
@@ -162,15 +178,42 @@ pub fn run(func: &Func, options: &Options) -> (Func, Report) {
     (out, report)
 }
 
-/// Optimizes a region as a function of the values it reads from outside. The value arena is
+/// Optimizes a region as a function of the values it reads from outside. The constants among
+/// them (`consts`) are copied in, so that the region's rules see them. The value arena is
 /// shared: the region's function starts as a copy of `f`'s arena and gives back the grown one.
-fn optimize_region(f: &mut Func, r: &mut Region, options: &Options) {
+fn optimize_region(
+    f: &mut Func,
+    r: &mut Region,
+    consts: &HashMap<Value, Tensor>,
+    options: &Options,
+) {
+    let mut copies: HashMap<Value, Value> = HashMap::default();
+    let mut body = Vec::new();
+    for v in free_values(r) {
+        if let Some(t) = consts.get(&v) {
+            let name = f.values[v.index()].name.clone();
+            let c = f.new_value(t.ty(), name);
+            copies.insert(v, c);
+            body.push(Inst {
+                op: Op::Const(t.clone()),
+                args: vec![],
+                results: vec![c],
+                regions: vec![],
+            });
+        }
+    }
+    substitute(&mut r.body, &mut r.yields, &copies);
+    body.append(&mut r.body);
+    let sub_region = Region {
+        body,
+        yields: std::mem::take(&mut r.yields),
+    };
     let sub = Func {
         name: f.name.clone(),
+        params: free_values(&sub_region),
         values: std::mem::take(&mut f.values),
-        params: free_values(r),
-        body: std::mem::take(&mut r.body),
-        outputs: std::mem::take(&mut r.yields),
+        body: sub_region.body,
+        outputs: sub_region.yields,
     };
     let (mut out, _) = run(&sub, options);
     f.values = std::mem::take(&mut out.values);
@@ -200,7 +243,7 @@ fn free_values(r: &Region) -> Vec<Value> {
         }
     }
     let mut out = Vec::new();
-    walk(&r.body, &r.yields, &mut HashSet::new(), &mut out);
+    walk(&r.body, &r.yields, &mut HashSet::default(), &mut out);
     out
 }
 
@@ -227,8 +270,8 @@ fn build(f: &Func, fold: bool) -> Built {
         ..Default::default()
     };
     let mut eg = KilnEGraph::new(analysis);
-    let mut class_of: HashMap<Value, Id> = HashMap::new();
-    let mut opaque = HashMap::new();
+    let mut class_of: HashMap<Value, Id> = HashMap::default();
+    let mut opaque = HashMap::default();
     let mut effects = Vec::new();
     for (i, &p) in f.params.iter().enumerate() {
         class_of.insert(p, eg.add(Node::new(Head::Param(i as u32), &[])));
@@ -309,21 +352,27 @@ fn stop_text(s: &Option<StopReason>) -> String {
 
 /// The top-level body through the e-graph (regions already optimized).
 fn run_body(f: &Func, options: &Options) -> (Func, Report) {
+    let t = Instant::now();
     let Built {
         mut eg,
         class_of,
         opaque,
         effects,
     } = build(f, options.fold);
+    let build_time = t.elapsed();
     let limits = &options.limits;
     let node_limit = (limits.nodes_per_inst * f.body.len()).max(limits.min_nodes);
     let deadline = Instant::now() + limits.time;
-    let mut by_phase: HashMap<&'static str, Vec<egg::Rewrite<Node, KilnAnalysis>>> = HashMap::new();
+    let mut by_phase: HashMap<&'static str, Vec<egg::Rewrite<Node, KilnAnalysis>>> =
+        HashMap::default();
     for r in rules::all_rules(options.fast_math) {
         let (phase, rw) = rules::rewrite(r);
         by_phase.entry(phase.name()).or_default().push(rw);
     }
-    let mut report = Report::default();
+    let mut report = Report {
+        build_time,
+        ..Default::default()
+    };
     for phase in Phase::ALL {
         let t = Instant::now();
         let rws = by_phase.remove(phase.name()).unwrap_or_default();
@@ -357,14 +406,22 @@ fn run_body(f: &Func, options: &Options) -> (Func, Report) {
     }
     let mut roots: Vec<Id> = f.outputs.iter().map(|o| class_of[o]).collect();
     roots.extend(effects.iter().copied());
+    let t = Instant::now();
     let sel = extract::extract(&eg, &roots);
     report.greedy_cost = sel.greedy_cost;
     report.cost = sel.cost;
-    match emit(f, &eg, &sel, &class_of, &opaque, &roots) {
-        Some(out) => (out, report),
-        // Extraction left something without a choice, or a cycle: keep the function.
-        None => (f.clone(), report),
-    }
+    // Extraction left something without a choice, or a cycle: keep the function. (This is a
+    // bug where it happens; debug builds say so.)
+    let out = emit(f, &eg, &sel, &class_of, &opaque, &roots).unwrap_or_else(|| {
+        debug_assert!(
+            false,
+            "the e-graph of @{} could not be written back",
+            f.name
+        );
+        f.clone()
+    });
+    report.extract_time = t.elapsed();
+    (out, report)
 }
 
 /// Writes the chosen nodes out as an SSA function, in the order of the original instructions
@@ -385,21 +442,21 @@ fn emit(
         outputs: Vec::new(),
     };
     // The first original value of each e-class: the class is written out as that value.
-    let mut orig: HashMap<Id, Value> = HashMap::new();
+    let mut orig: HashMap<Id, Value> = HashMap::default();
     for inst in &f.body {
         for r in &inst.results {
             orig.entry(eg.find(class_of[r])).or_insert(*r);
         }
     }
-    let mut rep: HashMap<Id, Value> = HashMap::new();
-    let mut tuple_vals: HashMap<Id, Vec<Value>> = HashMap::new();
-    let mut state: HashMap<Id, bool> = HashMap::new(); // false: in progress, true: written
+    let mut rep: HashMap<Id, Value> = HashMap::default();
+    let mut tuple_vals: HashMap<Id, Vec<Value>> = HashMap::default();
+    let mut state: HashMap<Id, bool> = HashMap::default(); // false: in progress, true: written
     let mut order: Vec<Id> = Vec::new();
     for inst in &f.body {
         order.extend(inst.results.iter().map(|r| eg.find(class_of[r])));
     }
     // Only what the roots reach is written; original instructions in their order first.
-    let mut needed: HashSet<Id> = HashSet::new();
+    let mut needed: HashSet<Id> = HashSet::default();
     let mut stack: Vec<Id> = roots.iter().map(|&r| eg.find(r)).collect();
     while let Some(c) = stack.pop() {
         if needed.insert(c) {
@@ -428,11 +485,15 @@ fn emit(
                 }
                 continue;
             }
-            let args: Vec<Value> = node
-                .args
-                .iter()
-                .map(|a| rep.get(&eg.find(*a)).copied())
-                .collect::<Option<_>>()?;
+            // The values of the arguments (a tuple has none: its results are read by `get`).
+            let args: Vec<Value> = match node.head {
+                Head::Get(_) => vec![],
+                _ => node
+                    .args
+                    .iter()
+                    .map(|a| rep.get(&eg.find(*a)).copied())
+                    .collect::<Option<_>>()?,
+            };
             match node.head {
                 Head::Param(i) => {
                     rep.insert(c, f.params[i as usize]);
@@ -528,3 +589,6 @@ fn substitute(body: &mut [Inst], yields: &mut [Value], map: &HashMap<Value, Valu
     }
     yields.iter_mut().for_each(sub);
 }
+
+#[cfg(test)]
+mod tests;

@@ -876,7 +876,7 @@ impl Searcher<Node, KilnAnalysis> for RuleSearcher {
         let mut table = self.0.matches.lock().unwrap_or_else(|e| e.into_inner());
         table.clear();
         let mut out = Vec::new();
-        let mut seen = std::collections::HashSet::new();
+        let mut seen = rustc_hash::FxHashSet::default();
         for &fam in &self.0.rule.roots {
             let Some(classes) = eg.classes_for_op(&Disc::Op(fam)) else {
                 continue;
