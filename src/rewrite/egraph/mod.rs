@@ -44,7 +44,7 @@ pub struct Limits {
     /// E-nodes in all, as a multiple of the function's instructions (at least `min_nodes`).
     pub nodes_per_inst: usize,
     pub min_nodes: usize,
-    /// Time for all phases together.
+    /// Time for all phases together (regions included).
     pub time: Duration,
 }
 
@@ -153,25 +153,31 @@ pub fn simplify(func: &Func) -> Func {
     run(func, &Options::default()).0
 }
 
-/// Runs the e-graph pass on `func`: regions first, then the top-level body.
+/// Runs the e-graph pass on `func`: regions first, then the top-level body. The time limit is
+/// for all of it, regions included.
 pub fn run(func: &Func, options: &Options) -> (Func, Report) {
     let start = Instant::now();
+    let deadline = start + options.limits.time;
     let mut f = func.clone();
-    let mut body = std::mem::take(&mut f.body);
-    let consts: HashMap<Value, Tensor> = body
-        .iter()
-        .filter_map(|i| match &i.op {
-            Op::Const(t) => Some((i.results[0], t.clone())),
-            _ => None,
-        })
-        .collect();
-    for inst in body.iter_mut() {
-        for r in inst.regions.iter_mut() {
-            optimize_region(&mut f, r, &consts, options);
+    if f.body.iter().any(|i| !i.regions.is_empty()) {
+        let mut body = std::mem::take(&mut f.body);
+        let consts: HashMap<Value, Tensor> = body
+            .iter()
+            .filter_map(|i| match &i.op {
+                Op::Const(t) => Some((i.results[0], t.clone())),
+                _ => None,
+            })
+            .collect();
+        for inst in body.iter_mut() {
+            for r in inst.regions.iter_mut() {
+                let mut sub = options.clone();
+                sub.limits.time = deadline.saturating_duration_since(Instant::now());
+                optimize_region(&mut f, r, &consts, &sub);
+            }
         }
+        f.body = body;
     }
-    f.body = body;
-    let (out, mut report) = run_body(&f, options);
+    let (out, mut report) = run_body(&f, options, deadline);
     report.insts_in = func.inst_count();
     report.insts_out = out.inst_count();
     report.time = start.elapsed();
@@ -351,7 +357,7 @@ fn stop_text(s: &Option<StopReason>) -> String {
 }
 
 /// The top-level body through the e-graph (regions already optimized).
-fn run_body(f: &Func, options: &Options) -> (Func, Report) {
+fn run_body(f: &Func, options: &Options, deadline: Instant) -> (Func, Report) {
     let t = Instant::now();
     let Built {
         mut eg,
@@ -362,7 +368,6 @@ fn run_body(f: &Func, options: &Options) -> (Func, Report) {
     let build_time = t.elapsed();
     let limits = &options.limits;
     let node_limit = (limits.nodes_per_inst * f.body.len()).max(limits.min_nodes);
-    let deadline = Instant::now() + limits.time;
     let mut by_phase: HashMap<&'static str, Vec<egg::Rewrite<Node, KilnAnalysis>>> =
         HashMap::default();
     for r in rules::all_rules(options.fast_math) {
