@@ -250,7 +250,7 @@ pub fn optimize(func: Func, options: &CompileOptions) -> Func {
         fast_math: options.fast_math,
         ..Default::default()
     };
-    let (rewritten, report) = crate::rewrite::egraph::run(&func, &egraph_options);
+    let (rewritten, report) = crate::rewrite::egraph::run_owned(func, &egraph_options);
     options.dump.dump(&rewritten.name, "egraph", || {
         format!("{report}{}", crate::ir::text::print_func(&rewritten))
     });

@@ -50,6 +50,14 @@ impl Ops {
         id
     }
 
+    /// As [`Ops::intern`], cloning `op` only when it is new.
+    pub fn intern_ref(&mut self, op: &Op) -> OpId {
+        match self.index.get(op) {
+            Some(&id) => id,
+            None => self.intern(op.clone()),
+        }
+    }
+
     pub fn get(&self, id: OpId) -> &Op {
         &self.ops[id.0 as usize]
     }

@@ -156,9 +156,14 @@ pub fn simplify(func: &Func) -> Func {
 /// Runs the e-graph pass on `func`: regions first, then the top-level body. The time limit is
 /// for all of it, regions included.
 pub fn run(func: &Func, options: &Options) -> (Func, Report) {
+    run_owned(func.clone(), options)
+}
+
+/// [`run`] on a function it may consume.
+pub fn run_owned(mut f: Func, options: &Options) -> (Func, Report) {
     let start = Instant::now();
     let deadline = start + options.limits.time;
-    let mut f = func.clone();
+    let insts_in = f.inst_count();
     if f.body.iter().any(|i| !i.regions.is_empty()) {
         let mut body = std::mem::take(&mut f.body);
         let consts: HashMap<Value, Tensor> = body
@@ -177,8 +182,8 @@ pub fn run(func: &Func, options: &Options) -> (Func, Report) {
         }
         f.body = body;
     }
-    let (out, mut report) = run_body(&f, options, deadline);
-    report.insts_in = func.inst_count();
+    let (out, mut report) = run_body(f, options, deadline);
+    report.insts_in = insts_in;
     report.insts_out = out.inst_count();
     report.time = start.elapsed();
     (out, report)
@@ -221,7 +226,7 @@ fn optimize_region(
         body: sub_region.body,
         outputs: sub_region.yields,
     };
-    let (mut out, _) = run(&sub, options);
+    let (mut out, _) = run_owned(sub, options);
     f.values = std::mem::take(&mut out.values);
     r.body = out.body;
     r.yields = out.outputs;
@@ -285,7 +290,7 @@ fn build(f: &Func, fold: bool) -> Built {
     let mut next_tag = 1u32;
     for inst in &f.body {
         let mut args: Vec<Id> = inst.args.iter().map(|a| class_of[a]).collect();
-        let op = eg.analysis.ops.intern(inst.op.clone());
+        let op = eg.analysis.ops.intern_ref(&inst.op);
         let single = inst.results.len() == 1 && inst.regions.is_empty();
         if single && mergeable(&inst.op) {
             let id = eg.add(Node::new(
@@ -357,14 +362,14 @@ fn stop_text(s: &Option<StopReason>) -> String {
 }
 
 /// The top-level body through the e-graph (regions already optimized).
-fn run_body(f: &Func, options: &Options, deadline: Instant) -> (Func, Report) {
+fn run_body(mut f: Func, options: &Options, deadline: Instant) -> (Func, Report) {
     let t = Instant::now();
     let Built {
         mut eg,
         class_of,
         opaque,
         effects,
-    } = build(f, options.fold);
+    } = build(&f, options.fold);
     let build_time = t.elapsed();
     let limits = &options.limits;
     let node_limit = (limits.nodes_per_inst * f.body.len()).max(limits.min_nodes);
@@ -417,35 +422,62 @@ fn run_body(f: &Func, options: &Options, deadline: Instant) -> (Func, Report) {
     report.cost = sel.cost;
     // Extraction left something without a choice, or a cycle: keep the function. (This is a
     // bug where it happens; debug builds say so.)
-    let out = emit(f, &eg, &sel, &class_of, &opaque, &roots).unwrap_or_else(|| {
-        debug_assert!(
-            false,
-            "the e-graph of @{} could not be written back",
-            f.name
-        );
-        f.clone()
-    });
+    let values = std::mem::take(&mut f.values);
+    let out = match emit(&f, values, &eg, &sel, &class_of, &opaque, &roots) {
+        Ok(out) => out,
+        Err(values) => {
+            debug_assert!(
+                false,
+                "the e-graph of @{} could not be written back",
+                f.name
+            );
+            f.values = values;
+            f
+        }
+    };
     report.extract_time = t.elapsed();
     (out, report)
 }
 
 /// Writes the chosen nodes out as an SSA function, in the order of the original instructions
 /// where they are kept, new instructions just before their first reader.
+/// `values` is `f`'s value arena, taken to grow; it comes back unchanged where the function
+/// cannot be written.
 fn emit(
     f: &Func,
+    values: Vec<crate::ir::ValueData>,
     eg: &KilnEGraph,
     sel: &extract::Selection,
     class_of: &HashMap<Value, Id>,
     opaque: &HashMap<u32, Opaque>,
     roots: &[Id],
-) -> Option<Func> {
+) -> Result<Func, Vec<crate::ir::ValueData>> {
     let mut out = Func {
         name: f.name.clone(),
-        values: f.values.clone(),
+        values,
         params: f.params.clone(),
         body: Vec::new(),
         outputs: Vec::new(),
     };
+    let n_values = out.values.len();
+    match write(f, &mut out, eg, sel, class_of, opaque, roots) {
+        Some(()) => Ok(out),
+        None => {
+            out.values.truncate(n_values);
+            Err(out.values)
+        }
+    }
+}
+
+fn write(
+    f: &Func,
+    out: &mut Func,
+    eg: &KilnEGraph,
+    sel: &extract::Selection,
+    class_of: &HashMap<Value, Id>,
+    opaque: &HashMap<u32, Opaque>,
+    roots: &[Id],
+) -> Option<()> {
     // The first original value of each e-class: the class is written out as that value.
     let mut orig: HashMap<Id, Value> = HashMap::default();
     for inst in &f.body {
@@ -576,7 +608,7 @@ fn emit(
         .iter()
         .map(|o| rep.get(&eg.find(class_of[o])).copied())
         .collect::<Option<_>>()?;
-    Some(out)
+    Some(())
 }
 
 /// Replaces values read in a region (and the regions inside it) by `map`.
