@@ -163,14 +163,15 @@ fn flatten(eg: &KilnEGraph) -> Flat {
         .iter()
         .map(|n| n.clone().map_children(|c| eg.find(c)))
         .collect();
+    let nn = eg.total_number_of_nodes();
     let mut f = Flat {
         class_nodes: vec![Vec::new(); class_ids.len()],
         class_ids,
-        node_class: Vec::new(),
-        node_args: Vec::new(),
-        own: Vec::new(),
-        avoided: Vec::new(),
-        nodes: Vec::new(),
+        node_class: Vec::with_capacity(nn),
+        node_args: Vec::with_capacity(nn),
+        own: Vec::with_capacity(nn),
+        avoided: Vec::with_capacity(nn),
+        nodes: Vec::with_capacity(nn),
     };
     for (ci, &c) in f.class_ids.iter().enumerate() {
         let class = &eg[c];

@@ -281,7 +281,8 @@ fn build(f: &Func, fold: bool) -> Built {
         ..Default::default()
     };
     let mut eg = KilnEGraph::new(analysis);
-    let mut class_of: HashMap<Value, Id> = HashMap::default();
+    let mut class_of: HashMap<Value, Id> =
+        HashMap::with_capacity_and_hasher(f.values.len(), Default::default());
     let mut opaque = HashMap::default();
     let mut effects = Vec::new();
     for (i, &p) in f.params.iter().enumerate() {
@@ -456,7 +457,7 @@ fn emit(
         name: f.name.clone(),
         values,
         params: f.params.clone(),
-        body: Vec::new(),
+        body: Vec::with_capacity(f.body.len()),
         outputs: Vec::new(),
     };
     let n_values = out.values.len();
@@ -479,15 +480,17 @@ fn write(
     roots: &[Id],
 ) -> Option<()> {
     // The first original value of each e-class: the class is written out as that value.
-    let mut orig: HashMap<Id, Value> = HashMap::default();
+    let n = f.body.len();
+    let mut orig: HashMap<Id, Value> = HashMap::with_capacity_and_hasher(n, Default::default());
     for inst in &f.body {
         for r in &inst.results {
             orig.entry(eg.find(class_of[r])).or_insert(*r);
         }
     }
-    let mut rep: HashMap<Id, Value> = HashMap::default();
+    let mut rep: HashMap<Id, Value> = HashMap::with_capacity_and_hasher(n, Default::default());
     let mut tuple_vals: HashMap<Id, Vec<Value>> = HashMap::default();
-    let mut state: HashMap<Id, bool> = HashMap::default(); // false: in progress, true: written
+    // false: in progress, true: written
+    let mut state: HashMap<Id, bool> = HashMap::with_capacity_and_hasher(n, Default::default());
     let mut order: Vec<Id> = Vec::new();
     for inst in &f.body {
         order.extend(inst.results.iter().map(|r| eg.find(class_of[r])));
