@@ -69,6 +69,9 @@ pub struct CompileOptions {
     pub dump: DumpOptions,
     /// Run the optimizer (on by default).
     pub optimize: bool,
+    /// Let the optimizer also apply rewrites that change NaN or inf results (`x * 0 -> 0`,
+    /// `x - x -> 0`, `pow(x, 0.5) -> sqrt(x)`); off by default (CONTRACTS.md §1b).
+    pub fast_math: bool,
 }
 
 impl Default for CompileOptions {
@@ -78,6 +81,7 @@ impl Default for CompileOptions {
             backend: None,
             dump: DumpOptions::from_env(),
             optimize: true,
+            fast_math: false,
         }
     }
 }
@@ -236,17 +240,21 @@ pub fn compile_func(func: Func, options: &CompileOptions) -> Result<Function> {
     Ok(Function::new(func, n_in, n_out, Vec::new(), exec))
 }
 
-/// The optimizer's stages, in order, each dumped under its name.
+/// The optimizer's stages, in order, each dumped under its name: the e-graph pass (`egraph`,
+/// with what each phase did as comments above the function), then fusion (`fused`).
 pub fn optimize(func: Func, options: &CompileOptions) -> Func {
     if !options.optimize {
         return func;
     }
-    let simplified = crate::rewrite::simplify(&crate::rewrite::fold(&func));
-    options.dump.dump(&simplified.name, "egraph", || {
-        crate::ir::text::print_func(&simplified)
+    let egraph_options = crate::rewrite::egraph::Options {
+        fast_math: options.fast_math,
+        ..Default::default()
+    };
+    let (rewritten, report) = crate::rewrite::egraph::run_owned(func, &egraph_options);
+    options.dump.dump(&rewritten.name, "egraph", || {
+        format!("{report}{}", crate::ir::text::print_func(&rewritten))
     });
-    let merged = crate::rewrite::merge(&simplified);
-    let fused = crate::rewrite::fuse(&merged);
+    let fused = crate::rewrite::fuse(&rewritten);
     options
         .dump
         .dump(&fused.name, "fused", || crate::ir::text::print_func(&fused));

@@ -180,7 +180,15 @@ fn run_file(path: &Path, backend: Backend) -> Result<usize, String> {
                     .collect();
                 print_func(&kiln::grad::grad_func(func, 0, &wrt).map_err(|e| e.to_string())?)
             }
-            Some("rules") => print_func(&kiln::rewrite::simplify(func)),
+            // The e-graph pass alone: merging, folding, the rules, extraction.
+            Some("rules") | Some("egraph") => print_func(&kiln::rewrite::simplify(func)),
+            Some("egraph fast-math") => {
+                let options = kiln::rewrite::egraph::Options {
+                    fast_math: true,
+                    ..Default::default()
+                };
+                print_func(&kiln::rewrite::egraph::run(func, &options).0)
+            }
             Some("opt") => print_func(&kiln::compile::optimize(
                 func.clone(),
                 &CompileOptions::default(),

@@ -1,15 +1,12 @@
-//! Rewrites of SSA functions, run in this order by `compile::optimize`: constant folding,
-//! local algebraic and stabilizing rules, merging duplicates, Composite fusion.
+//! Rewrites of SSA functions, run in this order by `compile::optimize`: the e-graph pass
+//! ([`egraph`]: merging duplicates, folding constants, canonicalizing, stabilizing and
+//! specializing rules, extraction by cost), then Composite fusion ([`fuse`]).
 
-pub mod fold;
+pub mod egraph;
 pub mod fuse;
-pub mod merge;
-pub mod rules;
 
-pub use fold::fold;
+pub use egraph::simplify;
 pub use fuse::fuse;
-pub use merge::merge;
-pub use rules::simplify;
 
 use crate::ir::{Func, Inst, Value};
 use std::collections::HashSet;
