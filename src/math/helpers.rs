@@ -17,8 +17,6 @@ pub(super) struct Fmt {
     pub mant: u32,
     /// Total bits: 32 or 64.
     pub width: u32,
-    /// Exponent bias: 127 or 1023.
-    pub bias: i64,
     /// The rounding shifter `1.5 * 2^mant`.
     pub shifter: f64,
 }
@@ -28,13 +26,11 @@ pub(super) fn fmt<E: Emit>(e: &E) -> Fmt {
         Prec::F32 => Fmt {
             mant: 23,
             width: 32,
-            bias: 127,
             shifter: 12582912.0,
         },
         Prec::F64 => Fmt {
             mant: 52,
             width: 64,
-            bias: 1023,
             shifter: 6755399441055744.0,
         },
     }
@@ -62,6 +58,17 @@ pub(super) fn horner<E: Emit>(e: &mut E, t: E::F, c: &[f64]) -> E::F {
     let mut acc = e.fconst(*last);
     for &k in rest.iter().rev() {
         let k = e.fconst(k);
+        acc = e.fma(acc, t, k);
+    }
+    acc
+}
+
+/// `-(c[0] + t * (c[1] + ...))`: Horner on the negated coefficients.
+pub(super) fn horner_neg<E: Emit>(e: &mut E, t: E::F, c: &[f64]) -> E::F {
+    let (last, rest) = c.split_last().expect("empty polynomial");
+    let mut acc = e.fconst(-*last);
+    for &k in rest.iter().rev() {
+        let k = e.fconst(-k);
         acc = e.fma(acc, t, k);
     }
     acc

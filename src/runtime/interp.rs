@@ -27,6 +27,36 @@ pub struct InterpState {
     last_use: Vec<usize>,
     /// For each value, its position among the parameters, if it is one.
     param_index: Vec<Option<usize>>,
+    /// Buffers of intermediates that died, kept for the kernels of the next instructions and
+    /// calls, so that a steady state of calls does not allocate (or fault in) large arrays.
+    pool: Vec<Tensor>,
+}
+
+/// How many dead buffers the pool keeps at most.
+const POOL_MAX: usize = 16;
+
+/// Buffers smaller than this are not worth keeping.
+const POOL_MIN_BYTES: usize = 1 << 16;
+
+impl InterpState {
+    /// A kept buffer of exactly this dtype and shape, if there is one.
+    fn take_buffer(&mut self, ty: &crate::ir::TensorType) -> Option<Tensor> {
+        let shape = ty.known_shape()?;
+        let i = self
+            .pool
+            .iter()
+            .position(|t| t.dtype() == ty.dtype && t.shape() == shape.as_slice())?;
+        Some(self.pool.swap_remove(i))
+    }
+
+    fn keep_buffer(&mut self, t: Tensor) {
+        if t.len() * t.dtype().size() >= POOL_MIN_BYTES {
+            if self.pool.len() == POOL_MAX {
+                self.pool.remove(0);
+            }
+            self.pool.push(t);
+        }
+    }
 }
 
 /// The values of one call: what instructions computed (owned), and the caller's inputs
@@ -198,7 +228,10 @@ fn run_block(
         // A compiled thunk reads its arguments where they are.
         if let Some(t) = state.thunks.get(&inst.results[0]).cloned() {
             let dest = match inst.results.len() {
-                1 => env.dests.remove(&inst.results[0]),
+                1 => env
+                    .dests
+                    .remove(&inst.results[0])
+                    .or_else(|| state.take_buffer(func.ty(inst.results[0]))),
                 _ => None,
             };
             let args = inst
@@ -215,6 +248,9 @@ fn run_block(
                     ))
                 })??;
             store_results(func, inst, outs, &mut env.values, state)?;
+            if top_level {
+                release_dead(inst, pos, env, state);
+            }
             continue;
         }
         for &a in &inst.args {
@@ -272,8 +308,22 @@ fn run_block(
             ))
         })??;
         store_results(func, inst, outs, env_values, state)?;
+        if top_level {
+            release_dead(inst, pos, env, state);
+        }
     }
     Ok(())
+}
+
+/// Moves the buffers of `inst`'s arguments that nothing reads after it into the pool.
+fn release_dead(inst: &Inst, pos: usize, env: &mut Env<'_, '_>, state: &mut InterpState) {
+    for &a in &inst.args {
+        if state.last_use[a.index()] == pos {
+            if let Some(t) = env.values[a.index()].take() {
+                state.keep_buffer(t);
+            }
+        }
+    }
 }
 
 /// Checks an instruction's results against their types and puts them in `env`.
