@@ -434,7 +434,7 @@ fn mlp_forward_pass_matches_the_jit() {
     let x = Tensor::F32(normal(20, &[batch, dim], 1.0));
     let got = run_c(
         &art,
-        &entry_inputs(&art, &[x.clone()], &m.values),
+        &entry_inputs(&art, std::slice::from_ref(&x), &m.values),
         "mlp_forward",
     );
     let want = build()

@@ -51,7 +51,7 @@ use crate::ir::{DType, Func};
 use std::path::Path;
 
 /// Options of an ahead-of-time compilation.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Default)]
 pub struct AotOptions {
     /// Target triple (`x86_64-unknown-linux-gnu`, `aarch64-unknown-linux-gnu`); the host's
     /// when `None`.
@@ -62,15 +62,6 @@ pub struct AotOptions {
     pub compile: CompileOptions,
 }
 
-impl Default for AotOptions {
-    fn default() -> Self {
-        AotOptions {
-            target: None,
-            symbol: None,
-            compile: CompileOptions::default(),
-        }
-    }
-}
 
 /// One argument of the entry point.
 #[derive(Clone, Debug, PartialEq)]
