@@ -19,6 +19,12 @@ use cranelift_codegen::ir::{types, InstBuilder, Signature, Type, Value};
 use cranelift_frontend::FunctionBuilder;
 use cranelift_module::{FuncId, Linkage, Module};
 
+/// The C math library functions the helpers may call (and names the entry point must not take).
+pub const LIBM_NAMES: &[&str] = &[
+    "exp", "expf", "log", "logf", "log1p", "log1pf", "expm1", "expm1f", "sin", "sinf", "cos",
+    "cosf", "tan", "tanf", "tanh", "tanhf", "erf", "erff", "pow", "powf", "fmod", "fmodf",
+];
+
 /// Below this many elements a float sum is a plain loop (the reference's `PAIRWISE_BLOCK`).
 const PAIRWISE_BLOCK: i64 = 64;
 

@@ -62,7 +62,6 @@ pub struct AotOptions {
     pub compile: CompileOptions,
 }
 
-
 /// One argument of the entry point.
 #[derive(Clone, Debug, PartialEq)]
 pub struct AotArg {
@@ -128,6 +127,12 @@ pub fn compile_named(func: &Func, names: &AotNames, options: &AotOptions) -> Res
     let dump = &options.compile.dump;
     dump.dump(&func.name, "input", || crate::ir::text::print_func(func));
     let symbol = c_ident(options.symbol.as_deref().unwrap_or(&func.name));
+    // The object defines local helpers and calls libm by these names.
+    if symbol.starts_with("kiln_") || kernels::LIBM_NAMES.contains(&symbol.as_str()) {
+        return Err(Error::Input(format!(
+            "the entry point cannot be named `{symbol}`: the object uses that name itself"
+        )));
+    }
     let target = target::target(options.target.as_deref())?;
 
     let mut taken = vec!["scratch".to_string(), symbol.clone()];

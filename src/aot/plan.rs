@@ -1001,9 +1001,13 @@ mod tests {
 
     #[test]
     fn collapse_merges_dense_dims_and_drops_ones() {
+        // A dense [2, 1, 3, 4] array and a [4] row broadcast over it: the leading dims merge
+        // (both walk them as one), the row's dim does not.
         let (sh, st) = collapse(&[2, 1, 3, 4], &[vec![48, 0, 16, 4], vec![0, 0, 0, 4]]).unwrap();
-        assert_eq!(sh, vec![2, 12]);
-        assert_eq!(st, vec![vec![48, 4], vec![0, 4]]);
+        assert_eq!(sh, vec![6, 4]);
+        assert_eq!(st, vec![vec![16, 4], vec![0, 4]]);
+        let (sh, st) = collapse(&[2, 3, 4], &[vec![48, 16, 4]]).unwrap();
+        assert_eq!((sh, st), (vec![24], vec![vec![4]]));
         assert!(collapse(&[2, 0], &[vec![4, 4]]).is_none());
     }
 
