@@ -177,6 +177,49 @@ impl FunctionBuilder {
         ))
     }
 
+    /// Compiles the function ahead of time into an object file and a C header instead of a
+    /// callable (see [`crate::aot`]). The entry point takes the inputs, then the shared
+    /// variables the function reads (the caller keeps the state), and writes the outputs, then
+    /// one output per update: the shared variable's new value (`w_new` for `w`).
+    pub fn aot(self, options: &crate::aot::AotOptions) -> Result<crate::aot::AotArtifact> {
+        self.check_updates()?;
+        let ssa = to_ssa(
+            &self.options.name,
+            &self.inputs,
+            &self.outputs,
+            &self.updates,
+        )?;
+        let func = &ssa.func;
+        let n_in = self.inputs.len();
+        let mut names = crate::aot::AotNames::default();
+        for (i, &p) in func.params.iter().enumerate() {
+            let name = func
+                .name_of(p)
+                .map(str::to_string)
+                .unwrap_or_else(|| format!("in{i}"));
+            names.input_notes.push(if i >= n_in {
+                format!("the current value of the shared variable {name}")
+            } else {
+                String::new()
+            });
+            names.inputs.push(name);
+        }
+        for (i, v) in self.outputs.iter().enumerate() {
+            names
+                .outputs
+                .push(v.name().unwrap_or_else(|| format!("out{i}")));
+            names.output_notes.push(String::new());
+        }
+        for (s, _) in &self.updates {
+            let n = s.name().unwrap_or_else(|| "shared".into());
+            names.outputs.push(format!("{n}_new"));
+            names
+                .output_notes
+                .push(format!("the new value of the shared variable {n}"));
+        }
+        crate::aot::compile_named(func, &names, options)
+    }
+
     fn check_updates(&self) -> Result<()> {
         for (i, (s, v)) in self.updates.iter().enumerate() {
             if !matches!(s.kind(), VarKind::Shared(_)) {

@@ -15,6 +15,7 @@
 //!
 //! See README.md for a tour and DESIGN.md (in the shared docs) for the architecture.
 
+pub mod aot;
 pub mod compile;
 pub mod custom;
 pub mod dump;

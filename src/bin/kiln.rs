@@ -14,7 +14,7 @@ const USAGE: &str = "usage:
   kiln run F.kir --input NAME=PATH.npy ... [--out-dir DIR] [--backend interp|cpu|gpu] [--func NAME]
   kiln grad F.kir --wrt NAME,NAME [--output K] [--func NAME]
   kiln opt F.kir [--func NAME]
-  kiln aot F.kir -o F.o [--header F.h] [--target TRIPLE]
+  kiln aot F.kir -o F.o [--header F.h] [--target TRIPLE] [--func NAME] [--symbol NAME]
   kiln ptx F.kir [--arch sm_90]";
 
 fn main() -> ExitCode {
@@ -102,11 +102,10 @@ fn run(args: &[String]) -> Result<(), String> {
             );
             Ok(())
         }
-        "aot" => {
-            let f = Flags::parse(rest, &["-o", "--header", "--target"])?;
-            load(f.file()?, None)?;
-            Err("this build of kiln has no ahead-of-time backend yet (aot)".into())
-        }
+        "aot" => cmd_aot(&Flags::parse(
+            rest,
+            &["-o", "--header", "--target", "--func", "--symbol"],
+        )?),
         "ptx" => {
             let f = Flags::parse(rest, &["--arch"])?;
             load(f.file()?, None)?;
@@ -252,4 +251,18 @@ fn cmd_grad(f: &Flags) -> Result<(), String> {
     kiln::dump::DumpOptions::from_env().dump(&g.name, "grad", || print_func(&g));
     print!("{}", print_func(&g));
     Ok(())
+}
+
+fn cmd_aot(f: &Flags) -> Result<(), String> {
+    let path = f.file()?;
+    let object = f.get("-o").ok_or("aot needs -o F.o")?;
+    let func = load(path, f.get("--func"))?;
+    let options = kiln::aot::AotOptions {
+        target: f.get("--target").map(str::to_string),
+        symbol: f.get("--symbol").map(str::to_string),
+        ..Default::default()
+    };
+    let art = kiln::aot::compile_func(&func, &options).map_err(|e| format!("{path}: {e}"))?;
+    art.write(Path::new(object), f.get("--header").map(Path::new))
+        .map_err(|e| e.to_string())
 }

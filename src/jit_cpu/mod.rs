@@ -7,7 +7,7 @@
 //! to the interpreter's), and broadcasting of operands other than single elements done by
 //! copying them to the output's shape first.
 
-mod codegen;
+pub(crate) mod codegen;
 mod helpers;
 mod math_clif;
 mod scalar_ops;

@@ -1,0 +1,519 @@
+//! From a static plan to an object file: constants as read-only data, one map kernel per
+//! distinct scalar program (`jit_cpu::codegen::define_map_kernel`, the JIT's own), the
+//! library kernels of `kernels`, and the entry point, which walks the plan's steps with
+//! compile-time shapes and strides, building each kernel call's pointer and stride arrays in
+//! a stack slot.
+
+use super::clif::{define, for_lt, mem, offset, signature};
+use super::kernels::{define_helpers, define_matmul, define_reducer};
+use super::plan::{collapse, contiguous_strides, Loc, Plan, RowReduce, Step, View};
+use crate::error::{Error, Result};
+use crate::ir::scalar::ScalarProgram;
+use crate::ir::DType;
+use crate::jit_cpu::codegen::define_map_kernel;
+use cranelift_codegen::ir::{
+    types, FuncRef, InstBuilder, StackSlotData, StackSlotKind, Type, Value,
+};
+use cranelift_codegen::isa::OwnedTargetIsa;
+use cranelift_frontend::FunctionBuilder;
+use cranelift_module::{DataDescription, FuncId, Linkage, Module};
+use cranelift_object::{ObjectBuilder, ObjectModule};
+use std::collections::HashMap;
+use std::fmt::Write as _;
+
+/// What emitting produced: the object file's bytes and texts for the dumps.
+pub struct Emitted {
+    pub object: Vec<u8>,
+    pub kernels: String,
+    pub clif: String,
+    /// Symbols the object leaves undefined (from the C math library).
+    pub imports: Vec<String>,
+}
+
+/// Kernels and library functions, defined once each.
+struct Library {
+    maps: HashMap<(ScalarProgram, usize), FuncId>,
+    reducers: HashMap<(RowReduce, DType), FuncId>,
+    matmuls: HashMap<DType, FuncId>,
+    kernels: String,
+    clif: String,
+}
+
+impl Library {
+    fn map(
+        &mut self,
+        module: &mut ObjectModule,
+        symbol: &str,
+        program: &ScalarProgram,
+        n_in: usize,
+        what: &str,
+    ) -> Result<FuncId> {
+        let key = (program.clone(), n_in);
+        if let Some(&id) = self.maps.get(&key) {
+            return Ok(id);
+        }
+        let name = format!("{symbol}_k{}", self.maps.len());
+        let (id, text) = define_map_kernel(module, &name, program, n_in)
+            .map_err(|e| Error::Unsupported(format!("{what}: cannot compile the kernel: {e}")))?;
+        let _ = writeln!(self.kernels, "{name}: map, {n_in} inputs: {program}");
+        self.clif.push_str(&text);
+        self.clif.push('\n');
+        self.maps.insert(key, id);
+        Ok(id)
+    }
+
+    fn reducer(
+        &mut self,
+        module: &mut ObjectModule,
+        symbol: &str,
+        row: RowReduce,
+        e: DType,
+    ) -> Result<FuncId> {
+        if let Some(&id) = self.reducers.get(&(row, e)) {
+            return Ok(id);
+        }
+        let name = format!("{symbol}_{}_{e}", format!("{row:?}").to_lowercase());
+        let id = define_reducer(module, &name, row, e, &mut self.clif)?;
+        let _ = writeln!(self.kernels, "{name}: row reduction {row:?} of {e}");
+        self.reducers.insert((row, e), id);
+        Ok(id)
+    }
+
+    fn matmul(&mut self, module: &mut ObjectModule, symbol: &str, d: DType) -> Result<FuncId> {
+        if let Some(&id) = self.matmuls.get(&d) {
+            return Ok(id);
+        }
+        let name = format!("{symbol}_matmul_{d}");
+        let id = define_matmul(module, &name, d, &mut self.clif)?;
+        let _ = writeln!(self.kernels, "{name}: matrix product of {d}");
+        self.matmuls.insert(d, id);
+        Ok(id)
+    }
+}
+
+/// The functions one step calls, declared beforehand.
+enum StepFns {
+    Map(FuncId),
+    Reduce {
+        prologue: Option<FuncId>,
+        reducer: FuncId,
+    },
+    MatMul(FuncId),
+}
+
+/// Emits the object for `plan` with the entry point `symbol`.
+pub fn emit(plan: &Plan, symbol: &str, isa: OwnedTargetIsa) -> Result<Emitted> {
+    let builder = ObjectBuilder::new(
+        isa,
+        format!("{symbol}.o"),
+        cranelift_module::default_libcall_names(),
+    )
+    .map_err(|e| Error::Unsupported(format!("cranelift-object: {e}")))?;
+    let mut module = ObjectModule::new(builder);
+    let ptr = module.target_config().pointer_type();
+
+    // Constants.
+    let mut data = Vec::new();
+    for (i, bytes) in plan.consts.iter().enumerate() {
+        let name = format!("{symbol}_c{i}");
+        let id = module
+            .declare_data(&name, Linkage::Local, false, false)
+            .map_err(|e| Error::Unsupported(format!("{name}: {e}")))?;
+        let mut d = DataDescription::new();
+        // An empty constant still gets a byte, so that its symbol has an address.
+        let mut contents = bytes.clone();
+        if contents.is_empty() {
+            contents.push(0);
+        }
+        d.define(contents.into_boxed_slice());
+        d.set_align(64);
+        module
+            .define_data(id, &d)
+            .map_err(|e| Error::Unsupported(format!("{name}: {e}")))?;
+        data.push(id);
+    }
+
+    // Kernels.
+    let mut lib = Library {
+        maps: HashMap::new(),
+        reducers: HashMap::new(),
+        matmuls: HashMap::new(),
+        kernels: String::new(),
+        clif: String::new(),
+    };
+    let mut fns = Vec::new();
+    let mut max_ops = 1;
+    for step in &plan.steps {
+        fns.push(match step {
+            Step::Map {
+                what,
+                program,
+                inputs,
+                outputs,
+                ..
+            } => {
+                max_ops = max_ops.max(inputs.len() + outputs.len());
+                StepFns::Map(lib.map(&mut module, symbol, program, inputs.len(), what)?)
+            }
+            Step::Reduce {
+                what,
+                program,
+                inputs,
+                row,
+                row_dtype,
+                tmp,
+                ..
+            } => {
+                max_ops = max_ops.max(inputs.len() + 1);
+                let prologue = match tmp {
+                    Some(_) => Some(lib.map(&mut module, symbol, program, inputs.len(), what)?),
+                    None => None,
+                };
+                StepFns::Reduce {
+                    prologue,
+                    reducer: lib.reducer(&mut module, symbol, *row, *row_dtype)?,
+                }
+            }
+            Step::MatMul { dtype, .. } => {
+                StepFns::MatMul(lib.matmul(&mut module, symbol, *dtype)?)
+            }
+        });
+    }
+
+    // The entry point.
+    let n_in = plan.inputs.len();
+    let n_out = plan.outputs.len();
+    let n_params = n_in + n_out + (plan.scratch_bytes > 0) as usize;
+    let sig = signature(&module, &vec![ptr; n_params], &[]);
+    let (_, text) = define(
+        &mut module,
+        symbol,
+        Linkage::Export,
+        sig,
+        |module, _, b, params| {
+            let mut consts = Vec::new();
+            for &id in &data {
+                let gv = module.declare_data_in_func(id, b.func);
+                consts.push(b.ins().symbol_value(ptr, gv));
+            }
+            let slot = b.create_sized_stack_slot(StackSlotData::new(
+                StackSlotKind::ExplicitSlot,
+                (3 * max_ops * 8) as u32,
+                3,
+            ));
+            let slot = b.ins().stack_addr(ptr, slot, 0);
+            let mut d = Driver {
+                b,
+                params: params.to_vec(),
+                n_in,
+                consts,
+                refs: HashMap::new(),
+                slot,
+                max_ops,
+                ptr,
+            };
+            for (step, f) in plan.steps.iter().zip(&fns) {
+                d.step(module, plan, step, f)?;
+            }
+            d.b.ins().return_(&[]);
+            Ok(())
+        },
+    )?;
+    lib.clif.push_str(&text);
+
+    let helpers = define_helpers(&mut module, &mut lib.clif)?;
+    for h in &helpers {
+        let _ = writeln!(lib.kernels, "{h}: helper");
+    }
+    let mut imports: Vec<String> = module
+        .declarations()
+        .get_functions()
+        .filter(|(_, d)| d.linkage == Linkage::Import)
+        .filter_map(|(_, d)| d.name.clone())
+        .collect();
+    imports.sort();
+    let product = module.finish();
+    let object = product
+        .emit()
+        .map_err(|e| Error::Unsupported(format!("writing the object file: {e}")))?;
+    Ok(Emitted {
+        object,
+        kernels: lib.kernels,
+        clif: lib.clif,
+        imports,
+    })
+}
+
+struct Driver<'a, 'b> {
+    b: &'a mut FunctionBuilder<'b>,
+    params: Vec<Value>,
+    n_in: usize,
+    consts: Vec<Value>,
+    refs: HashMap<FuncId, FuncRef>,
+    /// The address of the stack slot holding a kernel call's pointers, then its outer
+    /// strides, then its inner strides (`max_ops` entries each).
+    slot: Value,
+    max_ops: usize,
+    ptr: Type,
+}
+
+impl Driver<'_, '_> {
+    fn func_ref(&mut self, module: &mut ObjectModule, id: FuncId) -> FuncRef {
+        *self
+            .refs
+            .entry(id)
+            .or_insert_with(|| module.declare_func_in_func(id, self.b.func))
+    }
+
+    /// The address of the first element of `v`.
+    fn base(&mut self, plan: &Plan, v: &View) -> Result<Value> {
+        let root = match plan.roots[v.root].loc {
+            Some(Loc::Input(i)) => self.params[i],
+            Some(Loc::Output(o)) => self.params[self.n_in + o],
+            Some(Loc::Const(c)) => self.consts[c],
+            Some(Loc::Scratch(off)) => match self.params.get(self.n_in + plan.outputs.len()) {
+                Some(&s) => self.b.ins().iadd_imm_s(s, off as i64),
+                // No scratch area: the buffer is empty and never read.
+                None => self.b.ins().iconst(self.ptr, 0),
+            },
+            None => {
+                return Err(Error::Unsupported(format!(
+                    "internal: buffer r{} was not placed",
+                    v.root
+                )))
+            }
+        };
+        Ok(if v.offset == 0 {
+            root
+        } else {
+            self.b.ins().iadd_imm_s(root, v.offset)
+        })
+    }
+
+    fn step(
+        &mut self,
+        module: &mut ObjectModule,
+        plan: &Plan,
+        step: &Step,
+        f: &StepFns,
+    ) -> Result<()> {
+        match (step, f) {
+            (
+                Step::Map {
+                    shape,
+                    inputs,
+                    outputs,
+                    what,
+                    ..
+                },
+                StepFns::Map(id),
+            ) => {
+                let f = self.func_ref(module, *id);
+                let mut ops = Vec::new();
+                for v in inputs.iter().chain(outputs) {
+                    let st = v.broadcast_strides(shape).ok_or_else(|| {
+                        Error::Unsupported(format!(
+                            "{what}: cannot broadcast {:?} to {shape:?}",
+                            v.shape
+                        ))
+                    })?;
+                    ops.push((self.base(plan, v)?, st));
+                }
+                map_call(self.b, f, self.slot, self.max_ops, shape, &ops)
+            }
+            (
+                Step::Reduce {
+                    inputs,
+                    kept,
+                    reduced,
+                    row_dtype,
+                    out_dtype,
+                    tmp,
+                    out,
+                    ..
+                },
+                StepFns::Reduce { prologue, reducer },
+            ) => {
+                let nk = kept.len();
+                let reducer = self.func_ref(module, *reducer);
+                let prologue = prologue.map(|p| self.func_ref(module, p));
+                let mut bases = Vec::new();
+                let mut kept_st = Vec::new();
+                let mut red_st = Vec::new();
+                for v in inputs {
+                    bases.push(self.base(plan, v)?);
+                    kept_st.push(v.strides[..nk].to_vec());
+                    red_st.push(v.strides[nk..].to_vec());
+                }
+                bases.push(self.base(plan, out)?);
+                kept_st.push(contiguous_strides(kept, out_dtype.size()));
+                let tmp_base = match tmp {
+                    Some(r) => {
+                        let v = View {
+                            root: *r,
+                            dtype: *row_dtype,
+                            offset: 0,
+                            shape: reduced.clone(),
+                            strides: contiguous_strides(reduced, row_dtype.size()),
+                        };
+                        Some((self.base(plan, &v)?, v.strides))
+                    }
+                    None => None,
+                };
+                let Some((ksh, kst)) = collapse(kept, &kept_st) else {
+                    return Ok(());
+                };
+                let row_len: usize = reduced.iter().product();
+                let (slot, max_ops, n_in) = (self.slot, self.max_ops, inputs.len());
+                let mut row = |b: &mut FunctionBuilder, ptrs: &[Value]| -> Result<()> {
+                    let row_ptr = match (&tmp_base, prologue) {
+                        (Some((t, tst)), Some(p)) => {
+                            let mut ops: Vec<(Value, Vec<i64>)> =
+                                (0..n_in).map(|j| (ptrs[j], red_st[j].clone())).collect();
+                            ops.push((*t, tst.clone()));
+                            map_call(b, p, slot, max_ops, reduced, &ops)?;
+                            *t
+                        }
+                        _ => ptrs[0],
+                    };
+                    let n = b.ins().iconst(types::I64, row_len as i64);
+                    b.ins().call(reducer, &[row_ptr, n, ptrs[n_in]]);
+                    Ok(())
+                };
+                nest(self.b, &ksh, &kst, bases, &mut row)
+            }
+            (
+                Step::MatMul {
+                    batch,
+                    m,
+                    n,
+                    k,
+                    a,
+                    b: bv,
+                    c,
+                    ..
+                },
+                StepFns::MatMul(id),
+            ) => {
+                let f = self.func_ref(module, *id);
+                let nb = batch.len();
+                let bases = vec![
+                    self.base(plan, a)?,
+                    self.base(plan, bv)?,
+                    self.base(plan, c)?,
+                ];
+                let st: Vec<Vec<i64>> = [a, bv, c]
+                    .iter()
+                    .map(|v| v.strides[..nb].to_vec())
+                    .collect();
+                if m * n == 0 {
+                    return Ok(());
+                }
+                let Some((bsh, bst)) = collapse(batch, &st) else {
+                    return Ok(());
+                };
+                let (m, n, k) = (*m as i64, *n as i64, *k as i64);
+                let (a_rs, a_cs, b_rs) = (a.strides[nb], a.strides[nb + 1], bv.strides[nb]);
+                let mut call = |b: &mut FunctionBuilder, ptrs: &[Value]| -> Result<()> {
+                    let mut c = |x: i64| b.ins().iconst(types::I64, x);
+                    let args = [
+                        c(m),
+                        c(n),
+                        c(k),
+                        ptrs[0],
+                        c(a_rs),
+                        c(a_cs),
+                        ptrs[1],
+                        c(b_rs),
+                        ptrs[2],
+                    ];
+                    b.ins().call(f, &args);
+                    Ok(())
+                };
+                nest(self.b, &bsh, &bst, bases, &mut call)
+            }
+            _ => Err(Error::Unsupported(
+                "internal: a step and its kernels do not match".into(),
+            )),
+        }
+    }
+}
+
+/// Loops over `sizes` (the outermost first), advancing each operand's pointer by its stride,
+/// and runs `inner` with the pointers at each index.
+fn nest(
+    b: &mut FunctionBuilder,
+    sizes: &[usize],
+    strides: &[Vec<i64>],
+    ptrs: Vec<Value>,
+    inner: &mut dyn FnMut(&mut FunctionBuilder, &[Value]) -> Result<()>,
+) -> Result<()> {
+    if sizes.is_empty() {
+        return inner(b, &ptrs);
+    }
+    let zero = b.ins().iconst(types::I64, 0);
+    let n = b.ins().iconst(types::I64, sizes[0] as i64);
+    for_lt(b, zero, n, 1, |b, i| {
+        let next: Vec<Value> = ptrs
+            .iter()
+            .zip(strides)
+            .map(|(&p, st)| offset(b, p, i, st[0]))
+            .collect();
+        let rest: Vec<Vec<i64>> = strides.iter().map(|s| s[1..].to_vec()).collect();
+        nest(b, &sizes[1..], &rest, next, inner)
+    })
+}
+
+/// Calls map kernel `f` over `shape`, each operand (inputs, then outputs) at its base pointer
+/// and byte strides: dims are collapsed where every operand allows, the last two go to the
+/// kernel as rows and columns, and any before them become loops here.
+fn map_call(
+    b: &mut FunctionBuilder,
+    f: FuncRef,
+    slot: Value,
+    max_ops: usize,
+    shape: &[usize],
+    ops: &[(Value, Vec<i64>)],
+) -> Result<()> {
+    let strides: Vec<Vec<i64>> = ops.iter().map(|o| o.1.clone()).collect();
+    let Some((sh, st)) = collapse(shape, &strides) else {
+        return Ok(());
+    };
+    let r = sh.len();
+    let lead = r.saturating_sub(2);
+    let (rows, cols, outer, inner): (usize, usize, Vec<i64>, Vec<i64>) = match r - lead {
+        0 => (1, 1, vec![0; ops.len()], vec![0; ops.len()]),
+        1 => (
+            1,
+            sh[lead],
+            vec![0; ops.len()],
+            st.iter().map(|s| s[lead]).collect(),
+        ),
+        _ => (
+            sh[lead],
+            sh[lead + 1],
+            st.iter().map(|s| s[lead]).collect(),
+            st.iter().map(|s| s[lead + 1]).collect(),
+        ),
+    };
+    let lead_st: Vec<Vec<i64>> = st.iter().map(|s| s[..lead].to_vec()).collect();
+    let bases: Vec<Value> = ops.iter().map(|o| o.0).collect();
+    let mut call = |b: &mut FunctionBuilder, ptrs: &[Value]| -> Result<()> {
+        let w = 8 * max_ops as i32;
+        for (j, &p) in ptrs.iter().enumerate() {
+            let j8 = 8 * j as i32;
+            b.ins().store(mem(), p, slot, j8);
+            let o = b.ins().iconst(types::I64, outer[j]);
+            b.ins().store(mem(), o, slot, w + j8);
+            let i = b.ins().iconst(types::I64, inner[j]);
+            b.ins().store(mem(), i, slot, 2 * w + j8);
+        }
+        let rows = b.ins().iconst(types::I64, rows as i64);
+        let cols = b.ins().iconst(types::I64, cols as i64);
+        let outer_at = b.ins().iadd_imm_s(slot, w as i64);
+        let inner_at = b.ins().iadd_imm_s(slot, 2 * w as i64);
+        b.ins().call(f, &[rows, cols, slot, outer_at, inner_at]);
+        Ok(())
+    };
+    nest(b, &sh[..lead], &lead_st, bases, &mut call)
+}

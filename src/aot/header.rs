@@ -1,0 +1,281 @@
+//! The C header that goes with an ahead-of-time object: the entry point's prototype, each
+//! argument's dtype and shape, the scratch size, and how to link.
+
+use super::plan::Arg;
+use crate::ir::DType;
+use std::fmt::Write as _;
+
+/// The C element type of a dtype (bools are one byte holding 0 or 1).
+pub fn c_type(d: DType) -> &'static str {
+    match d {
+        DType::Bool => "uint8_t",
+        DType::I32 => "int32_t",
+        DType::I64 => "int64_t",
+        DType::F32 => "float",
+        DType::F64 => "double",
+    }
+}
+
+const C_KEYWORDS: &[&str] = &[
+    "auto",
+    "bool",
+    "break",
+    "case",
+    "catch",
+    "char",
+    "class",
+    "const",
+    "continue",
+    "default",
+    "delete",
+    "do",
+    "double",
+    "else",
+    "enum",
+    "explicit",
+    "extern",
+    "false",
+    "float",
+    "for",
+    "friend",
+    "goto",
+    "if",
+    "inline",
+    "int",
+    "long",
+    "namespace",
+    "new",
+    "operator",
+    "private",
+    "protected",
+    "public",
+    "register",
+    "restrict",
+    "return",
+    "short",
+    "signed",
+    "sizeof",
+    "static",
+    "struct",
+    "switch",
+    "template",
+    "this",
+    "throw",
+    "true",
+    "try",
+    "typedef",
+    "typename",
+    "union",
+    "unsigned",
+    "using",
+    "virtual",
+    "void",
+    "volatile",
+    "while",
+];
+
+/// `s` as a C identifier: other characters become `_`, a leading digit gets a `_` before it,
+/// and a keyword gets a `_` after it.
+pub fn c_ident(s: &str) -> String {
+    let mut out: String = s
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    if out.is_empty() || out.starts_with(|c: char| c.is_ascii_digit()) {
+        out.insert(0, '_');
+    }
+    if C_KEYWORDS.contains(&out.as_str()) {
+        out.push('_');
+    }
+    out
+}
+
+/// What the header says about the object.
+pub struct HeaderInfo<'a> {
+    pub symbol: &'a str,
+    pub func_name: &'a str,
+    pub triple: &'a str,
+    pub cpu: &'a str,
+    pub inputs: &'a [Arg],
+    pub outputs: &'a [Arg],
+    /// A note per input (say, "the current value of the shared variable w").
+    pub input_notes: &'a [String],
+    /// A note per output (say, "the new value of shared variable w").
+    pub output_notes: &'a [String],
+    pub scratch_bytes: usize,
+    pub imports: &'a [String],
+}
+
+fn shape_text(shape: &[usize]) -> String {
+    format!(
+        "[{}]",
+        shape
+            .iter()
+            .map(|d| d.to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
+    )
+}
+
+/// The prototype, e.g. `void f(const float *x, float *out0, void *scratch)`.
+pub fn prototype(h: &HeaderInfo) -> String {
+    let mut params: Vec<String> = Vec::new();
+    for a in h.inputs {
+        params.push(format!("const {} *{}", c_type(a.dtype), a.name));
+    }
+    for a in h.outputs {
+        params.push(format!("{} *{}", c_type(a.dtype), a.name));
+    }
+    if h.scratch_bytes > 0 {
+        params.push("void *scratch".into());
+    }
+    if params.is_empty() {
+        params.push("void".into());
+    }
+    format!("void {}({})", h.symbol, params.join(", "))
+}
+
+pub fn header(h: &HeaderInfo) -> String {
+    let upper = h.symbol.to_uppercase();
+    let guard = format!("KILN_AOT_{upper}_H");
+    let mut s = String::new();
+    let libm = if h.imports.is_empty() {
+        "nothing else (the object needs no library; -lm does no harm)".to_string()
+    } else {
+        format!("the C math library, -lm (for {})", h.imports.join(", "))
+    };
+    let _ = writeln!(
+        s,
+        "/* {sym}.h: the entry point of @{f}, compiled ahead of time by kiln. Generated; do not edit.
+ *
+ * Target: {triple}; the code needs {cpu}.
+ * Link the object file with {libm}:
+ *     cc main.c {sym}.o -lm -o main
+ *
+ * {proto};
+ *
+ * Every array is dense and row-major (C order) with the dtype and shape listed below, aligned
+ * to its element size at least; bool elements are uint8_t holding 0 or 1. Inputs are only
+ * read. Every element of every output is written; output arrays must not overlap each other,
+ * the inputs or the scratch area. The function allocates nothing, keeps no state between
+ * calls and runs on the calling thread: calls from several threads at once are safe when each
+ * has its own outputs and scratch area.",
+        sym = h.symbol,
+        f = h.func_name,
+        triple = h.triple,
+        cpu = h.cpu,
+        proto = prototype(h),
+    );
+    if h.scratch_bytes > 0 {
+        let _ = writeln!(
+            s,
+            " *
+ * scratch: a caller-provided area of {sym}_scratch_bytes ({n}) bytes for intermediate values,
+ * aligned to {upper}_SCRATCH_ALIGN (64) bytes, e.g. aligned_alloc(64, {sym}_scratch_bytes). Its
+ * contents need no initialization and mean nothing afterwards.",
+            sym = h.symbol,
+            n = h.scratch_bytes,
+        );
+    } else {
+        let _ = writeln!(
+            s,
+            " *
+ * This function needs no scratch area ({sym}_scratch_bytes is 0).",
+            sym = h.symbol
+        );
+    }
+    s.push_str(" *\n");
+    let note = |notes: &[String], i: usize| {
+        notes
+            .get(i)
+            .filter(|t| !t.is_empty())
+            .map(|t| format!(": {t}"))
+            .unwrap_or_default()
+    };
+    for (i, a) in h.inputs.iter().enumerate() {
+        let n: usize = a.shape.iter().product();
+        let note = note(h.input_notes, i);
+        let _ = writeln!(
+            s,
+            " * input  {i}: {name}: {dt}{sh} ({ct}, {n} elements){note}",
+            name = a.name,
+            dt = a.dtype,
+            sh = shape_text(&a.shape),
+            ct = c_type(a.dtype),
+        );
+    }
+    for (i, a) in h.outputs.iter().enumerate() {
+        let n: usize = a.shape.iter().product();
+        let note = note(h.output_notes, i);
+        let _ = writeln!(
+            s,
+            " * output {i}: {name}: {dt}{sh} ({ct}, {n} elements){note}",
+            name = a.name,
+            dt = a.dtype,
+            sh = shape_text(&a.shape),
+            ct = c_type(a.dtype),
+        );
+    }
+    let _ = writeln!(
+        s,
+        " */
+#ifndef {guard}
+#define {guard}
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern \"C\" {{
+#endif
+"
+    );
+    let _ = writeln!(
+        s,
+        "#define {upper}_SCRATCH_BYTES ((size_t){n})\n#define {upper}_SCRATCH_ALIGN ((size_t)64)\nstatic const size_t {sym}_scratch_bytes = {upper}_SCRATCH_BYTES;\n",
+        n = h.scratch_bytes,
+        sym = h.symbol
+    );
+    for a in h.inputs.iter().chain(h.outputs) {
+        let name = a.name.to_uppercase();
+        let n: usize = a.shape.iter().product();
+        let _ = writeln!(
+            s,
+            "/* {}: {}{} */\n#define {upper}_{name}_ELEMS ((size_t){n})\n#define {upper}_{name}_RANK {}",
+            a.name,
+            a.dtype,
+            shape_text(&a.shape),
+            a.shape.len()
+        );
+        if !a.shape.is_empty() {
+            let _ = writeln!(
+                s,
+                "#define {upper}_{name}_SHAPE {{{}}}",
+                a.shape
+                    .iter()
+                    .map(|d| d.to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+        }
+        s.push('\n');
+    }
+    let _ = writeln!(
+        s,
+        "{};
+
+#ifdef __cplusplus
+}}
+#endif
+
+#endif /* {guard} */",
+        prototype(h)
+    );
+    s
+}

@@ -1,0 +1,251 @@
+//! Ahead-of-time compilation: a function becomes an object file with a C entry point, and a C
+//! header that declares it (like XLA's tfcompile). Nothing of kiln is needed at run time; the
+//! object links with a C, C++ or Rust program and the C math library:
+//!
+//! ```sh
+//! kiln aot f.kir -o f.o --header f.h        # or kiln::aot::compile_func / FunctionBuilder::aot
+//! cc main.c f.o -lm -o main
+//! ```
+//!
+//! # The entry point
+//!
+//! `void NAME(const T0 *in0, ..., U0 *out0, ..., void *scratch)`: one typed pointer per
+//! input, then one per output (updates of shared variables are extra outputs, after the
+//! function's own), then, only when the plan needs one, a caller-provided scratch area of
+//! `NAME_scratch_bytes` bytes aligned to 64. Arrays are dense and row-major; outputs must not
+//! overlap inputs, each other or the scratch area. The function allocates nothing, keeps no
+//! global state and runs on the calling thread, so concurrent calls with their own outputs
+//! and scratch are safe.
+//!
+//! # How it is compiled
+//!
+//! The function is optimized as for the JIT (`compile::optimize`: folding, rewrites, fusion
+//! into Composite and FusedReduce ops), then planned statically (`plan`): every shape must be
+//! known (an unknown dim is an error naming the value), so view ops (`transpose`, `reshape` of
+//! contiguous data, `broadcast_to`, `expand_dims`, `squeeze`, `slice`) only change offsets and
+//! strides, and the rest becomes steps: map kernels (the JIT's own `define_map_kernel`, one per
+//! distinct scalar program, called on `rows x cols` blocks with loops over any further dims),
+//! reductions over any axes (the prologue kernel fills one row, a generated row reduction with
+//! the reference's order of operations reduces it), and matrix products (a cache-blocked loop
+//! nest generated into the object, not a tuned GEMM). Intermediate buffers live in the scratch
+//! area at 64-byte-aligned offsets, reused once their last reader has run; a buffer that is an
+//! output whole is computed straight into the caller's array.
+//!
+//! Everything the code calls is in the object (the `kiln_*` helpers that map kernels import
+//! are generated as small functions; the float ones call libm's `expf`, `sin`, ...), so the
+//! only library to link is libm. Not supported ahead of time: `ifelse`, random ops and custom
+//! ops (errors that name the op). The code runs on one thread.
+
+mod clif;
+mod emit;
+mod header;
+mod kernels;
+pub mod plan;
+mod target;
+
+pub use header::{c_ident, c_type};
+
+use crate::compile::{optimize, CompileOptions};
+use crate::error::{Error, Result};
+use crate::ir::{DType, Func};
+use std::path::Path;
+
+/// Options of an ahead-of-time compilation.
+#[derive(Clone, Debug, Default)]
+pub struct AotOptions {
+    /// Target triple (`x86_64-unknown-linux-gnu`, `aarch64-unknown-linux-gnu`); the host's
+    /// when `None`.
+    pub target: Option<String>,
+    /// The entry point's C name; the function's name (made a C identifier) when `None`.
+    pub symbol: Option<String>,
+    /// Optimizer switch and dumps, as for the JIT (`name` and `backend` are not used).
+    pub compile: CompileOptions,
+}
+
+/// One argument of the entry point.
+#[derive(Clone, Debug, PartialEq)]
+pub struct AotArg {
+    /// The C parameter name.
+    pub name: String,
+    pub dtype: DType,
+    pub shape: Vec<usize>,
+}
+
+/// An object file and its header, in memory.
+#[derive(Clone, Debug)]
+pub struct AotArtifact {
+    /// The entry point's symbol.
+    pub symbol: String,
+    pub object: Vec<u8>,
+    pub header: String,
+    pub inputs: Vec<AotArg>,
+    pub outputs: Vec<AotArg>,
+    /// Bytes of scratch the entry point needs (0: it takes no scratch argument).
+    pub scratch_bytes: usize,
+    /// Symbols the object leaves to the C math library.
+    pub imports: Vec<String>,
+    /// The target triple.
+    pub target: String,
+}
+
+/// Names of the entry point's arguments and notes for the header; from the function when not
+/// given.
+#[derive(Clone, Debug, Default)]
+pub struct AotNames {
+    pub inputs: Vec<String>,
+    pub input_notes: Vec<String>,
+    pub outputs: Vec<String>,
+    pub output_notes: Vec<String>,
+}
+
+/// C parameter names for `wanted`, made identifiers and unique (case-insensitively, as the
+/// header's macros upper-case them), avoiding `taken`.
+fn unique_names(wanted: &[String], taken: &mut Vec<String>) -> Vec<String> {
+    let mut out = Vec::new();
+    for w in wanted {
+        let base = c_ident(w);
+        let mut name = base.clone();
+        let mut k = 2;
+        while taken.iter().any(|t| t.eq_ignore_ascii_case(&name)) {
+            name = format!("{base}_{k}");
+            k += 1;
+        }
+        taken.push(name.clone());
+        out.push(name);
+    }
+    out
+}
+
+/// Compiles `func` ahead of time (it is verified and optimized first).
+pub fn compile_func(func: &Func, options: &AotOptions) -> Result<AotArtifact> {
+    compile_named(func, &AotNames::default(), options)
+}
+
+/// Like [`compile_func`], with the arguments' names and notes given.
+pub fn compile_named(func: &Func, names: &AotNames, options: &AotOptions) -> Result<AotArtifact> {
+    crate::ir::verify::verify(func).map_err(|es| Error::Input(es.join("; ")))?;
+    let dump = &options.compile.dump;
+    dump.dump(&func.name, "input", || crate::ir::text::print_func(func));
+    let symbol = c_ident(options.symbol.as_deref().unwrap_or(&func.name));
+    // The object defines local helpers and calls libm by these names.
+    if symbol.starts_with("kiln_") || kernels::LIBM_NAMES.contains(&symbol.as_str()) {
+        return Err(Error::Input(format!(
+            "the entry point cannot be named `{symbol}`: the object uses that name itself"
+        )));
+    }
+    let target = target::target(options.target.as_deref())?;
+
+    let mut taken = vec!["scratch".to_string(), symbol.clone()];
+    let in_wanted: Vec<String> = (0..func.params.len())
+        .map(|i| match names.inputs.get(i) {
+            Some(n) => n.clone(),
+            None => func
+                .name_of(func.params[i])
+                .map(str::to_string)
+                .unwrap_or_else(|| format!("in{i}")),
+        })
+        .collect();
+    let in_names = unique_names(&in_wanted, &mut taken);
+    let out_wanted: Vec<String> = (0..func.outputs.len())
+        .map(|o| {
+            names
+                .outputs
+                .get(o)
+                .cloned()
+                .unwrap_or_else(|| format!("out{o}"))
+        })
+        .collect();
+    let out_names = unique_names(&out_wanted, &mut taken);
+
+    let optimized = optimize(func.clone(), &options.compile);
+    let plan = plan::build(&optimized, &in_names, &out_names)?;
+    dump.dump(&func.name, "schedule", || plan.text());
+    let emitted = emit::emit(&plan, &symbol, target.isa)?;
+    dump.dump(&func.name, "kernels", || emitted.kernels.clone());
+    dump.dump(&func.name, "clif", || emitted.clif.clone());
+
+    let triple = target.triple.to_string();
+    let note = |v: &[String], i: usize| v.get(i).cloned().unwrap_or_default();
+    let in_notes: Vec<String> = (0..func.params.len())
+        .map(|i| note(&names.input_notes, i))
+        .collect();
+    let notes: Vec<String> = (0..func.outputs.len())
+        .map(|o| note(&names.output_notes, o))
+        .collect();
+    let header = header::header(&header::HeaderInfo {
+        symbol: &symbol,
+        func_name: &func.name,
+        triple: &triple,
+        cpu: target.cpu,
+        inputs: &plan.inputs,
+        outputs: &plan.outputs,
+        input_notes: &in_notes,
+        output_notes: &notes,
+        scratch_bytes: plan.scratch_bytes,
+        imports: &emitted.imports,
+    });
+    let arg = |a: &plan::Arg| AotArg {
+        name: a.name.clone(),
+        dtype: a.dtype,
+        shape: a.shape.clone(),
+    };
+    Ok(AotArtifact {
+        symbol,
+        object: emitted.object,
+        header,
+        inputs: plan.inputs.iter().map(arg).collect(),
+        outputs: plan.outputs.iter().map(arg).collect(),
+        scratch_bytes: plan.scratch_bytes,
+        imports: emitted.imports,
+        target: triple,
+    })
+}
+
+impl AotArtifact {
+    /// Writes the object file and, when a path is given, the header. Each is written whole to a
+    /// temporary file next to it and renamed into place once all are written, so that no file
+    /// exists half-written; after a failure neither is there.
+    pub fn write(&self, object: &Path, header: Option<&Path>) -> Result<()> {
+        let mut files: Vec<(&Path, &[u8])> = vec![(object, &self.object)];
+        if let Some(h) = header {
+            files.push((h, self.header.as_bytes()));
+        }
+        let tmp = |p: &Path| {
+            let mut name = p.file_name().unwrap_or_default().to_os_string();
+            name.push(format!(".tmp{}", std::process::id()));
+            p.with_file_name(name)
+        };
+        let io = |p: &Path, e: std::io::Error| Error::Io(format!("{}: {e}", p.display()));
+        let mut written = Vec::new();
+        let mut result = Ok(());
+        for (p, bytes) in &files {
+            let t = tmp(p);
+            if let Err(e) = std::fs::write(&t, bytes) {
+                let _ = std::fs::remove_file(&t);
+                result = Err(io(p, e));
+                break;
+            }
+            written.push(t);
+        }
+        let mut renamed: Vec<&Path> = Vec::new();
+        if result.is_ok() {
+            for ((p, _), t) in files.iter().zip(&written) {
+                if let Err(e) = std::fs::rename(t, p) {
+                    result = Err(io(p, e));
+                    break;
+                }
+                renamed.push(p);
+            }
+        }
+        if result.is_err() {
+            // Neither file stays: a header without its object (or the reverse) would mislead.
+            for t in &written {
+                let _ = std::fs::remove_file(t);
+            }
+            for p in renamed {
+                let _ = std::fs::remove_file(p);
+            }
+        }
+        result
+    }
+}

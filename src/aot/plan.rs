@@ -1,0 +1,1030 @@
+//! The static plan of an ahead-of-time function: every shape is known, so every value is a
+//! strided view of some storage (an input, a constant in the object, or a buffer the plan
+//! computes into), view ops only change offsets and strides, and the rest is a list of steps
+//! (map kernels, reductions, matrix products) over views. Buffers are then placed: a buffer
+//! that is a function output whole goes straight into the caller's output array, the others
+//! into the scratch area at 64-byte-aligned offsets, reused once nothing reads them any more.
+
+use crate::error::{Error, Result};
+use crate::ir::infer::slice_bounds;
+use crate::ir::scalar::{ScalarInst, ScalarOp, ScalarProgram};
+use crate::ir::{DType, Func, Inst, Op, ReduceOp, Value};
+use crate::rewrite::fuse::program_of;
+use crate::tensor::Tensor;
+use std::collections::HashMap;
+use std::fmt::Write as _;
+
+/// Alignment of every buffer in the scratch area, in bytes.
+pub const SCRATCH_ALIGN: usize = 64;
+
+/// Index of a piece of storage in [`Plan::roots`].
+pub type RootId = usize;
+
+/// Where a piece of storage lives at run time.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Loc {
+    /// The caller's input array `i`.
+    Input(usize),
+    /// The caller's output array `o`.
+    Output(usize),
+    /// The scratch area, at this byte offset.
+    Scratch(usize),
+    /// Read-only data in the object (index into [`Plan::consts`]).
+    Const(usize),
+}
+
+/// A piece of storage.
+#[derive(Clone, Debug)]
+pub struct Root {
+    pub bytes: usize,
+    pub loc: Option<Loc>,
+    /// The first and last steps that touch it (buffers only).
+    pub first: usize,
+    pub last: usize,
+    /// A buffer the plan computes into (as opposed to an input or a constant).
+    pub buffer: bool,
+}
+
+/// A strided view of a root: element `idx` is at byte `offset + sum(idx[d] * strides[d])`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct View {
+    pub root: RootId,
+    pub dtype: DType,
+    pub offset: i64,
+    pub shape: Vec<usize>,
+    pub strides: Vec<i64>,
+}
+
+/// Row-major byte strides of `shape` for elements of `size` bytes.
+pub fn contiguous_strides(shape: &[usize], size: usize) -> Vec<i64> {
+    let mut st = vec![0i64; shape.len()];
+    let mut acc = size as i64;
+    for d in (0..shape.len()).rev() {
+        st[d] = acc;
+        acc *= shape[d].max(1) as i64;
+    }
+    st
+}
+
+impl View {
+    fn new_contiguous(root: RootId, dtype: DType, shape: &[usize]) -> View {
+        View {
+            root,
+            dtype,
+            offset: 0,
+            shape: shape.to_vec(),
+            strides: contiguous_strides(shape, dtype.size()),
+        }
+    }
+
+    pub fn numel(&self) -> usize {
+        self.shape.iter().product()
+    }
+
+    /// Whether the view is dense and row-major (size-1 dims may have any stride).
+    pub fn is_contiguous(&self) -> bool {
+        if self.numel() == 0 {
+            return true;
+        }
+        let mut expect = self.dtype.size() as i64;
+        for d in (0..self.shape.len()).rev() {
+            if self.shape[d] == 1 {
+                continue;
+            }
+            if self.strides[d] != expect {
+                return false;
+            }
+            expect *= self.shape[d] as i64;
+        }
+        true
+    }
+
+    /// The strides that read this view broadcast to `shape` (numpy rules, aligned on the
+    /// right; a stretched or missing dim reads with stride 0).
+    pub fn broadcast_strides(&self, shape: &[usize]) -> Option<Vec<i64>> {
+        let r = shape.len();
+        if self.shape.len() > r {
+            return None;
+        }
+        let lead = r - self.shape.len();
+        let mut st = vec![0i64; r];
+        for d in 0..self.shape.len() {
+            let (have, want) = (self.shape[d], shape[lead + d]);
+            st[lead + d] = if have == want && have != 1 {
+                self.strides[d]
+            } else if have == 1 {
+                0
+            } else {
+                return None;
+            };
+        }
+        Some(st)
+    }
+
+    fn with(&self, shape: Vec<usize>, strides: Vec<i64>, offset: i64) -> View {
+        View {
+            root: self.root,
+            dtype: self.dtype,
+            offset,
+            shape,
+            strides,
+        }
+    }
+}
+
+/// How a row of a reduction is reduced (over elements of the row's dtype).
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum RowReduce {
+    /// Pairwise sum (floats), as the reference does; wrapping sum (integers).
+    Sum,
+    Prod,
+    /// The pairwise sum divided by the row length (floats only).
+    Mean,
+    /// NaN-propagating (floats); bool rows use `Any`/`All` instead.
+    Max,
+    Min,
+    ArgMax,
+    ArgMin,
+    All,
+    Any,
+}
+
+/// One step of the plan.
+#[derive(Clone, Debug)]
+pub enum Step {
+    /// A map kernel over `shape`: inputs read at their (broadcast) views, outputs written at
+    /// theirs.
+    Map {
+        what: String,
+        program: ScalarProgram,
+        shape: Vec<usize>,
+        inputs: Vec<View>,
+        outputs: Vec<View>,
+    },
+    /// For every index of the kept dims, the row of reduced elements is computed by `program`
+    /// (from `inputs`, permuted to kept dims then reduced dims) into `tmp`, or read in place
+    /// when `tmp` is `None` (then the row is contiguous), and reduced into one element of
+    /// `out` (contiguous over the kept dims).
+    Reduce {
+        what: String,
+        program: ScalarProgram,
+        inputs: Vec<View>,
+        kept: Vec<usize>,
+        reduced: Vec<usize>,
+        row: RowReduce,
+        row_dtype: DType,
+        out_dtype: DType,
+        tmp: Option<RootId>,
+        out: View,
+    },
+    /// `c[batch, m, n] = a[batch, m, k] @ b[batch, k, n]`; `b` reads its rows with unit
+    /// element stride, `c` is contiguous.
+    MatMul {
+        what: String,
+        dtype: DType,
+        batch: Vec<usize>,
+        m: usize,
+        n: usize,
+        k: usize,
+        a: View,
+        b: View,
+        c: View,
+    },
+}
+
+impl Step {
+    fn views(&self) -> (Vec<&View>, Vec<RootId>) {
+        // (views read, roots written)
+        match self {
+            Step::Map {
+                inputs, outputs, ..
+            } => (
+                inputs.iter().collect(),
+                outputs.iter().map(|v| v.root).collect(),
+            ),
+            Step::Reduce {
+                inputs, tmp, out, ..
+            } => {
+                let mut w = vec![out.root];
+                w.extend(tmp.iter().copied());
+                (inputs.iter().collect(), w)
+            }
+            Step::MatMul { a, b, c, .. } => (vec![a, b], vec![c.root]),
+        }
+    }
+}
+
+/// A parameter or result of the entry point.
+#[derive(Clone, Debug)]
+pub struct Arg {
+    pub name: String,
+    pub dtype: DType,
+    pub shape: Vec<usize>,
+}
+
+/// The whole static plan.
+pub struct Plan {
+    pub roots: Vec<Root>,
+    pub consts: Vec<Vec<u8>>,
+    pub steps: Vec<Step>,
+    pub inputs: Vec<Arg>,
+    pub outputs: Vec<Arg>,
+    pub scratch_bytes: usize,
+}
+
+fn describe(func: &Func, inst: &Inst) -> String {
+    let r = inst
+        .results
+        .first()
+        .map(|&v| match func.name_of(v) {
+            Some(n) => format!("%{n}"),
+            None => format!("%{}", v.0),
+        })
+        .unwrap_or_default();
+    format!("@{}: {r} = {}", func.name, inst.op.display_name())
+}
+
+fn known(func: &Func, v: Value, what: &str) -> Result<Vec<usize>> {
+    let ty = func.ty(v);
+    ty.known_shape().ok_or_else(|| {
+        let d = ty.shape.iter().position(|d| d.is_none()).unwrap_or(0);
+        Error::Unsupported(format!(
+            "@{}: {what} has type {ty}: ahead of time every dim must be known (dim {d} is not)",
+            func.name
+        ))
+    })
+}
+
+fn value_name(func: &Func, v: Value) -> String {
+    match func.name_of(v) {
+        Some(n) => format!("%{n}"),
+        None => format!("%{}", v.0),
+    }
+}
+
+/// The bytes of a tensor in row-major order, little-endian (the only byte order the supported
+/// targets use).
+fn tensor_bytes(t: &Tensor) -> Vec<u8> {
+    let mut out = Vec::with_capacity(t.len() * t.dtype().size());
+    match t {
+        Tensor::Bool(a) => out.extend(a.iter().map(|&x| x as u8)),
+        Tensor::I32(a) => a.iter().for_each(|x| out.extend(x.to_le_bytes())),
+        Tensor::I64(a) => a.iter().for_each(|x| out.extend(x.to_le_bytes())),
+        Tensor::F32(a) => a.iter().for_each(|x| out.extend(x.to_le_bytes())),
+        Tensor::F64(a) => a.iter().for_each(|x| out.extend(x.to_le_bytes())),
+    }
+    out
+}
+
+/// `input 0 : from` (then `cast` to `to` where they differ): a copy or conversion program.
+fn copy_program(from: DType, to: DType) -> ScalarProgram {
+    let mut p = ScalarProgram {
+        insts: vec![ScalarInst {
+            op: ScalarOp::Input(0),
+            args: vec![],
+            dtype: from,
+        }],
+        outputs: vec![0],
+    };
+    if from != to {
+        p.insts.push(ScalarInst {
+            op: ScalarOp::Cast(to),
+            args: vec![0],
+            dtype: to,
+        });
+        p.outputs = vec![1];
+    }
+    p
+}
+
+/// The row element dtype (after an optional conversion of the reduced values) and the row
+/// reduction for a reduce `op` over values of dtype `d`.
+fn row_reduce(op: ReduceOp, d: DType) -> (DType, RowReduce) {
+    use RowReduce as R;
+    let float = d.is_float();
+    match op {
+        ReduceOp::Sum if d == DType::Bool => (DType::I64, R::Sum),
+        ReduceOp::Sum => (d, R::Sum),
+        ReduceOp::Prod if d == DType::Bool => (DType::I64, R::Prod),
+        ReduceOp::Prod => (d, R::Prod),
+        ReduceOp::Mean if float => (d, R::Mean),
+        ReduceOp::Mean => (DType::F64, R::Mean),
+        ReduceOp::Max if d == DType::Bool => (d, R::Any),
+        ReduceOp::Min if d == DType::Bool => (d, R::All),
+        ReduceOp::Max => (d, R::Max),
+        ReduceOp::Min => (d, R::Min),
+        ReduceOp::ArgMax if d == DType::Bool => (DType::I32, R::ArgMax),
+        ReduceOp::ArgMin if d == DType::Bool => (DType::I32, R::ArgMin),
+        ReduceOp::ArgMax => (d, R::ArgMax),
+        ReduceOp::ArgMin => (d, R::ArgMin),
+        ReduceOp::All => (DType::Bool, R::All),
+        ReduceOp::Any => (DType::Bool, R::Any),
+    }
+}
+
+/// The dtype a row reduction gives.
+pub fn row_out_dtype(row: RowReduce, e: DType) -> DType {
+    match row {
+        RowReduce::ArgMax | RowReduce::ArgMin => DType::I64,
+        _ => e,
+    }
+}
+
+/// Merges adjacent dims that every operand walks as one (and drops size-1 dims): the shape
+/// and, per operand, the strides. A shape with a zero dim comes back as `None` (nothing to do).
+pub fn collapse(shape: &[usize], strides: &[Vec<i64>]) -> Option<(Vec<usize>, Vec<Vec<i64>>)> {
+    if shape.contains(&0) {
+        return None;
+    }
+    let mut sh: Vec<usize> = Vec::new();
+    let mut st: Vec<Vec<i64>> = vec![Vec::new(); strides.len()];
+    for d in 0..shape.len() {
+        if shape[d] == 1 {
+            continue;
+        }
+        let merge = !sh.is_empty()
+            && strides
+                .iter()
+                .zip(&st)
+                .all(|(s, acc)| *acc.last().expect("same length") == s[d] * shape[d] as i64);
+        if merge {
+            let last = sh.len() - 1;
+            sh[last] *= shape[d];
+            for (acc, s) in st.iter_mut().zip(strides) {
+                let l = acc.len() - 1;
+                acc[l] = s[d];
+            }
+        } else {
+            sh.push(shape[d]);
+            for (acc, s) in st.iter_mut().zip(strides) {
+                acc.push(s[d]);
+            }
+        }
+    }
+    Some((sh, st))
+}
+
+struct Builder<'a> {
+    func: &'a Func,
+    roots: Vec<Root>,
+    consts: Vec<Vec<u8>>,
+    steps: Vec<Step>,
+    views: HashMap<Value, View>,
+}
+
+impl Builder<'_> {
+    fn buffer(&mut self, dtype: DType, shape: &[usize]) -> View {
+        let bytes = shape.iter().product::<usize>() * dtype.size();
+        self.roots.push(Root {
+            bytes,
+            loc: None,
+            first: usize::MAX,
+            last: 0,
+            buffer: true,
+        });
+        View::new_contiguous(self.roots.len() - 1, dtype, shape)
+    }
+
+    fn constant(&mut self, t: &Tensor) -> View {
+        let bytes = tensor_bytes(t);
+        self.roots.push(Root {
+            bytes: bytes.len(),
+            loc: Some(Loc::Const(self.consts.len())),
+            first: 0,
+            last: 0,
+            buffer: false,
+        });
+        self.consts.push(bytes);
+        View::new_contiguous(self.roots.len() - 1, t.dtype(), t.shape())
+    }
+
+    fn view(&self, v: Value) -> Result<View> {
+        self.views.get(&v).cloned().ok_or_else(|| {
+            Error::Unsupported(format!(
+                "@{}: {} is not defined before it is used",
+                self.func.name,
+                value_name(self.func, v)
+            ))
+        })
+    }
+
+    /// A contiguous copy of `v` (a new buffer), through a map step.
+    fn materialize(&mut self, v: &View, what: &str) -> View {
+        let out = self.buffer(v.dtype, &v.shape);
+        self.steps.push(Step::Map {
+            what: format!("copy for {what}"),
+            program: copy_program(v.dtype, v.dtype),
+            shape: v.shape.clone(),
+            inputs: vec![v.clone()],
+            outputs: vec![out.clone()],
+        });
+        out
+    }
+
+    fn inst(&mut self, inst: &Inst) -> Result<()> {
+        let func = self.func;
+        let what = describe(func, inst);
+        if !inst.regions.is_empty() || inst.op == Op::IfElse {
+            return Err(Error::Unsupported(format!(
+                "{what}: ifelse is not supported ahead of time"
+            )));
+        }
+        let mut shapes = Vec::new();
+        for &r in &inst.results {
+            shapes.push(known(func, r, &value_name(func, r))?);
+        }
+        let args: Vec<View> = inst
+            .args
+            .iter()
+            .map(|&a| self.view(a))
+            .collect::<Result<_>>()?;
+        let rdt = |i: usize| func.ty(inst.results[i]).dtype;
+        let set = |me: &mut Self, v: View| {
+            me.views.insert(inst.results[0], v);
+        };
+        match &inst.op {
+            op if op.is_elementwise() => {
+                let program = match op {
+                    Op::Composite { program, .. } => (**program).clone(),
+                    _ => program_of(op, func, &inst.args, inst.results[0])
+                        .ok_or_else(|| Error::Unsupported(format!("{what}: no scalar program")))?,
+                };
+                let outs: Vec<View> = (0..inst.results.len())
+                    .map(|i| self.buffer(rdt(i), &shapes[i]))
+                    .collect();
+                for (r, v) in inst.results.iter().zip(&outs) {
+                    self.views.insert(*r, v.clone());
+                }
+                self.steps.push(Step::Map {
+                    what,
+                    program,
+                    shape: shapes[0].clone(),
+                    inputs: args,
+                    outputs: outs,
+                });
+            }
+            Op::Reduce { op, axes, .. } | Op::FusedReduce { op, axes, .. } => {
+                let program = match &inst.op {
+                    Op::FusedReduce { program, .. } => (**program).clone(),
+                    _ => copy_program(args[0].dtype, args[0].dtype),
+                };
+                let full: Vec<usize> = match &inst.op {
+                    Op::FusedReduce { .. } => {
+                        let mut s: Vec<usize> = Vec::new();
+                        for a in &args {
+                            s = crate::ir::broadcast_shapes(&s, &a.shape)
+                                .map_err(|e| Error::Unsupported(format!("{what}: {e}")))?;
+                        }
+                        s
+                    }
+                    _ => args[0].shape.clone(),
+                };
+                self.reduce(what, program, args, full, *op, axes, inst)?;
+            }
+            Op::MatMul => {
+                let c = self.matmul(&what, &args[0], &args[1], rdt(0), &shapes[0])?;
+                set(self, c);
+            }
+            Op::Transpose { perm } => {
+                let a = &args[0];
+                let v = a.with(
+                    perm.iter().map(|&p| a.shape[p]).collect(),
+                    perm.iter().map(|&p| a.strides[p]).collect(),
+                    a.offset,
+                );
+                set(self, v);
+            }
+            Op::BroadcastTo { shape } => {
+                let a = &args[0];
+                let st = a.broadcast_strides(shape).ok_or_else(|| {
+                    Error::Unsupported(format!(
+                        "{what}: cannot broadcast {:?} to {shape:?}",
+                        a.shape
+                    ))
+                })?;
+                set(self, a.with(shape.clone(), st, a.offset));
+            }
+            Op::ExpandDims { axes } => {
+                let a = &args[0];
+                let (mut sh, mut st) = (Vec::new(), Vec::new());
+                let mut src = 0;
+                for d in 0..a.shape.len() + axes.len() {
+                    if axes.contains(&d) {
+                        sh.push(1);
+                        st.push(0);
+                    } else {
+                        sh.push(a.shape[src]);
+                        st.push(a.strides[src]);
+                        src += 1;
+                    }
+                }
+                set(self, a.with(sh, st, a.offset));
+            }
+            Op::Squeeze { axes } => {
+                let a = &args[0];
+                let keep = |d: &usize| !axes.contains(d);
+                let sh = (0..a.shape.len())
+                    .filter(keep)
+                    .map(|d| a.shape[d])
+                    .collect();
+                let st = (0..a.shape.len())
+                    .filter(keep)
+                    .map(|d| a.strides[d])
+                    .collect();
+                set(self, a.with(sh, st, a.offset));
+            }
+            Op::Slice {
+                starts,
+                stops,
+                steps,
+            } => {
+                let a = &args[0];
+                let (mut sh, mut st, mut off) = (a.shape.clone(), a.strides.clone(), a.offset);
+                for ax in 0..starts.len() {
+                    let (start, len) = slice_bounds(a.shape[ax], starts[ax], stops[ax], steps[ax]);
+                    if len > 0 {
+                        off += start * a.strides[ax];
+                    }
+                    sh[ax] = len;
+                    st[ax] = a.strides[ax] * steps[ax];
+                }
+                set(self, a.with(sh, st, off));
+            }
+            Op::Reshape { .. } => {
+                let a = &args[0];
+                let src = if a.is_contiguous() {
+                    a.clone()
+                } else {
+                    self.materialize(a, &what)
+                };
+                let st = contiguous_strides(&shapes[0], a.dtype.size());
+                set(self, src.with(shapes[0].clone(), st, src.offset));
+            }
+            Op::Concat { axis } => {
+                let out = self.buffer(rdt(0), &shapes[0]);
+                let mut at = 0i64;
+                for a in &args {
+                    let mut dst = out.clone();
+                    dst.offset += at * out.strides[*axis];
+                    dst.shape = a.shape.clone();
+                    at += a.shape[*axis] as i64;
+                    self.steps.push(Step::Map {
+                        what: what.clone(),
+                        program: copy_program(a.dtype, a.dtype),
+                        shape: a.shape.clone(),
+                        inputs: vec![a.clone()],
+                        outputs: vec![dst],
+                    });
+                }
+                set(self, out);
+            }
+            Op::Const(t) => {
+                let v = self.constant(t);
+                set(self, v);
+            }
+            Op::Zeros { shape, dtype }
+            | Op::Ones { shape, dtype }
+            | Op::Full { shape, dtype, .. } => {
+                let value = match &inst.op {
+                    Op::Zeros { .. } => 0.0,
+                    Op::Ones { .. } => 1.0,
+                    Op::Full { value, .. } => value.0,
+                    _ => unreachable!("matched above"),
+                };
+                // One element, read with stride 0 everywhere.
+                let one = self.constant(&Tensor::full(*dtype, &[], value));
+                set(self, one.with(shape.clone(), vec![0; shape.len()], 0));
+            }
+            Op::Arange { .. } => {
+                let t = crate::perform::perform(&inst.op, &[])
+                    .map_err(|e| Error::Unsupported(format!("{what}: {e}")))?
+                    .remove(0);
+                let v = self.constant(&t);
+                set(self, v);
+            }
+            Op::Random { dist, .. } => {
+                return Err(Error::Unsupported(format!(
+                    "{what}: the random op `{}` is not supported ahead of time",
+                    dist.name()
+                )))
+            }
+            Op::Custom(c) => {
+                return Err(Error::Unsupported(format!(
+                    "{what}: the custom op `{}` is not supported ahead of time",
+                    c.name()
+                )))
+            }
+            op => {
+                return Err(Error::Unsupported(format!(
+                    "{what}: `{}` is not supported ahead of time",
+                    op.name()
+                )))
+            }
+        }
+        Ok(())
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn reduce(
+        &mut self,
+        what: String,
+        mut program: ScalarProgram,
+        args: Vec<View>,
+        full: Vec<usize>,
+        op: ReduceOp,
+        axes: &Option<Vec<usize>>,
+        inst: &Inst,
+    ) -> Result<()> {
+        let rank = full.len();
+        let red: Vec<usize> = match axes {
+            Some(a) => a.clone(),
+            None => (0..rank).collect(),
+        };
+        let kept: Vec<usize> = (0..rank).filter(|d| !red.contains(d)).collect();
+        let prog_dtype = program.insts[program.outputs[0]].dtype;
+        let (row_dtype, row) = row_reduce(op, prog_dtype);
+        if row_dtype != prog_dtype {
+            let o = program.outputs[0];
+            program.insts.push(ScalarInst {
+                op: ScalarOp::Cast(row_dtype),
+                args: vec![o],
+                dtype: row_dtype,
+            });
+            program.outputs = vec![program.insts.len() - 1];
+        }
+        let out_dtype = self.func.ty(inst.results[0]).dtype;
+        if row_out_dtype(row, row_dtype) != out_dtype {
+            return Err(Error::Unsupported(format!(
+                "{what}: internal: the row reduction gives {}, the op {out_dtype}",
+                row_out_dtype(row, row_dtype)
+            )));
+        }
+        let kept_shape: Vec<usize> = kept.iter().map(|&d| full[d]).collect();
+        let red_shape: Vec<usize> = red.iter().map(|&d| full[d]).collect();
+        let row_len: usize = red_shape.iter().product();
+        let n_rows: usize = kept_shape.iter().product();
+        if row_len == 0
+            && n_rows > 0
+            && matches!(
+                op,
+                ReduceOp::Max | ReduceOp::Min | ReduceOp::ArgMax | ReduceOp::ArgMin
+            )
+        {
+            return Err(Error::Unsupported(format!(
+                "{what}: {} of an empty axis has no identity",
+                op.name()
+            )));
+        }
+        // Each argument read over the full shape, its dims permuted to kept then reduced.
+        let perm: Vec<usize> = kept.iter().chain(&red).copied().collect();
+        let mut inputs = Vec::new();
+        for a in &args {
+            let st = a.broadcast_strides(&full).ok_or_else(|| {
+                Error::Unsupported(format!(
+                    "{what}: cannot broadcast {:?} to {full:?}",
+                    a.shape
+                ))
+            })?;
+            inputs.push(a.with(
+                perm.iter().map(|&d| full[d]).collect(),
+                perm.iter().map(|&d| st[d]).collect(),
+                a.offset,
+            ));
+        }
+        let out_shape = known(self.func, inst.results[0], "the result")?;
+        let out = self.buffer(out_dtype, &out_shape);
+        // The row can be read in place when nothing needs computing and it is contiguous.
+        let identity = program.insts.len() == 1 && program.outputs == [0];
+        let nk = kept.len();
+        let row_contiguous = {
+            let st: Vec<i64> = inputs[0].strides[nk..].to_vec();
+            match collapse(&red_shape, &[st]) {
+                None => true,
+                Some((sh, st)) => {
+                    sh.is_empty() || (sh.len() == 1 && st[0][0] == row_dtype.size() as i64)
+                }
+            }
+        };
+        let tmp = if identity && row_contiguous {
+            None
+        } else {
+            Some(self.buffer(row_dtype, &[row_len]).root)
+        };
+        self.steps.push(Step::Reduce {
+            what,
+            program,
+            inputs,
+            kept: kept_shape,
+            reduced: red_shape,
+            row,
+            row_dtype,
+            out_dtype,
+            tmp,
+            out: out.clone(),
+        });
+        // With or without keepdims, the output is contiguous over the kept dims.
+        self.views.insert(inst.results[0], out);
+        Ok(())
+    }
+
+    fn matmul(
+        &mut self,
+        what: &str,
+        a: &View,
+        b: &View,
+        dtype: DType,
+        out_shape: &[usize],
+    ) -> Result<View> {
+        // numpy: a 1-D operand is a row (left) or a column (right).
+        let mut a2 = a.clone();
+        if a2.shape.len() == 1 {
+            a2.shape.insert(0, 1);
+            a2.strides.insert(0, 0);
+        }
+        let mut b2 = b.clone();
+        if b2.shape.len() == 1 {
+            b2.shape.push(1);
+            b2.strides.push(0);
+        }
+        let (ra, rb) = (a2.shape.len(), b2.shape.len());
+        let (m, k, n) = (a2.shape[ra - 2], a2.shape[ra - 1], b2.shape[rb - 1]);
+        let batch = crate::ir::broadcast_shapes(&a2.shape[..ra - 2], &b2.shape[..rb - 2])
+            .map_err(|e| Error::Unsupported(format!("{what}: {e}")))?;
+        let size = dtype.size() as i64;
+        // The kernel reads rows of b with unit stride.
+        if n > 1 && b2.strides[rb - 1] != size {
+            b2 = self.materialize(&b2, what);
+        } else if n == 1 {
+            b2.strides[rb - 1] = size;
+        }
+        // Batch dims broadcast (stride 0 where stretched), then the matrix dims.
+        let full = |v: &View, x: usize, y: usize| -> View {
+            let r = v.shape.len();
+            let lead = v.with(
+                v.shape[..r - 2].to_vec(),
+                v.strides[..r - 2].to_vec(),
+                v.offset,
+            );
+            let mut st = lead
+                .broadcast_strides(&batch)
+                .expect("batch dims broadcast (checked by inference)");
+            st.extend([v.strides[r - 2], v.strides[r - 1]]);
+            let mut s = batch.clone();
+            s.extend([x, y]);
+            v.with(s, st, v.offset)
+        };
+        let av = full(&a2, m, k);
+        let bv = full(&b2, k, n);
+        let mut cshape = batch.clone();
+        cshape.extend([m, n]);
+        let c = self.buffer(dtype, &cshape);
+        self.steps.push(Step::MatMul {
+            what: what.to_string(),
+            dtype,
+            batch,
+            m,
+            n,
+            k,
+            a: av,
+            b: bv,
+            c: c.clone(),
+        });
+        // The result's own shape (dims of 1-D operands removed): the same contiguous data.
+        Ok(c.with(
+            out_shape.to_vec(),
+            contiguous_strides(out_shape, dtype.size()),
+            0,
+        ))
+    }
+}
+
+/// Output names: `names[o]` when given, else `out{o}`.
+pub fn build(func: &Func, in_names: &[String], out_names: &[String]) -> Result<Plan> {
+    let mut b = Builder {
+        func,
+        roots: Vec::new(),
+        consts: Vec::new(),
+        steps: Vec::new(),
+        views: HashMap::new(),
+    };
+    let mut inputs = Vec::new();
+    for (i, &p) in func.params.iter().enumerate() {
+        let shape = known(func, p, &format!("the input {}", value_name(func, p)))?;
+        let dtype = func.ty(p).dtype;
+        b.roots.push(Root {
+            bytes: shape.iter().product::<usize>() * dtype.size(),
+            loc: Some(Loc::Input(i)),
+            first: 0,
+            last: 0,
+            buffer: false,
+        });
+        b.views
+            .insert(p, View::new_contiguous(b.roots.len() - 1, dtype, &shape));
+        inputs.push(Arg {
+            name: in_names[i].clone(),
+            dtype,
+            shape,
+        });
+    }
+    for inst in &func.body {
+        b.inst(inst)?;
+    }
+    // Outputs: a buffer that is the output whole is computed straight into the caller's
+    // array; anything else (an input, a constant, a view, a value returned twice) is copied.
+    let mut outputs = Vec::new();
+    let mut placed: Vec<bool> = vec![false; b.roots.len()];
+    for (o, &v) in func.outputs.iter().enumerate() {
+        let shape = known(func, v, &format!("the output {}", value_name(func, v)))?;
+        let view = b.view(v)?;
+        outputs.push(Arg {
+            name: out_names[o].clone(),
+            dtype: view.dtype,
+            shape: shape.clone(),
+        });
+        let root = &b.roots[view.root];
+        let whole = root.buffer
+            && !placed[view.root]
+            && view.offset == 0
+            && view.is_contiguous()
+            && view.numel() * view.dtype.size() == root.bytes;
+        if whole {
+            placed[view.root] = true;
+            b.roots[view.root].loc = Some(Loc::Output(o));
+        } else {
+            let dst = b.buffer(view.dtype, &shape);
+            placed.push(true);
+            b.roots[dst.root].loc = Some(Loc::Output(o));
+            b.steps.push(Step::Map {
+                what: format!("output {o}"),
+                program: copy_program(view.dtype, view.dtype),
+                shape,
+                inputs: vec![view],
+                outputs: vec![dst],
+            });
+        }
+    }
+    // Lifetimes of buffers: from the first step that touches them to the last.
+    for (t, s) in b.steps.iter().enumerate() {
+        let (reads, writes) = s.views();
+        for r in reads.iter().map(|v| v.root).chain(writes) {
+            let root = &mut b.roots[r];
+            root.first = root.first.min(t);
+            root.last = root.last.max(t);
+        }
+    }
+    let scratch_bytes = layout(&mut b.roots);
+    Ok(Plan {
+        roots: b.roots,
+        consts: b.consts,
+        steps: b.steps,
+        inputs,
+        outputs,
+        scratch_bytes,
+    })
+}
+
+/// Places every unplaced buffer in the scratch area: each at the lowest 64-byte-aligned offset
+/// that overlaps no buffer alive at the same time. Returns the area's size.
+fn layout(roots: &mut [Root]) -> usize {
+    let align = |x: usize| x.div_ceil(SCRATCH_ALIGN) * SCRATCH_ALIGN;
+    let mut order: Vec<usize> = (0..roots.len())
+        .filter(|&r| roots[r].buffer && roots[r].loc.is_none())
+        .collect();
+    // Larger buffers first among those born at the same step packs a little better.
+    order.sort_by_key(|&r| (roots[r].first, std::cmp::Reverse(roots[r].bytes)));
+    let mut placed: Vec<(usize, usize, usize, usize)> = Vec::new(); // (off, bytes, first, last)
+    let mut total = 0;
+    for r in order {
+        let (first, last, bytes) = (roots[r].first, roots[r].last, roots[r].bytes);
+        if first == usize::MAX {
+            // Never touched by a step (a dead value): needs no memory.
+            roots[r].loc = Some(Loc::Scratch(0));
+            continue;
+        }
+        let mut busy: Vec<(usize, usize)> = placed
+            .iter()
+            .filter(|p| p.2 <= last && first <= p.3 && p.1 > 0)
+            .map(|p| (p.0, p.0 + p.1))
+            .collect();
+        busy.sort_unstable();
+        let mut off = 0;
+        for (s, e) in busy {
+            if off + bytes <= s {
+                break;
+            }
+            off = off.max(align(e));
+        }
+        placed.push((off, bytes, first, last));
+        roots[r].loc = Some(Loc::Scratch(off));
+        total = total.max(align(off + bytes));
+    }
+    total
+}
+
+impl Plan {
+    /// The plan as text, for the `schedule` dump.
+    pub fn text(&self) -> String {
+        let mut s = String::new();
+        let view = |v: &View| {
+            format!(
+                "r{}+{} {}{:?} strides {:?}",
+                v.root, v.offset, v.dtype, v.shape, v.strides
+            )
+        };
+        for (i, r) in self.roots.iter().enumerate() {
+            let _ = writeln!(
+                s,
+                "r{i}: {} bytes at {:?}, steps {}..{}",
+                r.bytes,
+                r.loc,
+                if r.first == usize::MAX { 0 } else { r.first },
+                r.last
+            );
+        }
+        for (t, st) in self.steps.iter().enumerate() {
+            let _ = match st {
+                Step::Map {
+                    what,
+                    shape,
+                    inputs,
+                    outputs,
+                    ..
+                } => writeln!(
+                    s,
+                    "{t}: map over {shape:?} ({what}): {} -> {}",
+                    inputs.iter().map(view).collect::<Vec<_>>().join(", "),
+                    outputs.iter().map(view).collect::<Vec<_>>().join(", ")
+                ),
+                Step::Reduce {
+                    what,
+                    kept,
+                    reduced,
+                    row,
+                    tmp,
+                    inputs,
+                    out,
+                    ..
+                } => writeln!(
+                    s,
+                    "{t}: reduce {row:?} rows of {reduced:?} for each of {kept:?} ({what}){}: {} -> {}",
+                    tmp.map(|r| format!(" through r{r}")).unwrap_or_default(),
+                    inputs.iter().map(view).collect::<Vec<_>>().join(", "),
+                    view(out)
+                ),
+                Step::MatMul {
+                    what,
+                    batch,
+                    m,
+                    n,
+                    k,
+                    a,
+                    b,
+                    c,
+                    ..
+                } => writeln!(
+                    s,
+                    "{t}: matmul {batch:?} x ({m} x {k}) @ ({k} x {n}) ({what}): {}, {} -> {}",
+                    view(a),
+                    view(b),
+                    view(c)
+                ),
+            };
+        }
+        let _ = writeln!(s, "scratch: {} bytes", self.scratch_bytes);
+        s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn collapse_merges_dense_dims_and_drops_ones() {
+        // A dense [2, 1, 3, 4] array and a [4] row broadcast over it: the leading dims merge
+        // (both walk them as one), the row's dim does not.
+        let (sh, st) = collapse(&[2, 1, 3, 4], &[vec![48, 0, 16, 4], vec![0, 0, 0, 4]]).unwrap();
+        assert_eq!(sh, vec![6, 4]);
+        assert_eq!(st, vec![vec![16, 4], vec![0, 4]]);
+        let (sh, st) = collapse(&[2, 3, 4], &[vec![48, 16, 4]]).unwrap();
+        assert_eq!((sh, st), (vec![24], vec![vec![4]]));
+        assert!(collapse(&[2, 0], &[vec![4, 4]]).is_none());
+    }
+
+    #[test]
+    fn layout_reuses_dead_buffers() {
+        let mk = |bytes, first, last| Root {
+            bytes,
+            loc: None,
+            first,
+            last,
+            buffer: true,
+        };
+        let mut roots = vec![mk(100, 0, 1), mk(100, 1, 2), mk(100, 2, 3)];
+        let total = layout(&mut roots);
+        assert_eq!(roots[0].loc, Some(Loc::Scratch(0)));
+        assert_eq!(roots[1].loc, Some(Loc::Scratch(128)));
+        assert_eq!(roots[2].loc, Some(Loc::Scratch(0)));
+        assert_eq!(total, 256);
+    }
+}
