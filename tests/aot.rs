@@ -330,7 +330,7 @@ fn row_softmax_matches_the_jit() {
     );
     let inputs = vec![Tensor::F32(normal(3, &[64, 100], 4.0))];
     let got = run_c(&aot(&f), &inputs, "softmax");
-    assert_close(&got[0], &jit(&f, &inputs)[0], 3e-7, 1e-30, "softmax");
+    assert_close(&got[0], &jit(&f, &inputs)[0], 2e-6, 1e-30, "softmax");
 
     // Over a middle axis, with the sum fused with its exp (rows gathered through scratch).
     let f = parse1(
@@ -348,8 +348,8 @@ fn row_softmax_matches_the_jit() {
     let inputs = vec![Tensor::F64(normal(4, &[4, 50, 6], 3.0).mapv(f64::from))];
     let got = run_c(&aot(&f), &inputs, "softmax_mid");
     let want = jit(&f, &inputs);
-    assert_close(&got[0], &want[0], 1e-15, 1e-300, "softmax over axis 1");
-    assert_close(&got[1], &want[1], 1e-15, 1e-300, "log-sum-exp over axis 1");
+    assert_close(&got[0], &want[0], 1e-13, 1e-300, "softmax over axis 1");
+    assert_close(&got[1], &want[1], 1e-13, 1e-300, "log-sum-exp over axis 1");
 }
 
 #[test]
