@@ -204,7 +204,7 @@ impl Function {
 }
 
 /// Writes `src` into `dst` in place when they have the same dtype and shape.
-fn assign_or_replace(dst: &mut Tensor, src: Tensor) {
+pub(crate) fn assign_or_replace(dst: &mut Tensor, src: Tensor) {
     match (dst, src) {
         (Tensor::F32(d), Tensor::F32(s)) if d.shape() == s.shape() => d.assign(&s),
         (Tensor::F64(d), Tensor::F64(s)) if d.shape() == s.shape() => d.assign(&s),

@@ -174,6 +174,9 @@ pub fn run_func_into(
         param_index: &param_index,
     };
     let ran = run_block(func, &func.body, &mut env, state);
+    // Offered buffers no kernel wrote into: the result is copied there, so the caller keeps
+    // its buffer whatever computed the output.
+    let mut leftover = std::mem::take(&mut env.dests);
     let env = &mut env.values;
     state.param_index = param_index.clone();
     ran?;
@@ -182,16 +185,22 @@ pub fn run_func_into(
     (0..outs.len())
         .map(|i| {
             let v = outs[i];
-            if let (None, Some(k)) = (&env[v.index()], param_index[v.index()]) {
-                return Ok(inputs[k].to_owned());
-            }
-            if outs[i + 1..].contains(&v) {
-                fetch(func, env, v).cloned()
+            let t = if let (None, Some(k)) = (&env[v.index()], param_index[v.index()]) {
+                inputs[k].to_owned()
+            } else if outs[i + 1..].contains(&v) {
+                fetch(func, env, v)?.clone()
             } else {
                 env[v.index()].take().ok_or_else(|| {
                     Error::Runtime(format!("{}: output {v} is not defined", func.name))
-                })
-            }
+                })?
+            };
+            Ok(match leftover.remove(&v) {
+                Some(mut d) => {
+                    super::function::assign_or_replace(&mut d, t);
+                    d
+                }
+                None => t,
+            })
         })
         .collect()
 }
