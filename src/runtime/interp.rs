@@ -177,10 +177,22 @@ pub fn run_func_into(
     // Offered buffers no kernel wrote into: the result is copied there, so the caller keeps
     // its buffer whatever computed the output.
     let mut leftover = std::mem::take(&mut env.dests);
-    let env = &mut env.values;
-    state.param_index = param_index.clone();
-    ran?;
-    // Outputs move out of the environment; one returned twice is copied for its earlier places.
+    let mut values = std::mem::take(&mut env.values);
+    let outs =
+        ran.and_then(|()| collect_outputs(func, inputs, &param_index, &mut values, &mut leftover));
+    state.param_index = param_index;
+    outs
+}
+
+/// The function's outputs, moved out of `env` (one returned twice is copied for its earlier
+/// places), each in its offered buffer where there is one.
+fn collect_outputs(
+    func: &Func,
+    inputs: &[TensorRef<'_>],
+    param_index: &[Option<usize>],
+    env: &mut [Option<Tensor>],
+    leftover: &mut HashMap<Value, Tensor>,
+) -> Result<Vec<Tensor>, Error> {
     let outs = &func.outputs;
     (0..outs.len())
         .map(|i| {
