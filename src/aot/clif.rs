@@ -2,22 +2,13 @@
 //! counted loops.
 
 use crate::error::{Error, Result};
-use crate::ir::DType;
 use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::{types, AbiParam, InstBuilder, MemFlagsData, Signature, Type, Value};
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
 use cranelift_module::{FuncId, Linkage, Module};
 
-/// The Cranelift type of one element of `d` (bools are a byte).
-pub fn clif_type(d: DType) -> Type {
-    match d {
-        DType::Bool => types::I8,
-        DType::I32 => types::I32,
-        DType::I64 => types::I64,
-        DType::F32 => types::F32,
-        DType::F64 => types::F64,
-    }
-}
+/// The Cranelift type of one element of a dtype (bools are a byte), as the JIT has it.
+pub use crate::jit_cpu::scalar_ops::clif_type;
 
 /// Loads and stores that trap on nothing and assume no alignment beyond the element's.
 pub fn mem() -> MemFlagsData {

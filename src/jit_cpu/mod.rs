@@ -10,7 +10,7 @@
 pub(crate) mod codegen;
 mod helpers;
 mod math_clif;
-mod scalar_ops;
+pub(crate) mod scalar_ops;
 
 use crate::dump::DumpOptions;
 use crate::error::{Error, Result};
