@@ -392,3 +392,20 @@ fn inputs_in_column_major_layout_give_the_same_results() {
         &run(&Op::Concat { axis: 0 }, &[&c, &c]),
     );
 }
+
+#[test]
+fn matrix_transposes_match_the_permuted_view_at_tile_edges() {
+    for (m, n) in [(1, 1), (3, 70), (67, 45), (64, 32), (33, 1)] {
+        let a = ndarray::ArrayD::from_shape_fn(ndarray::IxDyn(&[m, n]), |i| {
+            (i[0] * 1000 + i[1]) as i64
+        });
+        let t = kiln::perform::perform(
+            &kiln::ir::Op::Transpose { perm: vec![1, 0] },
+            &[&kiln::Tensor::I64(a.clone())],
+        )
+        .unwrap()
+        .remove(0);
+        let want = a.t().as_standard_layout().into_owned();
+        assert!(t.bit_eq(&kiln::Tensor::I64(want)), "{m} x {n}");
+    }
+}
