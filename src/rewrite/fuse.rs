@@ -2,10 +2,7 @@
 //! scalar program, so a backend runs them as one loop with no intermediate arrays. A producer
 //! is fused into its consumer when the consumer is its only reader and it is not a function
 //! output; fused programs keep at most [`MAX_INPUTS`] inputs. A reduction takes its input's
-//! elementwise group as a prologue (`sum(exp(x - m))` reads `x` once and stores no `exp`); a
-//! small group that other instructions read too is computed again there rather than stored and
-//! read back (a softmax's `exp(x - m)` feeds its sum and its division), unless it is a
-//! function output, which is stored anyway.
+//! elementwise group as a prologue (`sum(exp(x - m))` reads `x` once and stores no `exp`).
 
 use crate::ir::scalar::{ScalarInst, ScalarOp, ScalarProgram};
 use crate::ir::{F64Bits, Func, Inst, Op, Value};
@@ -15,10 +12,6 @@ use std::sync::Arc;
 
 /// The most inputs a fused Composite may read (a limit on registers and pointers per kernel).
 pub const MAX_INPUTS: usize = 8;
-
-/// The most scalar instructions a group may have to be computed again in a reduction's
-/// prologue when other instructions read it too.
-pub const MAX_RECOMPUTE: usize = 32;
 
 /// The scalar program of a single elementwise op, or `None` for other ops.
 pub fn program_of(op: &Op, func: &Func, args: &[Value], result: Value) -> Option<ScalarProgram> {
@@ -182,29 +175,9 @@ pub fn fuse(func: &Func) -> Func {
         // its prologue: the input is then computed as it is reduced, never stored whole.
         if let Op::Reduce { op, axes, keepdims } = &inst.op {
             let a = inst.args[0];
-            let shared = uses.get(&a).copied().unwrap_or(0) > 1;
-            // A small group read elsewhere too is computed again in the prologue: recomputing
-            // a few scalar ops costs less than storing the value and reading it back (the
-            // softmax's `exp(x - m)`, read by its sum and by the division).
-            let cheap = fusable
-                .get(&a)
-                .is_some_and(|(p, _, _)| p.insts.len() <= MAX_RECOMPUTE);
-            // A function output is stored anyway: read it back rather than compute it twice.
-            let stored = f.outputs.contains(&a);
-            if fusable.contains_key(&a) && (!shared || (cheap && !stored)) {
-                let (prog, args) = if shared {
-                    let (p, args, reads) = &fusable[&a];
-                    // The prologue reads the group's inputs now, and no longer `a`.
-                    for (&v, &n) in reads {
-                        *uses.entry(v).or_default() += n;
-                    }
-                    *uses.get_mut(&a).expect("shared") -= 1;
-                    (p.clone(), args.clone())
-                } else {
-                    let (prog, args, _) = fusable.remove(&a).expect("checked above");
-                    dead[def_at[&a]] = true;
-                    (prog, args)
-                };
+            if uses.get(&a) == Some(&1) && fusable.contains_key(&a) {
+                let (prog, args, _) = fusable.remove(&a).expect("checked above");
+                dead[def_at[&a]] = true;
                 let fused = Op::FusedReduce {
                     op: *op,
                     axes: axes.clone(),
