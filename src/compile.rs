@@ -129,19 +129,25 @@ impl FunctionBuilder {
         self
     }
 
+    /// The checked updates and the SSA function of the graph, which both ways of compiling
+    /// start from.
+    fn ssa(&self) -> Result<crate::graph::SsaFunction> {
+        self.check_updates()?;
+        to_ssa(
+            &self.options.name,
+            &self.inputs,
+            &self.outputs,
+            &self.updates,
+        )
+    }
+
     /// Compiles the function. The user's graph is not changed.
     pub fn compile(self) -> Result<Function> {
         let backend = match self.options.backend {
             Some(b) => b,
             None => Backend::from_env()?,
         };
-        self.check_updates()?;
-        let ssa = to_ssa(
-            &self.options.name,
-            &self.inputs,
-            &self.outputs,
-            &self.updates,
-        )?;
+        let ssa = self.ssa()?;
         self.options.dump.dump(&ssa.func.name, "input", || {
             crate::ir::text::print_func(&ssa.func)
         });
@@ -182,13 +188,7 @@ impl FunctionBuilder {
     /// variables the function reads (the caller keeps the state), and writes the outputs, then
     /// one output per update: the shared variable's new value (`w_new` for `w`).
     pub fn aot(self, options: &crate::aot::AotOptions) -> Result<crate::aot::AotArtifact> {
-        self.check_updates()?;
-        let ssa = to_ssa(
-            &self.options.name,
-            &self.inputs,
-            &self.outputs,
-            &self.updates,
-        )?;
+        let ssa = self.ssa()?;
         let func = &ssa.func;
         let n_in = self.inputs.len();
         let mut names = crate::aot::AotNames::default();

@@ -156,17 +156,11 @@ fn define<M: Module>(
 
         // Each operand's address of element (i, 0).
         b.switch_to_block(row_body);
-        let row_bases: Vec<Value> = (0..n_in + n_out)
-            .map(|j| {
-                let off = b.ins().imul(i, outer_steps[j]);
-                b.ins().iadd(bases[j], off)
-            })
-            .collect();
+        let row_bases = offsets(&mut b, &bases, i, &outer_steps);
         let zero_col = b.ins().iconst(types::I64, 0);
         match &vec_entry {
             Some(v) => {
-                let rb = row_bases.clone();
-                let k = v.emit_row(&mut b, module, program, n_in, &rb, cols, &esize)?;
+                let k = v.emit_row(&mut b, module, program, n_in, &row_bases, cols, &esize)?;
                 b.ins().jump(scalar_header, &[k.into()]);
             }
             None => {
@@ -184,12 +178,7 @@ fn define<M: Module>(
         b.ins().jump(row_header, &[next_row.into()]);
 
         b.switch_to_block(scalar_body);
-        let addrs: Vec<Value> = (0..n_in + n_out)
-            .map(|j| {
-                let off = b.ins().imul(k, inner_steps[j]);
-                b.ins().iadd(row_bases[j], off)
-            })
-            .collect();
+        let addrs = offsets(&mut b, &row_bases, k, &inner_steps);
         let mut g = OpGen {
             b: &mut b,
             module,
@@ -217,6 +206,18 @@ fn define<M: Module>(
     module.clear_context(&mut ctx);
     defined?;
     Ok((id, text))
+}
+
+/// `bases[j] + index * steps[j]` for every operand `j`: the addresses of one row or element.
+fn offsets(b: &mut FunctionBuilder, bases: &[Value], index: Value, steps: &[Value]) -> Vec<Value> {
+    bases
+        .iter()
+        .zip(steps)
+        .map(|(&base, &step)| {
+            let off = b.ins().imul(index, step);
+            b.ins().iadd(base, off)
+        })
+        .collect()
 }
 
 /// Evaluates `program` once (on scalars or on vectors, as `g` says), loading input `j` of
