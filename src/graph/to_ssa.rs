@@ -118,6 +118,7 @@ pub fn to_ssa(
                     args: vec![],
                     results: vec![v],
                     regions: vec![],
+                    inplace: None,
                 });
                 map.insert(id, v);
             }
@@ -214,6 +215,7 @@ fn emit(
             args,
             results,
             regions,
+            inplace: None,
         });
     }
     Ok(body)

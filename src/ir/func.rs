@@ -47,6 +47,23 @@ pub struct Inst {
     pub results: Vec<Value>,
     /// Nested regions (only control ops have any).
     pub regions: Vec<Region>,
+    /// Theano's `destroy_map` for this instruction: result 0 may be written into the buffer of
+    /// argument `k`, which nothing reads afterwards. Set only by the in-place pass
+    /// (`rewrite::inplace`), which proves it safe; printed as the attribute `inplace = k`.
+    pub inplace: Option<usize>,
+}
+
+impl Inst {
+    /// An instruction without regions that writes fresh buffers.
+    pub fn new(op: Op, args: Vec<Value>, results: Vec<Value>) -> Inst {
+        Inst {
+            op,
+            args,
+            results,
+            regions: Vec::new(),
+            inplace: None,
+        }
+    }
 }
 
 /// A function in SSA form.
@@ -100,6 +117,7 @@ impl Func {
             args: args.to_vec(),
             results,
             regions: Vec::new(),
+            inplace: None,
         })
     }
 

@@ -189,6 +189,7 @@ pub fn fuse(func: &Func) -> Func {
                     args,
                     results: body[idx].results.clone(),
                     regions: vec![],
+                    inplace: None,
                 };
             }
             continue;
@@ -252,6 +253,7 @@ pub fn fuse(func: &Func) -> Func {
                 args: args.clone(),
                 results: vec![result],
                 regions: vec![],
+                inplace: None,
             };
         }
         fusable.insert(result, (prog, args, local));

@@ -353,6 +353,7 @@ impl Parser {
             args: Vec::new(),
             results: Vec::new(),
             regions: Vec::new(),
+            inplace: None,
         };
         let inferred: Result<Vec<TensorType>, String>;
         if opname == "const" {

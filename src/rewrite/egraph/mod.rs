@@ -210,6 +210,7 @@ fn optimize_region(
                 args: vec![],
                 results: vec![c],
                 regions: vec![],
+                inplace: None,
             });
         }
     }
@@ -555,6 +556,7 @@ fn write(
                         args,
                         results: vec![v],
                         regions: vec![],
+                        inplace: None,
                     });
                     rep.insert(c, v);
                 }
@@ -599,6 +601,7 @@ fn write(
                         args,
                         results: results.clone(),
                         regions,
+                        inplace: None,
                     });
                     tuple_vals.insert(c, results);
                 }
