@@ -72,6 +72,9 @@ pub struct CompileOptions {
     /// Let the optimizer also apply rewrites that change NaN or inf results (`x * 0 -> 0`,
     /// `x - x -> 0`, `pow(x, 0.5) -> sqrt(x)`); off by default (CONTRACTS.md §1b).
     pub fast_math: bool,
+    /// Let the optimizer mark steps that may overwrite a dead argument's buffer, the old values
+    /// of updated shared variables included (on by default; see `rewrite::inplace`).
+    pub inplace: bool,
 }
 
 impl Default for CompileOptions {
@@ -82,6 +85,7 @@ impl Default for CompileOptions {
             dump: DumpOptions::from_env(),
             optimize: true,
             fast_math: false,
+            inplace: true,
         }
     }
 }
@@ -108,6 +112,13 @@ pub fn function(inputs: &[&Var], outputs: &[&Var]) -> FunctionBuilder {
 impl FunctionBuilder {
     /// After each call, `shared` takes the value of `value`. All updates are computed from the
     /// old values first, then applied together.
+    ///
+    /// The old value is dropped after the call, so the optimizer may compute the new one in the
+    /// variable's own buffer (`w - lr * g` overwrites `w` where it is, as Theano's in-place
+    /// updates do; `CompileOptions::inplace = false` turns this off). A call that fails
+    /// applies no update to variables updated out of place; a variable updated in place may
+    /// have been overwritten already, and then holds its new value, or zeros of its shape when
+    /// the new value is not known.
     pub fn update(mut self, shared: &Var, value: impl Operand) -> Self {
         let value = value.into_var(shared);
         self.updates.push((shared.clone(), value));
@@ -153,7 +164,7 @@ impl FunctionBuilder {
         });
         crate::ir::verify::verify(&ssa.func).map_err(|es| Error::Input(es.join("; ")))?;
         let n_inputs = self.inputs.len();
-        let shared = ssa
+        let mut shared: Vec<SharedBinding> = ssa
             .shared
             .iter()
             .map(|v| {
@@ -169,10 +180,22 @@ impl FunctionBuilder {
                     cell,
                     name: v.name().unwrap_or_default(),
                     update,
+                    donated: false,
                 }
             })
             .collect();
-        let func = optimize(ssa.func, &self.options);
+        // The old value of a shared variable the function updates is dropped after the call:
+        // the in-place pass may overwrite it (an SGD step updates the weights where they are).
+        let updated: Vec<crate::ir::Value> = shared
+            .iter()
+            .enumerate()
+            .filter(|(_, b)| b.update.is_some())
+            .map(|(i, _)| ssa.func.params[n_inputs + i])
+            .collect();
+        let (func, destroyed) = optimize_donating(ssa.func, &self.options, &updated);
+        for (i, b) in shared.iter_mut().enumerate() {
+            b.donated = destroyed.contains(&func.params[n_inputs + i]);
+        }
         let exec = backend_executable(backend, &func, &self.options)?;
         Ok(Function::new(
             func,
@@ -284,10 +307,23 @@ pub fn compile_func(func: Func, options: &CompileOptions) -> Result<Function> {
 }
 
 /// The optimizer's stages, in order, each dumped under its name: the e-graph pass (`egraph`,
-/// with what each phase did as comments above the function), then fusion (`fused`).
+/// with what each phase did as comments above the function), fusion (`fused`), then the
+/// in-place pass (`inplace`), which overwrites no parameter.
 pub fn optimize(func: Func, options: &CompileOptions) -> Func {
+    optimize_donating(func, options, &[]).0
+}
+
+/// `optimize`, letting the in-place pass overwrite the `donated` parameters; also returns the
+/// donated parameters it does overwrite. In-place marks in `func` (from the text form, say) are
+/// never trusted: the pass computes them again, and without the optimizer there are none.
+pub fn optimize_donating(
+    mut func: Func,
+    options: &CompileOptions,
+    donated: &[crate::ir::Value],
+) -> (Func, Vec<crate::ir::Value>) {
     if !options.optimize {
-        return func;
+        crate::rewrite::inplace::clear_inplace(&mut func);
+        return (func, Vec::new());
     }
     let egraph_options = crate::rewrite::egraph::Options {
         fast_math: options.fast_math,
@@ -297,9 +333,18 @@ pub fn optimize(func: Func, options: &CompileOptions) -> Func {
     options.dump.dump(&rewritten.name, "egraph", || {
         format!("{report}{}", crate::ir::text::print_func(&rewritten))
     });
-    let fused = crate::rewrite::fuse(&rewritten);
+    let mut fused = crate::rewrite::fuse(&rewritten);
     options
         .dump
         .dump(&fused.name, "fused", || crate::ir::text::print_func(&fused));
-    fused
+    let destroyed = if options.inplace {
+        crate::rewrite::inplace::insert_inplace(&mut fused, donated)
+    } else {
+        crate::rewrite::inplace::clear_inplace(&mut fused);
+        Vec::new()
+    };
+    options.dump.dump(&fused.name, "inplace", || {
+        crate::ir::text::print_func(&fused)
+    });
+    (fused, destroyed)
 }

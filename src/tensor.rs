@@ -109,6 +109,28 @@ impl Tensor {
         }
     }
 
+    /// A view of this tensor's elements that does not borrow it, for an in-place step that reads
+    /// a buffer while a kernel writes it (see `runtime::Thunk::run_into`).
+    ///
+    /// # Safety
+    /// The tensor must be in standard layout, and must not be dropped, moved out of its heap
+    /// buffer (reallocated) or written through other paths while the view is read, except by a
+    /// kernel that writes each element only after reading the same element of the view.
+    pub(crate) unsafe fn alias_view<'a>(&self) -> TensorRef<'a> {
+        debug_assert!(self.view().is_standard_layout());
+        let sh = IxDyn(self.shape());
+        // SAFETY: the caller keeps the buffer alive and in standard layout (see above).
+        unsafe {
+            match self {
+                Tensor::Bool(a) => TensorRef::Bool(ArrayViewD::from_shape_ptr(sh, a.as_ptr())),
+                Tensor::I32(a) => TensorRef::I32(ArrayViewD::from_shape_ptr(sh, a.as_ptr())),
+                Tensor::I64(a) => TensorRef::I64(ArrayViewD::from_shape_ptr(sh, a.as_ptr())),
+                Tensor::F32(a) => TensorRef::F32(ArrayViewD::from_shape_ptr(sh, a.as_ptr())),
+                Tensor::F64(a) => TensorRef::F64(ArrayViewD::from_shape_ptr(sh, a.as_ptr())),
+            }
+        }
+    }
+
     /// A tensor of `shape` filled with `value` converted to `dtype` (as numpy's `full`).
     pub fn full(dtype: DType, shape: &[usize], value: f64) -> Tensor {
         let sh = IxDyn(shape);

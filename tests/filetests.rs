@@ -193,6 +193,25 @@ fn run_file(path: &Path, backend: Backend) -> Result<usize, String> {
                 func.clone(),
                 &CompileOptions::default(),
             )),
+            // The whole optimizer, with the named parameters donated to the in-place pass.
+            Some(p) if p.starts_with("inplace") => {
+                let names: Vec<&str> = p["inplace".len()..]
+                    .split(',')
+                    .map(str::trim)
+                    .filter(|s| !s.is_empty())
+                    .collect();
+                let donated: Vec<kiln::ir::Value> = func
+                    .params
+                    .iter()
+                    .copied()
+                    .filter(|&v| func.name_of(v).is_some_and(|n| names.contains(&n)))
+                    .collect();
+                if donated.len() != names.len() {
+                    return Err(format!("`pass: {p}` names a parameter the function lacks"));
+                }
+                let options = CompileOptions::default();
+                print_func(&kiln::compile::optimize_donating(func.clone(), &options, &donated).0)
+            }
             Some(other) => return Err(format!("unknown pass `{other}`")),
         };
         check_patterns(&target, &checks)?;

@@ -212,13 +212,19 @@ impl Thunk for MapKernel {
     fn run_into(&self, inputs: &[TensorRef<'_>], dest: Option<Tensor>) -> Result<Vec<Tensor>> {
         let ops = place(inputs)?;
         let (rows, cols) = (ops.rows, ops.cols);
-        // The caller's buffer for output 0 where it fits; it is distinct from the inputs
-        // (they are borrowed while it is owned here).
-        let mut dest = dest.filter(|d| {
+        // The caller's buffer for output 0 where it fits. It is distinct from the inputs, or
+        // (an in-place step) the buffer of an input of the output's shape and layout, whose
+        // elements are each read before the same element is written. One that does not fit is
+        // still kept until the inputs have been read, as `Thunk::run_into` asks.
+        let fits = |d: &Tensor| {
             d.dtype() == self.out_dtypes[0]
                 && d.shape() == ops.shape.as_slice()
                 && for_each_dtype!(d, a => a.is_standard_layout())
-        });
+        };
+        let (mut dest, _unused) = match dest {
+            Some(d) if fits(&d) => (Some(d), None),
+            d => (None, d),
+        };
         let outs: Vec<Tensor> = self
             .out_dtypes
             .iter()
@@ -238,8 +244,9 @@ impl Thunk for MapKernel {
                 })
                 .collect()
         };
-        // SAFETY (all calls below): the outputs are fresh arrays of the output's shape, distinct
-        // from the inputs, and blocks cover disjoint parts of them.
+        // SAFETY (all calls below): the outputs are arrays of the output's shape, distinct from
+        // the inputs or read only at the element being written (in place), and blocks cover
+        // disjoint parts of them.
         let n = rows * cols;
         let threads = rayon::current_num_threads();
         if n < PARALLEL_MIN || threads < 2 {

@@ -1,9 +1,11 @@
 //! Rewrites of SSA functions, run in this order by `compile::optimize`: the e-graph pass
 //! ([`egraph`]: merging duplicates, folding constants, canonicalizing, stabilizing and
-//! specializing rules, extraction by cost), then Composite fusion ([`fuse`]).
+//! specializing rules, extraction by cost), then Composite fusion ([`fuse`]), then the in-place
+//! pass ([`inplace`]).
 
 pub mod egraph;
 pub mod fuse;
+pub mod inplace;
 
 pub use egraph::simplify;
 pub use fuse::fuse;

@@ -13,6 +13,9 @@ pub struct SharedBinding {
     pub name: String,
     /// Index among the executable's outputs of the new value.
     pub update: Option<usize>,
+    /// Whether the function overwrites the old value in place (the in-place pass found a step
+    /// that may): the call then hands the variable's buffer to the executable.
+    pub donated: bool,
 }
 
 /// A compiled function. It is `Send + Sync`: many threads may call it at once. Calls that
@@ -126,36 +129,81 @@ impl Function {
                 None => Guard::Read(b.cell.read().unwrap_or_else(|e| e.into_inner())),
             });
         }
-        let mut outs = {
-            let mut all: Vec<TensorRef<'_>> = Vec::with_capacity(inputs.len() + guards.len());
+        // The buffers of donated variables move into the call (an empty stand-in in the
+        // variable meanwhile) and come back as their updates.
+        let n_in = inputs.len();
+        let mut donated: Vec<Option<Tensor>> = Vec::new();
+        let mut old_shapes: Vec<Option<Vec<usize>>> = vec![None; self.shared.len()];
+        for (i, (b, g)) in self.shared.iter().zip(guards.iter_mut()).enumerate() {
+            if let (true, Some(Guard::Write(w))) = (b.donated, g.as_mut()) {
+                donated.resize(n_in + i + 1, None);
+                old_shapes[i] = Some(w.shape().to_vec());
+                let stub = Tensor::zeros(w.dtype(), &[0]);
+                donated[n_in + i] = Some(std::mem::replace(&mut **w, stub));
+            }
+        }
+        let ran = {
+            let mut all: Vec<TensorRef<'_>> = Vec::with_capacity(n_in + guards.len());
             all.extend(inputs.iter().map(TensorRef::reborrow));
             all.extend(guards.iter().flatten().map(|g| g.tensor().view()));
-            self.exec.run_into(&all, dests)?
+            self.exec.run_into(&all, dests, &mut donated)
         };
-        // Every update was computed from the old values; now apply them all.
-        let mut updates: Vec<Option<Tensor>> = outs.drain(self.n_outputs..).map(Some).collect();
-        for (b, g) in self.shared.iter().zip(guards.iter_mut()) {
-            if let (Some(k), Some(Guard::Write(w))) = (b.update, g.as_mut()) {
-                // Each update is read once (a variable has at most one), so it moves.
-                let slot = &mut updates[k - self.n_outputs];
-                let new = match slot.take() {
-                    Some(t) => t,
-                    None => {
-                        return Err(Error::Runtime(format!("update of `{}` used twice", b.name)))
+        let mut outs = match ran {
+            Ok(outs) => outs,
+            Err(e) => {
+                // A buffer that was overwritten and not found again is lost: the variable keeps
+                // its shape, with zeros (see `FunctionBuilder::update`).
+                for (i, g) in guards.iter_mut().enumerate() {
+                    if let (Some(shape), Some(Guard::Write(w))) = (&old_shapes[i], g.as_mut()) {
+                        let back = donated.get_mut(n_in + i).and_then(Option::take);
+                        **w = back.unwrap_or_else(|| Tensor::zeros(w.dtype(), shape));
                     }
-                };
-                if new.shape() != w.shape() {
-                    return Err(Error::Shape(format!(
+                }
+                return Err(e);
+            }
+        };
+        // Every update was computed from the old values; check them all, then apply them all.
+        let updates: Vec<Tensor> = outs.drain(self.n_outputs..).collect();
+        let mut mismatch = None;
+        for (i, (b, g)) in self.shared.iter().zip(&guards).enumerate() {
+            if let (Some(k), Some(g)) = (b.update, g) {
+                let new = &updates[k - self.n_outputs];
+                let shape = old_shapes[i].as_deref().unwrap_or(g.tensor().shape());
+                if mismatch.is_none() && new.shape() != shape {
+                    mismatch = Some(Error::Shape(format!(
                         "the update of shared variable `{}` has shape {:?}, expected {:?}",
                         b.name,
                         new.shape(),
-                        w.shape()
+                        shape
                     )));
                 }
-                **w = new;
             }
         }
-        Ok(outs)
+        let mut updates: Vec<Option<Tensor>> = updates.into_iter().map(Some).collect();
+        for (i, (b, g)) in self.shared.iter().zip(guards.iter_mut()).enumerate() {
+            if let (Some(k), Some(Guard::Write(w))) = (b.update, g.as_mut()) {
+                // Each update is read once (a variable has at most one), so it moves.
+                let new = updates[k - self.n_outputs].take();
+                match (&mismatch, new, &old_shapes[i]) {
+                    (None, Some(new), _) => **w = new,
+                    // After a bad update no update applies, except to donated variables: their
+                    // old buffers may be overwritten already, so they take a new value that
+                    // fits, or zeros of their shape (see `FunctionBuilder::update`).
+                    (Some(_), Some(new), Some(shape)) if new.shape() == shape.as_slice() => {
+                        **w = new
+                    }
+                    (Some(_), _, Some(shape)) => **w = Tensor::zeros(w.dtype(), shape),
+                    (Some(_), _, None) => {}
+                    (None, None, _) => {
+                        return Err(Error::Runtime(format!("update of `{}` used twice", b.name)))
+                    }
+                }
+            }
+        }
+        match mismatch {
+            Some(e) => Err(e),
+            None => Ok(outs),
+        }
     }
 
     fn check_inputs(&self, inputs: &[TensorRef<'_>]) -> Result<()> {

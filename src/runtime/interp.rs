@@ -129,15 +129,17 @@ pub fn run_func_with(
     inputs: &[TensorRef<'_>],
     state: &mut InterpState,
 ) -> Result<Vec<Tensor>, Error> {
-    run_func_into(func, inputs, Vec::new(), state)
+    run_func_into(func, inputs, Vec::new(), &mut [], state)
 }
 
 /// `run_func_with`, offering `dests[i]` as the storage of output `i` to compiled thunks that
-/// can write into it.
+/// can write into it, and running on the `donated` buffers of parameters (see
+/// `Executable::run_into`; `donated` may be shorter than the parameters).
 pub fn run_func_into(
     func: &Func,
     inputs: &[TensorRef<'_>],
     dests: Vec<Option<Tensor>>,
+    donated: &mut [Option<Tensor>],
     state: &mut InterpState,
 ) -> Result<Vec<Tensor>, Error> {
     if inputs.len() != func.params.len() {
@@ -173,7 +175,18 @@ pub fn run_func_into(
         params: inputs,
         param_index: &param_index,
     };
+    // Donated parameters are values the function owns from the start.
+    let mut donated_at: Vec<(usize, *const u8)> = Vec::new();
+    for (i, d) in donated.iter_mut().enumerate() {
+        if let (Some(t), Some(&p)) = (d.take(), func.params.get(i)) {
+            donated_at.push((i, t.view().as_ptr()));
+            env.values[p.index()] = Some(t);
+        }
+    }
     let ran = run_block(func, &func.body, &mut env, state);
+    if ran.is_err() {
+        give_back_donated(&donated_at, donated, &mut env.values, state);
+    }
     // Offered buffers no kernel wrote into: the result is copied there, so the caller keeps
     // its buffer whatever computed the output.
     let mut leftover = std::mem::take(&mut env.dests);
@@ -182,6 +195,27 @@ pub fn run_func_into(
         ran.and_then(|()| collect_outputs(func, inputs, &param_index, &mut values, &mut leftover));
     state.param_index = param_index;
     outs
+}
+
+/// After a failed call, puts each donated buffer back where it came from, found by its address
+/// among the values and the pool (an in-place step may have moved it to another value).
+fn give_back_donated(
+    donated_at: &[(usize, *const u8)],
+    donated: &mut [Option<Tensor>],
+    values: &mut [Option<Tensor>],
+    state: &mut InterpState,
+) {
+    for &(i, ptr) in donated_at {
+        let at = |t: &Tensor| t.view().as_ptr() == ptr && !t.is_empty();
+        donated[i] = match values.iter().position(|v| v.as_ref().is_some_and(at)) {
+            Some(k) => values[k].take(),
+            None => state
+                .pool
+                .iter()
+                .position(at)
+                .map(|k| state.pool.swap_remove(k)),
+        };
+    }
 }
 
 /// The function's outputs, moved out of `env` (one returned twice is copied for its earlier
@@ -248,17 +282,27 @@ fn run_block(
         }
         // A compiled thunk reads its arguments where they are.
         if let Some(t) = state.thunks.get(&inst.results[0]).cloned() {
-            let dest = match inst.results.len() {
-                1 => env
-                    .dests
-                    .remove(&inst.results[0])
-                    .or_else(|| state.take_buffer(func.ty(inst.results[0]))),
-                _ => None,
+            let offered = env.dests.remove(&inst.results[0]);
+            let overwritten = match offered {
+                None => take_overwritten(func, inst, env)?,
+                Some(_) => None,
+            };
+            // SAFETY: the buffer moves into the thunk as `dest`, which keeps it alive while it
+            // reads its inputs (the `Thunk::run_into` contract), and the map kernels that run
+            // marked (elementwise) instructions write each element after reading it.
+            let alias = overwritten.as_ref().map(|(_, b)| unsafe { b.alias_view() });
+            let dest = match (overwritten, inst.results.len()) {
+                (Some((_, b)), _) => Some(b),
+                (None, 1) => offered.or_else(|| state.take_buffer(func.ty(inst.results[0]))),
+                (None, _) => None,
             };
             let args = inst
                 .args
                 .iter()
-                .map(|&a| env.view(func, a))
+                .map(|&a| match (&alias, inst.inplace) {
+                    (Some(v), Some(k)) if a == inst.args[k] => Ok(v.reborrow()),
+                    _ => env.view(func, a),
+                })
                 .collect::<Result<Vec<_>, _>>()?;
             let outs =
                 catch_unwind(AssertUnwindSafe(|| t.run_into(&args, dest))).map_err(|p| {
@@ -277,22 +321,22 @@ fn run_block(
         for &a in &inst.args {
             env.own(a);
         }
+        // A marked instruction other than a custom op computes, then writes result 0 into the
+        // overwritten buffer (the reference runs every op out of place, but the buffer is the
+        // same).
+        let overwritten = match &inst.op {
+            Op::Custom(_) => None,
+            _ => take_overwritten(func, inst, env)?,
+        };
         let env_values = &mut env.values;
-        // A custom op that may run in place gets input 0's buffer as output 0's storage when
-        // nothing reads that input afterwards.
+        // A custom op the in-place pass marked gets input 0's buffer as output 0's storage.
         let donated = match &inst.op {
-            Op::Custom(c) if top_level && c.inplace() && !inst.args.is_empty() => {
-                let a = inst.args[0];
-                let dead =
-                    state.last_use[a.index()] == pos && inst.args[1..].iter().all(|&b| b != a);
-                if dead {
-                    env_values[a.index()].take()
-                } else {
-                    None
-                }
+            Op::Custom(_) if inst.inplace == Some(0) && !inst.args[1..].contains(&inst.args[0]) => {
+                env_values[inst.args[0].index()].take()
             }
             _ => None,
         };
+
         // Buffers that custom-op outputs accumulate into (AddTo), taken before the arguments
         // are borrowed; none of them is an argument of the op.
         let mut accumulators = Vec::new();
@@ -310,8 +354,9 @@ fn run_block(
             .args
             .iter()
             .enumerate()
-            .map(|(i, &a)| match (&placeholder, i) {
-                (Some(p), 0) => Ok(p),
+            .map(|(i, &a)| match (&placeholder, i, &overwritten) {
+                (Some(p), 0, _) => Ok(p),
+                (_, _, Some((v, b))) if *v == a => Ok(b),
                 _ => fetch(func, env_values, a),
             })
             .collect::<Result<Vec<_>, _>>()?;
@@ -328,12 +373,65 @@ fn run_block(
                 panic_message(&*p)
             ))
         })??;
+        let outs = match overwritten {
+            Some((_, mut buf)) => {
+                let mut outs = outs;
+                if let Some(o) = outs.first_mut() {
+                    super::function::assign_or_replace(&mut buf, std::mem::replace(o, buf_stub()));
+                    *o = buf;
+                }
+                outs
+            }
+            None => outs,
+        };
         store_results(func, inst, outs, env_values, state)?;
         if top_level {
             release_dead(inst, pos, env, state);
         }
     }
     Ok(())
+}
+
+/// An empty tensor standing in for one being moved.
+fn buf_stub() -> Tensor {
+    Tensor::zeros(crate::ir::DType::Bool, &[0])
+}
+
+/// For an instruction marked in place, the marked argument and its buffer, taken out of the
+/// values when it is owned here and fits result 0 at run time: same dtype, the shape every
+/// argument broadcasts to (no argument stretches it), standard layout. Otherwise `None`, and the
+/// step writes a fresh buffer (the mark is a permission, never needed for correctness).
+fn take_overwritten(
+    func: &Func,
+    inst: &Inst,
+    env: &mut Env<'_, '_>,
+) -> Result<Option<(Value, Tensor)>, Error> {
+    let Some(a) = inst.inplace.and_then(|k| inst.args.get(k).copied()) else {
+        return Ok(None);
+    };
+    let Some(buf) = env.values[a.index()].as_ref() else {
+        return Ok(None);
+    };
+    let target = buf.shape();
+    let mut fit = buf.dtype() == func.ty(inst.results[0]).dtype && buf.view().is_standard_layout();
+    for &b in inst.args.iter().filter(|&&b| b != a) {
+        fit &= stretches_into(env.view(func, b)?.shape(), target);
+    }
+    Ok(if fit {
+        env.values[a.index()].take().map(|t| (a, t))
+    } else {
+        None
+    })
+}
+
+/// Whether `shape` broadcasts to exactly `target` (numpy's rules, aligned on the right).
+fn stretches_into(shape: &[usize], target: &[usize]) -> bool {
+    shape.len() <= target.len()
+        && shape
+            .iter()
+            .rev()
+            .zip(target.iter().rev())
+            .all(|(&s, &t)| s == t || s == 1)
 }
 
 /// Moves the buffers of `inst`'s arguments that nothing reads after it into the pool.
@@ -525,22 +623,23 @@ impl Interpreter {
 
 impl super::Executable for Interpreter {
     fn run(&self, inputs: &[crate::tensor::TensorRef<'_>]) -> Result<Vec<Tensor>, Error> {
-        self.run_into(inputs, Vec::new())
+        self.run_into(inputs, Vec::new(), &mut [])
     }
 
     fn run_into(
         &self,
         inputs: &[crate::tensor::TensorRef<'_>],
         dests: Vec<Option<Tensor>>,
+        donated: &mut [Option<Tensor>],
     ) -> Result<Vec<Tensor>, Error> {
         match self.state.try_lock() {
-            Ok(mut st) => run_func_into(&self.func, inputs, dests, &mut st),
+            Ok(mut st) => run_func_into(&self.func, inputs, dests, donated, &mut st),
             Err(_) => {
                 let mut st = InterpState {
                     thunks: self.thunks.clone(),
                     ..InterpState::default()
                 };
-                run_func_into(&self.func, inputs, dests, &mut st)
+                run_func_into(&self.func, inputs, dests, donated, &mut st)
             }
         }
     }

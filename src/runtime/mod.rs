@@ -14,10 +14,16 @@ pub trait Thunk: Send + Sync {
     fn run(&self, inputs: &[TensorRef<'_>]) -> Result<Vec<Tensor>>;
 
     /// `run`, writing result 0 into `dest` when its dtype and shape fit (a caller's output
-    /// buffer), instead of into a new array. The default ignores `dest`.
+    /// buffer, a dead intermediate), instead of into a new array. The default ignores `dest`.
+    ///
+    /// For an instruction the in-place pass marked, `dest` is the buffer of one of `inputs`
+    /// (which views it): an elementwise step that reads each element before writing the same
+    /// element. Implementations must therefore keep `dest` alive until they have finished
+    /// reading `inputs`, even when they do not use it.
     fn run_into(&self, inputs: &[TensorRef<'_>], dest: Option<Tensor>) -> Result<Vec<Tensor>> {
-        let _ = dest;
-        self.run(inputs)
+        let outs = self.run(inputs);
+        drop(dest);
+        outs
     }
 }
 
@@ -28,13 +34,16 @@ pub trait Executable: Send + Sync {
     fn run(&self, inputs: &[TensorRef<'_>]) -> Result<Vec<Tensor>>;
 
     /// `run`, writing output `i` into `dests[i]` where it fits (`Function::call_into`'s
-    /// buffers), so a steady state of calls allocates no outputs. The default ignores `dests`.
+    /// buffers), so a steady state of calls allocates no outputs.
+    ///
+    /// `donated[i]`, where it is `Some`, is parameter `i`'s own buffer, which the function may
+    /// overwrite (the old value of a shared variable it updates; the in-place pass was told so),
+    /// and `inputs[i]` is then an empty stand-in. After an error, the donated buffers that still
+    /// exist are put back into `donated`, whatever they hold by then.
     fn run_into(
         &self,
         inputs: &[TensorRef<'_>],
         dests: Vec<Option<Tensor>>,
-    ) -> Result<Vec<Tensor>> {
-        let _ = dests;
-        self.run(inputs)
-    }
+        donated: &mut [Option<Tensor>],
+    ) -> Result<Vec<Tensor>>;
 }

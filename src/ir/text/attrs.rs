@@ -68,6 +68,10 @@ pub fn f32_text(v: f32) -> String {
     }
 }
 
+/// The attribute that holds an instruction's in-place mark (`Inst::inplace`), whatever its op.
+/// It is reserved: a custom op's parameters cannot use the name.
+pub const INPLACE_ATTR: &str = "inplace";
+
 /// Named attributes of one instruction, consumed as the op is built so that leftovers can be
 /// reported as unknown.
 pub struct Attrs {
@@ -75,6 +79,13 @@ pub struct Attrs {
 }
 
 impl Attrs {
+    /// The in-place mark, taken out before the op is built from the rest.
+    pub fn take_inplace(&mut self) -> Result<Option<usize>, String> {
+        match self.int(INPLACE_ATTR)? {
+            Some(k) if k < 0 => Err(format!("`{INPLACE_ATTR}` must not be negative")),
+            k => Ok(k.map(|k| k as usize)),
+        }
+    }
     fn take(&mut self, name: &str) -> Option<Attr> {
         let i = self.items.iter().position(|(n, _)| n == name)?;
         Some(self.items.remove(i).1)
@@ -402,8 +413,9 @@ fn list<T: std::fmt::Display>(v: &[T]) -> String {
     )
 }
 
-/// The attributes of `op` as text (`{axes = [1], keepdims = true}`), empty when it has none.
-pub fn op_attrs(op: &Op) -> String {
+/// The attributes of an instruction as text (`{axes = [1], keepdims = true}`): its op's, then
+/// its in-place mark (`inplace = 0`); empty when it has none.
+pub fn inst_attrs(op: &Op, inplace: Option<usize>) -> String {
     let mut items: Vec<String> = Vec::new();
     match op {
         Op::Reduce { axes, keepdims, .. } => {
@@ -519,6 +531,9 @@ pub fn op_attrs(op: &Op) -> String {
             }
         }
         _ => {}
+    }
+    if let Some(k) = inplace {
+        items.push(format!("{INPLACE_ATTR} = {k}"));
     }
     if items.is_empty() {
         String::new()

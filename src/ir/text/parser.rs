@@ -388,7 +388,16 @@ impl Parser {
                 } else {
                     Vec::new()
                 };
-                match build_op(&opname, custom.as_deref(), &arg_tys, Attrs { items: attrs }) {
+                let mut attrs = Attrs { items: attrs };
+                inst.inplace = attrs
+                    .take_inplace()
+                    .map_err(|msg| ParseError { line, col, msg })?;
+                if let Some(k) = inst.inplace.filter(|&k| k >= inst.args.len()) {
+                    let n = inst.args.len();
+                    let msg = format!("`inplace = {k}` names no argument ({n} are given)");
+                    return Err(ParseError { line, col, msg });
+                }
+                match build_op(&opname, custom.as_deref(), &arg_tys, attrs) {
                     Ok(op) => {
                         inferred = infer(&op, &arg_tys.iter().collect::<Vec<_>>());
                         inst.op = op;

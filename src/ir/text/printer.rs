@@ -2,7 +2,7 @@
 //! where they are valid and unique, and numbers the rest, so that `print(parse(print(f)))` is
 //! `print(f)`.
 
-use super::attrs::{f32_text, float_text, op_attrs};
+use super::attrs::{f32_text, float_text, inst_attrs};
 use crate::ir::{Func, Inst, Op, Region, TensorType, Value};
 use crate::tensor::Tensor;
 use std::collections::{HashMap, HashSet};
@@ -158,7 +158,7 @@ fn print_body(
                 let _ = writeln!(
                     out,
                     "{pad}{results} = {name}{sep}{args}{} : {}",
-                    op_attrs(op),
+                    inst_attrs(op, inst.inplace),
                     types_text(&tys)
                 );
             }
