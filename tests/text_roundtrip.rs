@@ -85,6 +85,26 @@ proptest! {
     }
 
     #[test]
+    fn overwriting_a_donated_input_preserves_values(choices in proptest::collection::vec((any::<u8>(), any::<u8>(), any::<u8>()), 1..12)) {
+        let f = random_func(&choices);
+        let options = kiln::CompileOptions { dump: Default::default(), ..Default::default() };
+        let x = f.params[0];
+        let (opt, _) = kiln::compile::optimize_donating(f.clone(), &options, &[x]);
+        let want = run_func(&f, inputs()).unwrap();
+        // `x` is handed over as the function's own buffer; `y` is borrowed.
+        let ins = inputs();
+        let stub = Tensor::zeros(kiln::f64, &[0]);
+        let views = [stub.view(), ins[1].view()];
+        let mut donated = vec![Some(ins[0].clone()), None];
+        let mut state = kiln::runtime::interp::InterpState::default();
+        for _ in 0..2 {
+            let got = kiln::runtime::interp::run_func_into(&opt, &views, Vec::new(), &mut donated, &mut state).unwrap();
+            prop_assert!(want[0].bit_eq(&got[0]), "{}\n{}", print_func(&f), print_func(&opt));
+            donated[0] = Some(ins[0].clone());
+        }
+    }
+
+    #[test]
     fn the_cpu_backend_agrees_with_the_interpreter(choices in proptest::collection::vec((any::<u8>(), any::<u8>(), any::<u8>()), 1..12)) {
         let f = random_func(&choices);
         let refs: Vec<kiln::Tensor> = inputs();
