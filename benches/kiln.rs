@@ -1,5 +1,6 @@
 //! Criterion benchmarks: the optimizer on a training-step graph and on a 1,000-node random
-//! graph, compile time, call overhead (W7), and a W1-style kernel on each backend.
+//! graph, compile time, call overhead (W7), a W1-style kernel on each backend, and the W5
+//! training step with its updates in place and out of place.
 //! Run with `cargo bench`; the standard workloads side by side with the peers are in
 //! `examples/bench.rs` and `../shared/bench/compare.py`.
 
@@ -117,5 +118,57 @@ fn compile_and_call(c: &mut Criterion) {
     }
 }
 
-criterion_group!(benches, optimizer, compile_and_call);
+/// The W5 training step as a compiled function with SGD updates, in place or not.
+fn mlp_step(inplace: bool) -> kiln::Function {
+    let g = Graph::new();
+    let x = g.input("x", kiln::f32, [Some(256), Some(784)]);
+    let y = g.input("y", kiln::f32, [Some(256), Some(10)]);
+    let mut params = Vec::new();
+    for (k, (i, o)) in [(784, 512), (512, 512), (512, 10)].into_iter().enumerate() {
+        let w = ArrayD::from_shape_fn(IxDyn(&[i, o]), |ix| {
+            kiln::random::normal_f32(k as u64, (ix[0] * o + ix[1]) as u64) / (i as f32).sqrt()
+        });
+        params.push(g.shared(&format!("w{k}"), w));
+        params.push(g.shared(&format!("b{k}"), ArrayD::<f32>::zeros(IxDyn(&[o]))));
+    }
+    let h = (x.matmul(&params[0]) + &params[1]).tanh();
+    let h = (h.matmul(&params[2]) + &params[3]).tanh();
+    let lo = h.matmul(&params[4]) + &params[5];
+    let s = &lo - lo.max(Some(&[1]), true);
+    let loss = -((&s - s.exp().sum(Some(&[1]), true).log()) * &y)
+        .sum(Some(&[1]), false)
+        .mean(None, false);
+    let refs: Vec<&Var> = params.iter().collect();
+    let grads = kiln::grad(&loss, &refs).unwrap();
+    let mut b = function(&[&x, &y], &[&loss]).options(CompileOptions {
+        backend: Some(Backend::Cpu),
+        dump: Default::default(),
+        inplace,
+        ..Default::default()
+    });
+    for (p, gp) in params.iter().zip(&grads) {
+        b = b.update(p, p - gp * 0.01);
+    }
+    b.compile().unwrap()
+}
+
+/// The W5 step with its SGD updates in place and out of place.
+fn training_step(c: &mut Criterion) {
+    let xv = ArrayD::from_shape_fn(IxDyn(&[256, 784]), |i| {
+        kiln::random::normal_f32(20, (i[0] * 784 + i[1]) as u64)
+    });
+    let yv = ArrayD::from_shape_fn(IxDyn(&[256, 10]), |i| (i[0] % 10 == i[1]) as u8 as f32);
+    let mut group = c.benchmark_group("step");
+    group.sample_size(30);
+    for inplace in [true, false] {
+        let f = mlp_step(inplace);
+        let name = if inplace { "in_place" } else { "out_of_place" };
+        group.bench_function(format!("w5_mlp/{name}"), |b| {
+            b.iter(|| f.call(&[xv.view(), yv.view()]).unwrap())
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, optimizer, compile_and_call, training_step);
 criterion_main!(benches);
