@@ -1,12 +1,15 @@
 //! Rewrites of SSA functions, run in this order by `compile::optimize`: the e-graph pass
 //! ([`egraph`]: merging duplicates, folding constants, canonicalizing, stabilizing and
-//! specializing rules, extraction by cost), then Composite fusion ([`fuse`]).
+//! specializing rules, extraction by cost), merging inside regions with the values around them
+//! ([`merge_regions`]), then Composite fusion ([`fuse`]).
 
 pub mod egraph;
 pub mod fuse;
+pub mod merge_regions;
 
 pub use egraph::simplify;
 pub use fuse::fuse;
+pub use merge_regions::merge_regions;
 
 use crate::ir::{Func, Inst, Value};
 use std::collections::HashSet;
