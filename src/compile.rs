@@ -306,9 +306,10 @@ pub fn compile_func(func: Func, options: &CompileOptions) -> Result<Function> {
     Ok(Function::new(func, n_in, n_out, Vec::new(), exec))
 }
 
-/// The optimizer's stages, in order, each dumped under its name: the e-graph pass (`egraph`,
-/// with what each phase did as comments above the function), fusion (`fused`), then the
-/// in-place pass (`inplace`), which overwrites no parameter.
+/// The optimizer's stages, in order: the e-graph pass (dumped as `egraph`, with what each phase
+/// did as comments above the function), merging inside regions with the values around them
+/// (`rewrite::merge_regions`), fusion (`fused`), then the in-place pass (`inplace`), which
+/// overwrites no parameter.
 pub fn optimize(func: Func, options: &CompileOptions) -> Func {
     optimize_donating(func, options, &[]).0
 }
@@ -329,10 +330,12 @@ pub fn optimize_donating(
         fast_math: options.fast_math,
         ..Default::default()
     };
-    let (rewritten, report) = crate::rewrite::egraph::run_owned(func, &egraph_options);
+    let (mut rewritten, report) = crate::rewrite::egraph::run_owned(func, &egraph_options);
     options.dump.dump(&rewritten.name, "egraph", || {
         format!("{report}{}", crate::ir::text::print_func(&rewritten))
     });
+    // The e-graph sees each region apart from the values around it; merge across.
+    crate::rewrite::merge_regions(&mut rewritten);
     let mut fused = crate::rewrite::fuse(&rewritten);
     options
         .dump

@@ -244,3 +244,77 @@ fn lambda_gradients_match_finite_differences_with_a_non_constant_adjoint() {
     )
     .unwrap();
 }
+
+/// A region reuses an equal value computed before its `ifelse` (the optimizer merges across the
+/// region boundary), and never the other way round: a value computed after the `ifelse` still
+/// runs when the branch that also computes it is not taken. Counted runs count the merging;
+/// values agree on both backends with the optimizer on and off.
+#[test]
+fn regions_reuse_values_computed_before_them_and_stay_lazy() {
+    let g = Graph::new();
+    let c = g.input("c", kiln::bool, [] as [Option<usize>; 0]);
+    let x = g.input("x", kiln::f64, [Some(2)]);
+    let calls = Arc::new(AtomicUsize::new(0));
+    let counted = || Counted(calls.clone());
+    // Before the ifelse: counted(x) and exp(x); the then branch computes both again.
+    let a = g.apply_custom(counted(), &[&x]).remove(0);
+    let e = x.exp();
+    let r = ifelse(
+        &c,
+        || {
+            let b = g.apply_custom(counted(), &[&x]).remove(0);
+            vec![&(&b * &x.exp()) + &e]
+        },
+        || vec![-&x],
+    );
+    // After the ifelse: the else branch's value again, which must not read a region value.
+    let s = ifelse(&c, || vec![x.clone()], || vec![(&x * 3.0).sqrt()]);
+    let after = (&x * 3.0).sqrt();
+    let outs = [&r[0], &s[0], &a, &after];
+    let xv = array![1.0f64, 4.0].into_dyn();
+    let mut results = Vec::new();
+    for backend in [kiln::Backend::Interp, kiln::Backend::Cpu] {
+        for optimize in [false, true] {
+            let options = kiln::CompileOptions {
+                backend: Some(backend),
+                optimize,
+                ..Default::default()
+            };
+            let f = function(&[&c, &x], &outs)
+                .options(options)
+                .compile()
+                .unwrap();
+            for taken in [true, false] {
+                calls.store(0, Ordering::Relaxed);
+                let got = f
+                    .call(&[kiln::TensorRef::from(b(taken).view()), xv.view().into()])
+                    .unwrap();
+                let n = calls.load(Ordering::Relaxed);
+                // Merged, the branch reuses the counted value from before the ifelse.
+                let want_calls = if taken && !optimize { 2 } else { 1 };
+                assert_eq!(
+                    n, want_calls,
+                    "{backend}, optimize {optimize}, taken {taken}"
+                );
+                let got: Vec<Vec<f64>> = got.iter().map(|t| t.to_f64_vec()).collect();
+                results.push((taken, got));
+            }
+            if optimize {
+                let text = kiln::ir::text::print_func(f.func());
+                assert_eq!(text.matches("custom \"counted\"").count(), 1, "{text}");
+            }
+        }
+    }
+    for (taken, got) in &results {
+        let want = &results[usize::from(!taken)].1;
+        for (g, w) in got.iter().zip(want) {
+            for (g, w) in g.iter().zip(w) {
+                assert!((g - w).abs() <= 1e-12 * w.abs(), "{results:?}");
+            }
+        }
+    }
+    let e4 = 4f64.exp();
+    let then = &results[0].1;
+    assert!((then[0][1] - (e4 * 4.0 + e4)).abs() < 1e-9, "{then:?}");
+    assert_eq!(results[1].1[0], vec![-1.0, -4.0]);
+}

@@ -1,14 +1,16 @@
 //! Rewrites of SSA functions, run in this order by `compile::optimize`: the e-graph pass
 //! ([`egraph`]: merging duplicates, folding constants, canonicalizing, stabilizing and
-//! specializing rules, extraction by cost), then Composite fusion ([`fuse`]), then the in-place
-//! pass ([`inplace`]).
+//! specializing rules, extraction by cost), merging inside regions with the values around them
+//! ([`merge_regions`]), Composite fusion ([`fuse`]), then the in-place pass ([`inplace`]).
 
 pub mod egraph;
 pub mod fuse;
 pub mod inplace;
+pub mod merge_regions;
 
 pub use egraph::simplify;
 pub use fuse::fuse;
+pub use merge_regions::merge_regions;
 
 use crate::ir::{Func, Inst, Value};
 use std::collections::HashSet;
