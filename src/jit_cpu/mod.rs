@@ -85,13 +85,13 @@ fn strides_2d(t: &TensorRef, shape: &[usize], rows: usize, cols: usize) -> Optio
     if !t.is_standard_layout() {
         return None;
     }
-    // The operand's shape aligned on the right of the output's.
+    // The operand's shape aligned on the right of the output's (missing dims are 1).
     let r = shape.len();
-    let mut padded = vec![1usize; r.saturating_sub(t.shape().len())];
-    padded.extend_from_slice(t.shape());
-    let (lead, last) = (&padded[..r - 1], padded[r - 1]);
-    let full_lead = lead == &shape[..r - 1];
-    let ones_lead = lead.iter().all(|&d| d == 1);
+    let ts = t.shape();
+    let dim = |i: usize| (i + ts.len()).checked_sub(r).map_or(1, |k| ts[k]);
+    let last = dim(r - 1);
+    let full_lead = (0..r - 1).all(|i| dim(i) == shape[i]);
+    let ones_lead = (0..r - 1).all(|i| dim(i) == 1);
     match (full_lead, last == cols) {
         (true, true) => Some((cols as i64 * size, size)),
         // One value per row: a `[.., 1]` column.
@@ -105,26 +105,35 @@ fn strides_2d(t: &TensorRef, shape: &[usize], rows: usize, cols: usize) -> Optio
 /// The inputs of a kernel call, placed for the kernel: the output's shape as `rows x cols`, and
 /// for each input its address and byte strides (after a broadcast copy where needed).
 struct Operands {
-    shape: Vec<usize>,
+    shape: Small<usize>,
     rows: usize,
     cols: usize,
-    addrs: Vec<usize>,
-    outer: Vec<i64>,
-    inner: Vec<i64>,
+    addrs: Small<usize>,
+    outer: Small<i64>,
+    inner: Small<i64>,
     /// Broadcast copies the addresses may point into; kept alive with the plan.
     _copies: Vec<Tensor>,
 }
 
+/// A few numbers per operand or dim, kept on the stack: a small kernel call allocates nothing
+/// for its bookkeeping (the call overhead of W7).
+type Small<T> = smallvec::SmallVec<[T; 8]>;
+
 fn place(inputs: &[TensorRef]) -> Result<Operands> {
-    let mut shape: Vec<usize> = Vec::new();
+    let mut shape: Small<usize> = Small::new();
     for t in inputs {
-        shape = crate::ir::broadcast_shapes(&shape, t.shape()).map_err(Error::Shape)?;
+        let ts = t.shape();
+        if ts != shape.as_slice() {
+            shape = crate::ir::broadcast_shapes(&shape, ts)
+                .map_err(Error::Shape)?
+                .into();
+        }
     }
     // The output as a `rows x cols` matrix; a 0-d output is 1 x 1.
     let cols = shape.last().copied().unwrap_or(1);
     let rows: usize = shape.iter().rev().skip(1).product();
     let mut copies: Vec<Tensor> = Vec::new();
-    let (mut addrs, mut outer, mut inner) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut addrs, mut outer, mut inner) = (Small::new(), Small::new(), Small::new());
     for t in inputs {
         let direct = if shape.is_empty() {
             Some((0, 0))
@@ -176,7 +185,7 @@ impl MapKernel {
         ncols: usize,
         outs: &[(usize, i64, i64)],
     ) {
-        let mut ptrs: Vec<*mut u8> = (0..ops.addrs.len())
+        let mut ptrs: Small<*mut u8> = (0..ops.addrs.len())
             .map(|j| {
                 (ops.addrs[j] as i64 + row0 as i64 * ops.outer[j] + col0 as i64 * ops.inner[j])
                     as usize as *mut u8
@@ -232,7 +241,7 @@ impl Thunk for MapKernel {
             .collect();
         // Output element (r, c) of a block starting at (row0, col0): addresses as integers, so
         // blocks can be handed to other threads.
-        let out_at = |row0: usize, col0: usize| -> Vec<(usize, i64, i64)> {
+        let out_at = |row0: usize, col0: usize| -> Small<(usize, i64, i64)> {
             outs.iter()
                 .map(|o| {
                     let size = o.dtype().size();

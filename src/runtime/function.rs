@@ -32,6 +32,9 @@ pub struct Function {
     exec: Box<dyn Executable>,
 }
 
+/// A call's inputs: a few, on the stack.
+type Inputs<'a> = smallvec::SmallVec<[TensorRef<'a>; 4]>;
+
 enum Guard<'a> {
     Read(RwLockReadGuard<'a, Tensor>),
     Write(RwLockWriteGuard<'a, Tensor>),
@@ -81,7 +84,7 @@ impl Function {
 
     /// Calls the function on `inputs` and returns its outputs as new arrays.
     pub fn call<'a, T: Into<TensorRef<'a>> + Clone>(&self, inputs: &[T]) -> Result<Vec<Tensor>> {
-        let inputs: Vec<TensorRef<'a>> = inputs.iter().cloned().map(Into::into).collect();
+        let inputs: Inputs<'a> = inputs.iter().cloned().map(Into::into).collect();
         self.run(&inputs, Vec::new())
     }
 
@@ -102,7 +105,8 @@ impl Function {
                 outputs.len()
             )));
         }
-        let inputs: Vec<TensorRef<'a>> = inputs.iter().cloned().map(Into::into).collect();
+        let inputs: Inputs<'a> = inputs.iter().cloned().map(Into::into).collect();
+        // Checked before the buffers are taken, so a bad call leaves them as they were.
         self.check_inputs(&inputs)?;
         // Offered to the kernels that compute the outputs; an empty stand-in meanwhile.
         let dests: Vec<Option<Tensor>> = outputs
@@ -112,7 +116,7 @@ impl Function {
                 Some(std::mem::replace(o, Tensor::zeros(dtype, &[0])))
             })
             .collect();
-        let results = self.run(&inputs, dests)?;
+        let results = self.run_checked(&inputs, dests)?;
         for (dst, src) in outputs.iter_mut().zip(results) {
             assign_or_replace(dst, src);
         }
@@ -121,6 +125,15 @@ impl Function {
 
     fn run(&self, inputs: &[TensorRef<'_>], dests: Vec<Option<Tensor>>) -> Result<Vec<Tensor>> {
         self.check_inputs(inputs)?;
+        self.run_checked(inputs, dests)
+    }
+
+    /// `run` on inputs already checked.
+    fn run_checked(
+        &self,
+        inputs: &[TensorRef<'_>],
+        dests: Vec<Option<Tensor>>,
+    ) -> Result<Vec<Tensor>> {
         let mut guards: Vec<Option<Guard>> = (0..self.shared.len()).map(|_| None).collect();
         for &i in &self.lock_order {
             let b = &self.shared[i];
@@ -143,7 +156,7 @@ impl Function {
             }
         }
         let ran = {
-            let mut all: Vec<TensorRef<'_>> = Vec::with_capacity(n_in + guards.len());
+            let mut all: Inputs<'_> = Inputs::with_capacity(n_in + guards.len());
             all.extend(inputs.iter().map(TensorRef::reborrow));
             all.extend(guards.iter().flatten().map(|g| g.tensor().view()));
             self.exec.run_into(&all, dests, &mut donated)

@@ -14,8 +14,9 @@ use std::sync::Mutex;
 /// the random resource.
 #[derive(Default)]
 pub struct InterpState {
-    /// Compiled thunks by the first result of their instruction.
-    thunks: std::sync::Arc<HashMap<Value, std::sync::Arc<dyn super::Thunk>>>,
+    /// Compiled thunks by the first result of their instruction (indexed by value: a lookup
+    /// per instruction and call, so no hashing).
+    thunks: std::sync::Arc<ThunkTable>,
     storage: HashMap<Value, Vec<Option<Tensor>>>,
     calls: u64,
     /// Write requests planned for the custom ops of the function being run.
@@ -27,6 +28,8 @@ pub struct InterpState {
     last_use: Vec<usize>,
     /// For each value, its position among the parameters, if it is one.
     param_index: Vec<Option<usize>>,
+    /// The value slots of a call, kept (empty) for the next one.
+    slots: Vec<Option<Tensor>>,
     /// Buffers of intermediates that died, kept for the kernels of the next instructions and
     /// calls, so that a steady state of calls does not allocate (or fault in) large arrays.
     pool: Vec<Tensor>,
@@ -64,8 +67,8 @@ impl InterpState {
 /// `perform`, an output); compiled thunks read it where it is.
 struct Env<'e, 'p> {
     values: Vec<Option<Tensor>>,
-    /// Caller's buffers offered for outputs, by the value they would hold.
-    dests: HashMap<Value, Tensor>,
+    /// Caller's buffers offered for outputs, by the value they would hold (a few: searched).
+    dests: Offered,
     params: &'e [TensorRef<'p>],
     param_index: &'e [Option<usize>],
 }
@@ -161,22 +164,25 @@ pub fn run_func_into(
         state.planned_for = func as *const Func as usize;
     }
     let param_index = std::mem::take(&mut state.param_index);
-    let mut offered = HashMap::new();
+    let mut offered = Offered::new();
     for (&v, d) in func.outputs.iter().zip(dests) {
         if let Some(d) = d {
-            if param_index[v.index()].is_none() {
-                offered.entry(v).or_insert(d);
+            if param_index[v.index()].is_none() && !offered.iter().any(|(o, _)| *o == v) {
+                offered.push((v, d));
             }
         }
     }
+    // The value slots of the previous call, all empty again: no allocation per call.
+    let mut values = std::mem::take(&mut state.slots);
+    values.resize(func.values.len(), None);
     let mut env = Env {
-        values: vec![None; func.values.len()],
+        values,
         dests: offered,
         params: inputs,
         param_index: &param_index,
     };
     // Donated parameters are values the function owns from the start.
-    let mut donated_at: Vec<(usize, *const u8)> = Vec::new();
+    let mut donated_at: smallvec::SmallVec<[(usize, *const u8); 4]> = Default::default();
     for (i, d) in donated.iter_mut().enumerate() {
         if let (Some(t), Some(&p)) = (d.take(), func.params.get(i)) {
             donated_at.push((i, t.view().as_ptr()));
@@ -194,6 +200,8 @@ pub fn run_func_into(
     let outs =
         ran.and_then(|()| collect_outputs(func, inputs, &param_index, &mut values, &mut leftover));
     state.param_index = param_index;
+    values.clear();
+    state.slots = values;
     outs
 }
 
@@ -225,7 +233,7 @@ fn collect_outputs(
     inputs: &[TensorRef<'_>],
     param_index: &[Option<usize>],
     env: &mut [Option<Tensor>],
-    leftover: &mut HashMap<Value, Tensor>,
+    leftover: &mut Offered,
 ) -> Result<Vec<Tensor>, Error> {
     let outs = &func.outputs;
     (0..outs.len())
@@ -240,7 +248,7 @@ fn collect_outputs(
                     Error::Runtime(format!("{}: output {v} is not defined", func.name))
                 })?
             };
-            Ok(match leftover.remove(&v) {
+            Ok(match take_offered(leftover, v) {
                 Some(mut d) => {
                     super::function::assign_or_replace(&mut d, t);
                     d
@@ -281,8 +289,8 @@ fn run_block(
             continue;
         }
         // A compiled thunk reads its arguments where they are.
-        if let Some(t) = state.thunks.get(&inst.results[0]).cloned() {
-            let offered = env.dests.remove(&inst.results[0]);
+        if let Some(t) = state.thunks.get(inst.results[0].index()).cloned().flatten() {
+            let offered = take_offered(&mut env.dests, inst.results[0]);
             let overwritten = match offered {
                 None => take_overwritten(func, inst, env)?,
                 Some(_) => None,
@@ -593,12 +601,23 @@ pub fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
 /// state when the kept one is busy: ops' storage reuse is an optimization, never required.
 pub struct Interpreter {
     func: Func,
-    thunks: std::sync::Arc<Thunks>,
+    thunks: std::sync::Arc<ThunkTable>,
     state: Mutex<InterpState>,
 }
 
 /// Compiled thunks by the first result of their instruction.
 pub type Thunks = HashMap<Value, std::sync::Arc<dyn super::Thunk>>;
+
+/// `Thunks` indexed by value.
+type ThunkTable = Vec<Option<std::sync::Arc<dyn super::Thunk>>>;
+
+/// Buffers offered for outputs, by value.
+type Offered = smallvec::SmallVec<[(Value, Tensor); 2]>;
+
+fn take_offered(offered: &mut Offered, v: Value) -> Option<Tensor> {
+    let i = offered.iter().position(|(o, _)| *o == v)?;
+    Some(offered.swap_remove(i).1)
+}
 
 impl Interpreter {
     pub fn new(func: Func) -> Interpreter {
@@ -608,7 +627,13 @@ impl Interpreter {
     /// An interpreter that runs the given compiled thunks instead of `perform` for their
     /// instructions.
     pub fn with_thunks(func: Func, thunks: Thunks) -> Interpreter {
-        let thunks = std::sync::Arc::new(thunks);
+        let mut table: ThunkTable = vec![None; func.values.len()];
+        for (v, t) in thunks {
+            if let Some(slot) = table.get_mut(v.index()) {
+                *slot = Some(t);
+            }
+        }
+        let thunks = std::sync::Arc::new(table);
         let state = InterpState {
             thunks: thunks.clone(),
             ..InterpState::default()
