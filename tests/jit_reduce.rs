@@ -59,25 +59,35 @@ fn options(backend: Backend) -> CompileOptions {
 
 /// Runs `src` on both backends: both fail, or both give results of one shape and dtype.
 fn both(src: &str, inputs: &[&Tensor]) -> Option<(Tensor, Tensor)> {
+    both_many(src, &[inputs.to_vec()]).remove(0)
+}
+
+/// `both` for several sets of inputs, compiling once.
+fn both_many(src: &str, cases: &[Vec<&Tensor>]) -> Vec<Option<(Tensor, Tensor)>> {
     let f = parse("t", src)
         .unwrap_or_else(|e| panic!("{e:?}\n{src}"))
         .remove(0);
-    let views: Vec<kiln::TensorRef> = inputs.iter().map(|t| t.view()).collect();
-    let mut outs = Vec::new();
-    for backend in [Backend::Interp, Backend::Cpu] {
-        let compiled = kiln::compile_func(f.clone(), &options(backend)).unwrap();
-        outs.push(compiled.call(&views).map(|mut v| v.remove(0)));
-    }
-    let (a, b) = (outs.remove(0), outs.remove(0));
-    match (a, b) {
-        (Ok(a), Ok(b)) => {
-            assert_eq!(a.shape(), b.shape(), "{src}");
-            assert_eq!(a.dtype(), b.dtype(), "{src}");
-            Some((a, b))
-        }
-        (Err(_), Err(_)) => None,
-        (a, b) => panic!("one backend failed:\n{src}\ninterp: {a:?}\ncpu: {b:?}"),
-    }
+    let compiled: Vec<_> = [Backend::Interp, Backend::Cpu]
+        .into_iter()
+        .map(|backend| kiln::compile_func(f.clone(), &options(backend)).unwrap())
+        .collect();
+    cases
+        .iter()
+        .map(|inputs| {
+            let views: Vec<kiln::TensorRef> = inputs.iter().map(|t| t.view()).collect();
+            let a = compiled[0].call(&views).map(|mut v| v.remove(0));
+            let b = compiled[1].call(&views).map(|mut v| v.remove(0));
+            match (a, b) {
+                (Ok(a), Ok(b)) => {
+                    assert_eq!(a.shape(), b.shape(), "{src}");
+                    assert_eq!(a.dtype(), b.dtype(), "{src}");
+                    Some((a, b))
+                }
+                (Err(_), Err(_)) => None,
+                (a, b) => panic!("one backend failed:\n{src}\ninterp: {a:?}\ncpu: {b:?}"),
+            }
+        })
+        .collect()
 }
 
 /// Floats within `rel` of each other (relative to the larger magnitude, or absolutely near 0),
@@ -200,11 +210,17 @@ fn every_reduce_op_dtype_and_axes_agrees_with_the_interpreter() {
                             "func @f(%x: {dtype}[{}]) -> ({rt}) {{\n  %y = {op} %x {{axes = {axes:?}, keepdims = {keepdims}}}\n  return %y\n}}\n",
                             shape_text(rank)
                         );
-                        for shape in shapes(rank) {
-                            let specials = rng.next() % 2 == 0;
-                            let x = tensor(dtype, &shape, &mut rng, specials);
-                            if let Some((a, b)) = both(&src, &[&x]) {
-                                let what = format!("{src} on {shape:?}");
+                        let xs: Vec<Tensor> = shapes(rank)
+                            .iter()
+                            .map(|shape| {
+                                let specials = rng.next() % 2 == 0;
+                                tensor(dtype, shape, &mut rng, specials)
+                            })
+                            .collect();
+                        let cases: Vec<Vec<&Tensor>> = xs.iter().map(|x| vec![x]).collect();
+                        for (x, r) in xs.iter().zip(both_many(&src, &cases)) {
+                            if let Some((a, b)) = r {
+                                let what = format!("{src} on {:?}", x.shape());
                                 assert_close(&a, &b, tolerance(op, dtype), &what);
                                 checked += 1;
                             }
@@ -214,9 +230,9 @@ fn every_reduce_op_dtype_and_axes_agrees_with_the_interpreter() {
             }
         }
     }
-    assert!(checked > 2000, "only {checked} cases ran");
+    assert!(checked > 4000, "only {checked} cases ran");
     assert!(
-        kiln::jit_cpu::generated_reduce_calls() > before + 1000,
+        kiln::jit_cpu::generated_reduce_calls() > before + 3000,
         "the reductions did not run as generated code"
     );
 }
