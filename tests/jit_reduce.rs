@@ -257,8 +257,8 @@ fn transposed_and_broadcast_inputs() {
                     let c = kiln::compile_func(f.clone(), &options(backend)).unwrap();
                     outs.push(c.call(&[x.view(), r.view()]).unwrap());
                 }
-                for k in 0..2 {
-                    assert_close(&outs[0][k], &outs[1][k], tolerance(op, dtype), &src);
+                for (a, b) in outs[0].iter().zip(&outs[1]) {
+                    assert_close(a, b, tolerance(op, dtype), &src);
                 }
             }
         }

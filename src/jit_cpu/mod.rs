@@ -1,11 +1,12 @@
 //! The CPU backend: elementwise work (single ops and fused Composites) is compiled with
-//! Cranelift into map kernels; every other op runs through the interpreter's per-op path, which
-//! the compiled kernels plug into as thunks. See `codegen` for the kernel ABI.
-//!
-//! This is the first slice of the backend: scalar loops (no SIMD yet), transcendentals through
-//! calls to the same Rust functions the reference `perform` uses (so results are bit-identical
-//! to the interpreter's), and broadcasting of operands other than single elements done by
-//! copying them to the output's shape first.
+//! Cranelift into map kernels (`codegen`: 128-bit SIMD loops with a scalar tail, inline vector
+//! math from `crate::math`), and reductions (`Reduce`, and `FusedReduce` with its prologue
+//! evaluated in the loop) into loop nests over any set of axes (`reduce_codegen`, run by
+//! `reduce`: pairwise float sums in the reference's order, NaN-propagating max and min,
+//! wrapping integers). Shapes and strides are kernel arguments, so one compiled function serves
+//! every call. Argmax and argmin, and every other op, run through the interpreter's per-op
+//! path, which the compiled kernels plug into as thunks; a reduction whose dims do not merge
+//! into the generated `[O, N, I]` nest, or with an empty axis, runs its reference too.
 
 pub(crate) mod codegen;
 mod helpers;
