@@ -222,7 +222,7 @@ fn offsets(b: &mut FunctionBuilder, bases: &[Value], index: Value, steps: &[Valu
 
 /// Evaluates `program` once (on scalars or on vectors, as `g` says), loading input `j` of
 /// dtype `d` with `load(g, j, d)`; returns the outputs' values.
-fn body<M: Module>(
+pub(crate) fn body<M: Module>(
     g: &mut OpGen<'_, '_, M>,
     program: &ScalarProgram,
     mut load: impl FnMut(&mut OpGen<'_, '_, M>, usize, DType) -> Value,

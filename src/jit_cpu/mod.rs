@@ -1,16 +1,21 @@
 //! The CPU backend: elementwise work (single ops and fused Composites) is compiled with
-//! Cranelift into map kernels; every other op runs through the interpreter's per-op path, which
-//! the compiled kernels plug into as thunks. See `codegen` for the kernel ABI.
-//!
-//! This is the first slice of the backend: scalar loops (no SIMD yet), transcendentals through
-//! calls to the same Rust functions the reference `perform` uses (so results are bit-identical
-//! to the interpreter's), and broadcasting of operands other than single elements done by
-//! copying them to the output's shape first.
+//! Cranelift into map kernels (`codegen`: 128-bit SIMD loops with a scalar tail, inline vector
+//! math from `crate::math`), and reductions (`Reduce`, and `FusedReduce` with its prologue
+//! evaluated in the loop) into loop nests over any set of axes (`reduce_codegen`, run by
+//! `reduce`: pairwise float sums in the reference's order, NaN-propagating max and min,
+//! wrapping integers). Shapes and strides are kernel arguments, so one compiled function serves
+//! every call. Argmax and argmin, and every other op, run through the interpreter's per-op
+//! path, which the compiled kernels plug into as thunks; a reduction whose dims do not merge
+//! into the generated `[O, N, I]` nest, or with an empty axis, runs its reference too.
 
 pub(crate) mod codegen;
 mod helpers;
 mod math_clif;
+mod reduce;
+pub(crate) mod reduce_codegen;
 pub(crate) mod scalar_ops;
+
+pub use reduce::generated_reduce_calls;
 
 use crate::dump::DumpOptions;
 use crate::error::{Error, Result};
@@ -22,6 +27,7 @@ use crate::runtime::{Executable, Thunk};
 use crate::tensor::{Tensor, TensorRef};
 use codegen::KernelFn;
 use cranelift_jit::JITModule;
+use cranelift_module::FuncId;
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -358,6 +364,61 @@ impl Thunk for ReduceKernel {
     }
 }
 
+/// A reduction to generate: its op, axes and prologue (the identity for a plain `Reduce`).
+struct GenSpec {
+    op: crate::ir::ReduceOp,
+    axes: Option<Vec<usize>>,
+    keepdims: bool,
+    program: Arc<crate::ir::scalar::ScalarProgram>,
+    fused: bool,
+    lanes: Option<i64>,
+}
+
+impl GenSpec {
+    fn value_dtype(&self) -> DType {
+        self.program.insts[self.program.outputs[0]].dtype
+    }
+}
+
+/// What to generate for `inst`, if it is a reduction the generator takes.
+fn gen_spec(func: &Func, inst: &Inst) -> Option<GenSpec> {
+    use crate::ir::scalar::{ScalarInst, ScalarOp, ScalarProgram};
+    let (op, axes, keepdims, program, fused) = match &inst.op {
+        Op::Reduce { op, axes, keepdims } => {
+            let dtype = func.ty(*inst.args.first()?).dtype;
+            let program = ScalarProgram {
+                insts: vec![ScalarInst {
+                    op: ScalarOp::Input(0),
+                    args: vec![],
+                    dtype,
+                }],
+                outputs: vec![0],
+            };
+            (*op, axes, *keepdims, Arc::new(program), false)
+        }
+        Op::FusedReduce {
+            op,
+            axes,
+            keepdims,
+            program,
+        } => (*op, axes, *keepdims, program.clone(), true),
+        _ => return None,
+    };
+    if program.outputs.len() != 1 {
+        return None;
+    }
+    let vd = program.insts[program.outputs[0]].dtype;
+    reduce_codegen::acc_dtype(op, vd)?;
+    Some(GenSpec {
+        op,
+        axes: axes.clone(),
+        keepdims,
+        program,
+        fused,
+        lanes: None,
+    })
+}
+
 /// Compiles `func` for the CPU.
 pub fn compile(func: &Func, dump: &DumpOptions) -> Result<Box<dyn Executable>> {
     let mut module = codegen::new_module()?;
@@ -374,7 +435,7 @@ pub fn compile(func: &Func, dump: &DumpOptions) -> Result<Box<dyn Executable>> {
             for r in &inst.regions {
                 visit(&r.body, out);
             }
-            let fused = matches!(&inst.op, Op::FusedReduce { .. });
+            let fused = matches!(&inst.op, Op::FusedReduce { .. } | Op::Reduce { .. });
             if inst.results.len() == 1 && (inst.op.is_elementwise() || fused) {
                 out.push((inst.results[0], inst.clone()));
             }
@@ -383,7 +444,52 @@ pub fn compile(func: &Func, dump: &DumpOptions) -> Result<Box<dyn Executable>> {
     let mut candidates = Vec::new();
     visit(&func.body, &mut candidates);
     let mut kernels_text = String::new();
+    let mut reductions: Vec<(Value, FuncId, GenSpec)> = Vec::new();
     for (k, (value, inst)) in candidates.iter().enumerate() {
+        // Reductions over any axes: a generated loop nest (argmax and argmin, and a prologue
+        // with several outputs, keep the reference or the prologue-then-perform kernel).
+        if let Some(spec) = gen_spec(func, inst) {
+            let name = format!("{}_r{k}", func.name);
+            match reduce_codegen::define_reduce_kernel(
+                &mut module,
+                &name,
+                spec.op,
+                &spec.program,
+                inst.args.len(),
+            ) {
+                Ok(info) => {
+                    clif.push_str(&info.clif);
+                    clif.push('\n');
+                    kernels_text.push_str(&format!(
+                        "{name}: reduce {} over {} (generated{}) -> %{} over {} inputs: {}\n",
+                        spec.op.name(),
+                        match &spec.axes {
+                            Some(a) => format!("axes {a:?}"),
+                            None => "all axes".to_string(),
+                        },
+                        match info.lanes {
+                            Some(l) => format!(", {l} lanes"),
+                            None => ", scalar".to_string(),
+                        },
+                        value.0,
+                        inst.args.len(),
+                        spec.program
+                    ));
+                    let spec = GenSpec {
+                        lanes: info.lanes,
+                        ..spec
+                    };
+                    reductions.push((*value, info.entry, spec));
+                    continue;
+                }
+                // Not generated (a construct Cranelift rejects): the paths below, or perform.
+                Err(_) if matches!(inst.op, Op::Reduce { .. }) => continue,
+                Err(_) => {}
+            }
+        }
+        if matches!(inst.op, Op::Reduce { .. }) {
+            continue;
+        }
         // A fused reduction is compiled when it reduces the last axis of its prologue's
         // result; others run their reference implementation.
         let (program, reduce) = match &inst.op {
@@ -444,6 +550,10 @@ pub fn compile(func: &Func, dump: &DumpOptions) -> Result<Box<dyn Executable>> {
     module
         .finalize_definitions()
         .map_err(|e| Error::Unsupported(format!("cranelift: {e}")))?;
+    let gens: Vec<_> = reductions
+        .into_iter()
+        .map(|(v, id, spec)| (v, module.get_finalized_function(id), spec))
+        .collect();
     let fns: Vec<_> = pending
         .into_iter()
         .map(|(v, id, d, r)| (v, module.get_finalized_function(id), d, r))
@@ -467,6 +577,27 @@ pub fn compile(func: &Func, dump: &DumpOptions) -> Result<Box<dyn Executable>> {
             None => Arc::new(map),
         };
         kernels.insert(v, thunk);
+    }
+    for (v, p, spec) in gens {
+        // SAFETY: `p` is the finalized entry of a reduction generated with `ReduceFn`'s
+        // signature.
+        let f = unsafe { std::mem::transmute::<*const u8, reduce_codegen::ReduceFn>(p) };
+        let out_dtype = reduce_codegen::acc_dtype(spec.op, spec.value_dtype())
+            .expect("only generated reductions get here");
+        kernels.insert(
+            v,
+            Arc::new(reduce::GenReduce {
+                f,
+                op: spec.op,
+                axes: spec.axes,
+                keepdims: spec.keepdims,
+                program: spec.program,
+                fused: spec.fused,
+                out_dtype,
+                lanes: spec.lanes,
+                _code: code.clone(),
+            }),
+        );
     }
     Ok(Box::new(Interpreter::with_thunks(func.clone(), kernels)))
 }

@@ -1,0 +1,694 @@
+//! Cranelift code for reductions: a loop nest over a `[O, N, I]` view of the (prologue's) input,
+//! reducing the middle axis `N` into a contiguous `[O, I]` output, for shapes and strides known
+//! only at call time.
+//!
+//! # Kernel ABI
+//! `extern "C" fn(o: i64, n: i64, i: i64, ptrs: *const *mut u8, so: *const i64, sn: *const i64,
+//! si: *const i64, mode: i64)`: `ptrs` holds one base pointer per input, then the output's;
+//! element `(o, n, i)` of input `j` is at `ptrs[j] + o * so[j] + n * sn[j] + i * si[j]` (byte
+//! strides, 0 where broadcast), output element `(o, i)` at `ptrs[m] + o * so[m] + i * si[m]`
+//! (`m` the number of inputs). `mode & 2` says the leaves run along `I` (one output, or one
+//! vector of outputs, at a time: "columns"), else along `N` with `i == 1` ("rows"); `mode & 1`
+//! asks for the vector leaves: the caller checked that every operand is contiguous or broadcast
+//! (stride 0) along the vector axis, `N` for rows (lanes along the reduced axis) and `I` for
+//! columns (and that the output is contiguous along `I`).
+//!
+//! # Order of operations
+//! Every element of the output is reduced in eight interleaved partial results (element `n`
+//! goes to partial `n % 8`), combined as `((p0 + p1) + (p2 + p3)) + ((p4 + p5) + (p6 + p7))`,
+//! then the `len % 8` last elements one by one; float sums (and means) split ranges longer than
+//! 128 at `(len / 2) & !7` and add the halves (a recursive function). This is
+//! `perform::reduce::pairwise_sum` step for step, so a generated float sum has the reference's
+//! bits whichever leaf computes it: scalar, lanes along `N`, or vectors of outputs along `I`.
+
+use super::codegen::body;
+use super::scalar_ops::{clif_type, vector_lanes, Lanes, OpGen};
+use crate::error::{Error, Result};
+use crate::ir::scalar::ScalarProgram;
+use crate::ir::{DType, ReduceOp};
+use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
+use cranelift_codegen::ir::{
+    types, AbiParam, Endianness, InstBuilder, MemFlagsData, StackSlotData, StackSlotKind, Type,
+    Value,
+};
+use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext, Variable};
+use cranelift_module::{FuncId, Linkage, Module};
+
+/// The signature of a compiled reduction's entry point.
+pub type ReduceFn =
+    unsafe extern "C" fn(i64, i64, i64, *const *mut u8, *const i64, *const i64, *const i64, i64);
+
+/// Ranges longer than this are split in two (the reference's `PAIRWISE_BLOCK`).
+const PAIRWISE_BLOCK: i64 = 128;
+
+/// The dtype a reduction accumulates (and returns) in, for a value of dtype `vd`; `None` for
+/// the reductions that are not generated (argmax, argmin).
+pub fn acc_dtype(op: ReduceOp, vd: DType) -> Option<DType> {
+    Some(match op {
+        ReduceOp::Sum | ReduceOp::Prod if vd == DType::Bool => DType::I64,
+        ReduceOp::Mean if !vd.is_float() => DType::F64,
+        ReduceOp::All | ReduceOp::Any => DType::Bool,
+        ReduceOp::ArgMax | ReduceOp::ArgMin => return None,
+        _ => vd,
+    })
+}
+
+/// What was generated for one reduction.
+pub struct ReduceKernelInfo {
+    pub entry: FuncId,
+    /// The lane count of the vector leaves, when there are any.
+    pub lanes: Option<i64>,
+    pub clif: String,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Leaf {
+    Scalar,
+    /// Lanes along the reduced axis: the eight partials are packed in `8 / lanes` vectors.
+    Row,
+    /// One vector of outputs (along `I`): eight partial vectors.
+    Col,
+}
+
+struct Spec<'p> {
+    op: ReduceOp,
+    program: &'p ScalarProgram,
+    n_in: usize,
+    /// The prologue's value dtype and the accumulator's.
+    vd: DType,
+    ad: DType,
+    pairwise: bool,
+}
+
+/// Generates the reduction `op` of the value `program` computes (output 0) from `n_in` inputs.
+pub fn define_reduce_kernel<M: Module>(
+    module: &mut M,
+    name: &str,
+    op: ReduceOp,
+    program: &ScalarProgram,
+    n_in: usize,
+) -> Result<ReduceKernelInfo> {
+    let unsupported = |what: &str| Error::Unsupported(format!("{name}: {what}"));
+    if program.outputs.len() != 1 {
+        return Err(unsupported("a reduction of several values"));
+    }
+    let vd = program.insts[program.outputs[0]].dtype;
+    let ad = acc_dtype(op, vd).ok_or_else(|| unsupported("argmax and argmin run in perform"))?;
+    let spec = Spec {
+        op,
+        program,
+        n_in,
+        vd,
+        ad,
+        pairwise: ad.is_float() && matches!(op, ReduceOp::Sum | ReduceOp::Mean),
+    };
+    let mut clif = String::new();
+    let scalar = define_leaf(module, &format!("{name}_leaf"), &spec, Leaf::Scalar, None)?;
+    clif.push_str(&scalar.1);
+    // Vector leaves where the program runs on vectors and nothing converts the value; a
+    // construct Cranelift cannot lower for vectors leaves the scalar leaf alone.
+    let lanes = vector_lanes(program).filter(|_| {
+        vd == ad
+            && vd != DType::Bool
+            && matches!(
+                op,
+                ReduceOp::Sum | ReduceOp::Mean | ReduceOp::Prod | ReduceOp::Max | ReduceOp::Min
+            )
+    });
+    let mut vec_leaves = None;
+    if let Some(l) = lanes {
+        let row = define_leaf(module, &format!("{name}_row"), &spec, Leaf::Row, Some(l));
+        let col = define_leaf(module, &format!("{name}_col"), &spec, Leaf::Col, Some(l));
+        if let (Ok(r), Ok(c)) = (row, col) {
+            clif.push_str(&r.1);
+            clif.push_str(&c.1);
+            vec_leaves = Some((r.0, c.0, l));
+        }
+    }
+    let (entry, text) = define_entry(module, name, &spec, scalar.0, vec_leaves)?;
+    clif.push_str(&text);
+    Ok(ReduceKernelInfo {
+        entry,
+        lanes: vec_leaves.map(|(_, _, l)| l.count()),
+        clif,
+    })
+}
+
+fn finish<M: Module>(
+    module: &mut M,
+    id: FuncId,
+    name: &str,
+    ctx: &mut cranelift_codegen::Context,
+) -> Result<(FuncId, String)> {
+    let text = ctx.func.display().to_string();
+    let defined = module
+        .define_function(id, ctx)
+        .map_err(|e| Error::Unsupported(format!("{name}: cranelift: {e:?}")));
+    module.clear_context(ctx);
+    defined?;
+    Ok((id, text))
+}
+
+fn vec_type(lanes: Lanes, d: DType) -> Type {
+    match (lanes, d) {
+        (Lanes::X32, DType::F32) => types::F32X4,
+        (Lanes::X32, _) => types::I32X4,
+        (Lanes::X64, DType::F64) => types::F64X2,
+        (Lanes::X64, _) => types::I64X2,
+    }
+}
+
+/// The reduction's identity, of type `ty` (a vector is splat).
+fn identity(b: &mut FunctionBuilder, op: ReduceOp, ad: DType, ty: Type) -> Value {
+    let max = op == ReduceOp::Max;
+    let s = match (op, ad) {
+        (ReduceOp::Sum | ReduceOp::Mean, DType::F32) => b.ins().f32const(0.0),
+        (ReduceOp::Sum | ReduceOp::Mean, DType::F64) => b.ins().f64const(0.0),
+        (ReduceOp::Prod, DType::F32) => b.ins().f32const(1.0),
+        (ReduceOp::Prod, DType::F64) => b.ins().f64const(1.0),
+        (ReduceOp::Max | ReduceOp::Min, DType::F32) => b.ins().f32const(if max {
+            f32::NEG_INFINITY
+        } else {
+            f32::INFINITY
+        }),
+        (ReduceOp::Max | ReduceOp::Min, DType::F64) => b.ins().f64const(if max {
+            f64::NEG_INFINITY
+        } else {
+            f64::INFINITY
+        }),
+        (ReduceOp::Max | ReduceOp::Min, DType::I32) => b
+            .ins()
+            .iconst(types::I32, if max { i32::MIN } else { i32::MAX } as i64),
+        (ReduceOp::Max | ReduceOp::Min, DType::I64) => b
+            .ins()
+            .iconst(types::I64, if max { i64::MIN } else { i64::MAX }),
+        (ReduceOp::Max | ReduceOp::Min, _) => b.ins().iconst(types::I8, (!max) as i64),
+        (ReduceOp::All, _) => b.ins().iconst(types::I8, 1),
+        (ReduceOp::Any, _) => b.ins().iconst(types::I8, 0),
+        (ReduceOp::Prod, d) => b.ins().iconst(clif_type(d), 1),
+        (_, d) => b.ins().iconst(clif_type(d), 0),
+    };
+    if ty.is_vector() {
+        b.ins().splat(ty, s)
+    } else {
+        s
+    }
+}
+
+/// `a ⊕ x` for the reduction, lane by lane on vectors. Max and min propagate NaN: a NaN `x`
+/// replaces the partial, and a NaN partial is never replaced.
+fn combine(b: &mut FunctionBuilder, op: ReduceOp, ad: DType, a: Value, x: Value) -> Value {
+    let float = ad.is_float();
+    match op {
+        ReduceOp::Sum | ReduceOp::Mean if float => b.ins().fadd(a, x),
+        ReduceOp::Sum | ReduceOp::Mean => b.ins().iadd(a, x),
+        ReduceOp::Prod if float => b.ins().fmul(a, x),
+        ReduceOp::Prod => b.ins().imul(a, x),
+        ReduceOp::Max | ReduceOp::Min if float => {
+            let cc = if op == ReduceOp::Max {
+                FloatCC::GreaterThan
+            } else {
+                FloatCC::LessThan
+            };
+            let better = b.ins().fcmp(cc, x, a);
+            let nan = b.ins().fcmp(FloatCC::Unordered, x, x);
+            let take = b.ins().bor(better, nan);
+            let ty = b.func.dfg.value_type(a);
+            if ty.is_vector() {
+                let f = MemFlagsData::new().with_endianness(Endianness::Little);
+                let m = b.ins().bitcast(ty, f, take);
+                b.ins().bitselect(m, x, a)
+            } else {
+                b.ins().select(take, x, a)
+            }
+        }
+        ReduceOp::Max if ad == DType::Bool => b.ins().bor(a, x),
+        ReduceOp::Min if ad == DType::Bool => b.ins().band(a, x),
+        ReduceOp::Max => b.ins().smax(a, x),
+        ReduceOp::Min => b.ins().smin(a, x),
+        ReduceOp::All => b.ins().band(a, x),
+        ReduceOp::Any => b.ins().bor(a, x),
+        ReduceOp::ArgMax | ReduceOp::ArgMin => unreachable!("not generated"),
+    }
+}
+
+/// The prologue's scalar value `x` (dtype `vd`) as the accumulator's dtype.
+fn convert(b: &mut FunctionBuilder, s: &Spec, x: Value) -> Value {
+    let (vd, ad) = (s.vd, s.ad);
+    if matches!(s.op, ReduceOp::All | ReduceOp::Any) {
+        return match vd {
+            DType::Bool => x,
+            DType::F32 => {
+                let z = b.ins().f32const(0.0);
+                b.ins().fcmp(FloatCC::NotEqual, x, z)
+            }
+            DType::F64 => {
+                let z = b.ins().f64const(0.0);
+                b.ins().fcmp(FloatCC::NotEqual, x, z)
+            }
+            _ => b.ins().icmp_imm_s(IntCC::NotEqual, x, 0),
+        };
+    }
+    if vd == ad {
+        return x;
+    }
+    let wide = match vd {
+        DType::Bool | DType::I32 => b.ins().sextend(types::I64, x),
+        _ => x,
+    };
+    if ad == DType::F64 {
+        b.ins().fcvt_from_sint(types::F64, wide)
+    } else {
+        wide
+    }
+}
+
+/// The value type a leaf returns.
+fn leaf_type(s: &Spec, leaf: Leaf, lanes: Option<Lanes>) -> Type {
+    match (leaf, lanes) {
+        (Leaf::Col, Some(l)) => vec_type(l, s.ad),
+        _ => clif_type(s.ad),
+    }
+}
+
+/// A leaf: `fn(bases: *const *const u8, sn: *const i64, si: *const i64, start: i64, len: i64,
+/// out: *mut T)` reduces elements `start..start + len` along `N` from the operands' bases and
+/// stores the result (a scalar, or for `Col` a vector of outputs) at `out`. Float sums split
+/// long ranges and call themselves on the halves.
+fn define_leaf<M: Module>(
+    module: &mut M,
+    name: &str,
+    s: &Spec,
+    leaf: Leaf,
+    lanes: Option<Lanes>,
+) -> Result<(FuncId, String)> {
+    let ptr = module.target_config().pointer_type();
+    let mut sig = module.make_signature();
+    sig.params.extend([
+        AbiParam::new(ptr),
+        AbiParam::new(ptr),
+        AbiParam::new(ptr),
+        AbiParam::new(types::I64),
+        AbiParam::new(types::I64),
+        AbiParam::new(ptr),
+    ]);
+    let id = module
+        .declare_function(name, Linkage::Local, &sig)
+        .map_err(|e| Error::Unsupported(format!("{name}: {e}")))?;
+    let mut ctx = module.make_context();
+    ctx.func.signature = sig;
+    let mut fctx = FunctionBuilderContext::new();
+    let rty = leaf_type(s, leaf, lanes);
+    let flags = MemFlagsData::trusted();
+    let vflags = MemFlagsData::new().with_notrap();
+    {
+        let mut b = FunctionBuilder::new(&mut ctx.func, &mut fctx);
+        let entry = b.create_block();
+        let leaf_block = b.create_block();
+        b.append_block_params_for_function_params(entry);
+        b.switch_to_block(entry);
+        let p = b.block_params(entry).to_vec();
+        let (bases_p, sn_p, si_p, start, len, out) = (p[0], p[1], p[2], p[3], p[4], p[5]);
+        if s.pairwise {
+            let split = b.create_block();
+            let long = b
+                .ins()
+                .icmp_imm_s(IntCC::SignedGreaterThan, len, PAIRWISE_BLOCK);
+            b.ins().brif(long, split, &[], leaf_block, &[]);
+            b.switch_to_block(split);
+            let half = b.ins().ushr_imm_u(len, 1);
+            let mid = b.ins().band_imm_s(half, -8);
+            let rest = b.ins().isub(len, mid);
+            let start2 = b.ins().iadd(start, mid);
+            let slot =
+                b.create_sized_stack_slot(StackSlotData::new(StackSlotKind::ExplicitSlot, 32, 4));
+            let t0 = b.ins().stack_addr(ptr, slot, 0);
+            let t1 = b.ins().stack_addr(ptr, slot, 16);
+            let me = module.declare_func_in_func(id, b.func);
+            b.ins().call(me, &[bases_p, sn_p, si_p, start, mid, t0]);
+            b.ins().call(me, &[bases_p, sn_p, si_p, start2, rest, t1]);
+            let x0 = b.ins().load(rty, flags, t0, 0);
+            let x1 = b.ins().load(rty, flags, t1, 0);
+            let r = combine(&mut b, s.op, s.ad, x0, x1);
+            b.ins().store(flags, r, out, 0);
+            b.ins().return_(&[]);
+        } else {
+            b.ins().jump(leaf_block, &[]);
+        }
+
+        b.switch_to_block(leaf_block);
+        let mut bases = Vec::new();
+        let mut sn = Vec::new();
+        let mut masks = Vec::new();
+        let mut vptr_sel = Vec::new();
+        let dummy = {
+            let slot =
+                b.create_sized_stack_slot(StackSlotData::new(StackSlotKind::ExplicitSlot, 64, 4));
+            b.ins().stack_addr(ptr, slot, 0)
+        };
+        for j in 0..s.n_in {
+            let off = (j * ptr.bytes() as usize) as i32;
+            bases.push(b.ins().load(ptr, flags, bases_p, off));
+            sn.push(b.ins().load(types::I64, flags, sn_p, (j * 8) as i32));
+            if let Some(l) = lanes {
+                // Broadcast along the vector axis: the stride there is 0.
+                let step = if leaf == Leaf::Row {
+                    sn[j]
+                } else {
+                    b.ins().load(types::I64, flags, si_p, (j * 8) as i32)
+                };
+                let bc = b.ins().icmp_imm_s(IntCC::Equal, step, 0);
+                let mty = if l == Lanes::X32 {
+                    types::I32X4
+                } else {
+                    types::I64X2
+                };
+                let wide = b.ins().uextend(mty.lane_type(), bc);
+                let all = b.ins().ineg(wide);
+                masks.push(b.ins().splat(mty, all));
+                vptr_sel.push(bc);
+            }
+        }
+        let addr_at = |b: &mut FunctionBuilder, j: usize, n: Value| {
+            let off = b.ins().imul(n, sn[j]);
+            b.ins().iadd(bases[j], off)
+        };
+        // One value of the prologue at index `n` along `N`: a scalar, or a vector (lanes along
+        // `N` for `Row`, along `I` for `Col`).
+        let value = |b: &mut FunctionBuilder, module: &mut M, n: Value, vector: bool| {
+            let mut addrs = Vec::new();
+            for j in 0..s.n_in {
+                addrs.push(addr_at(b, j, n));
+            }
+            let mut g = OpGen {
+                b,
+                module,
+                lanes: if vector { lanes } else { None },
+            };
+            let v = body(&mut g, s.program, |g, j, d| {
+                if !vector {
+                    return g.b.ins().load(clif_type(d), flags, addrs[j], 0);
+                }
+                let vty = g.ty(d);
+                let one = g.b.ins().load(vty.lane_type(), flags, addrs[j], 0);
+                let splat = g.b.ins().splat(vty, one);
+                let at = g.b.ins().select(vptr_sel[j], dummy, addrs[j]);
+                let v = g.b.ins().load(vty, vflags, at, 0);
+                let m = if vty.lane_type().is_float() {
+                    let f = MemFlagsData::new().with_endianness(Endianness::Little);
+                    g.b.ins().bitcast(vty, f, masks[j])
+                } else {
+                    masks[j]
+                };
+                g.b.ins().bitselect(m, splat, v)
+            })?;
+            Ok::<Value, Error>(v[0])
+        };
+        let (n_acc, acc_ty, l) = match (leaf, lanes) {
+            (Leaf::Row, Some(l)) => (8 / l.count() as usize, vec_type(l, s.ad), l.count()),
+            (Leaf::Col, Some(l)) => (8, vec_type(l, s.ad), 1),
+            _ => (8, clif_type(s.ad), 1),
+        };
+        let accs: Vec<Variable> = (0..n_acc)
+            .map(|_| {
+                let v = b.declare_var(acc_ty);
+                let id0 = identity(&mut b, s.op, s.ad, acc_ty);
+                b.def_var(v, id0);
+                v
+            })
+            .collect();
+        let chunks = b.ins().band_imm_s(len, -8);
+        let end8 = b.ins().iadd(start, chunks);
+        let end = b.ins().iadd(start, len);
+        let head8 = b.create_block();
+        let body8 = b.create_block();
+        let tree = b.create_block();
+        b.append_block_param(head8, types::I64);
+        b.ins().jump(head8, &[start.into()]);
+        b.switch_to_block(head8);
+        let n = b.block_params(head8)[0];
+        let more = b.ins().icmp(IntCC::SignedLessThan, n, end8);
+        b.ins().brif(more, body8, &[], tree, &[]);
+        b.switch_to_block(body8);
+        for (k, &acc) in accs.iter().enumerate() {
+            let nk = b.ins().iadd_imm_s(n, k as i64 * l);
+            let x = value(&mut b, module, nk, leaf != Leaf::Scalar)?;
+            let x = if leaf == Leaf::Scalar {
+                convert(&mut b, s, x)
+            } else {
+                x
+            };
+            let a = b.use_var(acc);
+            let r = combine(&mut b, s.op, s.ad, a, x);
+            b.def_var(acc, r);
+        }
+        let next = b.ins().iadd_imm_s(n, 8);
+        b.ins().jump(head8, &[next.into()]);
+
+        b.switch_to_block(tree);
+        let mut parts: Vec<Value> = accs.iter().map(|&a| b.use_var(a)).collect();
+        if leaf == Leaf::Row {
+            parts = parts
+                .iter()
+                .flat_map(|&v| (0..l as u8).map(move |i| (v, i)))
+                .collect::<Vec<_>>()
+                .into_iter()
+                .map(|(v, i)| b.ins().extractlane(v, i))
+                .collect();
+        }
+        let c = |b: &mut FunctionBuilder, x: Value, y: Value| combine(b, s.op, s.ad, x, y);
+        let p01 = c(&mut b, parts[0], parts[1]);
+        let p23 = c(&mut b, parts[2], parts[3]);
+        let p45 = c(&mut b, parts[4], parts[5]);
+        let p67 = c(&mut b, parts[6], parts[7]);
+        let lo = c(&mut b, p01, p23);
+        let hi = c(&mut b, p45, p67);
+        let head = c(&mut b, lo, hi);
+
+        // The last `len % 8` elements one at a time.
+        let head1 = b.create_block();
+        let body1 = b.create_block();
+        let done = b.create_block();
+        b.append_block_param(head1, types::I64);
+        b.append_block_param(head1, rty);
+        b.append_block_param(done, rty);
+        b.ins().jump(head1, &[end8.into(), head.into()]);
+        b.switch_to_block(head1);
+        let n = b.block_params(head1)[0];
+        let acc = b.block_params(head1)[1];
+        let more = b.ins().icmp(IntCC::SignedLessThan, n, end);
+        b.ins().brif(more, body1, &[], done, &[acc.into()]);
+        b.switch_to_block(body1);
+        let x = value(&mut b, module, n, leaf == Leaf::Col)?;
+        let x = if leaf == Leaf::Col {
+            x
+        } else {
+            convert(&mut b, s, x)
+        };
+        let r = combine(&mut b, s.op, s.ad, acc, x);
+        let next = b.ins().iadd_imm_s(n, 1);
+        b.ins().jump(head1, &[next.into(), r.into()]);
+        b.switch_to_block(done);
+        let r = b.block_params(done)[0];
+        b.ins().store(flags, r, out, 0);
+        b.ins().return_(&[]);
+        b.seal_all_blocks();
+        b.finalize(module.target_config());
+    }
+    finish(module, id, name, &mut ctx)
+}
+
+/// The entry point (see the module docs): loops over `O` and `I`, calling a leaf per output
+/// (or per vector of outputs) and storing its result, divided by `N` for a mean.
+fn define_entry<M: Module>(
+    module: &mut M,
+    name: &str,
+    s: &Spec,
+    scalar: FuncId,
+    vec_leaves: Option<(FuncId, FuncId, Lanes)>,
+) -> Result<(FuncId, String)> {
+    let ptr = module.target_config().pointer_type();
+    let mut sig = module.make_signature();
+    sig.params.extend([
+        AbiParam::new(types::I64),
+        AbiParam::new(types::I64),
+        AbiParam::new(types::I64),
+        AbiParam::new(ptr),
+        AbiParam::new(ptr),
+        AbiParam::new(ptr),
+        AbiParam::new(ptr),
+        AbiParam::new(types::I64),
+    ]);
+    let id = module
+        .declare_function(name, Linkage::Local, &sig)
+        .map_err(|e| Error::Unsupported(format!("{name}: {e}")))?;
+    let mut ctx = module.make_context();
+    ctx.func.signature = sig;
+    let mut fctx = FunctionBuilderContext::new();
+    let flags = MemFlagsData::trusted();
+    let m = s.n_in;
+    {
+        let mut b = FunctionBuilder::new(&mut ctx.func, &mut fctx);
+        let entry = b.create_block();
+        b.append_block_params_for_function_params(entry);
+        b.switch_to_block(entry);
+        let p = b.block_params(entry).to_vec();
+        let (o_n, n_n, i_n, ptrs, so_p, sn_p, si_p, mode) =
+            (p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7]);
+        let (mut bases, mut so, mut si) = (vec![], vec![], vec![]);
+        for j in 0..=m {
+            bases.push(
+                b.ins()
+                    .load(ptr, flags, ptrs, (j * ptr.bytes() as usize) as i32),
+            );
+            so.push(b.ins().load(types::I64, flags, so_p, (j * 8) as i32));
+            si.push(b.ins().load(types::I64, flags, si_p, (j * 8) as i32));
+        }
+        let arr = b.create_sized_stack_slot(StackSlotData::new(
+            StackSlotKind::ExplicitSlot,
+            (8 * m.max(1)) as u32,
+            4,
+        ));
+        let arr = b.ins().stack_addr(ptr, arr, 0);
+        let res = b.create_sized_stack_slot(StackSlotData::new(StackSlotKind::ExplicitSlot, 16, 4));
+        let res = b.ins().stack_addr(ptr, res, 0);
+        let scalar_ref = module.declare_func_in_func(scalar, b.func);
+        let vec_refs = vec_leaves.map(|(r, c, l)| {
+            (
+                module.declare_func_in_func(r, b.func),
+                module.declare_func_in_func(c, b.func),
+                l,
+            )
+        });
+        let zero = b.ins().iconst(types::I64, 0);
+        let nf = match s.ad {
+            DType::F32 => Some(b.ins().fcvt_from_sint(types::F32, n_n)),
+            DType::F64 => Some(b.ins().fcvt_from_sint(types::F64, n_n)),
+            _ => None,
+        };
+        let finalize = |b: &mut FunctionBuilder, v: Value| -> Value {
+            match (s.op, nf) {
+                (ReduceOp::Mean, Some(nf)) => {
+                    let ty = b.func.dfg.value_type(v);
+                    let d = if ty.is_vector() {
+                        b.ins().splat(ty, nf)
+                    } else {
+                        nf
+                    };
+                    b.ins().fdiv(v, d)
+                }
+                _ => v,
+            }
+        };
+        let o_head = b.create_block();
+        let o_body = b.create_block();
+        let exit = b.create_block();
+        b.append_block_param(o_head, types::I64);
+        b.ins().jump(o_head, &[zero.into()]);
+        b.switch_to_block(o_head);
+        let o = b.block_params(o_head)[0];
+        let more = b.ins().icmp(IntCC::SignedLessThan, o, o_n);
+        b.ins().brif(more, o_body, &[], exit, &[]);
+        b.switch_to_block(o_body);
+        let row: Vec<Value> = (0..=m)
+            .map(|j| {
+                let off = b.ins().imul(o, so[j]);
+                b.ins().iadd(bases[j], off)
+            })
+            .collect();
+        let o_next = b.ins().iadd_imm_s(o, 1);
+        // Stores the operands' addresses of output (o, i) and calls `leaf` on the whole of N.
+        let call = |b: &mut FunctionBuilder, leaf, i: Value| -> Value {
+            for j in 0..m {
+                let off = b.ins().imul(i, si[j]);
+                let a = b.ins().iadd(row[j], off);
+                b.ins().store(flags, a, arr, (j * 8) as i32);
+            }
+            b.ins().call(leaf, &[arr, sn_p, si_p, zero, n_n, res]);
+            let off = b.ins().imul(i, si[m]);
+            b.ins().iadd(row[m], off)
+        };
+        let is_col = b.ins().band_imm_s(mode, 2);
+        let vector = b.ins().band_imm_s(mode, 1);
+        let row_block = b.create_block();
+        let col_block = b.create_block();
+        b.ins().brif(is_col, col_block, &[], row_block, &[]);
+
+        // I == 1: one output per o, lanes along N when the caller allows it.
+        b.switch_to_block(row_block);
+        let sty = clif_type(s.ad);
+        let row_scalar = b.create_block();
+        let o_cont = b.create_block();
+        match vec_refs {
+            Some((r, _, _)) => {
+                let row_vec = b.create_block();
+                b.ins().brif(vector, row_vec, &[], row_scalar, &[]);
+                b.switch_to_block(row_vec);
+                let out = call(&mut b, r, zero);
+                let v = b.ins().load(sty, flags, res, 0);
+                let v = finalize(&mut b, v);
+                b.ins().store(flags, v, out, 0);
+                b.ins().jump(o_cont, &[]);
+            }
+            None => {
+                b.ins().jump(row_scalar, &[]);
+            }
+        }
+        b.switch_to_block(row_scalar);
+        let out = call(&mut b, scalar_ref, zero);
+        let v = b.ins().load(sty, flags, res, 0);
+        let v = finalize(&mut b, v);
+        b.ins().store(flags, v, out, 0);
+        b.ins().jump(o_cont, &[]);
+        b.switch_to_block(o_cont);
+        b.ins().jump(o_head, &[o_next.into()]);
+
+        // I > 1: vectors of outputs along I when allowed, then one output at a time.
+        b.switch_to_block(col_block);
+        let s_head = b.create_block();
+        let s_body = b.create_block();
+        b.append_block_param(s_head, types::I64);
+        match vec_refs {
+            Some((_, c, l)) => {
+                let v_head = b.create_block();
+                let v_body = b.create_block();
+                let v_check = b.create_block();
+                b.append_block_param(v_head, types::I64);
+                b.ins().brif(vector, v_check, &[], s_head, &[zero.into()]);
+                b.switch_to_block(v_check);
+                b.ins().jump(v_head, &[zero.into()]);
+                b.switch_to_block(v_head);
+                let i = b.block_params(v_head)[0];
+                let end = b.ins().iadd_imm_s(i, l.count());
+                let fits = b.ins().icmp(IntCC::SignedLessThanOrEqual, end, i_n);
+                b.ins().brif(fits, v_body, &[], s_head, &[i.into()]);
+                b.switch_to_block(v_body);
+                let out = call(&mut b, c, i);
+                let v = b.ins().load(vec_type(l, s.ad), flags, res, 0);
+                let v = finalize(&mut b, v);
+                b.ins().store(MemFlagsData::new().with_notrap(), v, out, 0);
+                b.ins().jump(v_head, &[end.into()]);
+            }
+            None => {
+                b.ins().jump(s_head, &[zero.into()]);
+            }
+        }
+        b.switch_to_block(s_head);
+        let i = b.block_params(s_head)[0];
+        let more = b.ins().icmp(IntCC::SignedLessThan, i, i_n);
+        b.ins().brif(more, s_body, &[], o_cont, &[]);
+        b.switch_to_block(s_body);
+        let out = call(&mut b, scalar_ref, i);
+        let v = b.ins().load(sty, flags, res, 0);
+        let v = finalize(&mut b, v);
+        b.ins().store(flags, v, out, 0);
+        let i_next = b.ins().iadd_imm_s(i, 1);
+        b.ins().jump(s_head, &[i_next.into()]);
+
+        b.switch_to_block(exit);
+        b.ins().return_(&[]);
+        b.seal_all_blocks();
+        b.finalize(module.target_config());
+    }
+    finish(module, id, name, &mut ctx)
+}
