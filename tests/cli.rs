@@ -228,7 +228,7 @@ fn dumps_show_each_stage_on_stderr_or_in_files() {
         &format!("x={}", x.display()),
         "--out-dir",
         dir.to_str().unwrap(),
-        // The CPU backend's stages (kernels, clif) exist only there.
+        // The CPU backend's stages (kernels, clif, asm) exist only there.
         "--backend",
         "cpu",
     ];
@@ -240,12 +240,18 @@ fn dumps_show_each_stage_on_stderr_or_in_files() {
             && err.contains("%y = exp %x : f32[2]"),
         "{err}"
     );
-    for stage in ["egraph", "fused", "kernels", "clif"] {
+    for stage in ["egraph", "fused", "inplace", "kernels", "clif", "asm"] {
         assert!(
             err.contains(&format!(";; ---- @f: {stage} ----")),
             "no {stage} dump in:\n{err}"
         );
     }
+    // The machine code of the kernel, as Cranelift emitted it.
+    let asm = &err[err.find(";; ---- @f: asm ----").unwrap()..];
+    assert!(
+        asm.contains("function f_k0:") && asm.contains("ret"),
+        "{asm}"
+    );
     let dumps = dir.join("dumps");
     let out = kiln(
         &args,

@@ -145,7 +145,10 @@ fn fused_reductions_over_the_last_axis_match_the_interpreter() {
     let f = function(&[&x], &[&lse]).options(opts).compile().unwrap();
     assert!(kiln::ir::text::print_func(f.func()).contains("fused_reduce \"sum\""));
     let text = std::fs::read_to_string(dir.join("lse.06.kernels.txt")).unwrap();
-    assert!(text.contains("reduce sum over axes [1] (generated"), "{text}");
+    assert!(
+        text.contains("reduce sum over axes [1] (generated"),
+        "{text}"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -199,13 +199,54 @@ fn define<M: Module>(
         b.seal_all_blocks();
         b.finalize(module.target_config());
     }
-    let text = ctx.func.display().to_string();
-    let defined = module
-        .define_function(id, &mut ctx)
-        .map_err(|e| Error::Unsupported(format!("{name}: cranelift: {e:?}")));
-    module.clear_context(&mut ctx);
-    defined?;
+    let text = define_in(module, id, name, &mut ctx)?;
     Ok((id, text))
+}
+
+thread_local! {
+    /// Machine-code listings of the functions defined on this thread while a
+    /// [`with_listing`] asks for them (the `asm` dump).
+    static LISTING: std::cell::RefCell<Option<String>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Runs `f`, collecting a listing of the machine code of every kernel it defines when `on`
+/// (Cranelift's own listing of the instructions it emitted, register-allocated). Off, nothing
+/// is collected and compiling costs nothing more.
+pub(crate) fn with_listing<T>(on: bool, f: impl FnOnce() -> T) -> (T, String) {
+    if !on {
+        return (f(), String::new());
+    }
+    let outer = LISTING.with(|l| l.borrow_mut().replace(String::new()));
+    let out = f();
+    let text = LISTING.with(|l| std::mem::replace(&mut *l.borrow_mut(), outer));
+    (out, text.unwrap_or_default())
+}
+
+/// Defines the function built in `ctx` as `id` and clears `ctx`; returns its CLIF text (the
+/// `clif` dump) and adds its machine code to the listing when one is being collected.
+pub(crate) fn define_in<M: Module>(
+    module: &mut M,
+    id: FuncId,
+    name: &str,
+    ctx: &mut cranelift_codegen::Context,
+) -> Result<String> {
+    let text = ctx.func.display().to_string();
+    let listing = LISTING.with(|l| l.borrow().is_some());
+    ctx.set_disasm(listing);
+    let defined = module
+        .define_function(id, ctx)
+        .map_err(|e| Error::Unsupported(format!("{name}: cranelift: {e:?}")));
+    if listing {
+        let code = ctx.compiled_code().and_then(|c| c.vcode.clone());
+        LISTING.with(|l| {
+            if let Some(out) = l.borrow_mut().as_mut() {
+                out.push_str(&format!("function {name}:\n{}\n", code.unwrap_or_default()));
+            }
+        });
+    }
+    module.clear_context(ctx);
+    defined?;
+    Ok(text)
 }
 
 /// `bases[j] + index * steps[j]` for every operand `j`: the addresses of one row or element.

@@ -421,6 +421,13 @@ fn gen_spec(func: &Func, inst: &Inst) -> Option<GenSpec> {
 
 /// Compiles `func` for the CPU.
 pub fn compile(func: &Func, dump: &DumpOptions) -> Result<Box<dyn Executable>> {
+    let (exec, asm) = codegen::with_listing(dump.enabled("asm"), || compile_kernels(func, dump));
+    dump.dump(&func.name, "asm", || asm);
+    exec
+}
+
+/// `compile` without the machine-code listing.
+fn compile_kernels(func: &Func, dump: &DumpOptions) -> Result<Box<dyn Executable>> {
     let mut module = codegen::new_module()?;
     type Pending = (
         Value,

@@ -140,12 +140,7 @@ fn finish<M: Module>(
     name: &str,
     ctx: &mut cranelift_codegen::Context,
 ) -> Result<(FuncId, String)> {
-    let text = ctx.func.display().to_string();
-    let defined = module
-        .define_function(id, ctx)
-        .map_err(|e| Error::Unsupported(format!("{name}: cranelift: {e:?}")));
-    module.clear_context(ctx);
-    defined?;
+    let text = super::codegen::define_in(module, id, name, ctx)?;
     Ok((id, text))
 }
 
