@@ -28,10 +28,18 @@ pub type KernelFn = unsafe extern "C" fn(i64, i64, *const *mut u8, *const i64, *
 /// A JIT module with every helper registered, ready for kernels.
 pub fn new_module() -> Result<JITModule> {
     let mut flags = settings::builder();
+    // Cranelift's IR verifier runs in debug builds (the tests) and not in release builds, where
+    // it was about a twentieth of compiling a training step.
+    let verify = if cfg!(debug_assertions) {
+        "true"
+    } else {
+        "false"
+    };
     for (k, v) in [
         ("opt_level", "speed"),
         ("is_pic", "false"),
         ("use_colocated_libcalls", "false"),
+        ("enable_verifier", verify),
     ] {
         flags
             .set(k, v)

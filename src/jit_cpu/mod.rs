@@ -452,21 +452,34 @@ fn compile_kernels(func: &Func, dump: &DumpOptions) -> Result<Box<dyn Executable
     visit(&func.body, &mut candidates);
     let mut kernels_text = String::new();
     let mut reductions: Vec<(Value, FuncId, GenSpec)> = Vec::new();
+    // Kernels already generated, by what determines their code (kind, program, inputs): equal
+    // steps share one (a training step's parameter updates, its bias-gradient sums), which
+    // keeps compile time proportional to the distinct kernels.
+    let mut generated_reduce: HashMap<String, reduce_codegen::ReduceKernelInfo> = HashMap::new();
+    let mut generated_map: HashMap<String, FuncId> = HashMap::new();
     for (k, (value, inst)) in candidates.iter().enumerate() {
         // Reductions over any axes: a generated loop nest (argmax and argmin, and a prologue
         // with several outputs, keep the reference or the prologue-then-perform kernel).
         if let Some(spec) = gen_spec(func, inst) {
             let name = format!("{}_r{k}", func.name);
-            match reduce_codegen::define_reduce_kernel(
-                &mut module,
-                &name,
-                spec.op,
-                &spec.program,
-                inst.args.len(),
-            ) {
-                Ok(info) => {
+            let key = format!("{} {} {}", spec.op.name(), inst.args.len(), spec.program);
+            let defined = match generated_reduce.get(&key) {
+                Some(info) => Ok(info.clone()),
+                None => reduce_codegen::define_reduce_kernel(
+                    &mut module,
+                    &name,
+                    spec.op,
+                    &spec.program,
+                    inst.args.len(),
+                )
+                .inspect(|info| {
                     clif.push_str(&info.clif);
                     clif.push('\n');
+                    generated_reduce.insert(key, info.clone());
+                }),
+            };
+            match defined {
+                Ok(info) => {
                     kernels_text.push_str(&format!(
                         "{name}: reduce {} over {} (generated{}) -> %{} over {} inputs: {}\n",
                         spec.op.name(),
@@ -523,16 +536,25 @@ fn compile_kernels(func: &Func, dump: &DumpOptions) -> Result<Box<dyn Executable
             },
         };
         let name = format!("{}_k{k}", func.name);
-        let (id, text) = codegen::define_map_kernel(&mut module, &name, &program, inst.args.len())
-            .map_err(|e| {
-                Error::Unsupported(format!(
-                    "{}: cannot compile {}: {e}",
-                    func.name,
-                    inst.op.display_name()
-                ))
-            })?;
-        clif.push_str(&text);
-        clif.push('\n');
+        let key = format!("{} {program}", inst.args.len());
+        let id = match generated_map.get(&key) {
+            Some(&id) => id,
+            None => {
+                let (id, text) =
+                    codegen::define_map_kernel(&mut module, &name, &program, inst.args.len())
+                        .map_err(|e| {
+                            Error::Unsupported(format!(
+                                "{}: cannot compile {}: {e}",
+                                func.name,
+                                inst.op.display_name()
+                            ))
+                        })?;
+                clif.push_str(&text);
+                clif.push('\n');
+                generated_map.insert(key, id);
+                id
+            }
+        };
         let kind = match reduce {
             Some(_) => format!(
                 "reduce {} over the last axis, prologue",

@@ -54,6 +54,7 @@ pub fn acc_dtype(op: ReduceOp, vd: DType) -> Option<DType> {
 }
 
 /// What was generated for one reduction.
+#[derive(Clone)]
 pub struct ReduceKernelInfo {
     pub entry: FuncId,
     /// The lane count of the vector leaves, when there are any.
