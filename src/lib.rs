@@ -24,6 +24,7 @@ pub mod grad;
 pub mod graph;
 pub mod ir;
 pub mod jit_cpu;
+pub mod lower;
 pub mod math;
 pub mod perform;
 pub mod random;

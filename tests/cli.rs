@@ -240,7 +240,9 @@ fn dumps_show_each_stage_on_stderr_or_in_files() {
             && err.contains("%y = exp %x : f32[2]"),
         "{err}"
     );
-    for stage in ["egraph", "fused", "inplace", "kernels", "clif", "asm"] {
+    for stage in [
+        "egraph", "fused", "inplace", "schedule", "kernels", "clif", "asm",
+    ] {
         assert!(
             err.contains(&format!(";; ---- @f: {stage} ----")),
             "no {stage} dump in:\n{err}"
@@ -251,6 +253,12 @@ fn dumps_show_each_stage_on_stderr_or_in_files() {
     assert!(
         asm.contains("function f_k0:") && asm.contains("ret"),
         "{asm}"
+    );
+    // The plan in kernel IR: the exp is a map kernel.
+    let plan = &err[err.find(";; ---- @f: schedule ----").unwrap()..];
+    assert!(
+        plan.contains("plan @f(%0) {") && plan.contains("= map %0 {"),
+        "{plan}"
     );
     let dumps = dir.join("dumps");
     let out = kiln(

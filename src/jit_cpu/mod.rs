@@ -20,8 +20,7 @@ pub use reduce::generated_reduce_calls;
 use crate::dump::DumpOptions;
 use crate::error::{Error, Result};
 use crate::for_each_dtype;
-use crate::ir::{DType, Func, Inst, Op, Value};
-use crate::rewrite::fuse::program_of;
+use crate::ir::{DType, Func, Op, Value};
 use crate::runtime::interp::Interpreter;
 use crate::runtime::{Executable, Thunk};
 use crate::tensor::{Tensor, TensorRef};
@@ -380,41 +379,26 @@ impl GenSpec {
     }
 }
 
-/// What to generate for `inst`, if it is a reduction the generator takes.
-fn gen_spec(func: &Func, inst: &Inst) -> Option<GenSpec> {
-    use crate::ir::scalar::{ScalarInst, ScalarOp, ScalarProgram};
-    let (op, axes, keepdims, program, fused) = match &inst.op {
-        Op::Reduce { op, axes, keepdims } => {
-            let dtype = func.ty(*inst.args.first()?).dtype;
-            let program = ScalarProgram {
-                insts: vec![ScalarInst {
-                    op: ScalarOp::Input(0),
-                    args: vec![],
-                    dtype,
-                }],
-                outputs: vec![0],
-            };
-            (*op, axes, *keepdims, Arc::new(program), false)
-        }
-        Op::FusedReduce {
-            op,
-            axes,
-            keepdims,
-            program,
-        } => (*op, axes, *keepdims, program.clone(), true),
-        _ => return None,
-    };
-    if program.outputs.len() != 1 {
-        return None;
-    }
-    let vd = program.insts[program.outputs[0]].dtype;
-    reduce_codegen::acc_dtype(op, vd)?;
-    Some(GenSpec {
+/// What to generate for a step, if it is a reduction the generator takes.
+fn gen_spec(step: &crate::lower::Step) -> Option<GenSpec> {
+    let crate::lower::Kernel::Reduce {
         op,
-        axes: axes.clone(),
+        axes,
         keepdims,
         program,
         fused,
+    } = &step.kernel
+    else {
+        return None;
+    };
+    let vd = program.insts[program.outputs[0]].dtype;
+    reduce_codegen::acc_dtype(*op, vd)?;
+    Some(GenSpec {
+        op: *op,
+        axes: axes.clone(),
+        keepdims: *keepdims,
+        program: program.clone(),
+        fused: *fused,
         lanes: None,
     })
 }
@@ -437,19 +421,21 @@ fn compile_kernels(func: &Func, dump: &DumpOptions) -> Result<Box<dyn Executable
     );
     let mut pending: Vec<Pending> = Vec::new();
     let mut clif = String::new();
-    fn visit(body: &[Inst], out: &mut Vec<(Value, Inst)>) {
-        for inst in body {
-            for r in &inst.regions {
-                visit(&r.body, out);
-            }
-            let fused = matches!(&inst.op, Op::FusedReduce { .. } | Op::Reduce { .. });
-            if inst.results.len() == 1 && (inst.op.is_elementwise() || fused) {
-                out.push((inst.results[0], inst.clone()));
-            }
-        }
-    }
-    let mut candidates = Vec::new();
-    visit(&func.body, &mut candidates);
+    // The steps with a kernel to generate: maps and reductions with one result.
+    let plan = crate::lower::lower(func);
+    dump.dump(&func.name, "schedule", || plan.to_string());
+    let candidates: Vec<(Value, &crate::lower::Step)> = plan
+        .all_steps()
+        .into_iter()
+        .filter(|s| {
+            s.results.len() == 1
+                && matches!(
+                    s.kernel,
+                    crate::lower::Kernel::Map { .. } | crate::lower::Kernel::Reduce { .. }
+                )
+        })
+        .map(|s| (s.results[0], s))
+        .collect();
     let mut kernels_text = String::new();
     let mut reductions: Vec<(Value, FuncId, GenSpec)> = Vec::new();
     // Kernels already generated, by what determines their code (kind, program, inputs): equal
@@ -457,12 +443,12 @@ fn compile_kernels(func: &Func, dump: &DumpOptions) -> Result<Box<dyn Executable
     // keeps compile time proportional to the distinct kernels.
     let mut generated_reduce: HashMap<String, reduce_codegen::ReduceKernelInfo> = HashMap::new();
     let mut generated_map: HashMap<String, FuncId> = HashMap::new();
-    for (k, (value, inst)) in candidates.iter().enumerate() {
+    for (k, (value, step)) in candidates.iter().enumerate() {
         // Reductions over any axes: a generated loop nest (argmax and argmin, and a prologue
         // with several outputs, keep the reference or the prologue-then-perform kernel).
-        if let Some(spec) = gen_spec(func, inst) {
+        if let Some(spec) = gen_spec(step) {
             let name = format!("{}_r{k}", func.name);
-            let key = format!("{} {} {}", spec.op.name(), inst.args.len(), spec.program);
+            let key = format!("{} {} {}", spec.op.name(), step.args.len(), spec.program);
             let defined = match generated_reduce.get(&key) {
                 Some(info) => Ok(info.clone()),
                 None => reduce_codegen::define_reduce_kernel(
@@ -470,7 +456,7 @@ fn compile_kernels(func: &Func, dump: &DumpOptions) -> Result<Box<dyn Executable
                     &name,
                     spec.op,
                     &spec.program,
-                    inst.args.len(),
+                    step.args.len(),
                 )
                 .inspect(|info| {
                     clif.push_str(&info.clif);
@@ -492,7 +478,7 @@ fn compile_kernels(func: &Func, dump: &DumpOptions) -> Result<Box<dyn Executable
                             None => ", scalar".to_string(),
                         },
                         value.0,
-                        inst.args.len(),
+                        step.args.len(),
                         spec.program
                     ));
                     let spec = GenSpec {
@@ -503,23 +489,23 @@ fn compile_kernels(func: &Func, dump: &DumpOptions) -> Result<Box<dyn Executable
                     continue;
                 }
                 // Not generated (a construct Cranelift rejects): the paths below, or perform.
-                Err(_) if matches!(inst.op, Op::Reduce { .. }) => continue,
+                Err(_) if matches!(step.op, Op::Reduce { .. }) => continue,
                 Err(_) => {}
             }
         }
-        if matches!(inst.op, Op::Reduce { .. }) {
+        if matches!(step.op, Op::Reduce { .. }) {
             continue;
         }
         // A fused reduction is compiled when it reduces the last axis of its prologue's
         // result; others run their reference implementation.
-        let (program, reduce) = match &inst.op {
+        let (program, reduce) = match &step.op {
             Op::FusedReduce {
                 op,
                 axes,
                 keepdims,
                 program,
             } => {
-                let rank = inst
+                let rank = step
                     .args
                     .iter()
                     .map(|&a| func.ty(a).rank())
@@ -530,23 +516,23 @@ fn compile_kernels(func: &Func, dump: &DumpOptions) -> Result<Box<dyn Executable
                 }
                 ((**program).clone(), Some((*op, *keepdims)))
             }
-            op => match program_of(op, func, &inst.args, *value) {
-                Some(p) => (p, None),
-                None => continue,
+            _ => match &step.kernel {
+                crate::lower::Kernel::Map { program } => ((**program).clone(), None),
+                _ => continue,
             },
         };
         let name = format!("{}_k{k}", func.name);
-        let key = format!("{} {program}", inst.args.len());
+        let key = format!("{} {program}", step.args.len());
         let id = match generated_map.get(&key) {
             Some(&id) => id,
             None => {
                 let (id, text) =
-                    codegen::define_map_kernel(&mut module, &name, &program, inst.args.len())
+                    codegen::define_map_kernel(&mut module, &name, &program, step.args.len())
                         .map_err(|e| {
                             Error::Unsupported(format!(
                                 "{}: cannot compile {}: {e}",
                                 func.name,
-                                inst.op.display_name()
+                                step.op.display_name()
                             ))
                         })?;
                 clif.push_str(&text);
@@ -558,14 +544,14 @@ fn compile_kernels(func: &Func, dump: &DumpOptions) -> Result<Box<dyn Executable
         let kind = match reduce {
             Some(_) => format!(
                 "reduce {} over the last axis, prologue",
-                inst.op.display_name()
+                step.op.display_name()
             ),
-            None => format!("map {}", inst.op.display_name()),
+            None => format!("map {}", step.op.display_name()),
         };
         kernels_text.push_str(&format!(
             "{name}: {kind} -> %{} over {} inputs: {program}\n",
             value.0,
-            inst.args.len()
+            step.args.len()
         ));
         let outs = program
             .outputs

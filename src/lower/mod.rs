@@ -1,0 +1,359 @@
+//! Lowering (DESIGN.md, `src/lower`): the optimized SSA function as a plan of steps in kernel
+//! IR, which a code generator compiles. It is a function from a `Func` to a [`Plan`]; the CPU
+//! backend compiles the plan's map and reduce kernels, and the plan prints as the `schedule`
+//! dump.
+//!
+//! Kernel IR is small and structured: a **map** kernel (a scalar program over the broadcast
+//! index space of its inputs), a **reduce** kernel (the same program as a prologue, then a
+//! reduction over axes), a **gemm** library call, and **perform** for what has no generated
+//! code (shape ops, argmax, custom and random ops), whose reference implementation runs. An
+//! `ifelse` keeps its two branches as plans of their own, so only the taken one runs.
+//!
+//! Each step also says which values it reads for the last time in its block (`frees`): after
+//! it their buffers may be reused, which is how the runtime keeps steady-state calls free of
+//! allocation. A value read inside a branch counts as read by the `ifelse` step; a block's
+//! yields and the function's outputs are never freed.
+
+use crate::ir::scalar::{ScalarInst, ScalarOp, ScalarProgram};
+use crate::ir::{Func, Inst, Op, ReduceOp, Value};
+use std::collections::HashMap;
+use std::fmt::{self, Write};
+use std::sync::Arc;
+
+/// What computes one step.
+#[derive(Clone, Debug)]
+pub enum Kernel {
+    /// Each output element from the same-index elements of the (broadcast) inputs.
+    Map { program: Arc<ScalarProgram> },
+    /// A reduction over `axes` (`None`: all) of the value `program` computes elementwise from
+    /// the inputs: the identity for a plain reduction, a fused producer otherwise.
+    Reduce {
+        op: ReduceOp,
+        axes: Option<Vec<usize>>,
+        keepdims: bool,
+        program: Arc<ScalarProgram>,
+        /// Whether the program is a fused producer (`fused_reduce`) rather than the identity.
+        fused: bool,
+    },
+    /// Matrix multiplication (numpy's `matmul`) through the GEMM library.
+    Gemm,
+    /// The op's reference implementation.
+    Perform,
+    /// `ifelse`: the plan of each branch; only the taken one runs.
+    IfElse {
+        then: Vec<Step>,
+        otherwise: Vec<Step>,
+    },
+}
+
+/// One step: an instruction of the function with the kernel that computes it.
+#[derive(Clone, Debug)]
+pub struct Step {
+    pub kernel: Kernel,
+    /// The instruction's op (for `perform`, and for messages).
+    pub op: Op,
+    pub args: Vec<Value>,
+    pub results: Vec<Value>,
+    /// The in-place mark: result 0 may be written into argument `k`'s buffer.
+    pub inplace: Option<usize>,
+    /// Values read here for the last time in this block.
+    pub frees: Vec<Value>,
+}
+
+/// A lowered function.
+#[derive(Clone, Debug)]
+pub struct Plan {
+    pub name: String,
+    pub params: Vec<Value>,
+    pub steps: Vec<Step>,
+    pub outputs: Vec<Value>,
+}
+
+impl Plan {
+    /// Every step, those inside branches included, outermost first.
+    pub fn all_steps(&self) -> Vec<&Step> {
+        fn walk<'a>(steps: &'a [Step], out: &mut Vec<&'a Step>) {
+            for s in steps {
+                out.push(s);
+                if let Kernel::IfElse { then, otherwise } = &s.kernel {
+                    walk(then, out);
+                    walk(otherwise, out);
+                }
+            }
+        }
+        let mut out = Vec::new();
+        walk(&self.steps, &mut out);
+        out
+    }
+}
+
+/// Lowers `func` (optimized, verified) to its plan.
+pub fn lower(func: &Func) -> Plan {
+    Plan {
+        name: func.name.clone(),
+        params: func.params.clone(),
+        steps: lower_block(func, &func.body, &func.outputs),
+        outputs: func.outputs.clone(),
+    }
+}
+
+fn lower_block(func: &Func, body: &[Inst], kept: &[Value]) -> Vec<Step> {
+    // The last step of this block that reads each value.
+    let mut last: HashMap<Value, usize> = HashMap::new();
+    for (pos, inst) in body.iter().enumerate() {
+        for v in reads(inst) {
+            last.insert(v, pos);
+        }
+    }
+    // Only this block's own values are freed here: one from outside may be read after it.
+    let defined: std::collections::HashSet<Value> = body
+        .iter()
+        .flat_map(|i| i.results.iter().copied())
+        .collect();
+    let mut frees: Vec<Vec<Value>> = vec![Vec::new(); body.len()];
+    let mut ordered: Vec<(&Value, &usize)> = last.iter().collect();
+    ordered.sort();
+    for (&v, &pos) in ordered {
+        if defined.contains(&v) && !kept.contains(&v) {
+            frees[pos].push(v);
+        }
+    }
+    body.iter()
+        .zip(frees)
+        .map(|(inst, frees)| Step {
+            kernel: kernel_of(func, inst),
+            op: inst.op.clone(),
+            args: inst.args.clone(),
+            results: inst.results.clone(),
+            inplace: inst.inplace,
+            frees,
+        })
+        .collect()
+}
+
+/// The values an instruction reads: its arguments, and what its regions read from outside.
+fn reads(inst: &Inst) -> Vec<Value> {
+    fn visit(body: &[Inst], yields: &[Value], out: &mut Vec<Value>) {
+        for i in body {
+            out.extend(&i.args);
+            for r in &i.regions {
+                visit(&r.body, &r.yields, out);
+            }
+        }
+        out.extend(yields);
+    }
+    let mut out = inst.args.clone();
+    for r in &inst.regions {
+        visit(&r.body, &r.yields, &mut out);
+    }
+    out
+}
+
+fn kernel_of(func: &Func, inst: &Inst) -> Kernel {
+    match &inst.op {
+        Op::IfElse => {
+            let branch = |i: usize| {
+                inst.regions
+                    .get(i)
+                    .map(|r| lower_block(func, &r.body, &r.yields))
+                    .unwrap_or_default()
+            };
+            Kernel::IfElse {
+                then: branch(0),
+                otherwise: branch(1),
+            }
+        }
+        Op::Reduce { op, axes, keepdims } if inst.args.len() == 1 => Kernel::Reduce {
+            op: *op,
+            axes: axes.clone(),
+            keepdims: *keepdims,
+            program: Arc::new(identity(func.ty(inst.args[0]).dtype)),
+            fused: false,
+        },
+        Op::FusedReduce {
+            op,
+            axes,
+            keepdims,
+            program,
+        } if program.outputs.len() == 1 => Kernel::Reduce {
+            op: *op,
+            axes: axes.clone(),
+            keepdims: *keepdims,
+            program: program.clone(),
+            fused: true,
+        },
+        Op::MatMul => Kernel::Gemm,
+        op if op.is_elementwise() && inst.results.len() == 1 => {
+            match crate::rewrite::fuse::program_of(op, func, &inst.args, inst.results[0]) {
+                Some(p) => Kernel::Map {
+                    program: Arc::new(p),
+                },
+                None => Kernel::Perform,
+            }
+        }
+        _ => Kernel::Perform,
+    }
+}
+
+/// The program that reads input 0.
+fn identity(dtype: crate::ir::DType) -> ScalarProgram {
+    ScalarProgram {
+        insts: vec![ScalarInst {
+            op: ScalarOp::Input(0),
+            args: vec![],
+            dtype,
+        }],
+        outputs: vec![0],
+    }
+}
+
+/// The text form of a plan (the `schedule` dump), one step a line:
+///
+/// ```text
+/// plan @f(%0, %1) {
+///   %2 = map %0, %1 {%0 = input 0 : f32; ...; return %3} inplace 0 ; frees %0
+///   %4 = reduce sum axes [1] keepdims %2 {%0 = input 0 : f32; return %0} ; frees %2
+///   %5 = gemm %4, %1
+///   %6 = perform transpose %5
+///   return %6
+/// }
+/// ```
+impl fmt::Display for Plan {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let params: Vec<String> = self.params.iter().map(|v| v.to_string()).collect();
+        writeln!(f, "plan @{}({}) {{", self.name, params.join(", "))?;
+        let mut text = String::new();
+        write_steps(&self.steps, 1, &mut text);
+        f.write_str(&text)?;
+        let outs: Vec<String> = self.outputs.iter().map(|v| v.to_string()).collect();
+        writeln!(f, "  return {}", outs.join(", "))?;
+        writeln!(f, "}}")
+    }
+}
+
+fn list(vs: &[Value]) -> String {
+    vs.iter()
+        .map(|v| v.to_string())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn write_steps(steps: &[Step], depth: usize, out: &mut String) {
+    let pad = "  ".repeat(depth);
+    for s in steps {
+        let _ = write!(out, "{pad}{} = ", list(&s.results));
+        let args = list(&s.args);
+        match &s.kernel {
+            Kernel::Map { program } => {
+                let _ = write!(out, "map {args} {{{program}}}");
+            }
+            Kernel::Reduce {
+                op,
+                axes,
+                keepdims,
+                program,
+                ..
+            } => {
+                let _ = write!(out, "reduce {}", op.name());
+                if let Some(a) = axes {
+                    let _ = write!(out, " axes {a:?}");
+                }
+                if *keepdims {
+                    out.push_str(" keepdims");
+                }
+                let _ = write!(out, " {args} {{{program}}}");
+            }
+            Kernel::Gemm => {
+                let _ = write!(out, "gemm {args}");
+            }
+            Kernel::Perform => {
+                let _ = write!(out, "perform {} {args}", s.op.display_name());
+            }
+            Kernel::IfElse { then, otherwise } => {
+                let _ = writeln!(out, "ifelse {args} {{");
+                write_steps(then, depth + 1, out);
+                let _ = writeln!(out, "{pad}}} else {{");
+                write_steps(otherwise, depth + 1, out);
+                out.push_str(&pad);
+                out.push('}');
+            }
+        }
+        if let Some(k) = s.inplace {
+            let _ = write!(out, " inplace {k}");
+        }
+        if !s.frees.is_empty() {
+            let _ = write!(out, " ; frees {}", list(&s.frees));
+        }
+        out.push('\n');
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn plan_of(src: &str) -> Plan {
+        let f = crate::ir::text::parse("t.kir", src).unwrap().remove(0);
+        lower(&f)
+    }
+
+    #[test]
+    fn steps_get_their_kernels_and_frees() {
+        let p = plan_of(
+            "func @f(%x: f32[2, 3], %w: f32[3, 3]) -> (f32[2, 3], f32[2, 1]) {
+               %a = matmul %x, %w
+               %b = tanh %a
+               %m = max %b {axes = [1], keepdims = true}
+               %t = transpose %b {perm = [1, 0]}
+               %i = argmax %t {axes = [0]}
+               return %b, %m
+             }",
+        );
+        let text = p.to_string();
+        let lines: Vec<&str> = text.lines().collect();
+        assert!(lines[1].contains("= gemm %0, %1"), "{text}");
+        assert!(
+            lines[2].contains("= map %2 {") && lines[2].ends_with("; frees %2"),
+            "{text}"
+        );
+        assert!(
+            lines[3].contains("reduce max axes [1] keepdims %3 {"),
+            "{text}"
+        );
+        assert!(lines[4].contains("perform transpose %3"), "{text}");
+        // `%b` is an output: never freed, although the transpose reads it last.
+        assert!(!lines[4].contains("frees"), "{text}");
+        assert!(
+            lines[5].contains("reduce argmax axes [0] %5") && lines[5].ends_with("; frees %5"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn branches_are_plans_of_their_own() {
+        let p = plan_of(
+            "func @f(%c: bool[], %x: f32[4]) -> (f32[4]) {
+               %e = exp %x
+               %y = ifelse %c {
+                 %s = sin %e
+                 %t = neg %s
+                 yield %t
+               } else {
+                 yield %e
+               }
+               %z = add %y, %x
+               return %z
+             }",
+        );
+        let Kernel::IfElse { then, otherwise } = &p.steps[1].kernel else {
+            panic!("{p}")
+        };
+        assert_eq!(then.len(), 2);
+        assert!(otherwise.is_empty());
+        // `%s` dies inside the branch; `%t` is yielded; `%e` is read by the ifelse (inside it).
+        assert_eq!(then[1].frees.len(), 1, "{p}");
+        assert!(then[1].frees.contains(&then[0].results[0]));
+        assert!(p.steps[1].frees.contains(&p.steps[0].results[0]), "{p}");
+        assert_eq!(p.all_steps().len(), 5);
+    }
+}
