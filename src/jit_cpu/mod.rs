@@ -7,6 +7,14 @@
 //! every call. Argmax and argmin, and every other op, run through the interpreter's per-op
 //! path, which the compiled kernels plug into as thunks; a reduction whose dims do not merge
 //! into the generated `[O, N, I]` nest, or with an empty axis, runs its reference too.
+//!
+//! What to generate comes from the plan (`crate::lower`): its map and reduce steps, each kernel
+//! compiled once however many steps share its program.
+//!
+//! Buffers are ndarray's, from the system allocator: elements are aligned to their size, and on
+//! x86-64 glibc every block of 16 bytes or more to 16, the width of the vectors. Kernels do not
+//! rely on more: vector loads and stores are unaligned accesses (`MemFlags` without `aligned`),
+//! so views that start inside a buffer (slices, in-place steps) run the same code.
 
 pub(crate) mod codegen;
 mod helpers;
