@@ -74,23 +74,58 @@ pub fn define_map_kernel<M: Module>(
     program: &ScalarProgram,
     n_in: usize,
 ) -> Result<(FuncId, String)> {
+    define_map_kernel_with(module, name, program, &vec![Bcast::Unknown; n_in])
+}
+
+/// `define_map_kernel`, knowing from the types which inputs are broadcast along the row
+/// (`bcast[j]`, one per input): the vector loop then loads those once per row and the others
+/// with plain vector loads, where an unknown one costs a select per vector.
+pub fn define_map_kernel_with<M: Module>(
+    module: &mut M,
+    name: &str,
+    program: &ScalarProgram,
+    bcast: &[Bcast],
+) -> Result<(FuncId, String)> {
     if let Some(lanes) = vector_lanes(program) {
         // A construct Cranelift cannot lower for vectors (some 64-bit lane operations on x86)
         // falls back to scalar code rather than failing.
-        if let Ok(r) = define(module, name, program, n_in, Some(lanes)) {
+        if let Ok(r) = define(module, name, program, bcast, Some(lanes)) {
             return Ok(r);
         }
     }
-    define(module, name, program, n_in, None)
+    define(module, name, program, bcast, None)
+}
+
+/// Whether an input is broadcast along the vector axis (stride 0), as its type tells.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Bcast {
+    /// Not known before the call: the kernel checks.
+    Unknown,
+    /// Never: it has the output's extent there (a known size above 1).
+    Never,
+    /// Always: its extent there is 1 (or it has no such axis).
+    Always,
+}
+
+impl Bcast {
+    /// The class of an input along the last axis of the output, from the input's type.
+    pub fn along_last(ty: &crate::ir::TensorType) -> Bcast {
+        match ty.shape.last() {
+            None | Some(Some(1)) => Bcast::Always,
+            Some(Some(_)) => Bcast::Never,
+            Some(None) => Bcast::Unknown,
+        }
+    }
 }
 
 fn define<M: Module>(
     module: &mut M,
     name: &str,
     program: &ScalarProgram,
-    n_in: usize,
+    bcast: &[Bcast],
     lanes: Option<Lanes>,
 ) -> Result<(FuncId, String)> {
+    let n_in = bcast.len();
     let ptr = module.target_config().pointer_type();
     let mut sig = module.make_signature();
     sig.params.extend([
@@ -153,7 +188,7 @@ fn define<M: Module>(
             inner_steps.push(b.ins().load(types::I64, flags, inner, (j * 8) as i32));
         }
         let vec_entry =
-            lanes.map(|l| VectorEntry::new(&mut b, l, n_in, n_out, &inner_steps, &esize));
+            lanes.map(|l| VectorEntry::new(&mut b, l, bcast, n_out, &inner_steps, &esize));
         let zero = b.ins().iconst(types::I64, 0);
         b.ins().jump(row_header, &[zero.into()]);
 
@@ -302,17 +337,20 @@ struct VectorEntry {
     /// A small stack buffer that broadcast inputs' vector loads read instead of running past
     /// their row.
     dummy: Value,
+    /// Per input: what the types say about its broadcasting along the row.
+    known: Vec<Bcast>,
 }
 
 impl VectorEntry {
     fn new(
         b: &mut FunctionBuilder,
         lanes: Lanes,
-        n_in: usize,
+        known: &[Bcast],
         n_out: usize,
         inner: &[Value],
         esize: &dyn Fn(usize) -> i64,
     ) -> Self {
+        let n_in = known.len();
         let mut ok = b.ins().iconst(types::I8, 1);
         let (mut bcast_mask, mut vstep, mut is_bcast) = (vec![], vec![], vec![]);
         let mask_ty = match lanes {
@@ -346,6 +384,7 @@ impl VectorEntry {
             vstep,
             is_bcast,
             dummy,
+            known: known.to_vec(),
         }
     }
 
@@ -455,6 +494,17 @@ impl VectorEntry {
         let flags = MemFlagsData::new().with_notrap();
         let outs = body(&mut g, program, |g, j, d| {
             let vty = g.ty(d);
+            match self.known[j] {
+                // Loaded and splat once per row.
+                Bcast::Always => return splats[j],
+                // Contiguous along the row (the entry checked it).
+                Bcast::Never => {
+                    let off = g.b.ins().imul_imm_s(k, esize(j));
+                    let addr = g.b.ins().iadd(row_bases[j], off);
+                    return g.b.ins().load(vty, flags, addr, 0);
+                }
+                Bcast::Unknown => {}
+            }
             let off = g.b.ins().imul(k, self.vstep[j]);
             let addr = g.b.ins().iadd(vptrs[j], off);
             let v = g.b.ins().load(vty, flags, addr, 0);

@@ -411,6 +411,39 @@ fn gen_spec(step: &crate::lower::Step) -> Option<GenSpec> {
     })
 }
 
+/// For each argument of a reduction over `axes` (of the arguments' broadcast shape; `None`:
+/// all), what its type says about its broadcasting along those axes: always when its extent is
+/// 1 on every one, never when it is a known size above 1 on one, unknown otherwise.
+fn broadcast_along(func: &Func, args: &[Value], axes: Option<&[usize]>) -> Vec<codegen::Bcast> {
+    let rank = args.iter().map(|&a| func.ty(a).rank()).max().unwrap_or(0);
+    let all: Vec<usize> = (0..rank).collect();
+    let axes = axes.unwrap_or(&all);
+    args.iter()
+        .map(|&a| {
+            let ty = func.ty(a);
+            let lead = rank - ty.rank();
+            // The argument's extent on each reduced axis (1 where it has no such axis).
+            let dims: Vec<Option<usize>> = axes
+                .iter()
+                .map(|&ax| {
+                    if ax < lead {
+                        Some(1)
+                    } else {
+                        ty.shape[ax - lead]
+                    }
+                })
+                .collect();
+            if dims.iter().any(|d| matches!(d, Some(n) if *n > 1)) {
+                codegen::Bcast::Never
+            } else if dims.iter().all(|d| *d == Some(1)) {
+                codegen::Bcast::Always
+            } else {
+                codegen::Bcast::Unknown
+            }
+        })
+        .collect()
+}
+
 /// Compiles `func` for the CPU.
 pub fn compile(func: &Func, dump: &DumpOptions) -> Result<Box<dyn Executable>> {
     let (exec, asm) = codegen::with_listing(dump.enabled("asm"), || compile_kernels(func, dump));
@@ -456,7 +489,8 @@ fn compile_kernels(func: &Func, dump: &DumpOptions) -> Result<Box<dyn Executable
         // with several outputs, keep the reference or the prologue-then-perform kernel).
         if let Some(spec) = gen_spec(step) {
             let name = format!("{}_r{k}", func.name);
-            let key = format!("{} {} {}", spec.op.name(), step.args.len(), spec.program);
+            let along_n = broadcast_along(func, &step.args, spec.axes.as_deref());
+            let key = format!("{} {along_n:?} {}", spec.op.name(), spec.program);
             let defined = match generated_reduce.get(&key) {
                 Some(info) => Ok(info.clone()),
                 None => reduce_codegen::define_reduce_kernel(
@@ -464,7 +498,7 @@ fn compile_kernels(func: &Func, dump: &DumpOptions) -> Result<Box<dyn Executable
                     &name,
                     spec.op,
                     &spec.program,
-                    step.args.len(),
+                    &along_n,
                 )
                 .inspect(|info| {
                     clif.push_str(&info.clif);
@@ -530,19 +564,26 @@ fn compile_kernels(func: &Func, dump: &DumpOptions) -> Result<Box<dyn Executable
             },
         };
         let name = format!("{}_k{k}", func.name);
-        let key = format!("{} {program}", step.args.len());
+        // What the types say about broadcasting along the rows the kernel's vectors run on.
+        let bcast: Vec<codegen::Bcast> = step
+            .args
+            .iter()
+            .map(|&a| codegen::Bcast::along_last(func.ty(a)))
+            .collect();
+        let key = format!("{} {bcast:?} {program}", step.args.len());
         let id = match generated_map.get(&key) {
             Some(&id) => id,
             None => {
                 let (id, text) =
-                    codegen::define_map_kernel(&mut module, &name, &program, step.args.len())
-                        .map_err(|e| {
+                    codegen::define_map_kernel_with(&mut module, &name, &program, &bcast).map_err(
+                        |e| {
                             Error::Unsupported(format!(
                                 "{}: cannot compile {}: {e}",
                                 func.name,
                                 step.op.display_name()
                             ))
-                        })?;
+                        },
+                    )?;
                 clif.push_str(&text);
                 clif.push('\n');
                 generated_map.insert(key, id);

@@ -21,7 +21,7 @@
 //! `perform::reduce::pairwise_sum` step for step, so a generated float sum has the reference's
 //! bits whichever leaf computes it: scalar, lanes along `N`, or vectors of outputs along `I`.
 
-use super::codegen::body;
+use super::codegen::{body, Bcast};
 use super::scalar_ops::{clif_type, vector_lanes, Lanes, OpGen};
 use crate::error::{Error, Result};
 use crate::ir::scalar::ScalarProgram;
@@ -79,16 +79,23 @@ struct Spec<'p> {
     vd: DType,
     ad: DType,
     pairwise: bool,
+    /// Per input: whether it is broadcast along the reduced axes, as its type tells (the row
+    /// leaves then skip the run-time select).
+    along_n: &'p [Bcast],
 }
 
 /// Generates the reduction `op` of the value `program` computes (output 0) from `n_in` inputs.
+///
+/// `along_n[j]` says what input `j`'s type tells about its broadcasting along the reduced axes
+/// (one entry per input; `Bcast::Unknown` where nothing is known).
 pub fn define_reduce_kernel<M: Module>(
     module: &mut M,
     name: &str,
     op: ReduceOp,
     program: &ScalarProgram,
-    n_in: usize,
+    along_n: &[Bcast],
 ) -> Result<ReduceKernelInfo> {
+    let n_in = along_n.len();
     let unsupported = |what: &str| Error::Unsupported(format!("{name}: {what}"));
     if program.outputs.len() != 1 {
         return Err(unsupported("a reduction of several values"));
@@ -102,6 +109,7 @@ pub fn define_reduce_kernel<M: Module>(
         vd,
         ad,
         pairwise: ad.is_float() && matches!(op, ReduceOp::Sum | ReduceOp::Mean),
+        along_n,
     };
     let mut clif = String::new();
     let scalar = define_leaf(module, &format!("{name}_leaf"), &spec, Leaf::Scalar, None)?;
@@ -386,6 +394,18 @@ fn define_leaf<M: Module>(
                     return g.b.ins().load(clif_type(d), flags, addrs[j], 0);
                 }
                 let vty = g.ty(d);
+                if leaf == Leaf::Row {
+                    match s.along_n[j] {
+                        // The same element all along the row: one load, splat.
+                        Bcast::Always => {
+                            let one = g.b.ins().load(vty.lane_type(), flags, addrs[j], 0);
+                            return g.b.ins().splat(vty, one);
+                        }
+                        // Contiguous along the row (the caller checked).
+                        Bcast::Never => return g.b.ins().load(vty, vflags, addrs[j], 0),
+                        Bcast::Unknown => {}
+                    }
+                }
                 let one = g.b.ins().load(vty.lane_type(), flags, addrs[j], 0);
                 let splat = g.b.ins().splat(vty, one);
                 let at = g.b.ins().select(vptr_sel[j], dummy, addrs[j]);
