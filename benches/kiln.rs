@@ -9,14 +9,21 @@ use kiln::{function, Backend, CompileOptions, Graph, Tensor, Var};
 use ndarray::{ArrayD, IxDyn};
 use std::hint::black_box;
 
-/// The MLP training step of W5, as an SSA function (gradients included).
-fn training_graph() -> kiln::ir::Func {
+/// The W5 training step's graph: inputs `x` and `y`, the loss, and the SGD update of each
+/// weight and bias. Weights are N(0, 1/fan_in) from kiln's stream, or zeros.
+fn w5_graph(random_weights: bool) -> (Var, Var, Var, Vec<(Var, Var)>) {
     let g = Graph::new();
     let x = g.input("x", kiln::f32, [Some(256), Some(784)]);
     let y = g.input("y", kiln::f32, [Some(256), Some(10)]);
     let mut params = Vec::new();
     for (k, (i, o)) in [(784, 512), (512, 512), (512, 10)].into_iter().enumerate() {
-        params.push(g.shared(&format!("w{k}"), ArrayD::<f32>::zeros(IxDyn(&[i, o]))));
+        let w = ArrayD::from_shape_fn(IxDyn(&[i, o]), |ix| match random_weights {
+            true => {
+                kiln::random::normal_f32(k as u64, (ix[0] * o + ix[1]) as u64) / (i as f32).sqrt()
+            }
+            false => 0.0,
+        });
+        params.push(g.shared(&format!("w{k}"), w));
         params.push(g.shared(&format!("b{k}"), ArrayD::<f32>::zeros(IxDyn(&[o]))));
     }
     let h = (x.matmul(&params[0]) + &params[1]).tanh();
@@ -28,11 +35,17 @@ fn training_graph() -> kiln::ir::Func {
         .mean(None, false);
     let refs: Vec<&Var> = params.iter().collect();
     let grads = kiln::grad(&loss, &refs).unwrap();
-    let updates: Vec<(Var, Var)> = params
+    let updates = params
         .iter()
         .zip(grads)
         .map(|(p, gp)| (p.clone(), p - gp * 0.01))
         .collect();
+    (x, y, loss, updates)
+}
+
+/// The MLP training step of W5, as an SSA function (gradients included).
+fn training_graph() -> kiln::ir::Func {
+    let (x, y, loss, updates) = w5_graph(false);
     // Shared variables become parameters after the inputs.
     kiln::graph::to_ssa("step", &[x, y], &[loss], &updates)
         .unwrap()
@@ -120,34 +133,15 @@ fn compile_and_call(c: &mut Criterion) {
 
 /// The W5 training step as a compiled function with SGD updates, in place or not.
 fn mlp_step(inplace: bool) -> kiln::Function {
-    let g = Graph::new();
-    let x = g.input("x", kiln::f32, [Some(256), Some(784)]);
-    let y = g.input("y", kiln::f32, [Some(256), Some(10)]);
-    let mut params = Vec::new();
-    for (k, (i, o)) in [(784, 512), (512, 512), (512, 10)].into_iter().enumerate() {
-        let w = ArrayD::from_shape_fn(IxDyn(&[i, o]), |ix| {
-            kiln::random::normal_f32(k as u64, (ix[0] * o + ix[1]) as u64) / (i as f32).sqrt()
-        });
-        params.push(g.shared(&format!("w{k}"), w));
-        params.push(g.shared(&format!("b{k}"), ArrayD::<f32>::zeros(IxDyn(&[o]))));
-    }
-    let h = (x.matmul(&params[0]) + &params[1]).tanh();
-    let h = (h.matmul(&params[2]) + &params[3]).tanh();
-    let lo = h.matmul(&params[4]) + &params[5];
-    let s = &lo - lo.max(Some(&[1]), true);
-    let loss = -((&s - s.exp().sum(Some(&[1]), true).log()) * &y)
-        .sum(Some(&[1]), false)
-        .mean(None, false);
-    let refs: Vec<&Var> = params.iter().collect();
-    let grads = kiln::grad(&loss, &refs).unwrap();
+    let (x, y, loss, updates) = w5_graph(true);
     let mut b = function(&[&x, &y], &[&loss]).options(CompileOptions {
         backend: Some(Backend::Cpu),
         dump: Default::default(),
         inplace,
         ..Default::default()
     });
-    for (p, gp) in params.iter().zip(&grads) {
-        b = b.update(p, p - gp * 0.01);
+    for (p, v) in &updates {
+        b = b.update(p, v);
     }
     b.compile().unwrap()
 }

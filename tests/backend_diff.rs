@@ -6,26 +6,11 @@
 #[path = "support/random_graph.rs"]
 mod random_graph;
 
-use kiln::{function, Backend, CompileOptions, TensorRef};
+use kiln::Backend;
 use proptest::prelude::*;
 
 fn run(case: &random_graph::Case, backend: Backend, optimize: bool) -> Vec<kiln::Tensor> {
-    let ins: Vec<&kiln::Var> = case.inputs.iter().collect();
-    let outs: Vec<&kiln::Var> = case.outputs.iter().collect();
-    let f = function(&ins, &outs)
-        .options(CompileOptions {
-            backend: Some(backend),
-            optimize,
-            dump: Default::default(),
-            ..Default::default()
-        })
-        .compile()
-        .unwrap_or_else(|e| panic!("{backend} does not compile a random graph: {e}"));
-    let args: Vec<TensorRef> = case.args.iter().map(|t| t.view()).collect();
-    // Twice: the second call runs on buffers the first one left (pools, in-place steps).
-    f.call(&args).unwrap();
-    f.call(&args)
-        .unwrap_or_else(|e| panic!("{backend} fails on a random graph: {e}"))
+    random_graph::run(case, backend, optimize).unwrap_or_else(|e| panic!("{e}"))
 }
 
 proptest! {

@@ -7,23 +7,11 @@
 #[path = "../../tests/support/random_graph.rs"]
 mod random_graph;
 
-use kiln::{function, Backend, CompileOptions, TensorRef};
+use kiln::Backend;
 use libfuzzer_sys::fuzz_target;
 
 fn run(case: &random_graph::Case, backend: Backend, optimize: bool) -> Vec<kiln::Tensor> {
-    let ins: Vec<&kiln::Var> = case.inputs.iter().collect();
-    let outs: Vec<&kiln::Var> = case.outputs.iter().collect();
-    let f = function(&ins, &outs)
-        .options(CompileOptions {
-            backend: Some(backend),
-            optimize,
-            dump: Default::default(),
-            ..Default::default()
-        })
-        .compile()
-        .expect("a random graph compiles");
-    let args: Vec<TensorRef> = case.args.iter().map(|t| t.view()).collect();
-    f.call(&args).expect("a random graph runs")
+    random_graph::run(case, backend, optimize).expect("a random graph compiles and runs")
 }
 
 fuzz_target!(|data: &[u8]| {

@@ -10,7 +10,7 @@
 //! comparison, cast to an integer, rounding or integer division reads them, since one ulp there
 //! can flip a result.
 
-use kiln::{DType, Graph, Tensor, Var};
+use kiln::{function, Backend, CompileOptions, DType, Graph, Tensor, TensorRef, Var};
 use ndarray::{ArrayD, IxDyn};
 
 /// A function of two inputs and the arrays to call it on.
@@ -314,4 +314,25 @@ pub fn agree(a: &Tensor, b: &Tensor, has_f32: bool) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// Compiles the case for `backend` (optimizer on or off) and calls it twice: the second call
+/// runs on the buffers the first left (pools, in-place steps). Returns the second call's outputs.
+pub fn run(case: &Case, backend: Backend, optimize: bool) -> Result<Vec<Tensor>, String> {
+    let ins: Vec<&Var> = case.inputs.iter().collect();
+    let outs: Vec<&Var> = case.outputs.iter().collect();
+    let f = function(&ins, &outs)
+        .options(CompileOptions {
+            backend: Some(backend),
+            optimize,
+            dump: Default::default(),
+            ..Default::default()
+        })
+        .compile()
+        .map_err(|e| format!("{backend} does not compile a random graph: {e}"))?;
+    let args: Vec<TensorRef> = case.args.iter().map(|t| t.view()).collect();
+    f.call(&args)
+        .map_err(|e| format!("{backend} fails on a random graph: {e}"))?;
+    f.call(&args)
+        .map_err(|e| format!("{backend} fails on a random graph: {e}"))
 }
