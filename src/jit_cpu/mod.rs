@@ -663,5 +663,35 @@ fn compile_kernels(func: &Func, dump: &DumpOptions) -> Result<Box<dyn Executable
             }),
         );
     }
-    Ok(Box::new(Interpreter::with_thunks(func.clone(), kernels)))
+    // Matrix products write into recycled buffers and read their operands where they are.
+    for step in plan.all_steps() {
+        if matches!(step.kernel, crate::lower::Kernel::Gemm) && step.results.len() == 1 {
+            kernels.insert(step.results[0], Arc::new(GemmThunk));
+        }
+    }
+    Ok(Box::new(Interpreter::with_thunks(
+        func.clone(),
+        plan,
+        kernels,
+    )))
+}
+
+/// A `gemm` step: the reference's matmul (one implementation, so the backends agree bit for
+/// bit), on views of the operands and into the buffer the runtime offers.
+struct GemmThunk;
+
+impl Thunk for GemmThunk {
+    fn run(&self, inputs: &[TensorRef<'_>]) -> Result<Vec<Tensor>> {
+        self.run_into(inputs, None)
+    }
+
+    fn run_into(&self, inputs: &[TensorRef<'_>], dest: Option<Tensor>) -> Result<Vec<Tensor>> {
+        let [a, b] = inputs else {
+            return Err(Error::Runtime(format!(
+                "matmul takes 2 operands, got {}",
+                inputs.len()
+            )));
+        };
+        Ok(vec![crate::perform::matmul_into(a, b, dest)?])
+    }
 }

@@ -40,10 +40,14 @@ pub enum Kernel {
     /// The op's reference implementation.
     Perform,
     /// `ifelse`: the plan of each branch; only the taken one runs.
-    IfElse {
-        then: Vec<Step>,
-        otherwise: Vec<Step>,
-    },
+    IfElse { then: Branch, otherwise: Branch },
+}
+
+/// One branch of an `ifelse`: its steps, then the values it yields as the step's results.
+#[derive(Clone, Debug, Default)]
+pub struct Branch {
+    pub steps: Vec<Step>,
+    pub yields: Vec<Value>,
 }
 
 /// One step: an instruction of the function with the kernel that computes it.
@@ -76,8 +80,8 @@ impl Plan {
             for s in steps {
                 out.push(s);
                 if let Kernel::IfElse { then, otherwise } = &s.kernel {
-                    walk(then, out);
-                    walk(otherwise, out);
+                    walk(&then.steps, out);
+                    walk(&otherwise.steps, out);
                 }
             }
         }
@@ -155,7 +159,10 @@ fn kernel_of(func: &Func, inst: &Inst) -> Kernel {
             let branch = |i: usize| {
                 inst.regions
                     .get(i)
-                    .map(|r| lower_block(func, &r.body, &r.yields))
+                    .map(|r| Branch {
+                        steps: lower_block(func, &r.body, &r.yields),
+                        yields: r.yields.clone(),
+                    })
                     .unwrap_or_default()
             };
             Kernel::IfElse {
@@ -271,9 +278,9 @@ fn write_steps(steps: &[Step], depth: usize, out: &mut String) {
             }
             Kernel::IfElse { then, otherwise } => {
                 let _ = writeln!(out, "ifelse {args} {{");
-                write_steps(then, depth + 1, out);
+                write_branch(then, depth + 1, out);
                 let _ = writeln!(out, "{pad}}} else {{");
-                write_steps(otherwise, depth + 1, out);
+                write_branch(otherwise, depth + 1, out);
                 out.push_str(&pad);
                 out.push('}');
             }
@@ -286,6 +293,11 @@ fn write_steps(steps: &[Step], depth: usize, out: &mut String) {
         }
         out.push('\n');
     }
+}
+
+fn write_branch(b: &Branch, depth: usize, out: &mut String) {
+    write_steps(&b.steps, depth, out);
+    let _ = writeln!(out, "{}yield {}", "  ".repeat(depth), list(&b.yields));
 }
 
 #[cfg(test)]
@@ -348,11 +360,13 @@ mod tests {
         let Kernel::IfElse { then, otherwise } = &p.steps[1].kernel else {
             panic!("{p}")
         };
+        let (then, otherwise) = (&then.steps, &otherwise.steps);
         assert_eq!(then.len(), 2);
         assert!(otherwise.is_empty());
         // `%s` dies inside the branch; `%t` is yielded; `%e` is read by the ifelse (inside it).
         assert_eq!(then[1].frees.len(), 1, "{p}");
         assert!(then[1].frees.contains(&then[0].results[0]));
+        assert!(p.to_string().contains("yield %2"), "{p}");
         assert!(p.steps[1].frees.contains(&p.steps[0].results[0]), "{p}");
         assert_eq!(p.all_steps().len(), 5);
     }
