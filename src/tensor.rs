@@ -349,6 +349,27 @@ macro_rules! conversions {
 }
 conversions!(bool => Bool, i32 => I32, i64 => I64, f32 => F32, f64 => F64);
 
+impl<'a> TensorRef<'a> {
+    /// The same elements with the last two dims swapped (a strided view, no copy); a view of
+    /// fewer than two dims is returned as it is.
+    pub fn swap_last_two(self) -> TensorRef<'a> {
+        fn swap<T>(mut a: ArrayViewD<'_, T>) -> ArrayViewD<'_, T> {
+            let n = a.ndim();
+            if n >= 2 {
+                a.swap_axes(n - 2, n - 1);
+            }
+            a
+        }
+        match self {
+            TensorRef::Bool(a) => TensorRef::Bool(swap(a)),
+            TensorRef::I32(a) => TensorRef::I32(swap(a)),
+            TensorRef::I64(a) => TensorRef::I64(swap(a)),
+            TensorRef::F32(a) => TensorRef::F32(swap(a)),
+            TensorRef::F64(a) => TensorRef::F64(swap(a)),
+        }
+    }
+}
+
 impl<'a> From<&'a Tensor> for TensorRef<'a> {
     fn from(t: &'a Tensor) -> TensorRef<'a> {
         t.view()

@@ -463,7 +463,12 @@ fn compile_kernels(func: &Func, dump: &DumpOptions) -> Result<Box<dyn Executable
     let mut pending: Vec<Pending> = Vec::new();
     let mut clif = String::new();
     // The steps with a kernel to generate: maps and reductions with one result.
-    let plan = crate::lower::lower(func);
+    let plan = crate::lower::lower_with(
+        func,
+        crate::lower::LowerOptions {
+            fold_transposes: true,
+        },
+    );
     dump.dump(&func.name, "schedule", || plan.to_string());
     let candidates: Vec<(Value, &crate::lower::Step)> = plan
         .all_steps()
@@ -663,35 +668,9 @@ fn compile_kernels(func: &Func, dump: &DumpOptions) -> Result<Box<dyn Executable
             }),
         );
     }
-    // Matrix products write into recycled buffers and read their operands where they are.
-    for step in plan.all_steps() {
-        if matches!(step.kernel, crate::lower::Kernel::Gemm) && step.results.len() == 1 {
-            kernels.insert(step.results[0], Arc::new(GemmThunk));
-        }
-    }
     Ok(Box::new(Interpreter::with_thunks(
         func.clone(),
         plan,
         kernels,
     )))
-}
-
-/// A `gemm` step: the reference's matmul (one implementation, so the backends agree bit for
-/// bit), on views of the operands and into the buffer the runtime offers.
-struct GemmThunk;
-
-impl Thunk for GemmThunk {
-    fn run(&self, inputs: &[TensorRef<'_>]) -> Result<Vec<Tensor>> {
-        self.run_into(inputs, None)
-    }
-
-    fn run_into(&self, inputs: &[TensorRef<'_>], dest: Option<Tensor>) -> Result<Vec<Tensor>> {
-        let [a, b] = inputs else {
-            return Err(Error::Runtime(format!(
-                "matmul takes 2 operands, got {}",
-                inputs.len()
-            )));
-        };
-        Ok(vec![crate::perform::matmul_into(a, b, dest)?])
-    }
 }

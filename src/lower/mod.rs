@@ -35,8 +35,10 @@ pub enum Kernel {
         /// Whether the program is a fused producer (`fused_reduce`) rather than the identity.
         fused: bool,
     },
-    /// Matrix multiplication (numpy's `matmul`) through the GEMM library.
-    Gemm,
+    /// Matrix multiplication (numpy's `matmul`) through the GEMM library. `transposed[k]`:
+    /// argument `k` is read with its last two dims swapped (a folded `transpose`, which then
+    /// is not a step of its own: the GEMM reads the operand through strides, no copy).
+    Gemm { transposed: [bool; 2] },
     /// The op's reference implementation.
     Perform,
     /// `ifelse`: the plan of each branch; only the taken one runs.
@@ -91,17 +93,38 @@ impl Plan {
     }
 }
 
-/// Lowers `func` (optimized, verified) to its plan.
+/// Choices of the lowering that the backends make differently.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct LowerOptions {
+    /// Fold a `transpose` of the last two dims, read only by a `matmul`, into the GEMM step.
+    /// The reference backend keeps every op a step of its own, so that the differential tests
+    /// compare the folded plan against the unfolded one.
+    pub fold_transposes: bool,
+}
+
+/// Lowers `func` (optimized, verified) to its plan, every instruction a step of its own.
 pub fn lower(func: &Func) -> Plan {
+    lower_with(func, LowerOptions::default())
+}
+
+/// Lowers `func` with the given choices.
+pub fn lower_with(func: &Func, opts: LowerOptions) -> Plan {
     Plan {
         name: func.name.clone(),
         params: func.params.clone(),
-        steps: lower_block(func, &func.body, &func.outputs),
+        steps: lower_block(func, &func.body, &func.outputs, opts),
         outputs: func.outputs.clone(),
     }
 }
 
-fn lower_block(func: &Func, body: &[Inst], kept: &[Value]) -> Vec<Step> {
+fn lower_block(func: &Func, body: &[Inst], kept: &[Value], opts: LowerOptions) -> Vec<Step> {
+    let folded;
+    let (body, transposed) = if opts.fold_transposes {
+        folded = fold_transposes(body, kept);
+        (folded.0.as_slice(), folded.1)
+    } else {
+        (body, HashMap::new())
+    };
     // The last step of this block that reads each value.
     let mut last: HashMap<Value, usize> = HashMap::new();
     for (pos, inst) in body.iter().enumerate() {
@@ -125,7 +148,13 @@ fn lower_block(func: &Func, body: &[Inst], kept: &[Value]) -> Vec<Step> {
     body.iter()
         .zip(frees)
         .map(|(inst, frees)| Step {
-            kernel: kernel_of(func, inst),
+            kernel: match (
+                kernel_of(func, inst, opts),
+                transposed.get(&inst.results[0]),
+            ) {
+                (Kernel::Gemm { .. }, Some(&t)) => Kernel::Gemm { transposed: t },
+                (k, _) => k,
+            },
             op: inst.op.clone(),
             args: inst.args.clone(),
             results: inst.results.clone(),
@@ -153,14 +182,66 @@ fn reads(inst: &Inst) -> Vec<Value> {
     out
 }
 
-fn kernel_of(func: &Func, inst: &Inst) -> Kernel {
+/// Whether `perm` swaps the last two dims and keeps the others.
+fn swaps_last_two(perm: &[usize]) -> bool {
+    let n = perm.len();
+    n >= 2 && perm[n - 2] == n - 1 && perm[n - 1] == n - 2 && (0..n - 2).all(|i| perm[i] == i)
+}
+
+/// The block without the transposes of the last two dims that only a `matmul` reads (the
+/// matmul reads the transpose's input instead), and which operands of each such matmul (by
+/// its result) are read transposed.
+fn fold_transposes(body: &[Inst], kept: &[Value]) -> (Vec<Inst>, HashMap<Value, [bool; 2]>) {
+    let mut readers: HashMap<Value, usize> = HashMap::new();
+    for v in body.iter().flat_map(reads).chain(kept.iter().copied()) {
+        *readers.entry(v).or_default() += 1;
+    }
+    let def: HashMap<Value, usize> = body
+        .iter()
+        .enumerate()
+        .filter(|(_, i)| i.results.len() == 1)
+        .map(|(pos, i)| (i.results[0], pos))
+        .collect();
+    let mut out: Vec<Inst> = body.to_vec();
+    let mut removed = vec![false; body.len()];
+    let mut flags = HashMap::new();
+    for inst in out.iter_mut() {
+        if inst.op != Op::MatMul || inst.args.len() != 2 {
+            continue;
+        }
+        let mut t = [false; 2];
+        for (k, flag) in t.iter_mut().enumerate() {
+            let a = inst.args[k];
+            let Some(&pos) = def.get(&a) else { continue };
+            if let Op::Transpose { perm } = &body[pos].op {
+                if swaps_last_two(perm) && readers.get(&a) == Some(&1) {
+                    inst.args[k] = body[pos].args[0];
+                    removed[pos] = true;
+                    *flag = true;
+                }
+            }
+        }
+        if t.contains(&true) {
+            flags.insert(inst.results[0], t);
+        }
+    }
+    let out = out
+        .into_iter()
+        .zip(removed)
+        .filter(|(_, r)| !r)
+        .map(|(i, _)| i)
+        .collect();
+    (out, flags)
+}
+
+fn kernel_of(func: &Func, inst: &Inst, opts: LowerOptions) -> Kernel {
     match &inst.op {
         Op::IfElse => {
             let branch = |i: usize| {
                 inst.regions
                     .get(i)
                     .map(|r| Branch {
-                        steps: lower_block(func, &r.body, &r.yields),
+                        steps: lower_block(func, &r.body, &r.yields, opts),
                         yields: r.yields.clone(),
                     })
                     .unwrap_or_default()
@@ -189,7 +270,9 @@ fn kernel_of(func: &Func, inst: &Inst) -> Kernel {
             program: program.clone(),
             fused: true,
         },
-        Op::MatMul => Kernel::Gemm,
+        Op::MatMul => Kernel::Gemm {
+            transposed: [false; 2],
+        },
         op if op.is_elementwise() && inst.results.len() == 1 => {
             match crate::rewrite::fuse::program_of(op, func, &inst.args, inst.results[0]) {
                 Some(p) => Kernel::Map {
@@ -270,8 +353,14 @@ fn write_steps(steps: &[Step], depth: usize, out: &mut String) {
                 }
                 let _ = write!(out, " {args} {{{program}}}");
             }
-            Kernel::Gemm => {
-                let _ = write!(out, "gemm {args}");
+            Kernel::Gemm { transposed } => {
+                let marks: Vec<String> = s
+                    .args
+                    .iter()
+                    .zip(transposed)
+                    .map(|(a, &t)| if t { format!("{a}^T") } else { a.to_string() })
+                    .collect();
+                let _ = write!(out, "gemm {}", marks.join(", "));
             }
             Kernel::Perform => {
                 let _ = write!(out, "perform {} {args}", s.op.display_name());
@@ -339,6 +428,43 @@ mod tests {
             lines[5].contains("reduce argmax axes [0] %5") && lines[5].ends_with("; frees %5"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn transposes_read_only_by_a_matmul_fold_into_it() {
+        let f = crate::ir::text::parse(
+            "t.kir",
+            "func @f(%x: f32[4, 3], %w: f32[4, 5], %v: f32[2, 5, 5]) -> (f32[3, 5], f32[5, 3], f32[2, 5, 5]) {
+               %xt = transpose %x {perm = [1, 0]}
+               %a = matmul %xt, %w
+               %wt = transpose %w {perm = [1, 0]}
+               %b = matmul %wt, %x
+               %c = add %wt, %wt
+               %vt = transpose %v {perm = [0, 2, 1]}
+               %d = matmul %vt, %vt
+               return %a, %b, %d
+             }",
+        )
+        .unwrap()
+        .remove(0);
+        let plain = lower(&f).to_string();
+        assert_eq!(plain.matches("perform transpose").count(), 3, "{plain}");
+        let p = lower_with(
+            &f,
+            LowerOptions {
+                fold_transposes: true,
+            },
+        );
+        let text = p.to_string();
+        // `%xt` folds; `%wt` has other readers and `%vt` is read twice: both stay.
+        assert_eq!(text.matches("perform transpose").count(), 2, "{text}");
+        assert!(text.contains("gemm %0^T, %1"), "{text}");
+        let folded = p.steps.iter().filter(
+            |s| matches!(s.kernel, Kernel::Gemm { transposed } if transposed != [false; 2]),
+        );
+        assert_eq!(folded.count(), 1, "{text}");
+        // `%x` is read by the folded gemm now, and by the second one.
+        assert!(!p.steps[0].frees.contains(&f.params[0]), "{text}");
     }
 
     #[test]

@@ -300,6 +300,13 @@ fn run_steps(
             env.values[inst.results[0].index()] = env.values[r.index()].take();
             continue;
         }
+        // Matrix products read their operands where they are (transposed through strides
+        // where the plan folded a transpose) and write into a recycled buffer.
+        if let Kernel::Gemm { transposed } = inst.kernel {
+            run_gemm(func, inst, transposed, env, state)?;
+            release_dead(inst, env, state);
+            continue;
+        }
         // A compiled thunk reads its arguments where they are.
         if let Some(t) = state.thunks.get(inst.results[0].index()).cloned().flatten() {
             let offered = take_offered(&mut env.dests, inst.results[0]);
@@ -409,6 +416,35 @@ fn run_steps(
         release_dead(inst, env, state);
     }
     Ok(())
+}
+
+/// A `gemm` step: the reference's matmul on views of the arguments, into the buffer offered
+/// for its result or a dead one of the same type.
+fn run_gemm(
+    func: &Func,
+    inst: &Step,
+    transposed: [bool; 2],
+    env: &mut Env<'_, '_>,
+    state: &mut InterpState,
+) -> Result<(), Error> {
+    let r = inst.results[0];
+    let dest = take_offered(&mut env.dests, r).or_else(|| state.take_buffer(func.ty(r)));
+    let (Some(&a), Some(&b), 2) = (inst.args.first(), inst.args.get(1), inst.args.len()) else {
+        return Err(Error::Runtime(format!(
+            "matmul takes 2 operands, got {}",
+            inst.args.len()
+        )));
+    };
+    let operand = |k: usize, v: Value| -> Result<TensorRef<'_>, Error> {
+        let t = env.view(func, v)?;
+        Ok(if transposed[k] { t.swap_last_two() } else { t })
+    };
+    let (a, b) = (operand(0, a)?, operand(1, b)?);
+    let out = catch_unwind(AssertUnwindSafe(|| {
+        crate::perform::matmul_into(&a, &b, dest)
+    }))
+    .map_err(|p| Error::Runtime(format!("matmul panicked: {}", panic_message(&*p))))??;
+    store_results(func, inst, vec![out], &mut env.values, state)
 }
 
 /// An empty tensor standing in for one being moved.
