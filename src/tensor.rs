@@ -131,6 +131,22 @@ impl Tensor {
         }
     }
 
+    /// An empty 1-d tensor (shape `[0]`) of `dtype`, without allocating: a stand-in for a
+    /// buffer moved out for a moment (on the per-call path, so kept cheap).
+    pub fn empty(dtype: DType) -> Tensor {
+        fn e<T>() -> ArrayD<T> {
+            // SAFETY: shape [0] holds no elements, and the vector has none.
+            unsafe { ArrayD::from_shape_vec_unchecked(IxDyn(&[0]), Vec::new()) }
+        }
+        match dtype {
+            DType::Bool => Tensor::Bool(e()),
+            DType::I32 => Tensor::I32(e()),
+            DType::I64 => Tensor::I64(e()),
+            DType::F32 => Tensor::F32(e()),
+            DType::F64 => Tensor::F64(e()),
+        }
+    }
+
     /// A tensor of `shape` filled with `value` converted to `dtype` (as numpy's `full`).
     pub fn full(dtype: DType, shape: &[usize], value: f64) -> Tensor {
         let sh = IxDyn(shape);

@@ -134,9 +134,11 @@ type Small<T> = smallvec::SmallVec<[T; 8]>;
 
 fn place(inputs: &[TensorRef]) -> Result<Operands> {
     let mut shape: Small<usize> = Small::new();
-    for t in inputs {
+    for (k, t) in inputs.iter().enumerate() {
         let ts = t.shape();
-        if ts != shape.as_slice() {
+        if k == 0 {
+            shape.extend_from_slice(ts);
+        } else if ts != shape.as_slice() {
             shape = crate::ir::broadcast_shapes(&shape, ts)
                 .map_err(Error::Shape)?
                 .into();

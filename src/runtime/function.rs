@@ -113,7 +113,7 @@ impl Function {
             .iter_mut()
             .map(|o| {
                 let dtype = o.dtype();
-                Some(std::mem::replace(o, Tensor::zeros(dtype, &[0])))
+                Some(std::mem::replace(o, Tensor::empty(dtype)))
             })
             .collect();
         let results = self.run_checked(&inputs, dests)?;
@@ -151,7 +151,7 @@ impl Function {
             if let (true, Some(Guard::Write(w))) = (b.donated, g.as_mut()) {
                 donated.resize(n_in + i + 1, None);
                 old_shapes[i] = Some(w.shape().to_vec());
-                let stub = Tensor::zeros(w.dtype(), &[0]);
+                let stub = Tensor::empty(w.dtype());
                 donated[n_in + i] = Some(std::mem::replace(&mut **w, stub));
             }
         }

@@ -330,7 +330,7 @@ fn run_steps(
                     (Some(v), Some(k)) if a == inst.args[k] => Ok(v.reborrow()),
                     _ => env.view(func, a),
                 })
-                .collect::<Result<Vec<_>, _>>()?;
+                .collect::<Result<smallvec::SmallVec<[_; 4]>, _>>()?;
             let outs =
                 catch_unwind(AssertUnwindSafe(|| t.run_into(&args, dest))).map_err(|p| {
                     Error::Runtime(format!(
@@ -339,6 +339,7 @@ fn run_steps(
                         panic_message(&*p)
                     ))
                 })??;
+            drop(args);
             store_results(func, inst, outs, &mut env.values, state)?;
             release_dead(inst, env, state);
             continue;
@@ -374,7 +375,7 @@ fn run_steps(
                 }
             }
         }
-        let placeholder = donated.as_ref().map(|t| Tensor::zeros(t.dtype(), &[0]));
+        let placeholder = donated.as_ref().map(|t| Tensor::empty(t.dtype()));
         let args = inst
             .args
             .iter()
@@ -449,7 +450,7 @@ fn run_gemm(
 
 /// An empty tensor standing in for one being moved.
 fn buf_stub() -> Tensor {
-    Tensor::zeros(crate::ir::DType::Bool, &[0])
+    Tensor::empty(crate::ir::DType::Bool)
 }
 
 /// For an instruction marked in place, the marked argument and its buffer, taken out of the
@@ -632,7 +633,7 @@ fn run_custom(
                 // Nobody reads it: whatever the op left, or an empty stand-in.
                 WriteRequest::Null => Some(
                     o.clone()
-                        .unwrap_or_else(|| Tensor::zeros(crate::ir::DType::Bool, &[0])),
+                        .unwrap_or_else(|| Tensor::empty(crate::ir::DType::Bool)),
                 ),
                 WriteRequest::WriteTo => o.clone(),
             };
