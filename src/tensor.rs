@@ -366,6 +366,18 @@ macro_rules! conversions {
 conversions!(bool => Bool, i32 => I32, i64 => I64, f32 => F32, f64 => F64);
 
 impl<'a> TensorRef<'a> {
+    /// Rows `r0..r1` of the first axis (a view, no copy).
+    pub fn slice_rows(self, r0: usize, r1: usize) -> TensorRef<'a> {
+        let s = ndarray::Slice::from(r0..r1);
+        match self {
+            TensorRef::Bool(a) => TensorRef::Bool(a.slice_axis_move(ndarray::Axis(0), s)),
+            TensorRef::I32(a) => TensorRef::I32(a.slice_axis_move(ndarray::Axis(0), s)),
+            TensorRef::I64(a) => TensorRef::I64(a.slice_axis_move(ndarray::Axis(0), s)),
+            TensorRef::F32(a) => TensorRef::F32(a.slice_axis_move(ndarray::Axis(0), s)),
+            TensorRef::F64(a) => TensorRef::F64(a.slice_axis_move(ndarray::Axis(0), s)),
+        }
+    }
+
     /// The same elements with the last two dims swapped (a strided view, no copy); a view of
     /// fewer than two dims is returned as it is.
     pub fn swap_last_two(self) -> TensorRef<'a> {

@@ -469,6 +469,7 @@ fn compile_kernels(func: &Func, dump: &DumpOptions) -> Result<Box<dyn Executable
         func,
         crate::lower::LowerOptions {
             fold_transposes: true,
+            row_groups: true,
         },
     );
     dump.dump(&func.name, "schedule", || plan.to_string());

@@ -14,6 +14,8 @@
 //! allocation. A value read inside a branch counts as read by the `ifelse` step; a block's
 //! yields and the function's outputs are never freed.
 
+pub mod rows;
+
 use crate::ir::scalar::{ScalarInst, ScalarOp, ScalarProgram};
 use crate::ir::{Func, Inst, Op, ReduceOp, Value};
 use std::collections::HashMap;
@@ -43,6 +45,13 @@ pub enum Kernel {
     Perform,
     /// `ifelse`: the plan of each branch; only the taken one runs.
     IfElse { then: Branch, otherwise: Branch },
+    /// A row group (`rows.rs`): map and reduce steps run together on blocks of `rows`, each
+    /// member reading its arguments as `roles` say.
+    Rows {
+        rows: usize,
+        steps: Vec<Step>,
+        roles: Vec<Vec<rows::Role>>,
+    },
 }
 
 /// One branch of an `ifelse`: its steps, then the values it yields as the step's results.
@@ -81,9 +90,13 @@ impl Plan {
         fn walk<'a>(steps: &'a [Step], out: &mut Vec<&'a Step>) {
             for s in steps {
                 out.push(s);
-                if let Kernel::IfElse { then, otherwise } = &s.kernel {
-                    walk(&then.steps, out);
-                    walk(&otherwise.steps, out);
+                match &s.kernel {
+                    Kernel::IfElse { then, otherwise } => {
+                        walk(&then.steps, out);
+                        walk(&otherwise.steps, out);
+                    }
+                    Kernel::Rows { steps, .. } => walk(steps, out),
+                    _ => {}
                 }
             }
         }
@@ -100,6 +113,8 @@ pub struct LowerOptions {
     /// The reference backend keeps every op a step of its own, so that the differential tests
     /// compare the folded plan against the unfolded one.
     pub fold_transposes: bool,
+    /// Group consecutive row-local map and reduce steps into row groups (`rows.rs`).
+    pub row_groups: bool,
 }
 
 /// Lowers `func` (optimized, verified) to its plan, every instruction a step of its own.
@@ -145,7 +160,8 @@ fn lower_block(func: &Func, body: &[Inst], kept: &[Value], opts: LowerOptions) -
             frees[pos].push(v);
         }
     }
-    body.iter()
+    let steps = body
+        .iter()
         .zip(frees)
         .map(|(inst, frees)| Step {
             kernel: match (
@@ -161,7 +177,12 @@ fn lower_block(func: &Func, body: &[Inst], kept: &[Value], opts: LowerOptions) -
             inplace: inst.inplace,
             frees,
         })
-        .collect()
+        .collect();
+    if opts.row_groups {
+        rows::group_rows(func, steps)
+    } else {
+        steps
+    }
 }
 
 /// The values an instruction reads: its arguments, and what its regions read from outside.
@@ -365,6 +386,12 @@ fn write_steps(steps: &[Step], depth: usize, out: &mut String) {
             Kernel::Perform => {
                 let _ = write!(out, "perform {} {args}", s.op.display_name());
             }
+            Kernel::Rows { rows, steps, .. } => {
+                let _ = writeln!(out, "rows {rows} {args} {{");
+                write_steps(steps, depth + 1, out);
+                out.push_str(&pad);
+                out.push('}');
+            }
             Kernel::IfElse { then, otherwise } => {
                 let _ = writeln!(out, "ifelse {args} {{");
                 write_branch(then, depth + 1, out);
@@ -453,6 +480,7 @@ mod tests {
             &f,
             LowerOptions {
                 fold_transposes: true,
+                row_groups: false,
             },
         );
         let text = p.to_string();

@@ -17,7 +17,7 @@ use std::sync::Mutex;
 pub struct InterpState {
     /// Compiled thunks by the first result of their instruction (indexed by value: a lookup
     /// per instruction and call, so no hashing).
-    thunks: std::sync::Arc<ThunkTable>,
+    pub(super) thunks: std::sync::Arc<ThunkTable>,
     storage: HashMap<Value, Vec<Option<Tensor>>>,
     calls: u64,
     /// Write requests planned for the custom ops of the function being run.
@@ -43,7 +43,7 @@ const POOL_MIN_BYTES: usize = 1 << 16;
 
 impl InterpState {
     /// A kept buffer of exactly this dtype and shape, if there is one.
-    fn take_buffer(&mut self, ty: &crate::ir::TensorType) -> Option<Tensor> {
+    pub(super) fn take_buffer(&mut self, ty: &crate::ir::TensorType) -> Option<Tensor> {
         let shape = ty.known_shape()?;
         let i = self
             .pool
@@ -52,7 +52,7 @@ impl InterpState {
         Some(self.pool.swap_remove(i))
     }
 
-    fn keep_buffer(&mut self, t: Tensor) {
+    pub(super) fn keep_buffer(&mut self, t: Tensor) {
         if t.len() * t.dtype().size() >= POOL_MIN_BYTES {
             if self.pool.len() == POOL_MAX {
                 self.pool.remove(0);
@@ -65,10 +65,10 @@ impl InterpState {
 /// The values of one call: what instructions computed (owned), and the caller's inputs
 /// (borrowed). An input is copied into `env` only when something needs it owned (an op's
 /// `perform`, an output); compiled thunks read it where it is.
-struct Env<'e, 'p> {
-    values: Vec<Option<Tensor>>,
+pub(super) struct Env<'e, 'p> {
+    pub(super) values: Vec<Option<Tensor>>,
     /// Caller's buffers offered for outputs, by the value they would hold (a few: searched).
-    dests: Offered,
+    pub(super) dests: Offered,
     params: &'e [TensorRef<'p>],
     param_index: &'e [Option<usize>],
 }
@@ -84,7 +84,7 @@ impl Env<'_, '_> {
     }
 
     /// A view of `v`, without copying a parameter.
-    fn view(&self, func: &Func, v: Value) -> Result<TensorRef<'_>, Error> {
+    pub(super) fn view(&self, func: &Func, v: Value) -> Result<TensorRef<'_>, Error> {
         match (&self.values[v.index()], self.param_index[v.index()]) {
             (Some(t), _) => Ok(t.view()),
             (None, Some(i)) => Ok(self.params[i].reborrow()),
@@ -290,6 +290,14 @@ fn run_steps(
         if let Kernel::IfElse { then, otherwise } = &inst.kernel {
             run_ifelse(func, inst, then, otherwise, env, state)?;
             release_dead(inst, env, state);
+            continue;
+        }
+        if let Kernel::Rows { rows, steps, roles } = &inst.kernel {
+            if super::rows::run_rows(func, inst, *rows, steps, roles, env, state)? {
+                release_dead(inst, env, state);
+            } else {
+                run_steps(func, steps, top_level, env, state)?;
+            }
             continue;
         }
         // An `add` that a custom op already computed with AddTo.
@@ -669,9 +677,9 @@ pub type Thunks = HashMap<Value, std::sync::Arc<dyn super::Thunk>>;
 type ThunkTable = Vec<Option<std::sync::Arc<dyn super::Thunk>>>;
 
 /// Buffers offered for outputs, by value.
-type Offered = smallvec::SmallVec<[(Value, Tensor); 2]>;
+pub(super) type Offered = smallvec::SmallVec<[(Value, Tensor); 2]>;
 
-fn take_offered(offered: &mut Offered, v: Value) -> Option<Tensor> {
+pub(super) fn take_offered(offered: &mut Offered, v: Value) -> Option<Tensor> {
     let i = offered.iter().position(|(o, _)| *o == v)?;
     Some(offered.swap_remove(i).1)
 }
