@@ -16,14 +16,16 @@
 //! rely on more: vector loads and stores are unaligned accesses (`MemFlags` without `aligned`),
 //! so views that start inside a buffer (slices, in-place steps) run the same code.
 
+mod argreduce_codegen;
 pub(crate) mod codegen;
 mod helpers;
 mod math_clif;
 mod reduce;
 pub(crate) mod reduce_codegen;
+mod reduce_operands;
 pub(crate) mod scalar_ops;
 
-pub use reduce::generated_reduce_calls;
+pub use reduce::{generated_reduce_calls, generated_reduce_calls_on_this_thread};
 
 use crate::dump::DumpOptions;
 use crate::error::{Error, Result};
@@ -379,6 +381,8 @@ struct GenSpec {
     program: Arc<crate::ir::scalar::ScalarProgram>,
     fused: bool,
     lanes: Option<i64>,
+    /// Whether the kernel has leaves for reduced dims that do not merge.
+    nd: bool,
 }
 
 impl GenSpec {
@@ -408,6 +412,7 @@ fn gen_spec(step: &crate::lower::Step) -> Option<GenSpec> {
         program: program.clone(),
         fused: *fused,
         lanes: None,
+        nd: false,
     })
 }
 
@@ -490,7 +495,16 @@ fn compile_kernels(func: &Func, dump: &DumpOptions) -> Result<Box<dyn Executable
         if let Some(spec) = gen_spec(step) {
             let name = format!("{}_r{k}", func.name);
             let along_n = broadcast_along(func, &step.args, spec.axes.as_deref());
-            let key = format!("{} {along_n:?} {}", spec.op.name(), spec.program);
+            // Cursor leaves for reduced dims that do not merge: only several reduced axes
+            // can fail to merge.
+            let rank = step
+                .args
+                .iter()
+                .map(|&a| func.ty(a).rank())
+                .max()
+                .unwrap_or(0);
+            let nd = spec.axes.as_ref().map_or(rank, |a| a.len()) >= 2;
+            let key = format!("{} {along_n:?} {nd} {}", spec.op.name(), spec.program);
             let defined = match generated_reduce.get(&key) {
                 Some(info) => Ok(info.clone()),
                 None => reduce_codegen::define_reduce_kernel(
@@ -499,6 +513,7 @@ fn compile_kernels(func: &Func, dump: &DumpOptions) -> Result<Box<dyn Executable
                     spec.op,
                     &spec.program,
                     &along_n,
+                    nd,
                 )
                 .inspect(|info| {
                     clif.push_str(&info.clif);
@@ -525,6 +540,7 @@ fn compile_kernels(func: &Func, dump: &DumpOptions) -> Result<Box<dyn Executable
                     ));
                     let spec = GenSpec {
                         lanes: info.lanes,
+                        nd: info.nd,
                         ..spec
                     };
                     reductions.push((*value, info.entry, spec));
@@ -659,6 +675,7 @@ fn compile_kernels(func: &Func, dump: &DumpOptions) -> Result<Box<dyn Executable
                 fused: spec.fused,
                 out_dtype,
                 lanes: spec.lanes,
+                nd: spec.nd,
                 _code: code.clone(),
             }),
         );
