@@ -1,12 +1,14 @@
 //! The CPU backend: elementwise work (single ops and fused Composites) is compiled with
 //! Cranelift into map kernels (`codegen`: 128-bit SIMD loops with a scalar tail, inline vector
 //! math from `crate::math`), and reductions (`Reduce`, and `FusedReduce` with its prologue
-//! evaluated in the loop) into loop nests over any set of axes (`reduce_codegen`, run by
-//! `reduce`: pairwise float sums in the reference's order, NaN-propagating max and min,
-//! wrapping integers). Shapes and strides are kernel arguments, so one compiled function serves
-//! every call. Argmax and argmin, and every other op, run through the interpreter's per-op
-//! path, which the compiled kernels plug into as thunks; a reduction whose dims do not merge
-//! into the generated `[O, N, I]` nest, or with an empty axis, runs its reference too.
+//! evaluated in the loop) into loop nests over any set of axes (`reduce_codegen`, with the
+//! argmax/argmin leaves of `argreduce_codegen` and the operand walk of `reduce_operands`, run
+//! by `reduce`: pairwise float sums in the reference's order, NaN-propagating max and min,
+//! argmax and argmin with the reference's index, wrapping integers; reduced dims that do not
+//! merge are walked in place in the reference's order). Shapes and strides are kernel
+//! arguments, so one compiled function serves every call. Every other op runs through the
+//! interpreter's per-op path, which the compiled kernels plug into as thunks; a reduction with
+//! an empty axis runs its reference too.
 //!
 //! What to generate comes from the plan (`crate::lower`): its map and reduce steps, each kernel
 //! compiled once however many steps share its program.
@@ -490,8 +492,8 @@ fn compile_kernels(func: &Func, dump: &DumpOptions) -> Result<Box<dyn Executable
     let mut generated_reduce: HashMap<String, reduce_codegen::ReduceKernelInfo> = HashMap::new();
     let mut generated_map: HashMap<String, FuncId> = HashMap::new();
     for (k, (value, step)) in candidates.iter().enumerate() {
-        // Reductions over any axes: a generated loop nest (argmax and argmin, and a prologue
-        // with several outputs, keep the reference or the prologue-then-perform kernel).
+        // Reductions over any axes: a generated loop nest (a prologue with several outputs
+        // keeps the reference or the prologue-then-perform kernel).
         if let Some(spec) = gen_spec(step) {
             let name = format!("{}_r{k}", func.name);
             let along_n = broadcast_along(func, &step.args, spec.axes.as_deref());

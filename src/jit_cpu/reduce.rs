@@ -1,6 +1,13 @@
 //! Running generated reductions (`reduce_codegen`): the call-time part. The operands, seen in
 //! the reduction's full (broadcast) shape, are brought to a `[O, N, I]` loop nest by merging
 //! dims, and the kernel runs on blocks of outputs, on rayon's threads when the input is large.
+//!
+//! Dims that do not merge are not copied: reduced ones stay separate runs that the kernel's
+//! cursor leaves walk in row-major order (mode 4, with an N-d descriptor built here), and kept
+//! ones beyond the two that become `O` and `I` are looped over here, one kernel call (or block)
+//! per index. What still runs perform: an empty axis (the reference's errors and empty
+//! results), axes out of range, and reduced dims that do not merge for a kernel generated
+//! without cursor leaves (which cannot happen: those have one reduced axis).
 
 use super::reduce_codegen::ReduceFn;
 use super::{uninit, JitCode, PARALLEL_MIN};

@@ -11,7 +11,14 @@
 //! vector of outputs, at a time: "columns"), else along `N` with `i == 1` ("rows"); `mode & 1`
 //! asks for the vector leaves: the caller checked that every operand is contiguous or broadcast
 //! (stride 0) along the vector axis, `N` for rows (lanes along the reduced axis) and `I` for
-//! columns (and that the output is contiguous along `I`).
+//! columns (and that the output is contiguous along `I`). `mode & 4` says the reduced dims did
+//! not merge into one: `N` is then the flat (row-major) index over them, `sn` points to the
+//! N-d descriptor of `reduce_operands` instead of strides, and the cursor leaves run (scalar and
+//! columns; never lanes along `N`). Kernels of one reduced axis have no cursor leaves: one axis
+//! always merges.
+//!
+//! Argmax and argmin (`argreduce_codegen`) use the same entry and leaf signature; their leaves
+//! store the `i64` index at the output themselves.
 //!
 //! # Order of operations
 //! Every element of the output is reduced in eight interleaved partial results (element `n`
@@ -19,7 +26,8 @@
 //! then the `len % 8` last elements one by one; float sums (and means) split ranges longer than
 //! 128 at `(len / 2) & !7` and add the halves (a recursive function). This is
 //! `perform::reduce::pairwise_sum` step for step, so a generated float sum has the reference's
-//! bits whichever leaf computes it: scalar, lanes along `N`, or vectors of outputs along `I`.
+//! bits whichever leaf computes it: scalar, lanes along `N`, or vectors of outputs along `I`,
+//! strided or through the cursor (which visits `N` in the same flat order).
 
 use super::codegen::Bcast;
 use super::reduce_operands::{Leaf, LeafInputs};
