@@ -359,7 +359,7 @@ fn the_kernels_dump_shows_generated_reductions() {
         backend: Some(Backend::Cpu),
         ..Default::default()
     };
-    let src = "func @r(%x: f32[?, ?]) -> (f32[?], f32[?]) {\n  %a = sum %x {axes = [0]}\n  %b = max %x {axes = [1]}\n  return %a, %b\n}\n";
+    let src = "func @r(%x: f32[?, ?]) -> (f32[?], f32[?], i64[?]) {\n  %a = sum %x {axes = [0]}\n  %b = max %x {axes = [1]}\n  %c = argmin %x {axes = [1]}\n  return %a, %b, %c\n}\n";
     let f = parse("t", src).unwrap().remove(0);
     kiln::compile_func(f, &opts).unwrap();
     let text = std::fs::read_dir(&dir)
@@ -373,6 +373,10 @@ fn the_kernels_dump_shows_generated_reductions() {
     );
     assert!(
         text.contains("reduce max over axes [1] (generated"),
+        "{text}"
+    );
+    assert!(
+        text.contains("reduce argmin over axes [1] (generated, 4 lanes)"),
         "{text}"
     );
 }
