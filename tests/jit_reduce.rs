@@ -642,8 +642,8 @@ fn broadcast<'a>(t: &'a Tensor, shape: &[usize]) -> kiln::TensorRef<'a> {
 /// Reductions whose reduced dims do not merge into one strided loop (axes `[0, 2]` of a
 /// contiguous array, a view with reversed axes, a broadcast view), ranks 3 to 6, with kept dims
 /// that do not merge either (up to three runs of them, the outer ones looped at call time):
-/// every op and dtype, keepdims on and off, large enough that sums split pairwise and run on
-/// several threads. Sums and means must have the reference's bits, every call generated code.
+/// every op, every dtype, keepdims on and off, large enough that sums split pairwise and run
+/// on several threads. Sums and means must have the reference's bits, every call generated code.
 #[test]
 fn reductions_over_axes_that_do_not_merge() {
     let mut rng = Rng(2024);
@@ -656,12 +656,16 @@ fn reductions_over_axes_that_do_not_merge() {
         (&[3, 2, 4, 2, 5, 2], &[1, 3, 5]),
         (&[40, 3, 700], &[0, 2]),
         (&[64, 5, 64, 7], &[0, 2]),
+        // Three runs of kept dims, the outer one split across threads.
+        (&[9, 12, 5, 12, 7, 3], &[1, 3, 5]),
     ];
     let ops = ["sum", "mean", "max", "min", "prod", "any", "all"];
     for (c, &(shape, axes)) in cases.iter().enumerate() {
         let rank = shape.len();
-        for dtype in DTYPES {
-            let keepdims = (c + dtype.len()) % 2 == 0;
+        // Two dtypes a case, keepdims on for one and off for the other: over the cases every
+        // dtype meets both (compiling dominates this test in a debug build).
+        for (k, dtype) in [DTYPES[c % 5], DTYPES[(c + 2) % 5]].into_iter().enumerate() {
+            let keepdims = (c + k) % 2 == 0;
             let dims = vec!["?"; rank];
             let mut outs = Vec::new();
             let mut body = String::new();
@@ -688,7 +692,11 @@ fn reductions_over_axes_that_do_not_merge() {
                     .collect::<Vec<_>>()
                     .join(", "),
             );
-            let x = tensor(dtype, shape, &mut rng, c % 2 == 0);
+            // Specials in the small cases only: a long float product with an infinity is NaN
+            // or infinite depending on where it underflows, and products run in eight partial
+            // products here (the tolerance above), one in the reference.
+            let small_case = shape.iter().product::<usize>() < 5000;
+            let x = tensor(dtype, shape, &mut rng, c % 2 == 0 && small_case);
             // Broadcast along the first and the last dim.
             let mut small_shape = shape.to_vec();
             small_shape[0] = 1;
