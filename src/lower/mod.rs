@@ -6,7 +6,7 @@
 //! Kernel IR is small and structured: a **map** kernel (a scalar program over the broadcast
 //! index space of its inputs), a **reduce** kernel (the same program as a prologue, then a
 //! reduction over axes), a **gemm** library call, and **perform** for what has no generated
-//! code (shape ops, argmax, custom and random ops), whose reference implementation runs. An
+//! code (shape ops, custom and random ops), whose reference implementation runs. An
 //! `ifelse` keeps its two branches as plans of their own, so only the taken one runs.
 //!
 //! Each step also says which values it reads for the last time in its block (`frees`): after
