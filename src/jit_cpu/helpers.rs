@@ -126,6 +126,12 @@ unsafe extern "C" fn kiln_nd_seek(desc: *const i64, bases: *const i64, pos: i64,
     }
 }
 
+/// Whether generated code may import `name`: only registered helpers resolve (cranelift-jit
+/// panics on a symbol it cannot find), so every import is checked against this first.
+pub fn is_registered(name: &str) -> bool {
+    symbols().any(|(n, _)| n == name)
+}
+
 /// Every helper by the name generated code imports it under.
 pub fn symbols() -> impl Iterator<Item = (&'static str, *const u8)> {
     SYMBOLS
@@ -170,3 +176,47 @@ const SYMBOLS: &[(&str, *const u8)] = &[
     ("kiln_pow_i32", kiln_pow_i32 as *const u8),
     ("kiln_pow_i64", kiln_pow_i64 as *const u8),
 ];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ir::DType;
+
+    /// Every name the code generators form for an import resolves: the helpers of scalar
+    /// ops (per dtype) and the reference fallbacks of the math expansions (per precision).
+    #[test]
+    fn every_name_generated_code_imports_is_registered() {
+        let mut names = Vec::new();
+        for d in [DType::F32, DType::F64] {
+            let s = super::super::scalar_ops::suffix(d);
+            for f in [
+                "exp", "log", "log1p", "expm1", "sin", "cos", "tan", "tanh", "sigmoid", "erf",
+                "pow", "floordiv", "mod",
+            ] {
+                names.push(format!("kiln_{f}_{s}"));
+            }
+        }
+        for d in [DType::I32, DType::I64] {
+            let s = super::super::scalar_ops::suffix(d);
+            for f in ["floordiv", "mod", "pow"] {
+                names.push(format!("kiln_{f}_{s}"));
+            }
+        }
+        for p in [crate::math::Prec::F32, crate::math::Prec::F64] {
+            for f in ["sin", "cos", "tan"] {
+                names.push(super::super::math_clif::fallback_symbol(f, p));
+            }
+        }
+        names.push(super::super::reduce_operands::SEEK.to_string());
+        for n in &names {
+            assert!(is_registered(n), "{n} is not registered");
+        }
+        assert!(!is_registered("kiln_no_such_helper"));
+        // No name is registered twice (the JIT would keep only one address).
+        let mut all: Vec<&str> = symbols().map(|(n, _)| n).collect();
+        let len = all.len();
+        all.sort();
+        all.dedup();
+        assert_eq!(all.len(), len);
+    }
+}

@@ -234,6 +234,12 @@ impl<M: Module> Emit for ClifMath<'_, '_, M> {
         let mut sig = Signature::new(self.module.isa().default_call_conv());
         sig.params.push(AbiParam::new(lane));
         sig.returns.push(AbiParam::new(lane));
+        if !super::helpers::is_registered(&symbol) {
+            self.error = Some(format!(
+                "{symbol}: no such helper is registered with the JIT"
+            ));
+            return fast;
+        }
         let callee = match self.module.declare_function(&symbol, Linkage::Import, &sig) {
             Ok(id) => self.module.declare_func_in_func(id, self.b.func),
             Err(e) => {

@@ -45,7 +45,7 @@ pub fn clif_type(d: DType) -> Type {
     }
 }
 
-fn suffix(d: DType) -> &'static str {
+pub(super) fn suffix(d: DType) -> &'static str {
     match d {
         DType::F32 => "f32",
         DType::F64 => "f64",
@@ -223,6 +223,11 @@ impl<'x, 'f, M: Module> OpGen<'x, 'f, M> {
         let mut sig = Signature::new(self.module.isa().default_call_conv());
         sig.params.extend(args.iter().map(|_| AbiParam::new(ty)));
         sig.returns.push(AbiParam::new(ty));
+        if !super::helpers::is_registered(name) {
+            return Err(Error::Unsupported(format!(
+                "{name}: no such helper is registered with the JIT"
+            )));
+        }
         let id = self
             .module
             .declare_function(name, Linkage::Import, &sig)
