@@ -1,0 +1,468 @@
+//! The GPU backend's code generator on a machine without a GPU: PTX for every function of the
+//! file-test corpus, for sm_80 and sm_90, checked for what can be checked without `ptxas`
+//! (header, one entry per kernel step of the plan, balanced braces, no call to anything
+//! undefined, and the LLVM module parsed back and verified), and the properties the backend
+//! promises (no LLVM math intrinsics, guarded integer division, shuffles and shared memory in
+//! reductions, the dump stages, a clean error without a CUDA driver).
+#![cfg(feature = "gpu")]
+
+use inkwell::context::Context;
+use inkwell::memory_buffer::MemoryBuffer;
+use kiln::dump::DumpOptions;
+use kiln::ir::text::parse;
+use kiln::ir::{Func, ReduceOp};
+use kiln::jit_ptx::{compile_ptx, KernelKind, PtxModule};
+use kiln::lower::{lower, Kernel};
+use kiln::CompileOptions;
+use std::path::{Path, PathBuf};
+
+/// Corpus files whose functions use an op the PTX backend does not lower yet; each must fail
+/// with an error naming the op, and must be taken off this list once it is lowered.
+const NOT_LOWERED_YET: &[(&str, &str)] = &[
+    ("ops/binary_floordiv_f64.kir", "floordiv on f64"),
+    ("ops/binary_mod_f64.kir", "mod on f64"),
+    ("ops/binary_pow_f64.kir", "pow on f64"),
+    ("rewrite/rules_fast_math.kir", "pow on f64"),
+    ("rewrite/rules_fast_math_off.kir", "pow on f64"),
+    ("rewrite/rules_pow.kir", "pow on f64"),
+    ("rewrite/rules_pow_small_int.kir", "pow on f64"),
+];
+
+fn kir_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for e in std::fs::read_dir(dir).unwrap().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            kir_files(&p, out);
+        } else if p.extension().is_some_and(|x| x == "kir") {
+            out.push(p);
+        }
+    }
+}
+
+fn optimized(src: &str) -> Func {
+    let f = parse("t.kir", src).unwrap().remove(0);
+    kiln::compile::optimize(f, &CompileOptions::default())
+}
+
+fn ptx(src: &str, arch: &str) -> PtxModule {
+    compile_ptx(&optimized(src), arch, &DumpOptions::default()).unwrap()
+}
+
+/// The steps of the plan that must be kernels: maps, and reductions other than argmax/argmin.
+fn kernel_steps(func: &Func) -> usize {
+    lower(func)
+        .all_steps()
+        .iter()
+        .filter(|s| match &s.kernel {
+            Kernel::Map { .. } => true,
+            Kernel::Reduce { op, .. } => !matches!(op, ReduceOp::ArgMax | ReduceOp::ArgMin),
+            _ => false,
+        })
+        .count()
+}
+
+/// PTX text without `//` comments.
+fn code(ptx: &str) -> String {
+    ptx.lines()
+        .map(|l| l.split("//").next().unwrap_or(""))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Checks one module as PTX text and as LLVM IR; returns a description of the first problem.
+fn check_module(m: &PtxModule, arch: &str, kernels: usize) -> Result<(), String> {
+    let text = code(&m.ptx);
+    let lines: Vec<&str> = text
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect();
+    // Header: `.version X.Y`, `.target sm_XX`, `.address_size 64`, in that order, first.
+    let version = lines.first().copied().unwrap_or("");
+    let v = version.strip_prefix(".version ").unwrap_or("");
+    if !(v.split('.').count() == 2 && v.split('.').all(|p| p.parse::<u32>().is_ok())) {
+        return Err(format!("first line is not `.version X.Y`: {version:?}"));
+    }
+    if lines.get(1) != Some(&format!(".target {arch}").as_str()) {
+        return Err(format!(
+            "second line is not `.target {arch}`: {:?}",
+            lines.get(1)
+        ));
+    }
+    if lines.get(2) != Some(&".address_size 64") {
+        return Err(format!(
+            "third line is not `.address_size 64`: {:?}",
+            lines.get(2)
+        ));
+    }
+    // One entry per kernel step, with the names the module reports.
+    let entries: Vec<String> = lines
+        .iter()
+        .filter_map(|l| l.strip_prefix(".visible .entry "))
+        .map(|l| l.split('(').next().unwrap_or("").trim().to_string())
+        .collect();
+    if entries.len() != kernels || m.kernels.len() != kernels {
+        return Err(format!(
+            "{} entries and {} kernels reported for {kernels} kernel steps",
+            entries.len(),
+            m.kernels.len()
+        ));
+    }
+    for k in &m.kernels {
+        if !entries.contains(&k.name) {
+            return Err(format!("no .entry {}", k.name));
+        }
+    }
+    // Balanced braces and parentheses, never closing more than was opened.
+    for (open, close) in [('{', '}'), ('(', ')')] {
+        let mut depth = 0i64;
+        for c in text.chars() {
+            if c == open {
+                depth += 1;
+            } else if c == close {
+                depth -= 1;
+                if depth < 0 {
+                    return Err(format!("unbalanced `{close}`"));
+                }
+            }
+        }
+        if depth != 0 {
+            return Err(format!("unbalanced `{open}`: depth {depth} at the end"));
+        }
+    }
+    // Every call names a function defined in the module (there is no linker for PTX here).
+    let defined: Vec<&str> = lines
+        .iter()
+        .filter_map(|l| {
+            l.strip_prefix(".func ")
+                .or(l.strip_prefix(".visible .func "))
+        })
+        .map(|l| {
+            l.trim_start_matches(|c: char| c == '(' || c.is_whitespace())
+                .split(['(', ' '])
+                .next()
+                .unwrap_or("")
+        })
+        .collect();
+    for l in &lines {
+        if l.starts_with("call") {
+            let callee = l
+                .split(',')
+                .map(str::trim)
+                .find(|t| !t.starts_with('(') && !t.starts_with("call"))
+                .unwrap_or(l);
+            if !defined
+                .iter()
+                .any(|d| callee.starts_with(d) && !d.is_empty())
+            {
+                return Err(format!("call to an undefined function: {l}"));
+            }
+        }
+    }
+    if text.contains(".extern .func") {
+        return Err("the PTX declares an external function".into());
+    }
+    // No generic math intrinsic reaches NVPTX (they abort it; see BACKEND-NOTES).
+    for ir in [&m.llvm, &m.llvm_optimized] {
+        for f in [
+            "exp", "exp2", "log", "log2", "log10", "sin", "cos", "tan", "pow", "tanh",
+        ] {
+            if ir.contains(&format!("@llvm.{f}.f")) {
+                return Err(format!("LLVM IR calls llvm.{f}"));
+            }
+        }
+    }
+    // The optimized LLVM IR parses back and verifies on its own.
+    let ctx = Context::create();
+    let buf = MemoryBuffer::create_from_memory_range_copy(m.llvm_optimized.as_bytes(), "m");
+    let module = ctx
+        .create_module_from_ir(buf)
+        .map_err(|e| format!("the optimized LLVM IR does not parse: {e}"))?;
+    module
+        .verify()
+        .map_err(|e| format!("the optimized LLVM IR does not verify: {e}"))?;
+    Ok(())
+}
+
+#[test]
+fn the_whole_corpus_gives_well_formed_ptx_for_sm_80_and_sm_90() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/filetests");
+    let mut files = Vec::new();
+    kir_files(&root, &mut files);
+    files.sort();
+    assert!(files.len() >= 100, "the corpus has {} files", files.len());
+    let (mut modules, mut kernels, mut failures) = (0, 0, Vec::new());
+    let mut not_lowered = Vec::new();
+    for path in &files {
+        let rel = path
+            .strip_prefix(&root)
+            .unwrap()
+            .to_string_lossy()
+            .to_string();
+        let src = std::fs::read_to_string(path).unwrap();
+        // Files that do not parse or verify are the error tests of the corpus.
+        let Ok(funcs) = parse(&rel, &src) else {
+            continue;
+        };
+        let func = funcs.into_iter().next().unwrap();
+        if kiln::ir::verify::verify(&func).is_err() {
+            continue;
+        }
+        let func = kiln::compile::optimize(func, &CompileOptions::default());
+        let expected = kernel_steps(&func);
+        for arch in ["sm_80", "sm_90"] {
+            match compile_ptx(&func, arch, &DumpOptions::default()) {
+                Ok(m) => {
+                    if let Err(e) = check_module(&m, arch, expected) {
+                        failures.push(format!("{rel} ({arch}): {e}"));
+                    }
+                    modules += 1;
+                    kernels += m.kernels.len();
+                }
+                Err(e) => match NOT_LOWERED_YET.iter().find(|(f, _)| *f == rel) {
+                    Some((_, op)) if e.to_string().contains(op) => not_lowered.push(rel.clone()),
+                    _ => failures.push(format!("{rel} ({arch}): {e}")),
+                },
+            }
+        }
+    }
+    for (f, _) in NOT_LOWERED_YET {
+        if not_lowered.iter().filter(|n| n == f).count() != 2 {
+            failures.push(format!(
+                "{f} is listed as not lowered yet but compiled (update the list)"
+            ));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    assert!(
+        modules >= 200 && kernels >= 300,
+        "{modules} modules, {kernels} kernels"
+    );
+    eprintln!(
+        "ptx corpus: {modules} modules, {kernels} kernels, {} not lowered yet",
+        NOT_LOWERED_YET.len()
+    );
+}
+
+const EXP: &str = "func @e(%x: f32[?, 8]) -> (f32[?, 8]) {\n  %y = exp %x\n  return %y\n}\n";
+
+#[test]
+fn exp_is_the_shared_polynomial_not_an_llvm_intrinsic() {
+    let m = ptx(EXP, "sm_90");
+    assert!(!m.llvm.contains("llvm.exp"), "{}", m.llvm);
+    assert!(m.llvm.contains("@llvm.fma.f32"), "{}", m.llvm);
+    let code = code(&m.ptx);
+    assert!(code.contains("fma.rn.f32"), "{}", m.ptx);
+    // No hardware approximation stands in for it.
+    assert!(!code.contains("ex2.approx"), "{}", m.ptx);
+    // Every f32 add, sub and mul is rounded on its own (`.rn`), so ptxas cannot contract it
+    // into an fma: the operation sequence is the CPU backend's.
+    for l in code.lines().map(str::trim) {
+        for op in ["add.f32", "sub.f32", "mul.f32"] {
+            assert!(!l.starts_with(op), "unrounded `{l}` in\n{}", m.ptx);
+        }
+    }
+    assert_eq!(m.kernels.len(), 1);
+    assert_eq!(m.kernels[0].kind, KernelKind::Map);
+}
+
+#[test]
+fn every_transcendental_in_both_precisions_avoids_llvm_math() {
+    for f in [
+        "exp", "expm1", "log", "log1p", "sin", "cos", "tan", "tanh", "sigmoid", "erf",
+    ] {
+        for t in ["f32", "f64"] {
+            let src =
+                format!("func @m(%x: {t}[4]) -> ({t}[4]) {{\n  %y = {f} %x\n  return %y\n}}\n");
+            let m = ptx(&src, "sm_80");
+            for ir in [&m.llvm, &m.llvm_optimized] {
+                assert!(!ir.contains(&format!("@llvm.{f}")), "{f} {t}");
+                assert!(
+                    !ir.contains("@llvm.exp") && !ir.contains("@llvm.log."),
+                    "{f} {t}"
+                );
+            }
+            assert!(code(&m.ptx).contains(&format!("fma.rn.{t}")), "{f} {t}");
+        }
+    }
+}
+
+#[test]
+fn integer_division_checks_for_zero_and_minus_one() {
+    for t in ["i32", "i64"] {
+        let src = format!(
+            "func @d(%a: {t}[?], %b: {t}[?]) -> ({t}[?], {t}[?]) {{\n  %q = floordiv %a, %b\n  %r = mod %a, %b\n  return %q, %r\n}}\n"
+        );
+        let m = ptx(&src, "sm_90");
+        let ir = &m.llvm;
+        // The divisor is compared with 0 and -1 and replaced by 1 before `sdiv`/`srem`, which
+        // are undefined for those in LLVM.
+        assert!(ir.contains(&format!("%div_by_zero = icmp eq {t}")), "{ir}");
+        assert!(
+            ir.contains(&format!("icmp eq {t} %")) && ir.contains(", -1"),
+            "{ir}"
+        );
+        assert!(
+            ir.contains(&format!("sdiv {t}")) && ir.contains(&format!("srem {t}")),
+            "{ir}"
+        );
+        let code = code(&m.ptx);
+        assert!(code.contains(&format!("div.s{}", &t[1..])), "{}", m.ptx);
+    }
+}
+
+#[test]
+fn reductions_use_shared_memory_warp_shuffles_and_barriers() {
+    let src = "func @s(%x: f32[?, ?]) -> (f32[?], f64[?], bool[?]) {
+  %s = sum %x {axes = [1]}
+  %d = cast %x {to = f64}
+  %m = max %d {axes = [1]}
+  %a = any %x {axes = [0]}
+  return %s, %m, %a
+}\n";
+    let m = ptx(src, "sm_90");
+    let reduces = m
+        .kernels
+        .iter()
+        .filter(|k| k.kind == KernelKind::Reduce)
+        .count();
+    assert_eq!(reduces, 3, "{:?}", m.kernels);
+    let code = code(&m.ptx);
+    assert!(code.contains(".shared"), "{}", m.ptx);
+    assert!(code.contains("shfl.sync.bfly.b32"), "{}", m.ptx);
+    assert!(code.contains("bar.sync"), "{}", m.ptx);
+    // The f64 max is shuffled as two 32-bit halves.
+    assert!(m.llvm.contains("shfl.sync.bfly.i32"), "{}", m.llvm);
+    // Inputs are read through the read-only path.
+    assert!(code.contains("ld.global.nc"), "{}", m.ptx);
+}
+
+#[test]
+fn argmax_and_gemm_are_not_kernels() {
+    let src = "func @g(%a: f32[4, 3], %b: f32[3, 2]) -> (i64[4], f32[4, 2]) {
+  %c = matmul %a, %b
+  %i = argmax %a {axes = [1]}
+  return %i, %c
+}\n";
+    let m = ptx(src, "sm_90");
+    assert!(m.kernels.is_empty(), "{:?}", m.kernels);
+    assert!(!code(&m.ptx).contains(".entry"), "{}", m.ptx);
+}
+
+#[test]
+fn branches_of_ifelse_get_their_kernels() {
+    let src = "func @b(%c: bool[], %x: f32[4]) -> (f32[4]) {
+  %y = ifelse %c {
+    %s = sin %x
+    yield %s
+  } else {
+    %t = sum %x {axes = [0], keepdims = true}
+    %u = sub %x, %t
+    yield %u
+  }
+  return %y
+}\n";
+    let m = ptx(src, "sm_80");
+    let kinds: Vec<KernelKind> = m.kernels.iter().map(|k| k.kind).collect();
+    assert_eq!(
+        kinds.iter().filter(|k| **k == KernelKind::Map).count(),
+        2,
+        "{kinds:?}"
+    );
+    assert_eq!(
+        kinds.iter().filter(|k| **k == KernelKind::Reduce).count(),
+        1,
+        "{kinds:?}"
+    );
+}
+
+#[test]
+fn unsupported_ops_and_arches_are_errors_that_name_them() {
+    let f = optimized(
+        "func @p(%x: f32[3], %y: f32[3]) -> (f32[3]) {\n  %z = pow %x, %y\n  return %z\n}\n",
+    );
+    let e = compile_ptx(&f, "sm_90", &DumpOptions::default())
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("pow on f32"), "{e}");
+    let e = compile_ptx(&f, "sm_100", &DumpOptions::default())
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("sm_100") && e.contains("sm_90"), "{e}");
+}
+
+#[test]
+fn the_llvm_and_ptx_dump_stages_write_their_text() {
+    let dir = std::env::temp_dir().join(format!("kiln-ptx-dump-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let dump = DumpOptions {
+        stages: vec!["llvm".into(), "ptx".into()],
+        dir: Some(dir.clone()),
+    };
+    let m = compile_ptx(&optimized(EXP), "sm_90", &dump).unwrap();
+    let llvm = std::fs::read_to_string(dir.join("e.08.llvm.txt")).unwrap();
+    let ptx = std::fs::read_to_string(dir.join("e.09.ptx.txt")).unwrap();
+    assert_eq!(llvm, m.llvm);
+    assert!(llvm.contains("define void @e_0_map("), "{llvm}");
+    assert!(llvm.contains("!nvvm.annotations"), "{llvm}");
+    assert_eq!(ptx, m.ptx);
+    assert!(!dir.join("e.05.schedule.txt").exists());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn the_gpu_backend_is_a_clean_error_without_a_driver() {
+    let f = parse("t.kir", EXP).unwrap().remove(0);
+    let options = CompileOptions {
+        backend: Some(kiln::Backend::Gpu),
+        ..CompileOptions::default()
+    };
+    let e = kiln::compile_func(f, &options)
+        .err()
+        .expect("no GPU runtime yet")
+        .to_string();
+    if kiln::jit_ptx::runtime::driver_present() {
+        assert!(e.contains("cannot launch"), "{e}");
+    } else {
+        eprintln!("no CUDA driver on this machine: checking the error only");
+        assert_eq!(e, "no CUDA driver found");
+    }
+}
+
+#[test]
+fn the_module_checks_reject_broken_ptx() {
+    let good = ptx(EXP, "sm_90");
+    assert_eq!(check_module(&good, "sm_90", 1), Ok(()));
+    let with = |f: &dyn Fn(&str) -> String| {
+        let mut m = good.clone();
+        m.ptx = f(&m.ptx);
+        m
+    };
+    let cases: Vec<(PtxModule, &str, usize)> = vec![
+        (good.clone(), "sm_80", 1),
+        (good.clone(), "sm_90", 2),
+        (with(&|p| p.replacen('}', "", 1)), "sm_90", 1),
+        (
+            with(&|p| p.replacen(".address_size 64", ".address_size 32", 1)),
+            "sm_90",
+            1,
+        ),
+        (
+            with(&|p| {
+                p.replacen(
+                    "ret;",
+                    "call.uni (retval0), __nv_expf, (param0);\n\tret;",
+                    1,
+                )
+            }),
+            "sm_90",
+            1,
+        ),
+    ];
+    for (m, arch, n) in cases {
+        assert!(check_module(&m, arch, n).is_err(), "accepted:\n{}", m.ptx);
+    }
+    let mut m = good.clone();
+    m.llvm_optimized = m.llvm_optimized.replacen("ret void", "", 1);
+    assert!(check_module(&m, "sm_90", 1).is_err());
+}
