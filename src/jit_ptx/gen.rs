@@ -28,6 +28,9 @@ pub struct Gen<'ctx> {
     pub ctx: &'ctx Context,
     pub module: Module<'ctx>,
     pub b: Builder<'ctx>,
+    /// Code for the host CPU instead of NVPTX (the test oracle, `host.rs`): one thread
+    /// (`tid = ctaid = 0`, `ntid = nctaid = 1`), no shuffles or barriers, address space 0.
+    pub host: bool,
 }
 
 impl<'ctx> Gen<'ctx> {
@@ -36,7 +39,21 @@ impl<'ctx> Gen<'ctx> {
             ctx,
             module: ctx.create_module(name),
             b: ctx.create_builder(),
+            host: false,
         }
+    }
+
+    /// A generator of host code (see [`Gen::host`]).
+    pub fn new_host(ctx: &'ctx Context, name: &str) -> Gen<'ctx> {
+        Gen {
+            host: true,
+            ..Gen::new(ctx, name)
+        }
+    }
+
+    /// The address space of global (`GLOBAL`) or shared (`SHARED`) memory in this code.
+    pub fn space(&self, nvptx: u16) -> AddressSpace {
+        AddressSpace::from(if self.host { 0 } else { nvptx })
     }
 
     pub fn i1(&self) -> IntType<'ctx> {
@@ -122,6 +139,14 @@ impl<'ctx> Gen<'ctx> {
         }
     }
 
+    /// `__syncthreads()` (nothing on the host, which runs one thread).
+    pub fn barrier(&self) -> Result<()> {
+        if self.host {
+            return Ok(());
+        }
+        self.call_void("llvm.nvvm.barrier0")
+    }
+
     /// Calls the void function `name`.
     pub fn call_void(&self, name: &str) -> Result<()> {
         let f = self.declare(name, None, &[]);
@@ -146,6 +171,9 @@ impl<'ctx> Gen<'ctx> {
 
     /// A special register of PTX (`tid.x`, `ctaid.x`, `ntid.x`, `nctaid.x`), as `i64`.
     pub fn sreg(&self, name: &str) -> Result<IntValue<'ctx>> {
+        if self.host {
+            return Ok(self.c64(name.starts_with('n') as i64));
+        }
         let v = self
             .call(
                 &format!("llvm.nvvm.read.ptx.sreg.{name}"),
@@ -158,6 +186,6 @@ impl<'ctx> Gen<'ctx> {
 
     /// The pointer type of global memory.
     pub fn global_ptr(&self) -> inkwell::types::PointerType<'ctx> {
-        self.ctx.ptr_type(AddressSpace::from(GLOBAL))
+        self.ctx.ptr_type(self.space(GLOBAL))
     }
 }

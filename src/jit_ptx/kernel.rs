@@ -48,14 +48,16 @@ pub fn declare_kernel<'ctx>(
         }
     }
     // The kernel mark NVPTX reads: `!nvvm.annotations = !{!{ptr @k, !"kernel", i32 1}}`.
-    let note = g.ctx.metadata_node(&[
-        func.as_global_value().as_pointer_value().into(),
-        g.ctx.metadata_string("kernel").into(),
-        g.c32(1).into(),
-    ]);
-    g.module
-        .add_global_metadata("nvvm.annotations", &note)
-        .map_err(|e| Error::Unsupported(format!("ptx backend: {e}")))?;
+    if !g.host {
+        let note = g.ctx.metadata_node(&[
+            func.as_global_value().as_pointer_value().into(),
+            g.ctx.metadata_string("kernel").into(),
+            g.c32(1).into(),
+        ]);
+        g.module
+            .add_global_metadata("nvvm.annotations", &note)
+            .map_err(|e| Error::Unsupported(format!("ptx backend: {e}")))?;
+    }
     let entry = g.ctx.append_basic_block(func, "entry");
     g.b.position_at_end(entry);
     let params = func.get_params();

@@ -9,10 +9,14 @@
 //! Files: `gen.rs` (the LLVM context and intrinsics), `kernel.rs` (entries, loads and stores,
 //! index arithmetic, loops), `scalar.rs` (scalar ops), `math_llvm.rs` (the shared math
 //! expansions), `map.rs` and `reduce.rs` (the two kernel kinds), `target.rs` (NVPTX target
-//! machine and PTX emission), `runtime.rs` (the CUDA driver).
+//! machine and PTX emission), `launch.rs` (the kernel parameters for given inputs),
+//! `host.rs` (the same kernels compiled for the CPU: the test oracle), `runtime.rs` (the CUDA
+//! driver).
 
 mod gen;
+pub mod host;
 mod kernel;
+pub mod launch;
 mod map;
 mod math_llvm;
 mod reduce;
@@ -24,7 +28,7 @@ pub use target::{ARCHS, DEFAULT_ARCH};
 
 use crate::dump::DumpOptions;
 use crate::error::{Error, Result};
-use crate::ir::{Func, ReduceOp, Value};
+use crate::ir::{DType, Func, ReduceOp, Value};
 use crate::lower::{Kernel, Plan, Step};
 use inkwell::context::Context;
 
@@ -45,6 +49,10 @@ pub struct KernelInfo {
     pub result: Value,
     /// Rank of the index space (map: the output; reduce: the value before reduction).
     pub rank: usize,
+    /// The dtype of each output.
+    pub out_dtypes: Vec<DType>,
+    /// For a reduction: what it reduces, over which axes (sorted), keeping dims or not.
+    pub reduce: Option<(ReduceOp, Vec<usize>, bool)>,
 }
 
 /// The PTX of one function.
@@ -75,11 +83,7 @@ pub fn ptx_for_plan(func: &Func, plan: &Plan, arch: &str) -> Result<PtxModule> {
     let tm = target::machine(arch)?;
     let ctx = Context::create();
     let g = gen::Gen::new(&ctx, &func.name);
-    let base: String = func
-        .name
-        .chars()
-        .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
-        .collect();
+    let base = symbol_base(func);
     let mut kernels = Vec::new();
     for (k, step) in plan.all_steps().into_iter().enumerate() {
         if let Some(info) = define_step(&g, func, step, &format!("{base}_{k}"))? {
@@ -101,8 +105,21 @@ pub fn ptx_for_plan(func: &Func, plan: &Plan, arch: &str) -> Result<PtxModule> {
     })
 }
 
+/// The function's name as the start of kernel symbols.
+fn symbol_base(func: &Func) -> String {
+    func.name
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+        .collect()
+}
+
 /// The kernel of one step, if it has one.
-fn define_step(g: &gen::Gen, func: &Func, step: &Step, name: &str) -> Result<Option<KernelInfo>> {
+pub(crate) fn define_step(
+    g: &gen::Gen,
+    func: &Func,
+    step: &Step,
+    name: &str,
+) -> Result<Option<KernelInfo>> {
     let in_dtypes = step.args.iter().map(|&a| func.ty(a).dtype).collect();
     let context = |e: Error| match e {
         Error::Unsupported(m) => Error::Unsupported(format!(
@@ -113,7 +130,7 @@ fn define_step(g: &gen::Gen, func: &Func, step: &Step, name: &str) -> Result<Opt
         )),
         other => other,
     };
-    let (kind, rank, name) = match &step.kernel {
+    let (kind, rank, name, out_dtypes, reduce) = match &step.kernel {
         Kernel::Map { program } => {
             let rank = func.ty(step.results[0]).rank();
             let name = format!("{name}_map");
@@ -124,14 +141,23 @@ fn define_step(g: &gen::Gen, func: &Func, step: &Step, name: &str) -> Result<Opt
                 inplace: step.inplace,
             };
             map::define_map(g, &name, &spec).map_err(context)?;
-            (KernelKind::Map, rank, name)
+            let outs = program
+                .outputs
+                .iter()
+                .map(|&o| program.insts[o].dtype)
+                .collect();
+            (KernelKind::Map, rank, name, outs, None)
         }
         Kernel::Reduce {
             op: ReduceOp::ArgMax | ReduceOp::ArgMin,
             ..
         } => return Ok(None),
         Kernel::Reduce {
-            op, axes, program, ..
+            op,
+            axes,
+            keepdims,
+            program,
+            ..
         } => {
             let rank = step
                 .args
@@ -159,7 +185,9 @@ fn define_step(g: &gen::Gen, func: &Func, step: &Step, name: &str) -> Result<Opt
                 axes,
             };
             reduce::define_reduce(g, &name, &spec).map_err(context)?;
-            (KernelKind::Reduce, rank, name)
+            let out = reduce::out_dtype(&spec).map_err(context)?;
+            let what = (*op, spec.axes, *keepdims);
+            (KernelKind::Reduce, rank, name, vec![out], Some(what))
         }
         Kernel::Gemm | Kernel::Perform | Kernel::IfElse { .. } => return Ok(None),
     };
@@ -168,5 +196,7 @@ fn define_step(g: &gen::Gen, func: &Func, step: &Step, name: &str) -> Result<Opt
         kind,
         result: step.results[0],
         rank,
+        out_dtypes,
+        reduce,
     }))
 }

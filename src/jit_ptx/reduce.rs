@@ -24,7 +24,7 @@ use crate::ir::{DType, ReduceOp};
 use crate::jit_cpu::reduce_codegen::acc_dtype;
 use inkwell::module::Linkage;
 use inkwell::values::{BasicValueEnum, IntValue};
-use inkwell::{AddressSpace, FloatPredicate, IntPredicate};
+use inkwell::{FloatPredicate, IntPredicate};
 
 /// What the reduce kernel for one step needs to know.
 pub struct ReduceSpec<'p> {
@@ -82,11 +82,9 @@ pub fn define_reduce<'ctx>(g: &Gen<'ctx>, name: &str, spec: &ReduceSpec) -> Resu
     // Shared memory: one partial per warp (32 warps at most), as a 32- or 64-bit word.
     let word = if ad.size() == 8 { g.i64() } else { g.i32() };
     let smem_ty = word.array_type(32);
-    let smem = g.module.add_global(
-        smem_ty,
-        Some(AddressSpace::from(SHARED)),
-        &format!("{name}_partials"),
-    );
+    let smem = g
+        .module
+        .add_global(smem_ty, Some(g.space(SHARED)), &format!("{name}_partials"));
     smem.set_linkage(Linkage::Internal);
     smem.set_initializer(&smem_ty.get_undef());
     smem.set_alignment(8);
@@ -146,7 +144,7 @@ pub fn define_reduce<'ctx>(g: &Gen<'ctx>, name: &str, spec: &ReduceSpec) -> Resu
             bx(g.b.build_store(slot(warp)?, to_word(acc)?))?;
             Ok(())
         })?;
-        g.call_void("llvm.nvvm.barrier0")?;
+        g.barrier()?;
         // The first warp reduces the partials; thread 0 writes the result.
         let is_warp0 = bx(g.b.build_int_compare(IntPredicate::EQ, warp, g.c64(0), ""))?;
         if_then(g, func, is_warp0, "final", || {
@@ -163,7 +161,7 @@ pub fn define_reduce<'ctx>(g: &Gen<'ctx>, name: &str, spec: &ReduceSpec) -> Resu
             })
         })?;
         // The partials are read before the next output's are written.
-        g.call_void("llvm.nvvm.barrier0")?;
+        g.barrier()?;
         Ok(())
     })?;
     bx(g.b.build_return(None))?;
@@ -383,6 +381,10 @@ fn warp_reduce<'ctx>(
     ad: DType,
     mut v: BasicValueEnum<'ctx>,
 ) -> Result<BasicValueEnum<'ctx>> {
+    if g.host {
+        // One thread: its value is the warp's.
+        return Ok(v);
+    }
     for mask in [16, 8, 4, 2, 1] {
         let other = from_word(g, ad, shfl_xor(g, as_word(g, ad, v)?, mask)?)?;
         v = combine(g, op, ad, v, other)?;
