@@ -13,6 +13,7 @@
 //! `host.rs` (the same kernels compiled for the CPU: the test oracle), `runtime.rs` (the CUDA
 //! driver).
 
+mod float_divmod;
 mod gen;
 pub mod host;
 mod kernel;

@@ -7,6 +7,7 @@
 //!
 //! Bools are `i1` in registers (one byte in memory, converted by the kernel's loads/stores).
 
+use super::float_divmod::float_divmod;
 use super::gen::{bx, Gen};
 use super::math_llvm::emit_math;
 use crate::error::{Error, Result};
@@ -207,6 +208,8 @@ fn binary<'ctx>(
                 BinaryOp::Sub => bx(b.build_float_sub(x, y, ""))?,
                 BinaryOp::Mul => bx(b.build_float_mul(x, y, ""))?,
                 BinaryOp::Div => bx(b.build_float_div(x, y, ""))?,
+                BinaryOp::FloorDiv => float_divmod(g, x, y)?.0,
+                BinaryOp::Mod => float_divmod(g, x, y)?.1,
                 BinaryOp::Maximum => fminmax(g, x, y, true)?,
                 BinaryOp::Minimum => fminmax(g, x, y, false)?,
                 _ => return Err(unsupported(format!("{} on {d}", o.name()))),
