@@ -20,6 +20,7 @@ mod kernel;
 pub mod launch;
 mod map;
 mod math_llvm;
+mod pow;
 mod reduce;
 pub mod runtime;
 mod scalar;

@@ -10,6 +10,7 @@
 use super::float_divmod::float_divmod;
 use super::gen::{bx, Gen};
 use super::math_llvm::emit_math;
+use super::pow::pow_f32;
 use crate::error::{Error, Result};
 use crate::ir::scalar::{ScalarOp, ScalarProgram};
 use crate::ir::{BinaryOp, DType, UnaryOp};
@@ -208,6 +209,7 @@ fn binary<'ctx>(
                 BinaryOp::Sub => bx(b.build_float_sub(x, y, ""))?,
                 BinaryOp::Mul => bx(b.build_float_mul(x, y, ""))?,
                 BinaryOp::Div => bx(b.build_float_div(x, y, ""))?,
+                BinaryOp::Pow if d == DType::F32 => pow_f32(g, x, y)?,
                 BinaryOp::FloorDiv => float_divmod(g, x, y)?.0,
                 BinaryOp::Mod => float_divmod(g, x, y)?.1,
                 BinaryOp::Maximum => fminmax(g, x, y, true)?,
