@@ -164,5 +164,49 @@ fn training_step(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, optimizer, compile_and_call, training_step);
+/// Generated reductions against the interpreter: argmax along the rows and down the columns of
+/// a 4096 x 4096 f32 matrix, and a sum over axes that do not merge (`[0, 2]` of a 64 x 512 x
+/// 512 array, which the interpreter copies into rows first).
+fn reductions(c: &mut Criterion) {
+    let mut group = c.benchmark_group("reduce");
+    group.sample_size(10);
+    let (n, m) = (4096, 4096);
+    let xv = ArrayD::from_shape_fn(IxDyn(&[n, m]), |i| {
+        kiln::random::uniform_f32(3, (i[0] * m + i[1]) as u64)
+    });
+    let shape3 = [64, 512, 512];
+    let zv = ArrayD::from_shape_fn(IxDyn(&shape3), |i| {
+        kiln::random::uniform_f32(4, ((i[0] * 512 + i[1]) * 512 + i[2]) as u64)
+    });
+    for backend in [Backend::Interp, Backend::Cpu] {
+        let g = Graph::new();
+        let x = g.input("x", kiln::f32, [Some(n), Some(m)]);
+        for (name, axis) in [("argmax_rows", 1), ("argmax_cols", 0)] {
+            let f = function(&[&x], &[&x.argmax(Some(axis), false)])
+                .backend(backend)
+                .compile()
+                .unwrap();
+            group.bench_function(format!("{name}_4096x4096_f32/{backend}"), |b| {
+                b.iter(|| f.call(&[xv.view()]).unwrap())
+            });
+        }
+        let z = g.input("z", kiln::f32, shape3.map(Some));
+        let f = function(&[&z], &[&z.sum(Some(&[0, 2]), false)])
+            .backend(backend)
+            .compile()
+            .unwrap();
+        group.bench_function(format!("sum_axes_0_2_64x512x512_f32/{backend}"), |b| {
+            b.iter(|| f.call(&[zv.view()]).unwrap())
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(
+    benches,
+    optimizer,
+    compile_and_call,
+    training_step,
+    reductions
+);
 criterion_main!(benches);

@@ -131,6 +131,22 @@ impl Tensor {
         }
     }
 
+    /// An empty 1-d tensor (shape `[0]`) of `dtype`, without allocating: a stand-in for a
+    /// buffer moved out for a moment (on the per-call path, so kept cheap).
+    pub fn empty(dtype: DType) -> Tensor {
+        fn e<T>() -> ArrayD<T> {
+            // SAFETY: shape [0] holds no elements, and the vector has none.
+            unsafe { ArrayD::from_shape_vec_unchecked(IxDyn(&[0]), Vec::new()) }
+        }
+        match dtype {
+            DType::Bool => Tensor::Bool(e()),
+            DType::I32 => Tensor::I32(e()),
+            DType::I64 => Tensor::I64(e()),
+            DType::F32 => Tensor::F32(e()),
+            DType::F64 => Tensor::F64(e()),
+        }
+    }
+
     /// A tensor of `shape` filled with `value` converted to `dtype` (as numpy's `full`).
     pub fn full(dtype: DType, shape: &[usize], value: f64) -> Tensor {
         let sh = IxDyn(shape);
@@ -348,6 +364,39 @@ macro_rules! conversions {
     )*};
 }
 conversions!(bool => Bool, i32 => I32, i64 => I64, f32 => F32, f64 => F64);
+
+impl<'a> TensorRef<'a> {
+    /// Rows `r0..r1` of the first axis (a view, no copy).
+    pub fn slice_rows(self, r0: usize, r1: usize) -> TensorRef<'a> {
+        let s = ndarray::Slice::from(r0..r1);
+        match self {
+            TensorRef::Bool(a) => TensorRef::Bool(a.slice_axis_move(ndarray::Axis(0), s)),
+            TensorRef::I32(a) => TensorRef::I32(a.slice_axis_move(ndarray::Axis(0), s)),
+            TensorRef::I64(a) => TensorRef::I64(a.slice_axis_move(ndarray::Axis(0), s)),
+            TensorRef::F32(a) => TensorRef::F32(a.slice_axis_move(ndarray::Axis(0), s)),
+            TensorRef::F64(a) => TensorRef::F64(a.slice_axis_move(ndarray::Axis(0), s)),
+        }
+    }
+
+    /// The same elements with the last two dims swapped (a strided view, no copy); a view of
+    /// fewer than two dims is returned as it is.
+    pub fn swap_last_two(self) -> TensorRef<'a> {
+        fn swap<T>(mut a: ArrayViewD<'_, T>) -> ArrayViewD<'_, T> {
+            let n = a.ndim();
+            if n >= 2 {
+                a.swap_axes(n - 2, n - 1);
+            }
+            a
+        }
+        match self {
+            TensorRef::Bool(a) => TensorRef::Bool(swap(a)),
+            TensorRef::I32(a) => TensorRef::I32(swap(a)),
+            TensorRef::I64(a) => TensorRef::I64(swap(a)),
+            TensorRef::F32(a) => TensorRef::F32(swap(a)),
+            TensorRef::F64(a) => TensorRef::F64(swap(a)),
+        }
+    }
+}
 
 impl<'a> From<&'a Tensor> for TensorRef<'a> {
     fn from(t: &'a Tensor) -> TensorRef<'a> {

@@ -359,7 +359,7 @@ fn the_kernels_dump_shows_generated_reductions() {
         backend: Some(Backend::Cpu),
         ..Default::default()
     };
-    let src = "func @r(%x: f32[?, ?]) -> (f32[?], f32[?]) {\n  %a = sum %x {axes = [0]}\n  %b = max %x {axes = [1]}\n  return %a, %b\n}\n";
+    let src = "func @r(%x: f32[?, ?]) -> (f32[?], f32[?], i64[?]) {\n  %a = sum %x {axes = [0]}\n  %b = max %x {axes = [1]}\n  %c = argmin %x {axes = [1]}\n  return %a, %b, %c\n}\n";
     let f = parse("t", src).unwrap().remove(0);
     kiln::compile_func(f, &opts).unwrap();
     let text = std::fs::read_dir(&dir)
@@ -375,4 +375,353 @@ fn the_kernels_dump_shows_generated_reductions() {
         text.contains("reduce max over axes [1] (generated"),
         "{text}"
     );
+    assert!(
+        text.contains("reduce argmin over axes [1] (generated, 4 lanes)"),
+        "{text}"
+    );
+}
+
+/// Compiles `src` for both backends and calls each on `inputs` (views of any layout): returns
+/// both results and how many generated reductions the CPU call ran (on this thread).
+fn call_both(src: &str, inputs: &[kiln::TensorRef]) -> (Vec<Tensor>, Vec<Tensor>, usize) {
+    let f = parse("t", src)
+        .unwrap_or_else(|e| panic!("{e:?}\n{src}"))
+        .remove(0);
+    let interp = kiln::compile_func(f.clone(), &options(Backend::Interp)).unwrap();
+    let cpu = kiln::compile_func(f, &options(Backend::Cpu)).unwrap();
+    let a = interp.call(inputs).unwrap_or_else(|e| panic!("{e}\n{src}"));
+    let before = kiln::jit_cpu::generated_reduce_calls_on_this_thread();
+    let b = cpu.call(inputs).unwrap_or_else(|e| panic!("{e}\n{src}"));
+    let ran = kiln::jit_cpu::generated_reduce_calls_on_this_thread() - before;
+    (a, b, ran)
+}
+
+/// Equal bit for bit (any NaN matches any NaN: the reference's max returns its own NaN).
+fn assert_same_bits(a: &Tensor, b: &Tensor, what: &str) {
+    assert_eq!(a.dtype(), b.dtype(), "{what}");
+    assert_eq!(a.shape(), b.shape(), "{what}");
+    for (k, (p, q)) in a.to_f64_vec().iter().zip(b.to_f64_vec()).enumerate() {
+        let same = p.to_bits() == q.to_bits() || (p.is_nan() && q.is_nan());
+        assert!(same, "{what}: element {k}: interp {p:?} vs cpu {q:?}");
+    }
+}
+
+/// The index argmax (`max`) or argmin should give: the first NaN, else the first element that
+/// compares equal to the extreme. Written from the reference's documented rule, not its code.
+fn expected_arg(xs: &[f64], max: bool) -> i64 {
+    if let Some(i) = xs.iter().position(|x| x.is_nan()) {
+        return i as i64;
+    }
+    let ext = xs.iter().copied().fold(xs[0], |a, x| {
+        if (max && x > a) || (!max && x < a) {
+            x
+        } else {
+            a
+        }
+    });
+    xs.iter().position(|&x| x == ext).unwrap() as i64
+}
+
+/// Rows with ties, NaNs (first, middle, last, several), -0.0 next to 0.0, infinities and rows
+/// of one value, each at lengths around the vector leaves' eight-element blocks.
+fn special_rows(len: usize) -> Vec<Vec<f64>> {
+    let nan = f64::NAN;
+    let inf = f64::INFINITY;
+    let base: Vec<f64> = (0..len).map(|i| ((i * 7) % 5) as f64 - 2.0).collect();
+    let mut rows = vec![base.clone()];
+    let with = |at: &[(usize, f64)]| {
+        let mut r = base.clone();
+        for &(i, v) in at {
+            if i < r.len() {
+                r[i] = v;
+            }
+        }
+        r
+    };
+    let last = len - 1;
+    // NaN first, middle, last, and two NaNs.
+    rows.push(with(&[(0, nan)]));
+    rows.push(with(&[(len / 2, nan)]));
+    rows.push(with(&[(last, nan)]));
+    rows.push(with(&[(last, nan), (len / 3, nan)]));
+    // Ties of the extreme in different lanes (the max of `base` is 2.0, the min -2.0).
+    rows.push(with(&[(last, 9.0), (1, 9.0)]));
+    rows.push(with(&[(last, -9.0), (len / 2, -9.0), (len / 3 + 1, -9.0)]));
+    // -0.0 and 0.0 as the extremes, in both orders.
+    rows.push(
+        (0..len)
+            .map(|i| if i % 3 == 1 { -0.0 } else { -1.0 })
+            .collect(),
+    );
+    rows.push(
+        (0..len)
+            .map(|i| match i % 3 {
+                1 => 0.0,
+                2 => -0.0,
+                _ => -1.0,
+            })
+            .collect(),
+    );
+    rows.push(
+        (0..len)
+            .map(|i| match i % 4 {
+                3 => -0.0,
+                1 => 0.0,
+                _ => 1.0,
+            })
+            .collect(),
+    );
+    // Infinities: all of one sign, mixed, and next to NaN.
+    rows.push(vec![-inf; len]);
+    rows.push(vec![inf; len]);
+    rows.push(with(&[(last, inf), (len / 2, -inf), (0, -inf)]));
+    rows.push(with(&[(len / 2, inf), (last, nan)]));
+    // One value everywhere.
+    rows.push(vec![0.25; len]);
+    rows
+}
+
+/// Argmax and argmin of floats against the interpreter and the rule itself, over rows (lanes
+/// along the reduced axis), columns (a vector of outputs per lane), a strided column and the
+/// whole array (no axis: the flat index), every call in generated code.
+#[test]
+fn argmax_and_argmin_of_floats_follow_the_reference_on_ties_and_nan() {
+    for dtype in ["f32", "f64"] {
+        for op in ["argmax", "argmin"] {
+            let max = op == "argmax";
+            let src = format!(
+                "func @f(%x: {dtype}[?, ?]) -> (i64[?], i64[?], i64[?, 1], i64[]) {{\n  %r = {op} %x {{axes = [1]}}\n  %t = transpose %x {{perm = [1, 0]}}\n  %c = {op} %t {{axes = [0]}}\n  %k = {op} %x {{axes = [1], keepdims = true}}\n  %a = {op} %x\n  return %r, %c, %k, %a\n}}\n"
+            );
+            for len in [1, 2, 7, 8, 9, 15, 16, 17, 33, 130] {
+                let rows = special_rows(len);
+                let flat: Vec<f64> = rows.concat();
+                let shape = [rows.len(), len];
+                let x = match dtype {
+                    "f32" => Tensor::F32(
+                        ArrayD::from_shape_vec(
+                            IxDyn(&shape),
+                            flat.iter().map(|&v| v as f32).collect(),
+                        )
+                        .unwrap(),
+                    ),
+                    _ => Tensor::F64(ArrayD::from_shape_vec(IxDyn(&shape), flat.clone()).unwrap()),
+                };
+                // The rows as columns too: the same rule down axis 0 of the transpose.
+                let (a, b, ran) = call_both(&src, &[x.view()]);
+                assert_eq!(ran, 4, "{src}: not every argmax ran generated code");
+                for (p, q) in a.iter().zip(&b) {
+                    assert_same_bits(p, q, &format!("{src} len {len}"));
+                }
+                let want: Vec<f64> = rows.iter().map(|r| expected_arg(r, max) as f64).collect();
+                assert_eq!(b[0].to_f64_vec(), want, "{op} {dtype} rows, len {len}");
+                assert_eq!(b[1].to_f64_vec(), want, "{op} {dtype} columns, len {len}");
+                assert_eq!(b[2].to_f64_vec(), want, "{op} {dtype} keepdims, len {len}");
+                assert_eq!(
+                    b[3].to_f64_vec(),
+                    vec![expected_arg(&flat, max) as f64],
+                    "{op} {dtype} flat, len {len}"
+                );
+            }
+        }
+    }
+}
+
+/// Integers and bools: ties go to the first, the type's extremes, all-equal rows; and the flat
+/// index over several dims of a transposed (non-mergeable) view.
+#[test]
+fn argmax_and_argmin_of_integers_and_bools() {
+    let mut rng = Rng(41);
+    for dtype in ["i32", "i64", "bool"] {
+        for op in ["argmax", "argmin"] {
+            let max = op == "argmax";
+            let src = format!(
+                "func @f(%x: {dtype}[?, ?, ?]) -> (i64[?, ?], i64[?, ?], i64[], i64[]) {{\n  %r = {op} %x {{axes = [2]}}\n  %c = {op} %x {{axes = [0]}}\n  %a = {op} %x\n  %t = transpose %x {{perm = [2, 0, 1]}}\n  %b = {op} %t\n  return %r, %c, %a, %b\n}}\n"
+            );
+            for shape in [[3usize, 5, 1], [4, 3, 17], [2, 9, 40], [5, 1, 8]] {
+                let n: usize = shape.iter().product();
+                // Few distinct values (many ties), with the dtype's extremes sprinkled in.
+                let vals: Vec<i64> = (0..n)
+                    .map(|_| match rng.next() % 9 {
+                        0 => i64::MAX,
+                        1 => i64::MIN,
+                        k => k as i64 % 3,
+                    })
+                    .collect();
+                let sh = IxDyn(&shape);
+                let x = match dtype {
+                    "i32" => Tensor::I32(
+                        ArrayD::from_shape_vec(
+                            sh,
+                            vals.iter()
+                                .map(|&v| v.clamp(i32::MIN as i64, i32::MAX as i64) as i32)
+                                .collect(),
+                        )
+                        .unwrap(),
+                    ),
+                    "i64" => Tensor::I64(ArrayD::from_shape_vec(sh, vals.clone()).unwrap()),
+                    _ => Tensor::Bool(
+                        ArrayD::from_shape_vec(sh, vals.iter().map(|&v| v > 0).collect()).unwrap(),
+                    ),
+                };
+                let (a, b, ran) = call_both(&src, &[x.view()]);
+                assert_eq!(ran, 4, "{src}");
+                for (p, q) in a.iter().zip(&b) {
+                    assert_same_bits(p, q, &format!("{src} on {shape:?}"));
+                }
+                let xs = x.to_f64_vec();
+                assert_eq!(
+                    b[2].to_f64_vec(),
+                    vec![expected_arg(&xs, max) as f64],
+                    "{src}"
+                );
+            }
+            // All equal: index 0 everywhere.
+            let x = Tensor::full(dtype.parse::<kiln::DType>().unwrap(), &[3, 4, 9], 1.0);
+            let (_, b, _) = call_both(&src, &[x.view()]);
+            assert!(
+                b.iter().all(|t| t.to_f64_vec().iter().all(|&i| i == 0.0)),
+                "{src}"
+            );
+        }
+    }
+}
+
+/// Argmax of a fused prologue (`argmax(-|x| * m)` with `m` broadcast), of ops whose values are
+/// exact on both backends, so the indices must match.
+#[test]
+fn fused_argmax_agrees_with_the_interpreter() {
+    let mut rng = Rng(8);
+    for dtype in ["f32", "f64"] {
+        for (op, axis, mshape) in [
+            ("argmax", 1, "[?, 1]"),
+            ("argmin", 0, "[1, ?]"),
+            ("argmax", 0, "[1, ?]"),
+        ] {
+            let src = format!(
+                "func @f(%x: {dtype}[?, ?], %m: {dtype}{mshape}) -> (i64[?]) {{\n  %s = fused_reduce \"{op}\" %x, %m {{axes = [{axis}], program = \"%0 = input 0 : {dtype}; %1 = input 1 : {dtype}; %2 = abs %0 : {dtype}; %3 = neg %2 : {dtype}; %4 = mul %3, %1 : {dtype}; return %4\"}}\n  return %s\n}}\n"
+            );
+            for shape in [[3usize, 5], [17, 40], [40, 9]] {
+                let x = tensor(dtype, &shape, &mut rng, true);
+                let ms = if axis == 1 {
+                    [shape[0], 1]
+                } else {
+                    [1, shape[1]]
+                };
+                let m = tensor(dtype, &ms, &mut rng, false);
+                let (a, b, ran) = call_both(&src, &[x.view(), m.view()]);
+                assert_eq!(ran, 1, "{src}");
+                assert_same_bits(&a[0], &b[0], &format!("{src} on {shape:?}"));
+            }
+        }
+    }
+}
+
+/// `t` with its axes reversed: a view whose strides run the other way (no copy).
+fn reversed(t: &Tensor) -> kiln::TensorRef<'_> {
+    match t {
+        Tensor::F32(a) => a.view().reversed_axes().into(),
+        Tensor::F64(a) => a.view().reversed_axes().into(),
+        Tensor::I32(a) => a.view().reversed_axes().into(),
+        Tensor::I64(a) => a.view().reversed_axes().into(),
+        Tensor::Bool(a) => a.view().reversed_axes().into(),
+    }
+}
+
+/// `t` broadcast to `shape` as a view (stride 0 along the broadcast dims).
+fn broadcast<'a>(t: &'a Tensor, shape: &[usize]) -> kiln::TensorRef<'a> {
+    let sh = IxDyn(shape);
+    match t {
+        Tensor::F32(a) => a.broadcast(sh).unwrap().into(),
+        Tensor::F64(a) => a.broadcast(sh).unwrap().into(),
+        Tensor::I32(a) => a.broadcast(sh).unwrap().into(),
+        Tensor::I64(a) => a.broadcast(sh).unwrap().into(),
+        Tensor::Bool(a) => a.broadcast(sh).unwrap().into(),
+    }
+}
+
+/// Reductions whose reduced dims do not merge into one strided loop (axes `[0, 2]` of a
+/// contiguous array, a view with reversed axes, a broadcast view), ranks 3 to 6, with kept dims
+/// that do not merge either (up to three runs of them, the outer ones looped at call time):
+/// every op, every dtype, keepdims on and off, large enough that sums split pairwise and run
+/// on several threads. Sums and means must have the reference's bits, every call generated code.
+#[test]
+fn reductions_over_axes_that_do_not_merge() {
+    let mut rng = Rng(2024);
+    let cases: &[(&[usize], &[usize])] = &[
+        (&[5, 7, 9], &[0, 2]),
+        (&[3, 4, 5, 6], &[1, 3]),
+        (&[3, 4, 5, 6], &[0, 1, 3]),
+        (&[2, 3, 4, 5, 6], &[0, 2, 4]),
+        (&[2, 3, 2, 3, 2, 5], &[1, 3, 5]),
+        (&[3, 2, 4, 2, 5, 2], &[1, 3, 5]),
+        (&[40, 3, 700], &[0, 2]),
+        (&[64, 5, 64, 7], &[0, 2]),
+        // Three runs of kept dims, the outer one split across threads.
+        (&[9, 12, 5, 12, 7, 3], &[1, 3, 5]),
+    ];
+    let ops = ["sum", "mean", "max", "min", "prod", "any", "all"];
+    for (c, &(shape, axes)) in cases.iter().enumerate() {
+        let rank = shape.len();
+        // Two dtypes a case, keepdims on for one and off for the other: over the cases every
+        // dtype meets both (compiling dominates this test in a debug build).
+        for (k, dtype) in [DTYPES[c % 5], DTYPES[(c + 2) % 5]].into_iter().enumerate() {
+            let keepdims = (c + k) % 2 == 0;
+            let dims = vec!["?"; rank];
+            let mut outs = Vec::new();
+            let mut body = String::new();
+            for op in ops {
+                outs.push((op, rtype(op, dtype, &dims, axes, keepdims)));
+                body.push_str(&format!(
+                    "  %{op} = {op} %x {{axes = {axes:?}, keepdims = {keepdims}}}\n"
+                ));
+            }
+            // Argmax over several axes is the flat index over all of them.
+            for op in ["argmax", "argmin"] {
+                outs.push((op, "i64[]".to_string()));
+                body.push_str(&format!("  %{op} = {op} %x\n"));
+            }
+            let src = format!(
+                "func @f(%x: {dtype}[{}]) -> ({}) {{\n{body}  return {}\n}}\n",
+                shape_text(rank),
+                outs.iter()
+                    .map(|o| o.1.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                outs.iter()
+                    .map(|o| format!("%{}", o.0))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            );
+            // Specials in the small cases only: a long float product with an infinity is NaN
+            // or infinite depending on where it underflows, and products run in eight partial
+            // products here (the tolerance above), one in the reference.
+            let small_case = shape.iter().product::<usize>() < 5000;
+            let x = tensor(dtype, shape, &mut rng, c % 2 == 0 && small_case);
+            // Broadcast along the first and the last dim.
+            let mut small_shape = shape.to_vec();
+            small_shape[0] = 1;
+            small_shape[rank - 1] = 1;
+            let small = tensor(dtype, &small_shape, &mut rng, false);
+            for (layout, view) in [
+                ("contiguous", x.view()),
+                ("reversed axes", reversed(&x)),
+                ("broadcast", broadcast(&small, shape)),
+            ] {
+                let (a, b, ran) = call_both(&src, &[view]);
+                assert_eq!(
+                    ran,
+                    outs.len(),
+                    "{src} ({layout}): some reduction did not run generated code"
+                );
+                for ((p, q), (op, _)) in a.iter().zip(&b).zip(&outs) {
+                    let what = format!("{op} of {dtype}{shape:?} over {axes:?} ({layout})");
+                    if *op == "prod" && dtype.starts_with('f') {
+                        assert_close(p, q, tolerance(op, dtype), &what);
+                    } else {
+                        assert_same_bits(p, q, &what);
+                    }
+                }
+            }
+        }
+    }
 }

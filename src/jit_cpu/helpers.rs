@@ -91,9 +91,48 @@ reference_helpers! {
     "tan" => kiln_ref_tan_f32, kiln_ref_tan_f64;
 }
 
+/// Where a reduction leaf's inputs are at flat position `pos` of reduced dims that do not
+/// merge (`reduce_operands`: the descriptor's layout is documented there): writes
+/// `state = [left, addrs[0..m]]`, the elements left in the innermost dim from there and each
+/// input's address (`bases[j]` plus its offset). A position past the end gives addresses that
+/// are never read.
+///
+/// # Safety
+/// `desc` must be a descriptor of `k >= 1` dims of nonzero sizes and `m` inputs, `bases` hold
+/// `m` addresses and `state` have room for `m + 1` values.
+unsafe extern "C" fn kiln_nd_seek(desc: *const i64, bases: *const i64, pos: i64, state: *mut i64) {
+    // SAFETY: the caller vouches for the lengths (the generated leaf passes the descriptor
+    // `reduce.rs` built for this call and a state slot of `m + 1` values).
+    unsafe {
+        let k = *desc as usize;
+        let m = *desc.add(1) as usize;
+        let sizes = std::slice::from_raw_parts(desc.add(2 + m), k);
+        let strides = std::slice::from_raw_parts(desc.add(2 + m + k), k * m);
+        let state = std::slice::from_raw_parts_mut(state, m + 1);
+        for j in 0..m {
+            state[1 + j] = *bases.add(j);
+        }
+        let mut rest = pos;
+        for d in (0..k).rev() {
+            let i = rest % sizes[d];
+            rest /= sizes[d];
+            if d == k - 1 {
+                state[0] = sizes[d] - i;
+            }
+            for j in 0..m {
+                state[1 + j] = state[1 + j].wrapping_add(i.wrapping_mul(strides[d * m + j]));
+            }
+        }
+    }
+}
+
 /// Every helper by the name generated code imports it under.
 pub fn symbols() -> impl Iterator<Item = (&'static str, *const u8)> {
-    SYMBOLS.iter().chain(REFERENCE).copied()
+    SYMBOLS
+        .iter()
+        .chain(REFERENCE)
+        .copied()
+        .chain([(super::reduce_operands::SEEK, kiln_nd_seek as *const u8)])
 }
 
 /// Every helper by the name generated code imports it under.

@@ -1,12 +1,14 @@
 //! The CPU backend: elementwise work (single ops and fused Composites) is compiled with
 //! Cranelift into map kernels (`codegen`: 128-bit SIMD loops with a scalar tail, inline vector
 //! math from `crate::math`), and reductions (`Reduce`, and `FusedReduce` with its prologue
-//! evaluated in the loop) into loop nests over any set of axes (`reduce_codegen`, run by
-//! `reduce`: pairwise float sums in the reference's order, NaN-propagating max and min,
-//! wrapping integers). Shapes and strides are kernel arguments, so one compiled function serves
-//! every call. Argmax and argmin, and every other op, run through the interpreter's per-op
-//! path, which the compiled kernels plug into as thunks; a reduction whose dims do not merge
-//! into the generated `[O, N, I]` nest, or with an empty axis, runs its reference too.
+//! evaluated in the loop) into loop nests over any set of axes (`reduce_codegen`, with the
+//! argmax/argmin leaves of `argreduce_codegen` and the operand walk of `reduce_operands`, run
+//! by `reduce`: pairwise float sums in the reference's order, NaN-propagating max and min,
+//! argmax and argmin with the reference's index, wrapping integers; reduced dims that do not
+//! merge are walked in place in the reference's order). Shapes and strides are kernel
+//! arguments, so one compiled function serves every call. Every other op runs through the
+//! interpreter's per-op path, which the compiled kernels plug into as thunks; a reduction with
+//! an empty axis runs its reference too.
 //!
 //! What to generate comes from the plan (`crate::lower`): its map and reduce steps, each kernel
 //! compiled once however many steps share its program.
@@ -16,14 +18,16 @@
 //! rely on more: vector loads and stores are unaligned accesses (`MemFlags` without `aligned`),
 //! so views that start inside a buffer (slices, in-place steps) run the same code.
 
+mod argreduce_codegen;
 pub(crate) mod codegen;
 mod helpers;
 mod math_clif;
 mod reduce;
 pub(crate) mod reduce_codegen;
+mod reduce_operands;
 pub(crate) mod scalar_ops;
 
-pub use reduce::generated_reduce_calls;
+pub use reduce::{generated_reduce_calls, generated_reduce_calls_on_this_thread};
 
 use crate::dump::DumpOptions;
 use crate::error::{Error, Result};
@@ -134,9 +138,11 @@ type Small<T> = smallvec::SmallVec<[T; 8]>;
 
 fn place(inputs: &[TensorRef]) -> Result<Operands> {
     let mut shape: Small<usize> = Small::new();
-    for t in inputs {
+    for (k, t) in inputs.iter().enumerate() {
         let ts = t.shape();
-        if ts != shape.as_slice() {
+        if k == 0 {
+            shape.extend_from_slice(ts);
+        } else if ts != shape.as_slice() {
             shape = crate::ir::broadcast_shapes(&shape, ts)
                 .map_err(Error::Shape)?
                 .into();
@@ -379,6 +385,8 @@ struct GenSpec {
     program: Arc<crate::ir::scalar::ScalarProgram>,
     fused: bool,
     lanes: Option<i64>,
+    /// Whether the kernel has leaves for reduced dims that do not merge.
+    nd: bool,
 }
 
 impl GenSpec {
@@ -408,6 +416,7 @@ fn gen_spec(step: &crate::lower::Step) -> Option<GenSpec> {
         program: program.clone(),
         fused: *fused,
         lanes: None,
+        nd: false,
     })
 }
 
@@ -463,7 +472,13 @@ fn compile_kernels(func: &Func, dump: &DumpOptions) -> Result<Box<dyn Executable
     let mut pending: Vec<Pending> = Vec::new();
     let mut clif = String::new();
     // The steps with a kernel to generate: maps and reductions with one result.
-    let plan = crate::lower::lower(func);
+    let plan = crate::lower::lower_with(
+        func,
+        crate::lower::LowerOptions {
+            fold_transposes: true,
+            row_groups: true,
+        },
+    );
     dump.dump(&func.name, "schedule", || plan.to_string());
     let candidates: Vec<(Value, &crate::lower::Step)> = plan
         .all_steps()
@@ -485,12 +500,21 @@ fn compile_kernels(func: &Func, dump: &DumpOptions) -> Result<Box<dyn Executable
     let mut generated_reduce: HashMap<String, reduce_codegen::ReduceKernelInfo> = HashMap::new();
     let mut generated_map: HashMap<String, FuncId> = HashMap::new();
     for (k, (value, step)) in candidates.iter().enumerate() {
-        // Reductions over any axes: a generated loop nest (argmax and argmin, and a prologue
-        // with several outputs, keep the reference or the prologue-then-perform kernel).
+        // Reductions over any axes: a generated loop nest (a prologue with several outputs
+        // keeps the reference or the prologue-then-perform kernel).
         if let Some(spec) = gen_spec(step) {
             let name = format!("{}_r{k}", func.name);
             let along_n = broadcast_along(func, &step.args, spec.axes.as_deref());
-            let key = format!("{} {along_n:?} {}", spec.op.name(), spec.program);
+            // Cursor leaves for reduced dims that do not merge: only several reduced axes
+            // can fail to merge.
+            let rank = step
+                .args
+                .iter()
+                .map(|&a| func.ty(a).rank())
+                .max()
+                .unwrap_or(0);
+            let nd = spec.axes.as_ref().map_or(rank, |a| a.len()) >= 2;
+            let key = format!("{} {along_n:?} {nd} {}", spec.op.name(), spec.program);
             let defined = match generated_reduce.get(&key) {
                 Some(info) => Ok(info.clone()),
                 None => reduce_codegen::define_reduce_kernel(
@@ -499,6 +523,7 @@ fn compile_kernels(func: &Func, dump: &DumpOptions) -> Result<Box<dyn Executable
                     spec.op,
                     &spec.program,
                     &along_n,
+                    nd,
                 )
                 .inspect(|info| {
                     clif.push_str(&info.clif);
@@ -525,6 +550,7 @@ fn compile_kernels(func: &Func, dump: &DumpOptions) -> Result<Box<dyn Executable
                     ));
                     let spec = GenSpec {
                         lanes: info.lanes,
+                        nd: info.nd,
                         ..spec
                     };
                     reductions.push((*value, info.entry, spec));
@@ -659,9 +685,14 @@ fn compile_kernels(func: &Func, dump: &DumpOptions) -> Result<Box<dyn Executable
                 fused: spec.fused,
                 out_dtype,
                 lanes: spec.lanes,
+                nd: spec.nd,
                 _code: code.clone(),
             }),
         );
     }
-    Ok(Box::new(Interpreter::with_thunks(func.clone(), kernels)))
+    Ok(Box::new(Interpreter::with_thunks(
+        func.clone(),
+        plan,
+        kernels,
+    )))
 }

@@ -1,6 +1,13 @@
 //! Running generated reductions (`reduce_codegen`): the call-time part. The operands, seen in
 //! the reduction's full (broadcast) shape, are brought to a `[O, N, I]` loop nest by merging
 //! dims, and the kernel runs on blocks of outputs, on rayon's threads when the input is large.
+//!
+//! Dims that do not merge are not copied: reduced ones stay separate runs that the kernel's
+//! cursor leaves walk in row-major order (mode 4, with an N-d descriptor built here), and kept
+//! ones beyond the two that become `O` and `I` are looped over here, one kernel call (or block)
+//! per index. What still runs perform: an empty axis (the reference's errors and empty
+//! results), axes out of range, and reduced dims that do not merge for a kernel generated
+//! without cursor leaves (which cannot happen: those have one reduced axis).
 
 use super::reduce_codegen::ReduceFn;
 use super::{uninit, JitCode, PARALLEL_MIN};
@@ -17,9 +24,21 @@ use std::sync::Arc;
 /// to perform would not count).
 static GENERATED_CALLS: AtomicUsize = AtomicUsize::new(0);
 
+thread_local! {
+    /// The same count for the calls made on this thread.
+    static GENERATED_HERE: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
 /// The number of reductions computed by generated code since the process started.
 pub fn generated_reduce_calls() -> usize {
     GENERATED_CALLS.load(Ordering::Relaxed)
+}
+
+/// The number of reductions computed by generated code for calls made on this thread: unlike
+/// [`generated_reduce_calls`], tests running beside each other do not change it, so a test can
+/// check that each of its own calls ran generated code.
+pub fn generated_reduce_calls_on_this_thread() -> usize {
+    GENERATED_HERE.with(|c| c.get())
 }
 
 /// A `Reduce` or `FusedReduce` compiled to a generated loop nest.
@@ -34,6 +53,8 @@ pub(super) struct GenReduce {
     pub out_dtype: DType,
     /// The lane count of the vector leaves, if any.
     pub lanes: Option<i64>,
+    /// Whether the kernel has cursor leaves for reduced dims that do not merge.
+    pub nd: bool,
     pub _code: Arc<JitCode>,
 }
 
@@ -44,32 +65,34 @@ struct Dim {
     strides: Vec<i64>,
 }
 
-/// Merges `dims` (outer to inner) into one when every operand steps through them as one.
-fn merge(dims: &[&Dim], n_ops: usize) -> Option<Dim> {
-    let mut acc = match dims.last() {
-        Some(d) => (*d).clone(),
-        None => {
-            return Some(Dim {
-                size: 1,
-                strides: vec![0; n_ops],
-            })
+/// Splits `dims` (outer to inner) into runs that each merge into one dim (every operand steps
+/// through the run as through one dim), outer to inner.
+fn groups(dims: &[Dim], n_ops: usize) -> Vec<Dim> {
+    let mut out: Vec<Dim> = Vec::new();
+    for d in dims.iter().rev() {
+        match out.last_mut() {
+            Some(acc) if (0..n_ops).all(|j| d.strides[j] == acc.size as i64 * acc.strides[j]) => {
+                acc.size *= d.size
+            }
+            _ => out.push(d.clone()),
         }
-    };
-    for d in dims.iter().rev().skip(1) {
-        let fits = (0..n_ops).all(|j| d.strides[j] == acc.size as i64 * acc.strides[j]);
-        if !fits {
-            return None;
-        }
-        acc.size *= d.size;
     }
-    Some(acc)
+    out.reverse();
+    out
 }
 
-/// The loop nest of a call: `[O, N, I]` with strides (the output has none along `N`).
+/// The loop nest of a call: `[O, N, I]` with strides (the output has none along `N`), the
+/// reduced dims when they do not merge into `N`, and the kept dims outside `O` and `I`.
 struct Nest {
     o: Dim,
+    /// All the reduced elements: the merged dim, or with `nd` their count and the innermost
+    /// dim's strides.
     n: Dim,
     i: Dim,
+    /// The reduced dims, outer to inner, when there are several runs (the cursor leaves).
+    nd: Option<Vec<Dim>>,
+    /// Kept dims that merge neither into `O` nor into `I`: the caller loops over them.
+    outer: Vec<Dim>,
 }
 
 impl GenReduce {
@@ -93,8 +116,8 @@ impl GenReduce {
         crate::perform::perform(&op, &refs)
     }
 
-    /// The nest for these inputs and output shape, or `None` when the dims do not merge into
-    /// one (then perform runs it).
+    /// The nest for these inputs and output shape, or `None` when the reduced dims do not
+    /// merge into one and the kernel has no cursor leaves (then perform runs it).
     fn nest(&self, inputs: &[TensorRef<'_>], shape: &[usize], es_out: i64) -> Option<Nest> {
         let r = shape.len();
         let m = inputs.len();
@@ -142,7 +165,24 @@ impl GenReduce {
             }
         }
         let n_ops = m + 1;
-        let n = merge(&red.iter().collect::<Vec<_>>(), n_ops)?;
+        let one = Dim {
+            size: 1,
+            strides: vec![0; n_ops],
+        };
+        // The reduced dims in axis order: the flat index over them is the reference's order.
+        let red = groups(&red, n_ops);
+        let (n, nd) = match red.len() {
+            0 => (one.clone(), None),
+            1 => (red[0].clone(), None),
+            _ if self.nd => {
+                let n = Dim {
+                    size: red.iter().map(|d| d.size).product(),
+                    strides: red[red.len() - 1].strides.clone(),
+                };
+                (n, Some(red))
+            }
+            _ => return None,
+        };
         let es: Vec<i64> = inputs
             .iter()
             .map(|t| t.dtype().size() as i64)
@@ -153,30 +193,35 @@ impl GenReduce {
                 .filter(|&j| j < m || outputs)
                 .all(|j| d.strides[j] == 0 || d.strides[j] == es[j])
         };
-        let one = Dim {
-            size: 1,
-            strides: vec![0; n_ops],
-        };
-        let row = merge(&kept.iter().collect::<Vec<_>>(), n_ops).map(|o| Nest {
-            o,
+        let kept = groups(&kept, n_ops);
+        let p = kept.len();
+        let row = Nest {
+            o: kept.last().cloned().unwrap_or_else(|| one.clone()),
             n: n.clone(),
             i: one.clone(),
-        });
-        let col = kept.split_last().and_then(|(last, rest)| {
-            merge(&rest.iter().collect::<Vec<_>>(), n_ops).map(|o| Nest {
-                o,
-                n: n.clone(),
-                i: last.clone(),
-            })
+            nd: nd.clone(),
+            outer: kept[..p.saturating_sub(1)].to_vec(),
+        };
+        let col = (p >= 1).then(|| Nest {
+            o: if p >= 2 {
+                kept[p - 2].clone()
+            } else {
+                one.clone()
+            },
+            n,
+            i: kept[p - 1].clone(),
+            nd,
+            outer: kept[..p.saturating_sub(2)].to_vec(),
         });
         // Lanes along a contiguous reduced axis, else vectors of outputs along a contiguous
-        // kept axis, else whatever merges (scalar leaves).
-        match (row, col) {
-            (Some(rw), _) if along(&rw.n, false) => Some(rw),
-            (_, Some(c)) if along(&c.i, true) => Some(c),
-            (Some(rw), _) => Some(rw),
-            (_, c) => c,
-        }
+        // kept axis, else the nest with the fewest loops outside it (scalar leaves).
+        Some(match col {
+            _ if row.nd.is_none() && along(&row.n, false) => row,
+            Some(c) if along(&c.i, true) => c,
+            _ if p <= 1 => row,
+            Some(c) => c,
+            None => row,
+        })
     }
 }
 
@@ -216,27 +261,59 @@ impl Thunk for GenReduce {
         let out_base = super::base_ptr(&out) as usize;
         let mut bases: Vec<usize> = inputs.iter().map(|t| t.as_ptr() as usize).collect();
         bases.push(out_base);
-        let Nest { o, n, i } = nest;
+        let Nest { o, n, i, nd, outer } = nest;
         let es: Vec<i64> = inputs.iter().map(|t| t.dtype().size() as i64).collect();
         let column = i.size > 1;
+        // Argmax keeps positions in lanes as wide as the values' (i32 next to f32).
+        let fits_lanes = !super::reduce_codegen::is_arg(self.op) || n.size <= i32::MAX as usize;
         let vector = self.lanes.is_some()
+            && fits_lanes
             && if !column {
-                (0..m).all(|j| n.strides[j] == 0 || n.strides[j] == es[j])
+                nd.is_none() && (0..m).all(|j| n.strides[j] == 0 || n.strides[j] == es[j])
             } else {
                 (0..m).all(|j| i.strides[j] == 0 || i.strides[j] == es[j]) && i.strides[m] == es_out
             };
-        let sn: Vec<i64> = n.strides.clone();
-        // One block: outputs o0..o0+no, i0..i0+ni.
-        let run = |o0: usize, no: usize, i0: usize, ni: usize| {
+        // Along `N`: each input's stride, or the N-d descriptor (`reduce_operands`).
+        let sn: Vec<i64> = match &nd {
+            None => n.strides.clone(),
+            Some(dims) => {
+                let mut d = vec![dims.len() as i64, m as i64];
+                d.extend(&dims[dims.len() - 1].strides[..m]);
+                d.extend(dims.iter().map(|d| d.size as i64));
+                for dim in dims {
+                    d.extend(&dim.strides[..m]);
+                }
+                d
+            }
+        };
+        let mode = vector as i64 | (column as i64) << 1 | (nd.is_some() as i64) << 2;
+        // Each operand's offset for every index of the outer kept dims.
+        let mut offsets: Vec<Vec<i64>> = vec![vec![0; m + 1]];
+        for d in &outer {
+            offsets = offsets
+                .iter()
+                .flat_map(|c| {
+                    (0..d.size).map(move |k| {
+                        c.iter()
+                            .zip(&d.strides)
+                            .map(|(a, s)| a + k as i64 * s)
+                            .collect()
+                    })
+                })
+                .collect();
+        }
+        // One block: outputs o0..o0+no, i0..i0+ni at one index of the outer dims.
+        let run = |off: &[i64], o0: usize, no: usize, i0: usize, ni: usize| {
             let ptrs: Vec<*mut u8> = (0..=m)
                 .map(|j| {
-                    (bases[j] as i64 + o0 as i64 * o.strides[j] + i0 as i64 * i.strides[j]) as usize
-                        as *mut u8
+                    (bases[j] as i64 + off[j] + o0 as i64 * o.strides[j] + i0 as i64 * i.strides[j])
+                        as usize as *mut u8
                 })
                 .collect();
             // SAFETY: every operand's strides and sizes describe memory it owns (the inputs'
             // views, broadcast with stride 0; the fresh output), the block lies inside the nest,
-            // and blocks write disjoint outputs.
+            // the N-d descriptor describes the reduced dims of these views, and blocks write
+            // disjoint outputs.
             unsafe {
                 (self.f)(
                     no as i64,
@@ -246,35 +323,56 @@ impl Thunk for GenReduce {
                     o.strides.as_ptr(),
                     sn.as_ptr(),
                     i.strides.as_ptr(),
-                    vector as i64 | (column as i64) << 1,
+                    mode,
                 )
             }
         };
-        let work = o.size * n.size * i.size;
+        let n_outer = offsets.len();
+        let work = n_outer * o.size * n.size * i.size;
         let threads = rayon::current_num_threads();
-        if work < PARALLEL_MIN || threads < 2 || o.size * i.size == 1 {
-            run(0, o.size, 0, i.size);
-        } else if o.size >= threads {
-            let per = o.size.div_ceil(threads * 4);
+        if work < PARALLEL_MIN || threads < 2 || n_outer * o.size * i.size == 1 {
+            for off in &offsets {
+                run(off, 0, o.size, 0, i.size);
+            }
+        } else if n_outer >= threads * 4 {
+            // Many outer indices: a few runs of them per thread.
+            let per = n_outer.div_ceil(threads * 4);
             rayon::scope(|s| {
-                for o0 in (0..o.size).step_by(per) {
+                for chunk in offsets.chunks(per) {
                     let run = &run;
-                    s.spawn(move |_| run(o0, per.min(o.size - o0), 0, i.size));
+                    s.spawn(move |_| {
+                        for off in chunk {
+                            run(off, 0, o.size, 0, i.size);
+                        }
+                    });
+                }
+            });
+        } else if n_outer * o.size >= threads {
+            let per = o.size.div_ceil((threads * 4).div_ceil(n_outer));
+            rayon::scope(|s| {
+                for off in &offsets {
+                    for o0 in (0..o.size).step_by(per) {
+                        let run = &run;
+                        s.spawn(move |_| run(off, o0, per.min(o.size - o0), 0, i.size));
+                    }
                 }
             });
         } else {
             // Blocks along I, whole vectors each.
             let per = i.size.div_ceil(threads * 4).next_multiple_of(8);
             rayon::scope(|s| {
-                for o0 in 0..o.size {
-                    for i0 in (0..i.size).step_by(per) {
-                        let run = &run;
-                        s.spawn(move |_| run(o0, 1, i0, per.min(i.size - i0)));
+                for off in &offsets {
+                    for o0 in 0..o.size {
+                        for i0 in (0..i.size).step_by(per) {
+                            let run = &run;
+                            s.spawn(move |_| run(off, o0, 1, i0, per.min(i.size - i0)));
+                        }
                     }
                 }
             });
         }
         GENERATED_CALLS.fetch_add(1, Ordering::Relaxed);
+        GENERATED_HERE.with(|c| c.set(c.get() + 1));
         Ok(vec![out])
     }
 }

@@ -11,7 +11,14 @@
 //! vector of outputs, at a time: "columns"), else along `N` with `i == 1` ("rows"); `mode & 1`
 //! asks for the vector leaves: the caller checked that every operand is contiguous or broadcast
 //! (stride 0) along the vector axis, `N` for rows (lanes along the reduced axis) and `I` for
-//! columns (and that the output is contiguous along `I`).
+//! columns (and that the output is contiguous along `I`). `mode & 4` says the reduced dims did
+//! not merge into one: `N` is then the flat (row-major) index over them, `sn` points to the
+//! N-d descriptor of `reduce_operands` instead of strides, and the cursor leaves run (scalar and
+//! columns; never lanes along `N`). Kernels of one reduced axis have no cursor leaves: one axis
+//! always merges.
+//!
+//! Argmax and argmin (`argreduce_codegen`) use the same entry and leaf signature; their leaves
+//! store the `i64` index at the output themselves.
 //!
 //! # Order of operations
 //! Every element of the output is reduced in eight interleaved partial results (element `n`
@@ -19,17 +26,19 @@
 //! then the `len % 8` last elements one by one; float sums (and means) split ranges longer than
 //! 128 at `(len / 2) & !7` and add the halves (a recursive function). This is
 //! `perform::reduce::pairwise_sum` step for step, so a generated float sum has the reference's
-//! bits whichever leaf computes it: scalar, lanes along `N`, or vectors of outputs along `I`.
+//! bits whichever leaf computes it: scalar, lanes along `N`, or vectors of outputs along `I`,
+//! strided or through the cursor (which visits `N` in the same flat order).
 
-use super::codegen::{body, Bcast};
-use super::scalar_ops::{clif_type, vector_lanes, Lanes, OpGen};
+use super::codegen::Bcast;
+use super::reduce_operands::{Leaf, LeafInputs};
+use super::scalar_ops::{clif_type, vector_lanes, Lanes};
 use crate::error::{Error, Result};
 use crate::ir::scalar::ScalarProgram;
 use crate::ir::{DType, ReduceOp};
 use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
 use cranelift_codegen::ir::{
-    types, AbiParam, Endianness, InstBuilder, MemFlagsData, StackSlotData, StackSlotKind, Type,
-    Value,
+    types, AbiParam, Block, Endianness, InstBuilder, MemFlagsData, StackSlotData, StackSlotKind,
+    Type, Value,
 };
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext, Variable};
 use cranelift_module::{FuncId, Linkage, Module};
@@ -41,16 +50,21 @@ pub type ReduceFn =
 /// Ranges longer than this are split in two (the reference's `PAIRWISE_BLOCK`).
 const PAIRWISE_BLOCK: i64 = 128;
 
-/// The dtype a reduction accumulates (and returns) in, for a value of dtype `vd`; `None` for
-/// the reductions that are not generated (argmax, argmin).
+/// The dtype a reduction returns, for a value of dtype `vd`: the dtype it accumulates in, or
+/// for argmax and argmin the index's (`i64`, the value compared in its own dtype).
 pub fn acc_dtype(op: ReduceOp, vd: DType) -> Option<DType> {
     Some(match op {
         ReduceOp::Sum | ReduceOp::Prod if vd == DType::Bool => DType::I64,
         ReduceOp::Mean if !vd.is_float() => DType::F64,
         ReduceOp::All | ReduceOp::Any => DType::Bool,
-        ReduceOp::ArgMax | ReduceOp::ArgMin => return None,
+        ReduceOp::ArgMax | ReduceOp::ArgMin => DType::I64,
         _ => vd,
     })
+}
+
+/// Whether `op` is argmax or argmin (`argreduce_codegen`).
+pub fn is_arg(op: ReduceOp) -> bool {
+    matches!(op, ReduceOp::ArgMax | ReduceOp::ArgMin)
 }
 
 /// What was generated for one reduction.
@@ -59,41 +73,45 @@ pub struct ReduceKernelInfo {
     pub entry: FuncId,
     /// The lane count of the vector leaves, when there are any.
     pub lanes: Option<i64>,
+    /// Whether the kernel has the cursor leaves for reduced dims that do not merge (mode 4).
+    pub nd: bool,
     pub clif: String,
 }
 
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Leaf {
-    Scalar,
-    /// Lanes along the reduced axis: the eight partials are packed in `8 / lanes` vectors.
-    Row,
-    /// One vector of outputs (along `I`): eight partial vectors.
-    Col,
-}
-
-struct Spec<'p> {
-    op: ReduceOp,
-    program: &'p ScalarProgram,
-    n_in: usize,
+pub(super) struct Spec<'p> {
+    pub op: ReduceOp,
+    pub program: &'p ScalarProgram,
+    pub n_in: usize,
     /// The prologue's value dtype and the accumulator's.
-    vd: DType,
-    ad: DType,
-    pairwise: bool,
+    pub vd: DType,
+    pub ad: DType,
+    pub pairwise: bool,
     /// Per input: whether it is broadcast along the reduced axes, as its type tells (the row
     /// leaves then skip the run-time select).
-    along_n: &'p [Bcast],
+    pub along_n: &'p [Bcast],
+}
+
+/// One set of leaves: scalar, and the vector ones (rows, columns) where there are.
+#[derive(Clone, Copy)]
+struct Leaves {
+    scalar: FuncId,
+    row: Option<FuncId>,
+    col: Option<(FuncId, Lanes)>,
 }
 
 /// Generates the reduction `op` of the value `program` computes (output 0) from `n_in` inputs.
 ///
 /// `along_n[j]` says what input `j`'s type tells about its broadcasting along the reduced axes
-/// (one entry per input; `Bcast::Unknown` where nothing is known).
+/// (one entry per input; `Bcast::Unknown` where nothing is known). With `nd`, the kernel also
+/// gets cursor leaves for reduced dims that do not merge into one (worth it only when several
+/// axes are reduced: one axis always merges).
 pub fn define_reduce_kernel<M: Module>(
     module: &mut M,
     name: &str,
     op: ReduceOp,
     program: &ScalarProgram,
     along_n: &[Bcast],
+    nd: bool,
 ) -> Result<ReduceKernelInfo> {
     let n_in = along_n.len();
     let unsupported = |what: &str| Error::Unsupported(format!("{name}: {what}"));
@@ -101,7 +119,7 @@ pub fn define_reduce_kernel<M: Module>(
         return Err(unsupported("a reduction of several values"));
     }
     let vd = program.insts[program.outputs[0]].dtype;
-    let ad = acc_dtype(op, vd).ok_or_else(|| unsupported("argmax and argmin run in perform"))?;
+    let ad = acc_dtype(op, vd).ok_or_else(|| unsupported("no generated code for this op"))?;
     let spec = Spec {
         op,
         program,
@@ -112,38 +130,83 @@ pub fn define_reduce_kernel<M: Module>(
         along_n,
     };
     let mut clif = String::new();
-    let scalar = define_leaf(module, &format!("{name}_leaf"), &spec, Leaf::Scalar, None)?;
-    clif.push_str(&scalar.1);
-    // Vector leaves where the program runs on vectors and nothing converts the value; a
-    // construct Cranelift cannot lower for vectors leaves the scalar leaf alone.
+    let mut leaf = |module: &mut M, suffix: &str, kind: Leaf, lanes: Option<Lanes>, cursor| {
+        let name = format!("{name}_{suffix}");
+        let r = if is_arg(op) {
+            super::argreduce_codegen::define_arg_leaf(module, &name, &spec, kind, lanes, cursor)
+        } else {
+            define_leaf(module, &name, &spec, kind, lanes, cursor)
+        };
+        r.map(|(id, text)| {
+            clif.push_str(&text);
+            id
+        })
+    };
+    // Vector leaves where the program runs on vectors and nothing converts the value (argmax
+    // compares values in their own dtype); a construct Cranelift cannot lower for vectors
+    // leaves the scalar leaf alone.
     let lanes = vector_lanes(program).filter(|_| {
-        vd == ad
-            && vd != DType::Bool
-            && matches!(
-                op,
-                ReduceOp::Sum | ReduceOp::Mean | ReduceOp::Prod | ReduceOp::Max | ReduceOp::Min
-            )
+        vd != DType::Bool
+            && (is_arg(op)
+                || vd == ad
+                    && matches!(
+                        op,
+                        ReduceOp::Sum
+                            | ReduceOp::Mean
+                            | ReduceOp::Prod
+                            | ReduceOp::Max
+                            | ReduceOp::Min
+                    ))
     });
-    let mut vec_leaves = None;
-    if let Some(l) = lanes {
-        let row = define_leaf(module, &format!("{name}_row"), &spec, Leaf::Row, Some(l));
-        let col = define_leaf(module, &format!("{name}_col"), &spec, Leaf::Col, Some(l));
-        if let (Ok(r), Ok(c)) = (row, col) {
-            clif.push_str(&r.1);
-            clif.push_str(&c.1);
-            vec_leaves = Some((r.0, c.0, l));
+    let mut sets = Vec::new();
+    for cursor in [false, true].into_iter().filter(|&c| !c || nd) {
+        let tag = if cursor { "nd_" } else { "" };
+        let scalar = leaf(module, &format!("{tag}leaf"), Leaf::Scalar, None, cursor)?;
+        let mut set = Leaves {
+            scalar,
+            row: None,
+            col: None,
+        };
+        if let Some(l) = lanes {
+            // Lanes along `N` need it merged into one strided dim.
+            let row = match cursor {
+                false => leaf(module, &format!("{tag}row"), Leaf::Row, Some(l), cursor).map(Some),
+                true => Ok(None),
+            };
+            let col = leaf(module, &format!("{tag}col"), Leaf::Col, Some(l), cursor);
+            if let (Ok(r), Ok(c)) = (row, col) {
+                set.row = r;
+                set.col = Some((c, l));
+            }
         }
+        sets.push(set);
     }
-    let (entry, text) = define_entry(module, name, &spec, scalar.0, vec_leaves)?;
+    let (entry, text) = define_entry(module, name, &spec, sets[0], sets.get(1).copied())?;
     clif.push_str(&text);
     Ok(ReduceKernelInfo {
         entry,
-        lanes: vec_leaves.map(|(_, _, l)| l.count()),
+        lanes: sets[0].col.map(|(_, l)| l.count()),
+        nd,
         clif,
     })
 }
 
-fn finish<M: Module>(
+/// A leaf's signature (see `define_leaf`).
+pub(super) fn leaf_signature<M: Module>(module: &M) -> cranelift_codegen::ir::Signature {
+    let ptr = module.target_config().pointer_type();
+    let mut sig = module.make_signature();
+    sig.params.extend([
+        AbiParam::new(ptr),
+        AbiParam::new(ptr),
+        AbiParam::new(ptr),
+        AbiParam::new(types::I64),
+        AbiParam::new(types::I64),
+        AbiParam::new(ptr),
+    ]);
+    sig
+}
+
+pub(super) fn finish<M: Module>(
     module: &mut M,
     id: FuncId,
     name: &str,
@@ -153,7 +216,7 @@ fn finish<M: Module>(
     Ok((id, text))
 }
 
-fn vec_type(lanes: Lanes, d: DType) -> Type {
+pub(super) fn vec_type(lanes: Lanes, d: DType) -> Type {
     match (lanes, d) {
         (Lanes::X32, DType::F32) => types::F32X4,
         (Lanes::X32, _) => types::I32X4,
@@ -232,7 +295,8 @@ fn combine(b: &mut FunctionBuilder, op: ReduceOp, ad: DType, a: Value, x: Value)
         ReduceOp::Min => b.ins().smin(a, x),
         ReduceOp::All => b.ins().band(a, x),
         ReduceOp::Any => b.ins().bor(a, x),
-        ReduceOp::ArgMax | ReduceOp::ArgMin => unreachable!("not generated"),
+        // `define_reduce_kernel` sends these to `argreduce_codegen`, which has its own leaves.
+        ReduceOp::ArgMax | ReduceOp::ArgMin => unreachable!("argmax has its own leaves"),
     }
 }
 
@@ -278,24 +342,18 @@ fn leaf_type(s: &Spec, leaf: Leaf, lanes: Option<Lanes>) -> Type {
 /// A leaf: `fn(bases: *const *const u8, sn: *const i64, si: *const i64, start: i64, len: i64,
 /// out: *mut T)` reduces elements `start..start + len` along `N` from the operands' bases and
 /// stores the result (a scalar, or for `Col` a vector of outputs) at `out`. Float sums split
-/// long ranges and call themselves on the halves.
+/// long ranges and call themselves on the halves. With `cursor`, `sn` is the N-d descriptor
+/// (`reduce_operands`).
 fn define_leaf<M: Module>(
     module: &mut M,
     name: &str,
     s: &Spec,
     leaf: Leaf,
     lanes: Option<Lanes>,
+    cursor: bool,
 ) -> Result<(FuncId, String)> {
     let ptr = module.target_config().pointer_type();
-    let mut sig = module.make_signature();
-    sig.params.extend([
-        AbiParam::new(ptr),
-        AbiParam::new(ptr),
-        AbiParam::new(ptr),
-        AbiParam::new(types::I64),
-        AbiParam::new(types::I64),
-        AbiParam::new(ptr),
-    ]);
+    let sig = leaf_signature(module);
     let id = module
         .declare_function(name, Linkage::Local, &sig)
         .map_err(|e| Error::Unsupported(format!("{name}: {e}")))?;
@@ -304,7 +362,6 @@ fn define_leaf<M: Module>(
     let mut fctx = FunctionBuilderContext::new();
     let rty = leaf_type(s, leaf, lanes);
     let flags = MemFlagsData::trusted();
-    let vflags = MemFlagsData::new().with_notrap();
     {
         let mut b = FunctionBuilder::new(&mut ctx.func, &mut fctx);
         let entry = b.create_block();
@@ -341,85 +398,16 @@ fn define_leaf<M: Module>(
         }
 
         b.switch_to_block(leaf_block);
-        let mut bases = Vec::new();
-        let mut sn = Vec::new();
-        let mut masks = Vec::new();
-        let mut vptr_sel = Vec::new();
-        let dummy = {
-            let slot =
-                b.create_sized_stack_slot(StackSlotData::new(StackSlotKind::ExplicitSlot, 64, 4));
-            b.ins().stack_addr(ptr, slot, 0)
-        };
-        for j in 0..s.n_in {
-            let off = (j * ptr.bytes() as usize) as i32;
-            bases.push(b.ins().load(ptr, flags, bases_p, off));
-            sn.push(b.ins().load(types::I64, flags, sn_p, (j * 8) as i32));
-            if let Some(l) = lanes {
-                // Broadcast along the vector axis: the stride there is 0.
-                let step = if leaf == Leaf::Row {
-                    sn[j]
-                } else {
-                    b.ins().load(types::I64, flags, si_p, (j * 8) as i32)
-                };
-                let bc = b.ins().icmp_imm_s(IntCC::Equal, step, 0);
-                let mty = if l == Lanes::X32 {
-                    types::I32X4
-                } else {
-                    types::I64X2
-                };
-                let wide = b.ins().uextend(mty.lane_type(), bc);
-                let all = b.ins().ineg(wide);
-                masks.push(b.ins().splat(mty, all));
-                vptr_sel.push(bc);
-            }
-        }
-        let addr_at = |b: &mut FunctionBuilder, j: usize, n: Value| {
-            let off = b.ins().imul(n, sn[j]);
-            b.ins().iadd(bases[j], off)
-        };
-        // One value of the prologue at index `n` along `N`: a scalar, or a vector (lanes along
-        // `N` for `Row`, along `I` for `Col`).
-        let value = |b: &mut FunctionBuilder, module: &mut M, n: Value, vector: bool| {
-            let mut addrs = Vec::new();
-            for j in 0..s.n_in {
-                addrs.push(addr_at(b, j, n));
-            }
-            let mut g = OpGen {
-                b,
-                module,
-                lanes: if vector { lanes } else { None },
-            };
-            let v = body(&mut g, s.program, |g, j, d| {
-                if !vector {
-                    return g.b.ins().load(clif_type(d), flags, addrs[j], 0);
-                }
-                let vty = g.ty(d);
-                if leaf == Leaf::Row {
-                    match s.along_n[j] {
-                        // The same element all along the row: one load, splat.
-                        Bcast::Always => {
-                            let one = g.b.ins().load(vty.lane_type(), flags, addrs[j], 0);
-                            return g.b.ins().splat(vty, one);
-                        }
-                        // Contiguous along the row (the caller checked).
-                        Bcast::Never => return g.b.ins().load(vty, vflags, addrs[j], 0),
-                        Bcast::Unknown => {}
-                    }
-                }
-                let one = g.b.ins().load(vty.lane_type(), flags, addrs[j], 0);
-                let splat = g.b.ins().splat(vty, one);
-                let at = g.b.ins().select(vptr_sel[j], dummy, addrs[j]);
-                let v = g.b.ins().load(vty, vflags, at, 0);
-                let m = if vty.lane_type().is_float() {
-                    let f = MemFlagsData::new().with_endianness(Endianness::Little);
-                    g.b.ins().bitcast(vty, f, masks[j])
-                } else {
-                    masks[j]
-                };
-                g.b.ins().bitselect(m, splat, v)
-            })?;
-            Ok::<Value, Error>(v[0])
-        };
+        let mut inputs = LeafInputs::new(
+            &mut b,
+            module,
+            s.program,
+            s.along_n,
+            leaf,
+            lanes,
+            cursor,
+            (bases_p, sn_p, si_p, start),
+        )?;
         let (n_acc, acc_ty, l) = match (leaf, lanes) {
             (Leaf::Row, Some(l)) => (8 / l.count() as usize, vec_type(l, s.ad), l.count()),
             (Leaf::Col, Some(l)) => (8, vec_type(l, s.ad), 1),
@@ -448,7 +436,7 @@ fn define_leaf<M: Module>(
         b.switch_to_block(body8);
         for (k, &acc) in accs.iter().enumerate() {
             let nk = b.ins().iadd_imm_s(n, k as i64 * l);
-            let x = value(&mut b, module, nk, leaf != Leaf::Scalar)?;
+            let x = inputs.value(&mut b, module, nk, leaf != Leaf::Scalar)?;
             let x = if leaf == Leaf::Scalar {
                 convert(&mut b, s, x)
             } else {
@@ -495,7 +483,7 @@ fn define_leaf<M: Module>(
         let more = b.ins().icmp(IntCC::SignedLessThan, n, end);
         b.ins().brif(more, body1, &[], done, &[acc.into()]);
         b.switch_to_block(body1);
-        let x = value(&mut b, module, n, leaf == Leaf::Col)?;
+        let x = inputs.value(&mut b, module, n, leaf == Leaf::Col)?;
         let x = if leaf == Leaf::Col {
             x
         } else {
@@ -515,13 +503,14 @@ fn define_leaf<M: Module>(
 }
 
 /// The entry point (see the module docs): loops over `O` and `I`, calling a leaf per output
-/// (or per vector of outputs) and storing its result, divided by `N` for a mean.
+/// (or per vector of outputs) and storing its result, divided by `N` for a mean; argmax and
+/// argmin leaves store their indices at the output themselves. `nd`: the leaves for mode 4.
 fn define_entry<M: Module>(
     module: &mut M,
     name: &str,
     s: &Spec,
-    scalar: FuncId,
-    vec_leaves: Option<(FuncId, FuncId, Lanes)>,
+    flat: Leaves,
+    nd: Option<Leaves>,
 ) -> Result<(FuncId, String)> {
     let ptr = module.target_config().pointer_type();
     let mut sig = module.make_signature();
@@ -568,143 +557,205 @@ fn define_entry<M: Module>(
         let arr = b.ins().stack_addr(ptr, arr, 0);
         let res = b.create_sized_stack_slot(StackSlotData::new(StackSlotKind::ExplicitSlot, 16, 4));
         let res = b.ins().stack_addr(ptr, res, 0);
-        let scalar_ref = module.declare_func_in_func(scalar, b.func);
-        let vec_refs = vec_leaves.map(|(r, c, l)| {
-            (
-                module.declare_func_in_func(r, b.func),
-                module.declare_func_in_func(c, b.func),
-                l,
-            )
-        });
         let zero = b.ins().iconst(types::I64, 0);
         let nf = match s.ad {
             DType::F32 => Some(b.ins().fcvt_from_sint(types::F32, n_n)),
             DType::F64 => Some(b.ins().fcvt_from_sint(types::F64, n_n)),
             _ => None,
         };
-        let finalize = |b: &mut FunctionBuilder, v: Value| -> Value {
-            match (s.op, nf) {
-                (ReduceOp::Mean, Some(nf)) => {
-                    let ty = b.func.dfg.value_type(v);
-                    let d = if ty.is_vector() {
-                        b.ins().splat(ty, nf)
-                    } else {
-                        nf
-                    };
-                    b.ins().fdiv(v, d)
-                }
-                _ => v,
-            }
-        };
-        let o_head = b.create_block();
-        let o_body = b.create_block();
         let exit = b.create_block();
-        b.append_block_param(o_head, types::I64);
-        b.ins().jump(o_head, &[zero.into()]);
-        b.switch_to_block(o_head);
-        let o = b.block_params(o_head)[0];
-        let more = b.ins().icmp(IntCC::SignedLessThan, o, o_n);
-        b.ins().brif(more, o_body, &[], exit, &[]);
-        b.switch_to_block(o_body);
-        let row: Vec<Value> = (0..=m)
-            .map(|j| {
-                let off = b.ins().imul(o, so[j]);
-                b.ins().iadd(bases[j], off)
-            })
-            .collect();
-        let o_next = b.ins().iadd_imm_s(o, 1);
-        // Stores the operands' addresses of output (o, i) and calls `leaf` on the whole of N.
-        let call = |b: &mut FunctionBuilder, leaf, i: Value| -> Value {
-            for j in 0..m {
-                let off = b.ins().imul(i, si[j]);
-                let a = b.ins().iadd(row[j], off);
-                b.ins().store(flags, a, arr, (j * 8) as i32);
-            }
-            b.ins().call(leaf, &[arr, sn_p, si_p, zero, n_n, res]);
-            let off = b.ins().imul(i, si[m]);
-            b.ins().iadd(row[m], off)
+        let v = NestValues {
+            o_n,
+            n_n,
+            i_n,
+            sn_p,
+            si_p,
+            mode,
+            bases,
+            so,
+            si,
+            arr,
+            res,
+            zero,
+            nf,
+            exit,
         };
-        let is_col = b.ins().band_imm_s(mode, 2);
-        let vector = b.ins().band_imm_s(mode, 1);
-        let row_block = b.create_block();
-        let col_block = b.create_block();
-        b.ins().brif(is_col, col_block, &[], row_block, &[]);
-
-        // I == 1: one output per o, lanes along N when the caller allows it.
-        b.switch_to_block(row_block);
-        let sty = clif_type(s.ad);
-        let row_scalar = b.create_block();
-        let o_cont = b.create_block();
-        match vec_refs {
-            Some((r, _, _)) => {
-                let row_vec = b.create_block();
-                b.ins().brif(vector, row_vec, &[], row_scalar, &[]);
-                b.switch_to_block(row_vec);
-                let out = call(&mut b, r, zero);
-                let v = b.ins().load(sty, flags, res, 0);
-                let v = finalize(&mut b, v);
-                b.ins().store(flags, v, out, 0);
-                b.ins().jump(o_cont, &[]);
+        let flat_block = b.create_block();
+        match nd {
+            Some(nd) => {
+                let nd_block = b.create_block();
+                let is_nd = b.ins().band_imm_s(mode, 4);
+                b.ins().brif(is_nd, nd_block, &[], flat_block, &[]);
+                b.switch_to_block(nd_block);
+                emit_nest(&mut b, module, s, &v, nd);
             }
             None => {
-                b.ins().jump(row_scalar, &[]);
+                b.ins().jump(flat_block, &[]);
             }
         }
-        b.switch_to_block(row_scalar);
-        let out = call(&mut b, scalar_ref, zero);
-        let v = b.ins().load(sty, flags, res, 0);
-        let v = finalize(&mut b, v);
-        b.ins().store(flags, v, out, 0);
-        b.ins().jump(o_cont, &[]);
-        b.switch_to_block(o_cont);
-        b.ins().jump(o_head, &[o_next.into()]);
-
-        // I > 1: vectors of outputs along I when allowed, then one output at a time.
-        b.switch_to_block(col_block);
-        let s_head = b.create_block();
-        let s_body = b.create_block();
-        b.append_block_param(s_head, types::I64);
-        match vec_refs {
-            Some((_, c, l)) => {
-                let v_head = b.create_block();
-                let v_body = b.create_block();
-                let v_check = b.create_block();
-                b.append_block_param(v_head, types::I64);
-                b.ins().brif(vector, v_check, &[], s_head, &[zero.into()]);
-                b.switch_to_block(v_check);
-                b.ins().jump(v_head, &[zero.into()]);
-                b.switch_to_block(v_head);
-                let i = b.block_params(v_head)[0];
-                let end = b.ins().iadd_imm_s(i, l.count());
-                let fits = b.ins().icmp(IntCC::SignedLessThanOrEqual, end, i_n);
-                b.ins().brif(fits, v_body, &[], s_head, &[i.into()]);
-                b.switch_to_block(v_body);
-                let out = call(&mut b, c, i);
-                let v = b.ins().load(vec_type(l, s.ad), flags, res, 0);
-                let v = finalize(&mut b, v);
-                b.ins().store(MemFlagsData::new().with_notrap(), v, out, 0);
-                b.ins().jump(v_head, &[end.into()]);
-            }
-            None => {
-                b.ins().jump(s_head, &[zero.into()]);
-            }
-        }
-        b.switch_to_block(s_head);
-        let i = b.block_params(s_head)[0];
-        let more = b.ins().icmp(IntCC::SignedLessThan, i, i_n);
-        b.ins().brif(more, s_body, &[], o_cont, &[]);
-        b.switch_to_block(s_body);
-        let out = call(&mut b, scalar_ref, i);
-        let v = b.ins().load(sty, flags, res, 0);
-        let v = finalize(&mut b, v);
-        b.ins().store(flags, v, out, 0);
-        let i_next = b.ins().iadd_imm_s(i, 1);
-        b.ins().jump(s_head, &[i_next.into()]);
-
+        b.switch_to_block(flat_block);
+        emit_nest(&mut b, module, s, &v, flat);
         b.switch_to_block(exit);
         b.ins().return_(&[]);
         b.seal_all_blocks();
         b.finalize(module.target_config());
     }
     finish(module, id, name, &mut ctx)
+}
+
+/// What the entry's nest reads, computed once in its first block.
+struct NestValues {
+    o_n: Value,
+    n_n: Value,
+    i_n: Value,
+    sn_p: Value,
+    si_p: Value,
+    mode: Value,
+    /// Per operand (inputs, then the output): base address and strides along `O` and `I`.
+    bases: Vec<Value>,
+    so: Vec<Value>,
+    si: Vec<Value>,
+    /// Scratch: the inputs' addresses for a leaf, and a leaf's result.
+    arr: Value,
+    res: Value,
+    zero: Value,
+    /// `N` as the accumulator's float type (for a mean).
+    nf: Option<Value>,
+    exit: Block,
+}
+
+/// The loops over `O` and `I` calling `leaves`, from the current block to `v.exit`.
+fn emit_nest<M: Module>(
+    b: &mut FunctionBuilder,
+    module: &mut M,
+    s: &Spec,
+    v: &NestValues,
+    leaves: Leaves,
+) {
+    let flags = MemFlagsData::trusted();
+    let m = s.n_in;
+    let direct = is_arg(s.op);
+    let scalar_ref = module.declare_func_in_func(leaves.scalar, b.func);
+    let row_ref = leaves.row.map(|r| module.declare_func_in_func(r, b.func));
+    let col_ref = leaves
+        .col
+        .map(|(c, l)| (module.declare_func_in_func(c, b.func), l));
+    let finalize = |b: &mut FunctionBuilder, x: Value| -> Value {
+        match (s.op, v.nf) {
+            (ReduceOp::Mean, Some(nf)) => {
+                let ty = b.func.dfg.value_type(x);
+                let d = if ty.is_vector() {
+                    b.ins().splat(ty, nf)
+                } else {
+                    nf
+                };
+                b.ins().fdiv(x, d)
+            }
+            _ => x,
+        }
+    };
+    let o_head = b.create_block();
+    let o_body = b.create_block();
+    b.append_block_param(o_head, types::I64);
+    b.ins().jump(o_head, &[v.zero.into()]);
+    b.switch_to_block(o_head);
+    let o = b.block_params(o_head)[0];
+    let more = b.ins().icmp(IntCC::SignedLessThan, o, v.o_n);
+    b.ins().brif(more, o_body, &[], v.exit, &[]);
+    b.switch_to_block(o_body);
+    let row: Vec<Value> = (0..=m)
+        .map(|j| {
+            let off = b.ins().imul(o, v.so[j]);
+            b.ins().iadd(v.bases[j], off)
+        })
+        .collect();
+    let o_next = b.ins().iadd_imm_s(o, 1);
+    // Calls `leaf` on the whole of N for output (o, i) (a vector of outputs from there for a
+    // column leaf), and stores its result of type `ty` there unless the leaf did.
+    let call = |b: &mut FunctionBuilder, leaf, i: Value, ty: Type| {
+        for (j, (&r, &step)) in row.iter().zip(&v.si).take(m).enumerate() {
+            let off = b.ins().imul(i, step);
+            let a = b.ins().iadd(r, off);
+            b.ins().store(flags, a, v.arr, (j * 8) as i32);
+        }
+        let off = b.ins().imul(i, v.si[m]);
+        let out = b.ins().iadd(row[m], off);
+        let dest = if direct { out } else { v.res };
+        b.ins()
+            .call(leaf, &[v.arr, v.sn_p, v.si_p, v.zero, v.n_n, dest]);
+        if !direct {
+            let x = b.ins().load(ty, flags, v.res, 0);
+            let x = finalize(b, x);
+            let f = if ty.is_vector() {
+                MemFlagsData::new().with_notrap()
+            } else {
+                flags
+            };
+            b.ins().store(f, x, out, 0);
+        }
+    };
+    let is_col = b.ins().band_imm_s(v.mode, 2);
+    let vector = b.ins().band_imm_s(v.mode, 1);
+    let row_block = b.create_block();
+    let col_block = b.create_block();
+    b.ins().brif(is_col, col_block, &[], row_block, &[]);
+
+    // I == 1: one output per o, lanes along N when the caller allows it.
+    b.switch_to_block(row_block);
+    let sty = clif_type(s.ad);
+    let row_scalar = b.create_block();
+    let o_cont = b.create_block();
+    match row_ref {
+        Some(r) => {
+            let row_vec = b.create_block();
+            b.ins().brif(vector, row_vec, &[], row_scalar, &[]);
+            b.switch_to_block(row_vec);
+            call(b, r, v.zero, sty);
+            b.ins().jump(o_cont, &[]);
+        }
+        None => {
+            b.ins().jump(row_scalar, &[]);
+        }
+    }
+    b.switch_to_block(row_scalar);
+    call(b, scalar_ref, v.zero, sty);
+    b.ins().jump(o_cont, &[]);
+    b.switch_to_block(o_cont);
+    b.ins().jump(o_head, &[o_next.into()]);
+
+    // I > 1: vectors of outputs along I when allowed, then one output at a time.
+    b.switch_to_block(col_block);
+    let s_head = b.create_block();
+    let s_body = b.create_block();
+    b.append_block_param(s_head, types::I64);
+    match col_ref {
+        Some((c, l)) => {
+            let v_head = b.create_block();
+            let v_body = b.create_block();
+            let v_check = b.create_block();
+            b.append_block_param(v_head, types::I64);
+            b.ins().brif(vector, v_check, &[], s_head, &[v.zero.into()]);
+            b.switch_to_block(v_check);
+            b.ins().jump(v_head, &[v.zero.into()]);
+            b.switch_to_block(v_head);
+            let i = b.block_params(v_head)[0];
+            let end = b.ins().iadd_imm_s(i, l.count());
+            let fits = b.ins().icmp(IntCC::SignedLessThanOrEqual, end, v.i_n);
+            b.ins().brif(fits, v_body, &[], s_head, &[i.into()]);
+            b.switch_to_block(v_body);
+            call(b, c, i, vec_type(l, s.ad));
+            b.ins().jump(v_head, &[end.into()]);
+        }
+        None => {
+            b.ins().jump(s_head, &[v.zero.into()]);
+        }
+    }
+    b.switch_to_block(s_head);
+    let i = b.block_params(s_head)[0];
+    let more = b.ins().icmp(IntCC::SignedLessThan, i, v.i_n);
+    b.ins().brif(more, s_body, &[], o_cont, &[]);
+    b.switch_to_block(s_body);
+    call(b, scalar_ref, i, sty);
+    let i_next = b.ins().iadd_imm_s(i, 1);
+    b.ins().jump(s_head, &[i_next.into()]);
 }

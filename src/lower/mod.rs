@@ -6,13 +6,15 @@
 //! Kernel IR is small and structured: a **map** kernel (a scalar program over the broadcast
 //! index space of its inputs), a **reduce** kernel (the same program as a prologue, then a
 //! reduction over axes), a **gemm** library call, and **perform** for what has no generated
-//! code (shape ops, argmax, custom and random ops), whose reference implementation runs. An
+//! code (shape ops, custom and random ops), whose reference implementation runs. An
 //! `ifelse` keeps its two branches as plans of their own, so only the taken one runs.
 //!
 //! Each step also says which values it reads for the last time in its block (`frees`): after
 //! it their buffers may be reused, which is how the runtime keeps steady-state calls free of
 //! allocation. A value read inside a branch counts as read by the `ifelse` step; a block's
 //! yields and the function's outputs are never freed.
+
+pub mod rows;
 
 use crate::ir::scalar::{ScalarInst, ScalarOp, ScalarProgram};
 use crate::ir::{Func, Inst, Op, ReduceOp, Value};
@@ -35,15 +37,28 @@ pub enum Kernel {
         /// Whether the program is a fused producer (`fused_reduce`) rather than the identity.
         fused: bool,
     },
-    /// Matrix multiplication (numpy's `matmul`) through the GEMM library.
-    Gemm,
+    /// Matrix multiplication (numpy's `matmul`) through the GEMM library. `transposed[k]`:
+    /// argument `k` is read with its last two dims swapped (a folded `transpose`, which then
+    /// is not a step of its own: the GEMM reads the operand through strides, no copy).
+    Gemm { transposed: [bool; 2] },
     /// The op's reference implementation.
     Perform,
     /// `ifelse`: the plan of each branch; only the taken one runs.
-    IfElse {
-        then: Vec<Step>,
-        otherwise: Vec<Step>,
+    IfElse { then: Branch, otherwise: Branch },
+    /// A row group (`rows.rs`): map and reduce steps run together on blocks of `rows`, each
+    /// member reading its arguments as `roles` say.
+    Rows {
+        rows: usize,
+        steps: Vec<Step>,
+        roles: Vec<Vec<rows::Role>>,
     },
+}
+
+/// One branch of an `ifelse`: its steps, then the values it yields as the step's results.
+#[derive(Clone, Debug, Default)]
+pub struct Branch {
+    pub steps: Vec<Step>,
+    pub yields: Vec<Value>,
 }
 
 /// One step: an instruction of the function with the kernel that computes it.
@@ -75,9 +90,13 @@ impl Plan {
         fn walk<'a>(steps: &'a [Step], out: &mut Vec<&'a Step>) {
             for s in steps {
                 out.push(s);
-                if let Kernel::IfElse { then, otherwise } = &s.kernel {
-                    walk(then, out);
-                    walk(otherwise, out);
+                match &s.kernel {
+                    Kernel::IfElse { then, otherwise } => {
+                        walk(&then.steps, out);
+                        walk(&otherwise.steps, out);
+                    }
+                    Kernel::Rows { steps, .. } => walk(steps, out),
+                    _ => {}
                 }
             }
         }
@@ -87,17 +106,40 @@ impl Plan {
     }
 }
 
-/// Lowers `func` (optimized, verified) to its plan.
+/// Choices of the lowering that the backends make differently.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct LowerOptions {
+    /// Fold a `transpose` of the last two dims, read only by a `matmul`, into the GEMM step.
+    /// The reference backend keeps every op a step of its own, so that the differential tests
+    /// compare the folded plan against the unfolded one.
+    pub fold_transposes: bool,
+    /// Group consecutive row-local map and reduce steps into row groups (`rows.rs`).
+    pub row_groups: bool,
+}
+
+/// Lowers `func` (optimized, verified) to its plan, every instruction a step of its own.
 pub fn lower(func: &Func) -> Plan {
+    lower_with(func, LowerOptions::default())
+}
+
+/// Lowers `func` with the given choices.
+pub fn lower_with(func: &Func, opts: LowerOptions) -> Plan {
     Plan {
         name: func.name.clone(),
         params: func.params.clone(),
-        steps: lower_block(func, &func.body, &func.outputs),
+        steps: lower_block(func, &func.body, &func.outputs, opts),
         outputs: func.outputs.clone(),
     }
 }
 
-fn lower_block(func: &Func, body: &[Inst], kept: &[Value]) -> Vec<Step> {
+fn lower_block(func: &Func, body: &[Inst], kept: &[Value], opts: LowerOptions) -> Vec<Step> {
+    let folded;
+    let (body, transposed) = if opts.fold_transposes {
+        folded = fold_transposes(body, kept);
+        (folded.0.as_slice(), folded.1)
+    } else {
+        (body, HashMap::new())
+    };
     // The last step of this block that reads each value.
     let mut last: HashMap<Value, usize> = HashMap::new();
     for (pos, inst) in body.iter().enumerate() {
@@ -118,17 +160,29 @@ fn lower_block(func: &Func, body: &[Inst], kept: &[Value]) -> Vec<Step> {
             frees[pos].push(v);
         }
     }
-    body.iter()
+    let steps = body
+        .iter()
         .zip(frees)
         .map(|(inst, frees)| Step {
-            kernel: kernel_of(func, inst),
+            kernel: match (
+                kernel_of(func, inst, opts),
+                transposed.get(&inst.results[0]),
+            ) {
+                (Kernel::Gemm { .. }, Some(&t)) => Kernel::Gemm { transposed: t },
+                (k, _) => k,
+            },
             op: inst.op.clone(),
             args: inst.args.clone(),
             results: inst.results.clone(),
             inplace: inst.inplace,
             frees,
         })
-        .collect()
+        .collect();
+    if opts.row_groups {
+        rows::group_rows(func, steps)
+    } else {
+        steps
+    }
 }
 
 /// The values an instruction reads: its arguments, and what its regions read from outside.
@@ -149,13 +203,68 @@ fn reads(inst: &Inst) -> Vec<Value> {
     out
 }
 
-fn kernel_of(func: &Func, inst: &Inst) -> Kernel {
+/// Whether `perm` swaps the last two dims and keeps the others.
+fn swaps_last_two(perm: &[usize]) -> bool {
+    let n = perm.len();
+    n >= 2 && perm[n - 2] == n - 1 && perm[n - 1] == n - 2 && (0..n - 2).all(|i| perm[i] == i)
+}
+
+/// The block without the transposes of the last two dims that only a `matmul` reads (the
+/// matmul reads the transpose's input instead), and which operands of each such matmul (by
+/// its result) are read transposed.
+fn fold_transposes(body: &[Inst], kept: &[Value]) -> (Vec<Inst>, HashMap<Value, [bool; 2]>) {
+    let mut readers: HashMap<Value, usize> = HashMap::new();
+    for v in body.iter().flat_map(reads).chain(kept.iter().copied()) {
+        *readers.entry(v).or_default() += 1;
+    }
+    let def: HashMap<Value, usize> = body
+        .iter()
+        .enumerate()
+        .filter(|(_, i)| i.results.len() == 1)
+        .map(|(pos, i)| (i.results[0], pos))
+        .collect();
+    let mut out: Vec<Inst> = body.to_vec();
+    let mut removed = vec![false; body.len()];
+    let mut flags = HashMap::new();
+    for inst in out.iter_mut() {
+        if inst.op != Op::MatMul || inst.args.len() != 2 {
+            continue;
+        }
+        let mut t = [false; 2];
+        for (k, flag) in t.iter_mut().enumerate() {
+            let a = inst.args[k];
+            let Some(&pos) = def.get(&a) else { continue };
+            if let Op::Transpose { perm } = &body[pos].op {
+                if swaps_last_two(perm) && readers.get(&a) == Some(&1) {
+                    inst.args[k] = body[pos].args[0];
+                    removed[pos] = true;
+                    *flag = true;
+                }
+            }
+        }
+        if t.contains(&true) {
+            flags.insert(inst.results[0], t);
+        }
+    }
+    let out = out
+        .into_iter()
+        .zip(removed)
+        .filter(|(_, r)| !r)
+        .map(|(i, _)| i)
+        .collect();
+    (out, flags)
+}
+
+fn kernel_of(func: &Func, inst: &Inst, opts: LowerOptions) -> Kernel {
     match &inst.op {
         Op::IfElse => {
             let branch = |i: usize| {
                 inst.regions
                     .get(i)
-                    .map(|r| lower_block(func, &r.body, &r.yields))
+                    .map(|r| Branch {
+                        steps: lower_block(func, &r.body, &r.yields, opts),
+                        yields: r.yields.clone(),
+                    })
                     .unwrap_or_default()
             };
             Kernel::IfElse {
@@ -182,7 +291,9 @@ fn kernel_of(func: &Func, inst: &Inst) -> Kernel {
             program: program.clone(),
             fused: true,
         },
-        Op::MatMul => Kernel::Gemm,
+        Op::MatMul => Kernel::Gemm {
+            transposed: [false; 2],
+        },
         op if op.is_elementwise() && inst.results.len() == 1 => {
             match crate::rewrite::fuse::program_of(op, func, &inst.args, inst.results[0]) {
                 Some(p) => Kernel::Map {
@@ -263,17 +374,29 @@ fn write_steps(steps: &[Step], depth: usize, out: &mut String) {
                 }
                 let _ = write!(out, " {args} {{{program}}}");
             }
-            Kernel::Gemm => {
-                let _ = write!(out, "gemm {args}");
+            Kernel::Gemm { transposed } => {
+                let marks: Vec<String> = s
+                    .args
+                    .iter()
+                    .zip(transposed)
+                    .map(|(a, &t)| if t { format!("{a}^T") } else { a.to_string() })
+                    .collect();
+                let _ = write!(out, "gemm {}", marks.join(", "));
             }
             Kernel::Perform => {
                 let _ = write!(out, "perform {} {args}", s.op.display_name());
             }
+            Kernel::Rows { rows, steps, .. } => {
+                let _ = writeln!(out, "rows {rows} {args} {{");
+                write_steps(steps, depth + 1, out);
+                out.push_str(&pad);
+                out.push('}');
+            }
             Kernel::IfElse { then, otherwise } => {
                 let _ = writeln!(out, "ifelse {args} {{");
-                write_steps(then, depth + 1, out);
+                write_branch(then, depth + 1, out);
                 let _ = writeln!(out, "{pad}}} else {{");
-                write_steps(otherwise, depth + 1, out);
+                write_branch(otherwise, depth + 1, out);
                 out.push_str(&pad);
                 out.push('}');
             }
@@ -286,6 +409,11 @@ fn write_steps(steps: &[Step], depth: usize, out: &mut String) {
         }
         out.push('\n');
     }
+}
+
+fn write_branch(b: &Branch, depth: usize, out: &mut String) {
+    write_steps(&b.steps, depth, out);
+    let _ = writeln!(out, "{}yield {}", "  ".repeat(depth), list(&b.yields));
 }
 
 #[cfg(test)]
@@ -330,6 +458,44 @@ mod tests {
     }
 
     #[test]
+    fn transposes_read_only_by_a_matmul_fold_into_it() {
+        let f = crate::ir::text::parse(
+            "t.kir",
+            "func @f(%x: f32[4, 3], %w: f32[4, 5], %v: f32[2, 5, 5]) -> (f32[3, 5], f32[5, 3], f32[2, 5, 5]) {
+               %xt = transpose %x {perm = [1, 0]}
+               %a = matmul %xt, %w
+               %wt = transpose %w {perm = [1, 0]}
+               %b = matmul %wt, %x
+               %c = add %wt, %wt
+               %vt = transpose %v {perm = [0, 2, 1]}
+               %d = matmul %vt, %vt
+               return %a, %b, %d
+             }",
+        )
+        .unwrap()
+        .remove(0);
+        let plain = lower(&f).to_string();
+        assert_eq!(plain.matches("perform transpose").count(), 3, "{plain}");
+        let p = lower_with(
+            &f,
+            LowerOptions {
+                fold_transposes: true,
+                row_groups: false,
+            },
+        );
+        let text = p.to_string();
+        // `%xt` folds; `%wt` has other readers and `%vt` is read twice: both stay.
+        assert_eq!(text.matches("perform transpose").count(), 2, "{text}");
+        assert!(text.contains("gemm %0^T, %1"), "{text}");
+        let folded = p.steps.iter().filter(
+            |s| matches!(s.kernel, Kernel::Gemm { transposed } if transposed != [false; 2]),
+        );
+        assert_eq!(folded.count(), 1, "{text}");
+        // `%x` is read by the folded gemm now, and by the second one.
+        assert!(!p.steps[0].frees.contains(&f.params[0]), "{text}");
+    }
+
+    #[test]
     fn branches_are_plans_of_their_own() {
         let p = plan_of(
             "func @f(%c: bool[], %x: f32[4]) -> (f32[4]) {
@@ -348,11 +514,13 @@ mod tests {
         let Kernel::IfElse { then, otherwise } = &p.steps[1].kernel else {
             panic!("{p}")
         };
+        let (then, otherwise) = (&then.steps, &otherwise.steps);
         assert_eq!(then.len(), 2);
         assert!(otherwise.is_empty());
         // `%s` dies inside the branch; `%t` is yielded; `%e` is read by the ifelse (inside it).
         assert_eq!(then[1].frees.len(), 1, "{p}");
         assert!(then[1].frees.contains(&then[0].results[0]));
+        assert!(p.to_string().contains("yield %2"), "{p}");
         assert!(p.steps[1].frees.contains(&p.steps[0].results[0]), "{p}");
         assert_eq!(p.all_steps().len(), 5);
     }

@@ -1,39 +1,44 @@
 //! `matmul` with numpy's semantics: 1-D operands are promoted (and the added dim removed), and
-//! leading batch dims broadcast. The reference multiplies 2-D blocks with ndarray's `dot`
-//! (floats) or a plain loop (integers, wrapping).
+//! leading batch dims broadcast. The reference multiplies 2-D blocks with ndarray's
+//! `general_mat_mul` (floats: matrixmultiply's GEMM) or a plain loop (integers, wrapping).
 
 use crate::error::Error;
 use crate::ir::types::broadcast_shapes;
-use crate::tensor::Tensor;
-use ndarray::{s, Array2, ArrayD, ArrayView2, Ix2, IxDyn, LinalgScalar};
+use crate::tensor::{Tensor, TensorRef};
+use ndarray::linalg::general_mat_mul;
+use ndarray::{s, ArrayD, ArrayView2, ArrayViewD, ArrayViewMut2, IxDyn, LinalgScalar};
 
 fn err(msg: String) -> Error {
     Error::Shape(msg)
 }
 
 trait MatElem: LinalgScalar + Copy {
-    fn mm(a: ArrayView2<Self>, b: ArrayView2<Self>) -> Array2<Self>;
+    /// `c = a @ b`, every element of `c` overwritten (whatever it held before).
+    fn mm_into(a: ArrayView2<Self>, b: ArrayView2<Self>, c: ArrayViewMut2<Self>);
 }
-impl MatElem for f32 {
-    fn mm(a: ArrayView2<f32>, b: ArrayView2<f32>) -> Array2<f32> {
-        a.dot(&b)
-    }
+macro_rules! float_mm {
+    ($t:ty) => {
+        impl MatElem for $t {
+            fn mm_into(a: ArrayView2<$t>, b: ArrayView2<$t>, mut c: ArrayViewMut2<$t>) {
+                // beta = 0: C is written, never read (ndarray zero-fills before its own loop
+                // fallback; matrixmultiply does not read C), so a recycled buffer is fine.
+                general_mat_mul(1.0, &a, &b, 0.0, &mut c);
+            }
+        }
+    };
 }
-impl MatElem for f64 {
-    fn mm(a: ArrayView2<f64>, b: ArrayView2<f64>) -> Array2<f64> {
-        a.dot(&b)
-    }
-}
+float_mm!(f32);
+float_mm!(f64);
 macro_rules! int_mm {
     ($t:ty) => {
         impl MatElem for $t {
-            fn mm(a: ArrayView2<$t>, b: ArrayView2<$t>) -> Array2<$t> {
-                let (m, k, n) = (a.nrows(), a.ncols(), b.ncols());
-                Array2::from_shape_fn((m, n), |(i, j)| {
-                    (0..k).fold(0 as $t, |acc, p| {
+            fn mm_into(a: ArrayView2<$t>, b: ArrayView2<$t>, mut c: ArrayViewMut2<$t>) {
+                let k = a.ncols();
+                for ((i, j), c) in c.indexed_iter_mut() {
+                    *c = (0..k).fold(0 as $t, |acc, p| {
                         acc.wrapping_add(a[[i, p]].wrapping_mul(b[[p, j]]))
-                    })
-                })
+                    });
+                }
             }
         }
     };
@@ -41,7 +46,13 @@ macro_rules! int_mm {
 int_mm!(i32);
 int_mm!(i64);
 
-fn matmul_t<T: MatElem>(a: &ArrayD<T>, b: &ArrayD<T>) -> Result<ArrayD<T>, Error> {
+/// `a @ b` written into `dest` when it has the result's shape and standard layout, else into a
+/// new array. The interpreter and the compiled backends share it, so they agree bit for bit.
+fn matmul_t<T: MatElem>(
+    a: ArrayViewD<T>,
+    b: ArrayViewD<T>,
+    dest: Option<ArrayD<T>>,
+) -> Result<ArrayD<T>, Error> {
     let (ra, rb) = (a.ndim(), b.ndim());
     if ra == 0 || rb == 0 {
         return Err(err("matmul: operands must have at least one dim".into()));
@@ -87,54 +98,64 @@ fn matmul_t<T: MatElem>(a: &ArrayD<T>, b: &ArrayD<T>) -> Result<ArrayD<T>, Error
     if rb > 1 {
         shape.push(n);
     }
-    // No batch: one product, written where it ends (no zero fill and copy).
-    if batch.is_empty() {
-        let x = av
-            .into_dimensionality::<Ix2>()
-            .map_err(|e| err(e.to_string()))?;
-        let y = bv
-            .into_dimensionality::<Ix2>()
-            .map_err(|e| err(e.to_string()))?;
-        let r = T::mm(x, y);
-        // ndarray may lay the product out column-major (it follows the operands).
-        let r = if r.is_standard_layout() {
-            r
-        } else {
-            r.as_standard_layout().into_owned()
-        };
-        return r
-            .into_dyn()
-            .into_shape_with_order(IxDyn(&shape))
-            .map_err(|e| err(e.to_string()));
-    }
-    let av = av
-        .to_shape(IxDyn(&[nb, m, k]))
-        .map_err(|e| err(e.to_string()))?;
-    let bv = bv
-        .to_shape(IxDyn(&[nb, k, n]))
-        .map_err(|e| err(e.to_string()))?;
-    let mut out = ndarray::Array3::<T>::zeros((nb, m, n));
+    let mut out = match dest {
+        Some(d) if d.shape() == shape.as_slice() && d.is_standard_layout() => d,
+        _ => ArrayD::zeros(IxDyn(&shape)),
+    };
+    let shape_err = |e: ndarray::ShapeError| err(e.to_string());
+    let mut c = out
+        .view_mut()
+        .into_shape_with_order((nb, m, n))
+        .map_err(shape_err)?;
+    let av = av.to_shape(IxDyn(&[nb, m, k])).map_err(shape_err)?;
+    let bv = bv.to_shape(IxDyn(&[nb, k, n])).map_err(shape_err)?;
     for i in 0..nb {
-        let x = av
-            .slice(s![i, .., ..])
-            .into_dimensionality::<Ix2>()
-            .map_err(|e| err(e.to_string()))?;
-        let y = bv
-            .slice(s![i, .., ..])
-            .into_dimensionality::<Ix2>()
-            .map_err(|e| err(e.to_string()))?;
-        out.slice_mut(s![i, .., ..]).assign(&T::mm(x, y));
+        let x = av.slice(s![i, .., ..]);
+        let y = bv.slice(s![i, .., ..]);
+        T::mm_into(x, y, c.slice_mut(s![i, .., ..]));
     }
-    out.into_shape_with_order(IxDyn(&shape))
-        .map_err(|e| err(e.to_string()))
+    Ok(out)
 }
 
-pub fn matmul(a: &Tensor, b: &Tensor) -> Result<Tensor, Error> {
+/// `a @ b` (numpy's matmul), written into `dest` where it fits.
+pub fn matmul_into(
+    a: &TensorRef<'_>,
+    b: &TensorRef<'_>,
+    dest: Option<Tensor>,
+) -> Result<Tensor, Error> {
     Ok(match (a, b) {
-        (Tensor::F32(x), Tensor::F32(y)) => Tensor::F32(matmul_t(x, y)?),
-        (Tensor::F64(x), Tensor::F64(y)) => Tensor::F64(matmul_t(x, y)?),
-        (Tensor::I32(x), Tensor::I32(y)) => Tensor::I32(matmul_t(x, y)?),
-        (Tensor::I64(x), Tensor::I64(y)) => Tensor::I64(matmul_t(x, y)?),
+        (TensorRef::F32(x), TensorRef::F32(y)) => Tensor::F32(matmul_t(
+            x.view(),
+            y.view(),
+            dest.and_then(|d| match d {
+                Tensor::F32(d) => Some(d),
+                _ => None,
+            }),
+        )?),
+        (TensorRef::F64(x), TensorRef::F64(y)) => Tensor::F64(matmul_t(
+            x.view(),
+            y.view(),
+            dest.and_then(|d| match d {
+                Tensor::F64(d) => Some(d),
+                _ => None,
+            }),
+        )?),
+        (TensorRef::I32(x), TensorRef::I32(y)) => Tensor::I32(matmul_t(
+            x.view(),
+            y.view(),
+            dest.and_then(|d| match d {
+                Tensor::I32(d) => Some(d),
+                _ => None,
+            }),
+        )?),
+        (TensorRef::I64(x), TensorRef::I64(y)) => Tensor::I64(matmul_t(
+            x.view(),
+            y.view(),
+            dest.and_then(|d| match d {
+                Tensor::I64(d) => Some(d),
+                _ => None,
+            }),
+        )?),
         _ => {
             return Err(Error::Runtime(format!(
                 "matmul is not defined on {} and {}",
@@ -143,4 +164,8 @@ pub fn matmul(a: &Tensor, b: &Tensor) -> Result<Tensor, Error> {
             )))
         }
     })
+}
+
+pub fn matmul(a: &Tensor, b: &Tensor) -> Result<Tensor, Error> {
+    matmul_into(&a.view(), &b.view(), None)
 }

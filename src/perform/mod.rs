@@ -10,6 +10,7 @@ mod reduce;
 mod shape;
 
 pub use elementwise::{float_divmod, sigmoid, IntArith};
+pub use linalg::matmul_into;
 pub use reduce::pairwise_sum;
 pub use shape::resolve_reshape;
 

@@ -113,12 +113,12 @@ impl Function {
             .iter_mut()
             .map(|o| {
                 let dtype = o.dtype();
-                Some(std::mem::replace(o, Tensor::zeros(dtype, &[0])))
+                Some(std::mem::replace(o, Tensor::empty(dtype)))
             })
             .collect();
         let results = self.run_checked(&inputs, dests)?;
         for (dst, src) in outputs.iter_mut().zip(results) {
-            assign_or_replace(dst, src);
+            let _ = assign_or_replace(dst, src);
         }
         Ok(())
     }
@@ -151,7 +151,7 @@ impl Function {
             if let (true, Some(Guard::Write(w))) = (b.donated, g.as_mut()) {
                 donated.resize(n_in + i + 1, None);
                 old_shapes[i] = Some(w.shape().to_vec());
-                let stub = Tensor::zeros(w.dtype(), &[0]);
+                let stub = Tensor::empty(w.dtype());
                 donated[n_in + i] = Some(std::mem::replace(&mut **w, stub));
             }
         }
@@ -264,14 +264,20 @@ impl Function {
     }
 }
 
-/// Writes `src` into `dst` in place when they have the same dtype and shape.
-pub(crate) fn assign_or_replace(dst: &mut Tensor, src: Tensor) {
-    match (dst, src) {
-        (Tensor::F32(d), Tensor::F32(s)) if d.shape() == s.shape() => d.assign(&s),
-        (Tensor::F64(d), Tensor::F64(s)) if d.shape() == s.shape() => d.assign(&s),
-        (Tensor::I32(d), Tensor::I32(s)) if d.shape() == s.shape() => d.assign(&s),
-        (Tensor::I64(d), Tensor::I64(s)) if d.shape() == s.shape() => d.assign(&s),
-        (Tensor::Bool(d), Tensor::Bool(s)) if d.shape() == s.shape() => d.assign(&s),
-        (d, s) => *d = s,
+/// Writes `src` into `dst` in place when they have the same dtype and shape, and gives `src`
+/// back (its buffer is then free for reuse); otherwise `dst` becomes `src`.
+pub(crate) fn assign_or_replace(dst: &mut Tensor, src: Tensor) -> Option<Tensor> {
+    if dst.dtype() != src.dtype() || dst.shape() != src.shape() {
+        *dst = src;
+        return None;
     }
+    match (&mut *dst, &src) {
+        (Tensor::F32(d), Tensor::F32(s)) => d.assign(s),
+        (Tensor::F64(d), Tensor::F64(s)) => d.assign(s),
+        (Tensor::I32(d), Tensor::I32(s)) => d.assign(s),
+        (Tensor::I64(d), Tensor::I64(s)) => d.assign(s),
+        (Tensor::Bool(d), Tensor::Bool(s)) => d.assign(s),
+        _ => {}
+    }
+    Some(src)
 }

@@ -2,7 +2,8 @@
 
 use crate::custom::{CustomOpRef, PerformContext, Resource, WriteRequest};
 use crate::error::Error;
-use crate::ir::{Func, Inst, Op, Value};
+use crate::ir::{Func, Op, Value};
+use crate::lower::{lower, Branch, Kernel, Plan, Step};
 use crate::perform::perform;
 use crate::tensor::{Tensor, TensorRef};
 use std::collections::HashMap;
@@ -16,16 +17,15 @@ use std::sync::Mutex;
 pub struct InterpState {
     /// Compiled thunks by the first result of their instruction (indexed by value: a lookup
     /// per instruction and call, so no hashing).
-    thunks: std::sync::Arc<ThunkTable>,
+    pub(super) thunks: std::sync::Arc<ThunkTable>,
     storage: HashMap<Value, Vec<Option<Tensor>>>,
     calls: u64,
     /// Write requests planned for the custom ops of the function being run.
-    plan: std::sync::Arc<super::requests::WritePlan>,
-    /// Which function `plan` and `last_use` were made for (by address).
+    requests: std::sync::Arc<super::requests::WritePlan>,
+    /// Which plan `requests` and `param_index` were made for (by address).
     planned_for: usize,
-    /// For each value, the index of the last top-level instruction that reads it
-    /// (`usize::MAX` for function outputs and parameters: never free to overwrite).
-    last_use: Vec<usize>,
+    /// The plan `run_func_into` lowered last, and the function it lowered (by address).
+    lowered: Option<(usize, std::sync::Arc<Plan>)>,
     /// For each value, its position among the parameters, if it is one.
     param_index: Vec<Option<usize>>,
     /// The value slots of a call, kept (empty) for the next one.
@@ -43,7 +43,7 @@ const POOL_MIN_BYTES: usize = 1 << 16;
 
 impl InterpState {
     /// A kept buffer of exactly this dtype and shape, if there is one.
-    fn take_buffer(&mut self, ty: &crate::ir::TensorType) -> Option<Tensor> {
+    pub(super) fn take_buffer(&mut self, ty: &crate::ir::TensorType) -> Option<Tensor> {
         let shape = ty.known_shape()?;
         let i = self
             .pool
@@ -52,7 +52,7 @@ impl InterpState {
         Some(self.pool.swap_remove(i))
     }
 
-    fn keep_buffer(&mut self, t: Tensor) {
+    pub(super) fn keep_buffer(&mut self, t: Tensor) {
         if t.len() * t.dtype().size() >= POOL_MIN_BYTES {
             if self.pool.len() == POOL_MAX {
                 self.pool.remove(0);
@@ -65,10 +65,10 @@ impl InterpState {
 /// The values of one call: what instructions computed (owned), and the caller's inputs
 /// (borrowed). An input is copied into `env` only when something needs it owned (an op's
 /// `perform`, an output); compiled thunks read it where it is.
-struct Env<'e, 'p> {
-    values: Vec<Option<Tensor>>,
+pub(super) struct Env<'e, 'p> {
+    pub(super) values: Vec<Option<Tensor>>,
     /// Caller's buffers offered for outputs, by the value they would hold (a few: searched).
-    dests: Offered,
+    pub(super) dests: Offered,
     params: &'e [TensorRef<'p>],
     param_index: &'e [Option<usize>],
 }
@@ -84,39 +84,13 @@ impl Env<'_, '_> {
     }
 
     /// A view of `v`, without copying a parameter.
-    fn view(&self, func: &Func, v: Value) -> Result<TensorRef<'_>, Error> {
+    pub(super) fn view(&self, func: &Func, v: Value) -> Result<TensorRef<'_>, Error> {
         match (&self.values[v.index()], self.param_index[v.index()]) {
             (Some(t), _) => Ok(t.view()),
             (None, Some(i)) => Ok(self.params[i].reborrow()),
             (None, None) => fetch(func, &self.values, v).map(|t| t.view()),
         }
     }
-}
-
-/// Where each value is read for the last time in the top-level body; a read inside a region
-/// counts as a read by the instruction that holds the region.
-fn last_uses(func: &Func) -> Vec<usize> {
-    fn visit(insts: &[Inst], pos: usize, last: &mut [usize]) {
-        for inst in insts {
-            for &a in &inst.args {
-                last[a.index()] = last[a.index()].max(pos);
-            }
-            for r in &inst.regions {
-                visit(&r.body, pos, last);
-                for &y in &r.yields {
-                    last[y.index()] = last[y.index()].max(pos);
-                }
-            }
-        }
-    }
-    let mut last = vec![0; func.values.len()];
-    for (pos, inst) in func.body.iter().enumerate() {
-        visit(std::slice::from_ref(inst), pos, &mut last);
-    }
-    for &v in func.outputs.iter().chain(&func.params) {
-        last[v.index()] = usize::MAX;
-    }
-    last
 }
 
 /// Runs `func` on `inputs` (one per parameter, already checked against the parameter types)
@@ -137,9 +111,33 @@ pub fn run_func_with(
 
 /// `run_func_with`, offering `dests[i]` as the storage of output `i` to compiled thunks that
 /// can write into it, and running on the `donated` buffers of parameters (see
-/// `Executable::run_into`; `donated` may be shorter than the parameters).
+/// `Executable::run_into`; `donated` may be shorter than the parameters). The function is
+/// lowered to its plan once per state.
 pub fn run_func_into(
     func: &Func,
+    inputs: &[TensorRef<'_>],
+    dests: Vec<Option<Tensor>>,
+    donated: &mut [Option<Tensor>],
+    state: &mut InterpState,
+) -> Result<Vec<Tensor>, Error> {
+    let key = func as *const Func as usize;
+    let plan = match &state.lowered {
+        Some((k, p)) if *k == key => p.clone(),
+        _ => {
+            let p = std::sync::Arc::new(lower(func));
+            state.lowered = Some((key, p.clone()));
+            p
+        }
+    };
+    run_plan_into(func, &plan, inputs, dests, donated, state)
+}
+
+/// Runs `plan`, the lowered form of `func` (whose value types it reads), step by step: a
+/// compiled thunk where there is one, the op's `perform` otherwise, and each step's `frees`
+/// handed to the buffer pool after it.
+pub fn run_plan_into(
+    func: &Func,
+    plan: &Plan,
     inputs: &[TensorRef<'_>],
     dests: Vec<Option<Tensor>>,
     donated: &mut [Option<Tensor>],
@@ -154,14 +152,13 @@ pub fn run_func_into(
         )));
     }
     state.calls += 1;
-    if state.planned_for != func as *const Func as usize {
+    if state.planned_for != plan as *const Plan as usize {
         state.param_index = vec![None; func.values.len()];
         for (i, &p) in func.params.iter().enumerate() {
             state.param_index[p.index()] = Some(i);
         }
-        state.last_use = last_uses(func);
-        state.plan = std::sync::Arc::new(super::requests::plan(func));
-        state.planned_for = func as *const Func as usize;
+        state.requests = std::sync::Arc::new(super::requests::plan(func));
+        state.planned_for = plan as *const Plan as usize;
     }
     let param_index = std::mem::take(&mut state.param_index);
     let mut offered = Offered::new();
@@ -189,7 +186,7 @@ pub fn run_func_into(
             env.values[p.index()] = Some(t);
         }
     }
-    let ran = run_block(func, &func.body, &mut env, state);
+    let ran = run_steps(func, &plan.steps, true, &mut env, state);
     if ran.is_err() {
         give_back_donated(&donated_at, donated, &mut env.values, state);
     }
@@ -197,8 +194,16 @@ pub fn run_func_into(
     // its buffer whatever computed the output.
     let mut leftover = std::mem::take(&mut env.dests);
     let mut values = std::mem::take(&mut env.values);
-    let outs =
-        ran.and_then(|()| collect_outputs(func, inputs, &param_index, &mut values, &mut leftover));
+    let outs = ran.and_then(|()| {
+        collect_outputs(
+            func,
+            inputs,
+            &param_index,
+            &mut values,
+            &mut leftover,
+            state,
+        )
+    });
     state.param_index = param_index;
     values.clear();
     state.slots = values;
@@ -234,6 +239,7 @@ fn collect_outputs(
     param_index: &[Option<usize>],
     env: &mut [Option<Tensor>],
     leftover: &mut Offered,
+    state: &mut InterpState,
 ) -> Result<Vec<Tensor>, Error> {
     let outs = &func.outputs;
     (0..outs.len())
@@ -250,7 +256,10 @@ fn collect_outputs(
             };
             Ok(match take_offered(leftover, v) {
                 Some(mut d) => {
-                    super::function::assign_or_replace(&mut d, t);
+                    // The computed buffer, copied into the caller's, serves the next call.
+                    if let Some(spare) = super::function::assign_or_replace(&mut d, t) {
+                        state.keep_buffer(spare);
+                    }
                     d
                 }
                 None => t,
@@ -268,24 +277,42 @@ fn fetch<'a>(func: &Func, env: &'a [Option<Tensor>], v: Value) -> Result<&'a Ten
     })
 }
 
-fn run_block(
+/// Runs the steps of one block (`top_level`: the function's own, where the custom ops' write
+/// requests apply).
+fn run_steps(
     func: &Func,
-    body: &[Inst],
+    steps: &[Step],
+    top_level: bool,
     env: &mut Env<'_, '_>,
     state: &mut InterpState,
 ) -> Result<(), Error> {
-    let top_level = std::ptr::eq(body, func.body.as_slice());
-    for (pos, inst) in body.iter().enumerate() {
-        if inst.op == Op::IfElse {
-            run_ifelse(func, inst, env, state)?;
+    for inst in steps {
+        if let Kernel::IfElse { then, otherwise } = &inst.kernel {
+            run_ifelse(func, inst, then, otherwise, env, state)?;
+            release_dead(inst, env, state);
+            continue;
+        }
+        if let Kernel::Rows { rows, steps, roles } = &inst.kernel {
+            if super::rows::run_rows(func, inst, *rows, steps, roles, env, state)? {
+                release_dead(inst, env, state);
+            } else {
+                run_steps(func, steps, top_level, env, state)?;
+            }
             continue;
         }
         // An `add` that a custom op already computed with AddTo.
         if let Some(&r) = top_level
-            .then(|| state.plan.skipped_adds.get(&inst.results[0]))
+            .then(|| state.requests.skipped_adds.get(&inst.results[0]))
             .flatten()
         {
             env.values[inst.results[0].index()] = env.values[r.index()].take();
+            continue;
+        }
+        // Matrix products read their operands where they are (transposed through strides
+        // where the plan folded a transpose) and write into a recycled buffer.
+        if let Kernel::Gemm { transposed } = inst.kernel {
+            run_gemm(func, inst, transposed, env, state)?;
+            release_dead(inst, env, state);
             continue;
         }
         // A compiled thunk reads its arguments where they are.
@@ -311,7 +338,7 @@ fn run_block(
                     (Some(v), Some(k)) if a == inst.args[k] => Ok(v.reborrow()),
                     _ => env.view(func, a),
                 })
-                .collect::<Result<Vec<_>, _>>()?;
+                .collect::<Result<smallvec::SmallVec<[_; 4]>, _>>()?;
             let outs =
                 catch_unwind(AssertUnwindSafe(|| t.run_into(&args, dest))).map_err(|p| {
                     Error::Runtime(format!(
@@ -320,10 +347,9 @@ fn run_block(
                         panic_message(&*p)
                     ))
                 })??;
+            drop(args);
             store_results(func, inst, outs, &mut env.values, state)?;
-            if top_level {
-                release_dead(inst, pos, env, state);
-            }
+            release_dead(inst, env, state);
             continue;
         }
         for &a in &inst.args {
@@ -350,14 +376,14 @@ fn run_block(
         let mut accumulators = Vec::new();
         if top_level && matches!(inst.op, Op::Custom(_)) {
             for (i, r) in inst.results.iter().enumerate() {
-                if let Some((acc, _)) = state.plan.add_to.get(r) {
+                if let Some((acc, _)) = state.requests.add_to.get(r) {
                     if let Some(t) = env_values[acc.index()].take() {
                         accumulators.push((i, t));
                     }
                 }
             }
         }
-        let placeholder = donated.as_ref().map(|t| Tensor::zeros(t.dtype(), &[0]));
+        let placeholder = donated.as_ref().map(|t| Tensor::empty(t.dtype()));
         let args = inst
             .args
             .iter()
@@ -385,7 +411,10 @@ fn run_block(
             Some((_, mut buf)) => {
                 let mut outs = outs;
                 if let Some(o) = outs.first_mut() {
-                    super::function::assign_or_replace(&mut buf, std::mem::replace(o, buf_stub()));
+                    let result = std::mem::replace(o, buf_stub());
+                    if let Some(spare) = super::function::assign_or_replace(&mut buf, result) {
+                        state.keep_buffer(spare);
+                    }
                     *o = buf;
                 }
                 outs
@@ -393,16 +422,43 @@ fn run_block(
             None => outs,
         };
         store_results(func, inst, outs, env_values, state)?;
-        if top_level {
-            release_dead(inst, pos, env, state);
-        }
+        release_dead(inst, env, state);
     }
     Ok(())
 }
 
+/// A `gemm` step: the reference's matmul on views of the arguments, into the buffer offered
+/// for its result or a dead one of the same type.
+fn run_gemm(
+    func: &Func,
+    inst: &Step,
+    transposed: [bool; 2],
+    env: &mut Env<'_, '_>,
+    state: &mut InterpState,
+) -> Result<(), Error> {
+    let r = inst.results[0];
+    let dest = take_offered(&mut env.dests, r).or_else(|| state.take_buffer(func.ty(r)));
+    let (Some(&a), Some(&b), 2) = (inst.args.first(), inst.args.get(1), inst.args.len()) else {
+        return Err(Error::Runtime(format!(
+            "matmul takes 2 operands, got {}",
+            inst.args.len()
+        )));
+    };
+    let operand = |k: usize, v: Value| -> Result<TensorRef<'_>, Error> {
+        let t = env.view(func, v)?;
+        Ok(if transposed[k] { t.swap_last_two() } else { t })
+    };
+    let (a, b) = (operand(0, a)?, operand(1, b)?);
+    let out = catch_unwind(AssertUnwindSafe(|| {
+        crate::perform::matmul_into(&a, &b, dest)
+    }))
+    .map_err(|p| Error::Runtime(format!("matmul panicked: {}", panic_message(&*p))))??;
+    store_results(func, inst, vec![out], &mut env.values, state)
+}
+
 /// An empty tensor standing in for one being moved.
 fn buf_stub() -> Tensor {
-    Tensor::zeros(crate::ir::DType::Bool, &[0])
+    Tensor::empty(crate::ir::DType::Bool)
 }
 
 /// For an instruction marked in place, the marked argument and its buffer, taken out of the
@@ -411,7 +467,7 @@ fn buf_stub() -> Tensor {
 /// step writes a fresh buffer (the mark is a permission, never needed for correctness).
 fn take_overwritten(
     func: &Func,
-    inst: &Inst,
+    inst: &Step,
     env: &mut Env<'_, '_>,
 ) -> Result<Option<(Value, Tensor)>, Error> {
     let Some(a) = inst.inplace.and_then(|k| inst.args.get(k).copied()) else {
@@ -442,13 +498,11 @@ fn stretches_into(shape: &[usize], target: &[usize]) -> bool {
             .all(|(&s, &t)| s == t || s == 1)
 }
 
-/// Moves the buffers of `inst`'s arguments that nothing reads after it into the pool.
-fn release_dead(inst: &Inst, pos: usize, env: &mut Env<'_, '_>, state: &mut InterpState) {
-    for &a in &inst.args {
-        if state.last_use[a.index()] == pos {
-            if let Some(t) = env.values[a.index()].take() {
-                state.keep_buffer(t);
-            }
+/// Moves the buffers of the values `step` reads for the last time (its `frees`) into the pool.
+fn release_dead(step: &Step, env: &mut Env<'_, '_>, state: &mut InterpState) {
+    for &a in &step.frees {
+        if let Some(t) = env.values[a.index()].take() {
+            state.keep_buffer(t);
         }
     }
 }
@@ -456,7 +510,7 @@ fn release_dead(inst: &Inst, pos: usize, env: &mut Env<'_, '_>, state: &mut Inte
 /// Checks an instruction's results against their types and puts them in `env`.
 fn store_results(
     func: &Func,
-    inst: &Inst,
+    inst: &Step,
     outs: Vec<Tensor>,
     env: &mut [Option<Tensor>],
     state: &InterpState,
@@ -473,7 +527,7 @@ fn store_results(
         for (&r, t) in inst.results.iter().zip(outs) {
             let ty = func.ty(r);
             // A `Null` output is never read, so it is not checked either.
-            let unread = state.plan.null.contains(&r);
+            let unread = state.requests.null.contains(&r);
             if !unread && (t.dtype() != ty.dtype || !ty.accepts_shape(t.shape())) {
                 return Err(Error::Shape(format!(
                     "{} produced {}{:?} where its type says {ty}",
@@ -492,7 +546,9 @@ fn store_results(
 /// regions; the other region's instructions never run.
 fn run_ifelse(
     func: &Func,
-    inst: &Inst,
+    inst: &Step,
+    then: &Branch,
+    otherwise: &Branch,
     env: &mut Env<'_, '_>,
     state: &mut InterpState,
 ) -> Result<(), Error> {
@@ -507,14 +563,22 @@ fn run_ifelse(
             )))
         }
     };
-    let region = inst
-        .regions
-        .get(if taken { 0 } else { 1 })
-        .ok_or_else(|| Error::Runtime("ifelse: missing region".into()))?;
-    run_block(func, &region.body, env, state)?;
-    for (&r, &y) in inst.results.iter().zip(&region.yields) {
+    let branch = if taken { then } else { otherwise };
+    run_steps(func, &branch.steps, false, env, state)?;
+    for (i, (&r, &y)) in inst.results.iter().zip(&branch.yields).enumerate() {
         env.own(y);
-        let v = fetch(func, &env.values, y)?.clone();
+        // A value that dies here (made in the branch, or read last by this step) moves to the
+        // result; one still read later is copied.
+        let dies = branch.steps.iter().any(|s| s.results.contains(&y)) || inst.frees.contains(&y);
+        let v = if dies && !branch.yields[i + 1..].contains(&y) {
+            env.values[y.index()].take()
+        } else {
+            None
+        };
+        let v = match v {
+            Some(v) => v,
+            None => fetch(func, &env.values, y)?.clone(),
+        };
         env.values[r.index()] = Some(v);
     }
     Ok(())
@@ -523,7 +587,7 @@ fn run_ifelse(
 /// Runs a custom op with its kept output storage, its resources and write requests.
 fn run_custom(
     c: &CustomOpRef,
-    inst: &Inst,
+    inst: &Step,
     args: &[&Tensor],
     donated: Option<Tensor>,
     accumulators: Vec<(usize, Tensor)>,
@@ -540,7 +604,7 @@ fn run_custom(
         slot[0] = Some(t);
         requests[0] = WriteRequest::WriteInplace;
     }
-    let plan = state.plan.clone();
+    let plan = state.requests.clone();
     for (i, r) in inst.results.iter().enumerate() {
         if plan.null.contains(r) {
             requests[i] = WriteRequest::Null;
@@ -577,7 +641,7 @@ fn run_custom(
                 // Nobody reads it: whatever the op left, or an empty stand-in.
                 WriteRequest::Null => Some(
                     o.clone()
-                        .unwrap_or_else(|| Tensor::zeros(crate::ir::DType::Bool, &[0])),
+                        .unwrap_or_else(|| Tensor::empty(crate::ir::DType::Bool)),
                 ),
                 WriteRequest::WriteTo => o.clone(),
             };
@@ -601,6 +665,7 @@ pub fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
 /// state when the kept one is busy: ops' storage reuse is an optimization, never required.
 pub struct Interpreter {
     func: Func,
+    plan: Plan,
     thunks: std::sync::Arc<ThunkTable>,
     state: Mutex<InterpState>,
 }
@@ -612,21 +677,22 @@ pub type Thunks = HashMap<Value, std::sync::Arc<dyn super::Thunk>>;
 type ThunkTable = Vec<Option<std::sync::Arc<dyn super::Thunk>>>;
 
 /// Buffers offered for outputs, by value.
-type Offered = smallvec::SmallVec<[(Value, Tensor); 2]>;
+pub(super) type Offered = smallvec::SmallVec<[(Value, Tensor); 2]>;
 
-fn take_offered(offered: &mut Offered, v: Value) -> Option<Tensor> {
+pub(super) fn take_offered(offered: &mut Offered, v: Value) -> Option<Tensor> {
     let i = offered.iter().position(|(o, _)| *o == v)?;
     Some(offered.swap_remove(i).1)
 }
 
 impl Interpreter {
     pub fn new(func: Func) -> Interpreter {
-        Interpreter::with_thunks(func, HashMap::new())
+        let plan = lower(&func);
+        Interpreter::with_thunks(func, plan, HashMap::new())
     }
 
-    /// An interpreter that runs the given compiled thunks instead of `perform` for their
-    /// instructions.
-    pub fn with_thunks(func: Func, thunks: Thunks) -> Interpreter {
+    /// An interpreter that runs `plan` (the lowered `func`) with the given compiled thunks
+    /// instead of `perform` for their steps.
+    pub fn with_thunks(func: Func, plan: Plan, thunks: Thunks) -> Interpreter {
         let mut table: ThunkTable = vec![None; func.values.len()];
         for (v, t) in thunks {
             if let Some(slot) = table.get_mut(v.index()) {
@@ -640,6 +706,7 @@ impl Interpreter {
         };
         Interpreter {
             func,
+            plan,
             thunks,
             state: Mutex::new(state),
         }
@@ -658,13 +725,13 @@ impl super::Executable for Interpreter {
         donated: &mut [Option<Tensor>],
     ) -> Result<Vec<Tensor>, Error> {
         match self.state.try_lock() {
-            Ok(mut st) => run_func_into(&self.func, inputs, dests, donated, &mut st),
+            Ok(mut st) => run_plan_into(&self.func, &self.plan, inputs, dests, donated, &mut st),
             Err(_) => {
                 let mut st = InterpState {
                     thunks: self.thunks.clone(),
                     ..InterpState::default()
                 };
-                run_func_into(&self.func, inputs, dests, donated, &mut st)
+                run_plan_into(&self.func, &self.plan, inputs, dests, donated, &mut st)
             }
         }
     }

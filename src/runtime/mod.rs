@@ -3,6 +3,7 @@
 pub mod function;
 pub mod interp;
 pub mod requests;
+mod rows;
 
 use crate::error::Result;
 use crate::tensor::{Tensor, TensorRef};

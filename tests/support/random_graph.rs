@@ -3,12 +3,12 @@
 //!
 //! Every value has a shape that broadcasts to the base shape `[a, b]` (`[a, b]`, `[1, b]`,
 //! `[a, 1]`, `[b]`, `[]`), so any two values combine. Ops cover unary and binary elementwise
-//! work (integer division and mod by zero included), comparisons and `select`, reductions with
-//! and without fused producers, views (reversing and strided slices, transposes, reshapes,
-//! broadcasts, concatenation), casts between dtypes and matmul. Values that the backends may
-//! compute a few ulps apart (transcendentals, sums in another order) are marked inexact: no
-//! comparison, cast to an integer, rounding or integer division reads them, since one ulp there
-//! can flip a result.
+//! work (integer division and mod by zero included), comparisons and `select`, reductions
+//! (argmax and argmin among them, over one axis or both) with and without fused producers,
+//! views (reversing and strided slices, transposes, reshapes, broadcasts, concatenation), casts
+//! between dtypes and matmul. Values that the backends may compute a few ulps apart
+//! (transcendentals, sums in another order) are marked inexact: no comparison, cast to an
+//! integer, rounding or integer division reads them, since one ulp there can flip a result.
 
 use kiln::{function, Backend, CompileOptions, DType, Graph, Tensor, TensorRef, Var};
 use ndarray::{ArrayD, IxDyn};
@@ -220,28 +220,46 @@ fn step(r: &mut Bytes, p: &Val, q: &Val, a: usize, b: usize) -> Option<Val> {
             };
             out(kiln::select(&c, &p.v, &q.v), true)
         }
-        // Reductions that keep the family of shapes.
+        // Reductions that keep the family of shapes: over one axis or both (several axes,
+        // which a transposed or broadcast view keeps from merging into one loop), max, min,
+        // sum, argmax and argmin (of exact values only: one ulp can move an index).
         5 | 6 => {
             let rank = p.v.ty().rank();
-            let exact_op = r.pick(3);
+            let kind = r.pick(5);
+            let both = rank == 2 && r.pick(3) == 0;
             let axes: Option<Vec<i64>> = match rank {
+                2 if both => Some(vec![0, 1]),
                 2 => Some(vec![r.pick(2) as i64]),
                 _ => None,
             };
             let keep = rank == 2;
-            let v = match exact_op {
+            if kind >= 3 {
+                if !p.exact {
+                    return None;
+                }
+                let axis = axes.filter(|a| a.len() == 1).map(|a| a[0]);
+                // A fused producer too: `argmax(-x)` reads x once.
+                let x = if r.pick(2) == 0 { -&p.v } else { p.v.clone() };
+                let v = if kind == 3 {
+                    x.argmax(axis, keep)
+                } else {
+                    x.argmin(axis, keep)
+                };
+                return out(v, true);
+            }
+            let v = match kind {
                 0 => p.v.max(axes.as_deref(), keep),
                 1 => p.v.min(axes.as_deref(), keep),
                 _ => p.v.sum(axes.as_deref(), keep),
             };
             // A sum of a fused producer: `sum(exp(x))` reads x once.
-            let v = if exact_op == 2 && float && r.pick(2) == 0 {
+            let v = if kind == 2 && float && r.pick(2) == 0 {
                 let e = p.v.tanh();
                 e.sum(axes.as_deref(), keep)
             } else {
                 v
             };
-            out(v, p.exact && exact_op < 2)
+            out(v, p.exact && kind < 2)
         }
         // Views.
         7 => out(p.v.broadcast_to(&[a, b]), p.exact),

@@ -1,0 +1,290 @@
+//! How a reduction's leaf reads its inputs at a position `n` along the reduced axes, shared by
+//! the reductions (`reduce_codegen`) and argmax/argmin (`argreduce_codegen`).
+//!
+//! Two ways, chosen when the kernel is generated:
+//! - **strided**: the reduced dims merged into one (`N`), input `j`'s element `n` at
+//!   `bases[j] + n * sn[j]`;
+//! - **cursor**: the reduced dims do not merge (axes `[0, 2]` of a contiguous `[A, B, C]`, a
+//!   transposed view): `sn` then points to an N-d descriptor (below) and `n` is the flat,
+//!   row-major index over the reduced dims, the order the reference reduces in. A leaf visits its
+//!   elements in increasing `n`, one at a time, so the cursor keeps each input's address and
+//!   steps along the innermost dim by its stride; only at the end of that dim (or to start) it
+//!   calls `kiln_nd_seek` (a Rust helper, `helpers.rs`), which computes the addresses of a flat
+//!   position. The cursor has no limit on the number of dims.
+//!
+//! # N-d descriptor
+//! `i64`s: `[k, m, inner[0..m], sizes[0..k], strides[0..k * m]]`: `k` reduced dims (outer to
+//! inner) of `sizes`, input `j`'s byte stride along dim `d` at `strides[d * m + j]`, and
+//! `inner[j] = strides[(k - 1) * m + j]` repeated for the generated code.
+
+use super::codegen::{body, Bcast};
+use super::scalar_ops::{clif_type, Lanes, OpGen};
+use crate::error::{Error, Result};
+use crate::ir::scalar::ScalarProgram;
+use cranelift_codegen::ir::condcodes::IntCC;
+use cranelift_codegen::ir::{
+    types, AbiParam, Endianness, FuncRef, InstBuilder, MemFlagsData, StackSlotData, StackSlotKind,
+    Value,
+};
+use cranelift_frontend::{FunctionBuilder, Variable};
+use cranelift_module::{Linkage, Module};
+
+/// The shape of a leaf's loop.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(super) enum Leaf {
+    Scalar,
+    /// Lanes along the reduced axis (strided `N` only).
+    Row,
+    /// One vector of outputs (along `I`).
+    Col,
+}
+
+/// The name generated code imports the N-d seek helper under.
+pub(super) const SEEK: &str = "kiln_nd_seek";
+
+/// A leaf's inputs, set up at its entry.
+pub(super) struct LeafInputs<'s> {
+    program: &'s ScalarProgram,
+    along_n: &'s [Bcast],
+    leaf: Leaf,
+    lanes: Option<Lanes>,
+    bases: Vec<Value>,
+    /// Strides along `N` (strided walk).
+    sn: Vec<Value>,
+    /// Vector leaves: per input, all-ones lanes where it is broadcast along the vector axis,
+    /// and the same as an i8 flag.
+    masks: Vec<Value>,
+    bcast: Vec<Value>,
+    /// A stack buffer that broadcast inputs' vector loads read instead of their own memory.
+    dummy: Value,
+    cursor: Option<Cursor>,
+}
+
+struct Cursor {
+    desc: Value,
+    bases_p: Value,
+    /// `[left, addrs[0..m]]`, written by the seek helper.
+    state: Value,
+    seek: FuncRef,
+    inner: Vec<Value>,
+    addrs: Vec<Variable>,
+    /// Elements left in the current run along the innermost dim.
+    left: Variable,
+}
+
+impl<'s> LeafInputs<'s> {
+    /// Reads the leaf's parameters: `bases_p` (one address per input), `sn_p` (strides along
+    /// `N`, or the N-d descriptor with `cursor`), `si_p` (strides along `I`), and for a cursor
+    /// the first position `start`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn new<M: Module>(
+        b: &mut FunctionBuilder,
+        module: &mut M,
+        program: &'s ScalarProgram,
+        along_n: &'s [Bcast],
+        leaf: Leaf,
+        lanes: Option<Lanes>,
+        cursor: bool,
+        (bases_p, sn_p, si_p, start): (Value, Value, Value, Value),
+    ) -> Result<Self> {
+        if cursor && leaf == Leaf::Row {
+            return Err(Error::Unsupported(
+                "lanes along reduced dims that do not merge".into(),
+            ));
+        }
+        let n_in = along_n.len();
+        let ptr = module.target_config().pointer_type();
+        let flags = MemFlagsData::trusted();
+        let mut bases = Vec::new();
+        let mut sn = Vec::new();
+        let mut masks = Vec::new();
+        let mut bcast = Vec::new();
+        let dummy = {
+            let slot =
+                b.create_sized_stack_slot(StackSlotData::new(StackSlotKind::ExplicitSlot, 64, 4));
+            b.ins().stack_addr(ptr, slot, 0)
+        };
+        for j in 0..n_in {
+            let off = (j * ptr.bytes() as usize) as i32;
+            bases.push(b.ins().load(ptr, flags, bases_p, off));
+            if !cursor {
+                sn.push(b.ins().load(types::I64, flags, sn_p, (j * 8) as i32));
+            }
+            if let Some(l) = lanes {
+                // Broadcast along the vector axis: the stride there is 0.
+                let step = if leaf == Leaf::Row {
+                    sn[j]
+                } else {
+                    b.ins().load(types::I64, flags, si_p, (j * 8) as i32)
+                };
+                let bc = b.ins().icmp_imm_s(IntCC::Equal, step, 0);
+                let mty = if l == Lanes::X32 {
+                    types::I32X4
+                } else {
+                    types::I64X2
+                };
+                let wide = b.ins().uextend(mty.lane_type(), bc);
+                let all = b.ins().ineg(wide);
+                masks.push(b.ins().splat(mty, all));
+                bcast.push(bc);
+            }
+        }
+        let cursor = if cursor {
+            let mut sig = module.make_signature();
+            sig.params.extend([
+                AbiParam::new(ptr),
+                AbiParam::new(ptr),
+                AbiParam::new(types::I64),
+                AbiParam::new(ptr),
+            ]);
+            let id = module
+                .declare_function(SEEK, Linkage::Import, &sig)
+                .map_err(|e| Error::Unsupported(format!("{SEEK}: {e}")))?;
+            let seek = module.declare_func_in_func(id, b.func);
+            let slot = b.create_sized_stack_slot(StackSlotData::new(
+                StackSlotKind::ExplicitSlot,
+                8 * (n_in as u32 + 1),
+                3,
+            ));
+            let state = b.ins().stack_addr(ptr, slot, 0);
+            let inner = (0..n_in)
+                .map(|j| b.ins().load(types::I64, flags, sn_p, (16 + j * 8) as i32))
+                .collect();
+            let addrs = (0..n_in).map(|_| b.declare_var(ptr)).collect();
+            let left = b.declare_var(types::I64);
+            let c = Cursor {
+                desc: sn_p,
+                bases_p,
+                state,
+                seek,
+                inner,
+                addrs,
+                left,
+            };
+            c.seek(b, start, n_in);
+            Some(c)
+        } else {
+            None
+        };
+        Ok(LeafInputs {
+            program,
+            along_n,
+            leaf,
+            lanes,
+            bases,
+            sn,
+            masks,
+            bcast,
+            dummy,
+            cursor,
+        })
+    }
+
+    /// The prologue's value at position `n` along `N`: a scalar, or with `vector` a vector
+    /// (lanes along `N` for `Row`, along `I` for `Col`). With a cursor, `n` must be the
+    /// position after the previous call's (or `start` for the first), and the cursor moves on.
+    pub fn value<M: Module>(
+        &mut self,
+        b: &mut FunctionBuilder,
+        module: &mut M,
+        n: Value,
+        vector: bool,
+    ) -> Result<Value> {
+        let flags = MemFlagsData::trusted();
+        let vflags = MemFlagsData::new().with_notrap();
+        let n_in = self.along_n.len();
+        let addrs: Vec<Value> = match &self.cursor {
+            None => (0..n_in)
+                .map(|j| {
+                    let off = b.ins().imul(n, self.sn[j]);
+                    b.ins().iadd(self.bases[j], off)
+                })
+                .collect(),
+            Some(c) => c.addrs.iter().map(|&v| b.use_var(v)).collect(),
+        };
+        let mut g = OpGen {
+            b,
+            module,
+            lanes: if vector { self.lanes } else { None },
+        };
+        let (leaf, along_n, masks, bcast, dummy) = (
+            self.leaf,
+            self.along_n,
+            &self.masks,
+            &self.bcast,
+            self.dummy,
+        );
+        let v = body(&mut g, self.program, |g, j, d| {
+            if !vector {
+                return g.b.ins().load(clif_type(d), flags, addrs[j], 0);
+            }
+            let vty = g.ty(d);
+            if leaf == Leaf::Row {
+                match along_n[j] {
+                    // The same element all along the row: one load, splat.
+                    Bcast::Always => {
+                        let one = g.b.ins().load(vty.lane_type(), flags, addrs[j], 0);
+                        return g.b.ins().splat(vty, one);
+                    }
+                    // Contiguous along the row (the caller checked).
+                    Bcast::Never => return g.b.ins().load(vty, vflags, addrs[j], 0),
+                    Bcast::Unknown => {}
+                }
+            }
+            let one = g.b.ins().load(vty.lane_type(), flags, addrs[j], 0);
+            let splat = g.b.ins().splat(vty, one);
+            let at = g.b.ins().select(bcast[j], dummy, addrs[j]);
+            let v = g.b.ins().load(vty, vflags, at, 0);
+            let m = if vty.lane_type().is_float() {
+                let f = MemFlagsData::new().with_endianness(Endianness::Little);
+                g.b.ins().bitcast(vty, f, masks[j])
+            } else {
+                masks[j]
+            };
+            g.b.ins().bitselect(m, splat, v)
+        })?;
+        if let Some(c) = &self.cursor {
+            c.step(b, n, n_in);
+        }
+        Ok(v[0])
+    }
+}
+
+impl Cursor {
+    /// Asks the helper for the addresses of position `n` and how much of the innermost run is
+    /// left there.
+    fn seek(&self, b: &mut FunctionBuilder, n: Value, n_in: usize) {
+        let flags = MemFlagsData::trusted();
+        b.ins()
+            .call(self.seek, &[self.desc, self.bases_p, n, self.state]);
+        let left = b.ins().load(types::I64, flags, self.state, 0);
+        b.def_var(self.left, left);
+        for j in 0..n_in {
+            let ty = b.func.dfg.value_type(self.inner[j]);
+            let a = b.ins().load(ty, flags, self.state, (8 + 8 * j) as i32);
+            b.def_var(self.addrs[j], a);
+        }
+    }
+
+    /// Moves from position `n` to `n + 1`: along the innermost dim, or through the helper at
+    /// the end of the run. Leaves the builder in a fresh block.
+    fn step(&self, b: &mut FunctionBuilder, n: Value, n_in: usize) {
+        for j in 0..n_in {
+            let a = b.use_var(self.addrs[j]);
+            let a = b.ins().iadd(a, self.inner[j]);
+            b.def_var(self.addrs[j], a);
+        }
+        let left = b.use_var(self.left);
+        let left = b.ins().iadd_imm_s(left, -1);
+        b.def_var(self.left, left);
+        let carry = b.create_block();
+        let cont = b.create_block();
+        let end = b.ins().icmp_imm_s(IntCC::Equal, left, 0);
+        b.ins().brif(end, carry, &[], cont, &[]);
+        b.switch_to_block(carry);
+        let next = b.ins().iadd_imm_s(n, 1);
+        self.seek(b, next, n_in);
+        b.ins().jump(cont, &[]);
+        b.switch_to_block(cont);
+    }
+}

@@ -1,0 +1,174 @@
+//! Row groups on the CPU backend: row-local chains of maps and reductions (softmax,
+//! logsumexp, normalizations) run block by block of rows. The results must equal the
+//! reference interpreter's, which runs every step over the whole array, and the CPU plan must
+//! show the group (`rows N ... {`) in its schedule dump.
+
+use kiln::{compile_func, Backend, CompileOptions, DType, Tensor};
+use ndarray::{ArrayD, IxDyn};
+
+fn compile(src: &str, backend: Backend, dump_dir: Option<&std::path::Path>) -> kiln::Function {
+    let f = kiln::ir::text::parse("rows.kir", src).unwrap().remove(0);
+    let mut opts = CompileOptions {
+        name: "r".into(),
+        backend: Some(backend),
+        ..CompileOptions::default()
+    };
+    if let Some(dir) = dump_dir {
+        opts.dump = kiln::dump::DumpOptions {
+            stages: vec!["schedule".into()],
+            dir: Some(dir.to_path_buf()),
+        };
+    }
+    compile_func(f, &opts).unwrap()
+}
+
+fn values(dtype: DType, shape: &[usize], seed: u64) -> Tensor {
+    let n: usize = shape.iter().product();
+    let xs: Vec<f64> = (0..n)
+        .map(|i| kiln::random::normal_f32(seed, i as u64) as f64 * 3.0)
+        .collect();
+    let sh = IxDyn(shape);
+    match dtype {
+        DType::F32 => {
+            Tensor::F32(ArrayD::from_shape_vec(sh, xs.iter().map(|&x| x as f32).collect()).unwrap())
+        }
+        DType::F64 => Tensor::F64(ArrayD::from_shape_vec(sh, xs).unwrap()),
+        _ => Tensor::I32(
+            ArrayD::from_shape_vec(sh, xs.iter().map(|&x| x.round() as i32).collect()).unwrap(),
+        ),
+    }
+}
+
+/// Within a few ulps for floats (the interpreter calls the C library's exp and log), exact
+/// otherwise.
+fn close(a: &Tensor, b: &Tensor) {
+    assert_eq!(a.shape(), b.shape());
+    assert_eq!(a.dtype(), b.dtype());
+    let tol = match a.dtype() {
+        DType::F32 => 8.0 * f32::EPSILON as f64,
+        DType::F64 => 8.0 * f64::EPSILON,
+        _ => 0.0,
+    };
+    for (x, y) in a.to_f64_vec().iter().zip(b.to_f64_vec()) {
+        assert!(
+            x == &y || (x - y).abs() <= tol * y.abs().max(1e-30),
+            "{x} vs {y}"
+        );
+    }
+}
+
+/// Runs `src` on both backends (the CPU one twice, the second time on recycled buffers and
+/// into the caller's buffers) and returns the CPU schedule.
+fn agree(src: &str, inputs: &[Tensor]) -> String {
+    let dir = std::env::temp_dir().join(format!(
+        "kiln-rows-{}-{}",
+        std::process::id(),
+        src.len() + inputs.len()
+    ));
+    let cpu = compile(src, Backend::Cpu, Some(&dir));
+    let interp = compile(src, Backend::Interp, None);
+    let views: Vec<_> = inputs.iter().map(Tensor::view).collect();
+    let want = interp.call(&views).unwrap();
+    let mut got = cpu.call(&views).unwrap();
+    for (g, w) in got.iter().zip(&want) {
+        close(g, w);
+    }
+    cpu.call_into(&views, &mut got).unwrap();
+    for (g, w) in got.iter().zip(&want) {
+        close(g, w);
+    }
+    let schedule = std::fs::read_to_string(dir.join("r.05.schedule.txt")).unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    schedule
+}
+
+#[test]
+fn softmax_runs_as_one_row_group() {
+    let src = "func @r(%x: f32[1000, 300]) -> (f32[1000, 300]) {
+       %m = max %x {axes = [1], keepdims = true}
+       %d = sub %x, %m
+       %e = exp %d
+       %s = sum %e {axes = [1], keepdims = true}
+       %y = div %e, %s
+       return %y
+     }";
+    let schedule = agree(src, &[values(DType::F32, &[1000, 300], 1)]);
+    assert!(schedule.contains("rows 1000 %0 {"), "{schedule}");
+    // Nothing but the group at the top level.
+    assert_eq!(
+        schedule.lines().filter(|l| l.starts_with("  %")).count(),
+        1,
+        "{schedule}"
+    );
+}
+
+#[test]
+fn intermediates_read_after_the_group_are_written_whole() {
+    // `%m` and `%s` are outputs too; a bias `%b` is read whole by every block; f64.
+    let src = "func @r(%x: f64[777, 129], %b: f64[129]) -> (f64[777, 1], f64[777], f64[777, 129]) {
+       %xb = add %x, %b
+       %m = max %xb {axes = [1], keepdims = true}
+       %d = sub %xb, %m
+       %e = exp %d
+       %s = sum %e {axes = [1]}
+       %y = mul %d, %m
+       return %m, %s, %y
+     }";
+    let schedule = agree(
+        src,
+        &[
+            values(DType::F64, &[777, 129], 2),
+            values(DType::F64, &[129], 3),
+        ],
+    );
+    assert!(schedule.contains("rows 777"), "{schedule}");
+}
+
+#[test]
+fn three_dim_rows_and_integer_sums() {
+    let src = "func @r(%x: i32[600, 8, 20]) -> (i32[600, 1, 20], i32[600, 8, 20]) {
+       %a = abs %x
+       %s = sum %a {axes = [1], keepdims = true}
+       %y = sub %a, %s
+       return %s, %y
+     }";
+    let schedule = agree(src, &[values(DType::I32, &[600, 8, 20], 4)]);
+    assert!(schedule.contains("rows 600"), "{schedule}");
+}
+
+#[test]
+fn steps_that_mix_rows_stay_out_of_groups() {
+    // A reduction over axis 0 mixes rows, and a row-sum without keepdims ([R]) would be
+    // aligned with the last axis by broadcasting: neither may join a group.
+    let src = "func @r(%x: f32[300, 300]) -> (f32[300, 300], f32[300, 300]) {
+       %c = sum %x {axes = [0], keepdims = true}
+       %y = sub %x, %c
+       %s = sum %x {axes = [1]}
+       %z = sub %x, %s
+       return %y, %z
+     }";
+    let schedule = agree(src, &[values(DType::F32, &[300, 300], 5)]);
+    // Both stay top-level steps (two spaces in); what is row-local between them may group.
+    let top: Vec<&str> = schedule.lines().filter(|l| l.starts_with("  %")).collect();
+    assert!(
+        top.iter().any(|l| l.contains("reduce sum axes [0]")),
+        "{schedule}"
+    );
+    assert!(top.iter().any(|l| l.contains("= map %0, %3")), "{schedule}");
+}
+
+#[test]
+fn logsumexp_of_a_large_batch() {
+    let src = "func @r(%x: f32[2000, 500]) -> (f32[2000]) {
+       %m = max %x {axes = [1], keepdims = true}
+       %d = sub %x, %m
+       %e = exp %d
+       %s = sum %e {axes = [1]}
+       %l = log %s
+       %m1 = reshape %m {shape = [2000]}
+       %y = add %l, %m1
+       return %y
+     }";
+    let schedule = agree(src, &[values(DType::F32, &[2000, 500], 6)]);
+    assert!(schedule.contains("rows 2000"), "{schedule}");
+}
