@@ -102,7 +102,11 @@ pub fn executable(func: &Func) -> Result<Box<dyn Executable>> {
         thunks.insert(info.result, Arc::new(HostKernel { f, info }));
     }
     std::mem::forget(ee);
-    Ok(Box::new(Interpreter::with_thunks(func.clone(), thunks)))
+    Ok(Box::new(Interpreter::with_thunks(
+        func.clone(),
+        plan,
+        thunks,
+    )))
 }
 
 /// A `Function` of `func` running its kernels on the host (optimized first when `optimize`).

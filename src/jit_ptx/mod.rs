@@ -191,7 +191,11 @@ pub(crate) fn define_step(
             let what = (*op, spec.axes, *keepdims);
             (KernelKind::Reduce, rank, name, vec![out], Some(what))
         }
-        Kernel::Gemm | Kernel::Perform | Kernel::IfElse { .. } => return Ok(None),
+        // Row groups are a CPU schedule; `lower` (without options) makes none, and their members
+        // are steps of `all_steps` anyway.
+        Kernel::Gemm { .. } | Kernel::Perform | Kernel::IfElse { .. } | Kernel::Rows { .. } => {
+            return Ok(None)
+        }
     };
     Ok(Some(KernelInfo {
         name,
