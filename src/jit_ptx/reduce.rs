@@ -11,8 +11,8 @@
 //! size must be a multiple of 32 and at most 1024 (the launcher uses 256).
 //!
 //! Sum, prod, max, min, mean, all and any are generated, for every dtype the CPU backend
-//! reduces; float max and min propagate NaN. Argmax and argmin are not (they run on the host,
-//! as on the CPU backend). A float sum is a tree, not the CPU's pairwise order: its error has
+//! reduces; float max and min propagate NaN. Argmax and argmin are not yet (they run on the
+//! host). A float sum is a tree, not the CPU's pairwise order: its error has
 //! the same bound, its bits may differ.
 
 use super::gen::{bx, Gen, SHARED};
