@@ -274,6 +274,10 @@ impl FunctionBuilder {
     }
 }
 
+/// Why this build cannot do GPU work.
+pub const NO_GPU_FEATURE: &str =
+    "built without the `gpu` feature (GPU backend, kiln ptx); rebuild with --features gpu";
+
 /// The executable a backend makes of an SSA function.
 fn backend_executable(
     backend: Backend,
@@ -283,9 +287,10 @@ fn backend_executable(
     match backend {
         Backend::Interp => Ok(Box::new(Interpreter::new(func.clone()))),
         Backend::Cpu => crate::jit_cpu::compile(func, &options.dump),
-        Backend::Gpu => Err(Error::Unsupported(
-            "the gpu backend is not available in this build yet".into(),
-        )),
+        #[cfg(feature = "gpu")]
+        Backend::Gpu => crate::jit_ptx::runtime::executable(func, &options.dump),
+        #[cfg(not(feature = "gpu"))]
+        Backend::Gpu => Err(Error::Unsupported(NO_GPU_FEATURE.into())),
     }
 }
 

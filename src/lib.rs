@@ -24,6 +24,8 @@ pub mod grad;
 pub mod graph;
 pub mod ir;
 pub mod jit_cpu;
+#[cfg(feature = "gpu")]
+pub mod jit_ptx;
 pub mod lower;
 pub mod math;
 pub mod perform;

@@ -217,9 +217,18 @@ fn user_errors_are_one_line_and_exit_1() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(!dir.join("out0.npy").exists());
+    // ptx: PTX with the `gpu` feature, one line naming the feature without it.
     let out = kiln(&["ptx", good.to_str().unwrap()], &[]);
-    assert_eq!(out.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("no"), "ptx");
+    let err = String::from_utf8_lossy(&out.stderr);
+    if cfg!(feature = "gpu") {
+        assert!(out.status.success(), "{err}");
+    } else {
+        assert_eq!(out.status.code(), Some(1));
+        assert!(
+            err.contains("--features gpu") && err.lines().count() == 1,
+            "{err}"
+        );
+    }
     // aot without -o names what is missing and writes nothing.
     let out = kiln(&["aot", good.to_str().unwrap()], &[]);
     assert_eq!(out.status.code(), Some(1));
@@ -302,4 +311,117 @@ fn dumps_show_each_stage_on_stderr_or_in_files() {
         "{text}"
     );
     assert!(parse("printed", &text).is_ok());
+}
+
+#[cfg(feature = "gpu")]
+#[test]
+fn ptx_prints_the_kernels_for_the_chosen_arch_and_dumps_llvm_and_ptx() {
+    let dir = tmpdir("ptx");
+    let f = dir.join("f.kir");
+    std::fs::write(
+        &f,
+        "func @f(%x: f32[?, 4]) -> (f32[?, 1]) {\n  %e = exp %x\n  %s = sum %e {axes = [1], keepdims = true}\n  return %s\n}\n",
+    )
+    .unwrap();
+    let path = f.to_str().unwrap();
+    for (args, arch) in [
+        (vec!["ptx", path], "sm_90"),
+        (vec!["ptx", path, "--arch", "sm_80"], "sm_80"),
+    ] {
+        let out = kiln(&args, &[]);
+        let ptx = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(ptx.contains(&format!(".target {arch}\n")), "{ptx}");
+        assert!(ptx.contains(".address_size 64"), "{ptx}");
+        // exp fused into the sum: one reduce kernel.
+        assert_eq!(ptx.matches(".entry ").count(), 1, "{ptx}");
+        assert!(ptx.contains("shfl.sync.bfly"), "{ptx}");
+    }
+    let out = kiln(&["ptx", path, "--arch", "sm_52"], &[]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(err.contains("sm_52") && err.lines().count() == 1, "{err}");
+    // Dump stages: on stderr, and as files.
+    let out = kiln(&["ptx", path], &[("KILN_DUMP", "llvm,ptx")]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(";; ---- @f: llvm ----") && err.contains("define void @f_0_reduce("),
+        "{err}"
+    );
+    assert!(
+        err.contains(";; ---- @f: ptx ----") && err.contains(".visible .entry f_0_reduce("),
+        "{err}"
+    );
+    let dumps = dir.join("dumps");
+    let out = kiln(
+        &["ptx", path],
+        &[
+            ("KILN_DUMP", "all"),
+            ("KILN_DUMP_DIR", dumps.to_str().unwrap()),
+        ],
+    );
+    assert!(out.status.success());
+    for stage in ["00.input", "05.schedule", "08.llvm", "09.ptx"] {
+        assert!(dumps.join(format!("f.{stage}.txt")).exists(), "{stage}");
+    }
+    // Running on the GPU: a clean one-line error on a machine without a CUDA driver.
+    let x = dir.join("x.npy");
+    write_npy(&x, &Tensor::F32(ArrayD::zeros(ndarray::IxDyn(&[2, 4]))));
+    let out = kiln(
+        &[
+            "run",
+            path,
+            "--input",
+            &format!("x={}", x.display()),
+            "--backend",
+            "gpu",
+            "--out-dir",
+            dir.to_str().unwrap(),
+        ],
+        &[],
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    if !kiln::jit_ptx::runtime::driver_present() {
+        assert!(err.contains("no CUDA driver found"), "{err}");
+    }
+    assert!(!dir.join("out0.npy").exists());
+}
+
+#[cfg(not(feature = "gpu"))]
+#[test]
+fn the_gpu_backend_names_the_missing_feature() {
+    let dir = tmpdir("nogpu");
+    let f = dir.join("f.kir");
+    std::fs::write(
+        &f,
+        "func @f(%x: f32[2]) -> (f32[2]) {\n  %y = exp %x\n  return %y\n}\n",
+    )
+    .unwrap();
+    let x = dir.join("x.npy");
+    write_npy(&x, &Tensor::F32(ArrayD::zeros(ndarray::IxDyn(&[2]))));
+    let out = kiln(
+        &[
+            "run",
+            f.to_str().unwrap(),
+            "--input",
+            &format!("x={}", x.display()),
+            "--backend",
+            "gpu",
+            "--out-dir",
+            dir.to_str().unwrap(),
+        ],
+        &[],
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("--features gpu") && err.lines().count() == 1,
+        "{err}"
+    );
 }

@@ -15,7 +15,7 @@ const USAGE: &str = "usage:
   kiln grad F.kir --wrt NAME,NAME [--output K] [--func NAME]
   kiln opt F.kir [--func NAME]
   kiln aot F.kir -o F.o [--header F.h] [--target TRIPLE] [--func NAME] [--symbol NAME]
-  kiln ptx F.kir [--arch sm_90]";
+  kiln ptx F.kir [--arch sm_90] [--func NAME]";
 
 fn main() -> ExitCode {
     // A bug must still end as one line and exit 1, not a backtrace.
@@ -106,11 +106,7 @@ fn run(args: &[String]) -> Result<(), String> {
             rest,
             &["-o", "--header", "--target", "--func", "--symbol"],
         )?),
-        "ptx" => {
-            let f = Flags::parse(rest, &["--arch"])?;
-            load(f.file()?, None)?;
-            Err("this build of kiln has no PTX backend yet (ptx)".into())
-        }
+        "ptx" => cmd_ptx(&Flags::parse(rest, &["--arch", "--func"])?),
         "help" | "--help" | "-h" => {
             println!("{USAGE}");
             Ok(())
@@ -265,4 +261,27 @@ fn cmd_aot(f: &Flags) -> Result<(), String> {
     let art = kiln::aot::compile_func(&func, &options).map_err(|e| format!("{path}: {e}"))?;
     art.write(Path::new(object), f.get("--header").map(Path::new))
         .map_err(|e| e.to_string())
+}
+
+/// Prints the PTX of the optimized function (feature `gpu`).
+#[cfg(feature = "gpu")]
+fn cmd_ptx(f: &Flags) -> Result<(), String> {
+    let path = f.file()?;
+    let func = load(path, f.get("--func"))?;
+    kiln::ir::verify::verify(&func).map_err(|es| format!("{path}: {}", es.join("; ")))?;
+    let options = CompileOptions::default();
+    options.dump.dump(&func.name, "input", || print_func(&func));
+    let func = kiln::compile::optimize(func, &options);
+    let arch = f.get("--arch").unwrap_or(kiln::jit_ptx::DEFAULT_ARCH);
+    let m = kiln::jit_ptx::compile_ptx(&func, arch, &options.dump)
+        .map_err(|e| format!("{path}: {e}"))?;
+    print!("{}", m.ptx);
+    Ok(())
+}
+
+/// Without the feature: one clear line (and exit 1) rather than PTX.
+#[cfg(not(feature = "gpu"))]
+fn cmd_ptx(f: &Flags) -> Result<(), String> {
+    load(f.file()?, f.get("--func"))?;
+    Err(kiln::compile::NO_GPU_FEATURE.into())
 }

@@ -1,0 +1,174 @@
+//! What map and reduce kernels share: declaring a kernel entry with its parameters (marked for
+//! NVPTX through `nvvm.annotations`), element loads and stores (bools are bytes in memory),
+//! offsets from a linear index through shapes and strides, and the grid-stride loop.
+
+use super::gen::{bx, Gen};
+use crate::error::{Error, Result};
+use crate::ir::DType;
+use inkwell::attributes::{Attribute, AttributeLoc};
+use inkwell::types::BasicMetadataTypeEnum;
+use inkwell::values::{BasicValueEnum, FunctionValue, IntValue, PointerValue};
+use inkwell::IntPredicate;
+
+/// A kernel's parameters, in order: `pointers` global pointers (outputs first, then inputs),
+/// then `scalars` `i64` values.
+pub struct Params<'ctx> {
+    pub func: FunctionValue<'ctx>,
+    pub pointers: Vec<PointerValue<'ctx>>,
+    pub scalars: Vec<IntValue<'ctx>>,
+}
+
+/// Declares the kernel `name` and positions the builder in its entry block. `readonly[k]`
+/// marks pointer `k` as only read and not aliased by a written one (`noalias readonly`: lets
+/// LLVM use the read-only cache, `ld.global.nc`); `noalias[k]` marks a written pointer that
+/// aliases no other.
+pub fn declare_kernel<'ctx>(
+    g: &Gen<'ctx>,
+    name: &str,
+    readonly: &[bool],
+    noalias: &[bool],
+    n_scalars: usize,
+) -> Result<Params<'ctx>> {
+    let mut tys: Vec<BasicMetadataTypeEnum> = vec![g.global_ptr().into(); readonly.len()];
+    tys.extend(std::iter::repeat_n(
+        BasicMetadataTypeEnum::from(g.i64()),
+        n_scalars,
+    ));
+    let func = g
+        .module
+        .add_function(name, g.ctx.void_type().fn_type(&tys, false), None);
+    let attr = |n: &str| Attribute::get_named_enum_kind_id(n);
+    for (k, (&ro, &na)) in readonly.iter().zip(noalias).enumerate() {
+        let loc = AttributeLoc::Param(k as u32);
+        if ro || na {
+            func.add_attribute(loc, g.ctx.create_enum_attribute(attr("noalias"), 0));
+        }
+        if ro {
+            func.add_attribute(loc, g.ctx.create_enum_attribute(attr("readonly"), 0));
+        }
+    }
+    // The kernel mark NVPTX reads: `!nvvm.annotations = !{!{ptr @k, !"kernel", i32 1}}`.
+    if !g.host {
+        let note = g.ctx.metadata_node(&[
+            func.as_global_value().as_pointer_value().into(),
+            g.ctx.metadata_string("kernel").into(),
+            g.c32(1).into(),
+        ]);
+        g.module
+            .add_global_metadata("nvvm.annotations", &note)
+            .map_err(|e| Error::Unsupported(format!("ptx backend: {e}")))?;
+    }
+    let entry = g.ctx.append_basic_block(func, "entry");
+    g.b.position_at_end(entry);
+    let params = func.get_params();
+    let pointers = params[..readonly.len()]
+        .iter()
+        .map(|p| p.into_pointer_value())
+        .collect();
+    let scalars = params[readonly.len()..]
+        .iter()
+        .map(|p| p.into_int_value())
+        .collect();
+    Ok(Params {
+        func,
+        pointers,
+        scalars,
+    })
+}
+
+/// Element `idx` of the array of dtype `d` at `base`, in register form.
+pub fn load<'ctx>(
+    g: &Gen<'ctx>,
+    base: PointerValue<'ctx>,
+    d: DType,
+    idx: IntValue<'ctx>,
+) -> Result<BasicValueEnum<'ctx>> {
+    let ty = g.mem_type(d);
+    // SAFETY (of the GEP): an in-bounds offset by the launch's contract (docs/gpu.md).
+    let p = bx(unsafe { g.b.build_in_bounds_gep(ty, base, &[idx], "p") })?;
+    let v = bx(g.b.build_load(ty, p, "x"))?;
+    if d == DType::Bool {
+        let byte = v.into_int_value();
+        return Ok(bx(g
+            .b
+            .build_int_compare(IntPredicate::NE, byte, g.i8().const_zero(), "b"))?
+        .into());
+    }
+    Ok(v)
+}
+
+/// Stores the register value `v` of dtype `d` as element `idx` of the array at `base`.
+pub fn store<'ctx>(
+    g: &Gen<'ctx>,
+    base: PointerValue<'ctx>,
+    d: DType,
+    idx: IntValue<'ctx>,
+    v: BasicValueEnum<'ctx>,
+) -> Result<()> {
+    let ty = g.mem_type(d);
+    let p = bx(unsafe { g.b.build_in_bounds_gep(ty, base, &[idx], "q") })?;
+    let v: BasicValueEnum = if d == DType::Bool {
+        bx(g.b.build_int_z_extend(v.into_int_value(), g.i8(), ""))?.into()
+    } else {
+        v
+    };
+    bx(g.b.build_store(p, v))?;
+    Ok(())
+}
+
+/// Element offsets of each operand for the linear index `i` of the index space `dims`
+/// (row-major): `strides[j][d]` is operand `j`'s element stride along dim `d` (0 where it is
+/// broadcast). Divisions are unsigned 64-bit; the innermost dim needs none.
+pub fn offsets<'ctx>(
+    g: &Gen<'ctx>,
+    i: IntValue<'ctx>,
+    dims: &[IntValue<'ctx>],
+    strides: &[Vec<IntValue<'ctx>>],
+) -> Result<Vec<IntValue<'ctx>>> {
+    let mut offs: Vec<IntValue> = vec![g.c64(0); strides.len()];
+    let mut rem = i;
+    for d in (0..dims.len()).rev() {
+        let c = if d == 0 {
+            rem
+        } else {
+            let c = bx(g.b.build_int_unsigned_rem(rem, dims[d], "c"))?;
+            rem = bx(g.b.build_int_unsigned_div(rem, dims[d], "rem"))?;
+            c
+        };
+        for (off, s) in offs.iter_mut().zip(strides) {
+            let t = bx(g.b.build_int_mul(c, s[d], ""))?;
+            *off = bx(g.b.build_int_add(*off, t, "off"))?;
+        }
+    }
+    Ok(offs)
+}
+
+/// `for (i = start; i < n; i += step) body(i)`, built in place; the builder ends after it.
+pub fn counted_loop<'ctx>(
+    g: &Gen<'ctx>,
+    func: FunctionValue<'ctx>,
+    start: IntValue<'ctx>,
+    step: IntValue<'ctx>,
+    n: IntValue<'ctx>,
+    name: &str,
+    mut body: impl FnMut(IntValue<'ctx>) -> Result<()>,
+) -> Result<()> {
+    let pre =
+        g.b.get_insert_block()
+            .ok_or_else(|| Error::Unsupported("ptx backend: loop outside a function".into()))?;
+    let head = g.ctx.append_basic_block(func, name);
+    let exit = g.ctx.append_basic_block(func, &format!("{name}_exit"));
+    let any = bx(g.b.build_int_compare(IntPredicate::ULT, start, n, ""))?;
+    bx(g.b.build_conditional_branch(any, head, exit))?;
+    g.b.position_at_end(head);
+    let phi = bx(g.b.build_phi(g.i64(), "i"))?;
+    let i = phi.as_basic_value().into_int_value();
+    body(i)?;
+    let latch = g.b.get_insert_block().unwrap_or(head);
+    let next = bx(g.b.build_int_add(i, step, "next"))?;
+    let more = bx(g.b.build_int_compare(IntPredicate::ULT, next, n, ""))?;
+    bx(g.b.build_conditional_branch(more, head, exit))?;
+    phi.add_incoming(&[(&start, pre), (&next, latch)]);
+    g.b.position_at_end(exit);
+    Ok(())
+}

@@ -1,0 +1,111 @@
+//! The scalar parameters of a kernel launch for given inputs (docs/gpu.md, "Kernel ABI"): what
+//! a launcher passes after the pointers, and the shape of the outputs. Shared by the host
+//! oracle (`host.rs`) and, later, the CUDA launcher.
+
+use crate::error::{Error, Result};
+use crate::for_each_ref;
+use crate::ir::ReduceOp;
+use crate::tensor::TensorRef;
+
+/// A kernel's launch: the output shape and the `i64` parameters that follow the pointers.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Launch {
+    pub out_shape: Vec<usize>,
+    pub scalars: Vec<i64>,
+    /// Whether there is any work (no element: no launch).
+    pub work: bool,
+}
+
+/// The broadcast shape of the inputs, which must have rank `rank`.
+fn index_space(inputs: &[TensorRef], rank: usize) -> Result<Vec<usize>> {
+    let mut shape: Vec<usize> = Vec::new();
+    for t in inputs {
+        shape = crate::ir::broadcast_shapes(&shape, t.shape()).map_err(Error::Shape)?;
+    }
+    if shape.len() != rank {
+        return Err(Error::Shape(format!(
+            "the kernel was compiled for rank {rank}, the inputs broadcast to {shape:?}"
+        )));
+    }
+    Ok(shape)
+}
+
+/// Input `t`'s element strides over the index space `shape` (aligned on the right): 0 along
+/// dims it lacks or has as 1.
+fn strides_over(t: &TensorRef, shape: &[usize]) -> Vec<i64> {
+    let ts = t.shape();
+    let st: Vec<isize> = for_each_ref!(t, a => a.strides().to_vec());
+    let lead = shape.len() - ts.len();
+    (0..shape.len())
+        .map(|d| match d.checked_sub(lead) {
+            Some(k) if ts[k] != 1 => st[k] as i64,
+            _ => 0,
+        })
+        .collect()
+}
+
+/// A map kernel of rank `rank` on `inputs`: `[n, flat, dims.., strides..]`.
+pub fn map_launch(inputs: &[TensorRef], rank: usize) -> Result<Launch> {
+    let shape = index_space(inputs, rank)?;
+    let n: usize = shape.iter().product();
+    // Flat: each input is the whole output, contiguous, or one element.
+    let flat = rank > 0
+        && inputs
+            .iter()
+            .all(|t| t.len() == 1 || (t.shape() == shape.as_slice() && t.is_standard_layout()));
+    let mut scalars = vec![n as i64, flat as i64];
+    scalars.extend(shape.iter().map(|&d| d as i64));
+    for t in inputs {
+        let mut s = strides_over(t, &shape);
+        if flat {
+            // Only the last stride is read: the step from one linear index to the next.
+            if let Some(last) = s.last_mut() {
+                *last = (t.len() != 1) as i64;
+            }
+        }
+        scalars.extend(s);
+    }
+    Ok(Launch {
+        out_shape: shape,
+        scalars,
+        work: n > 0,
+    })
+}
+
+/// A reduce kernel of rank `rank` over `axes` (sorted) on `inputs`:
+/// `[n_out, n_red, dims.., strides..]`. Max and min of an empty axis are the interpreter's
+/// error.
+pub fn reduce_launch(
+    inputs: &[TensorRef],
+    rank: usize,
+    op: ReduceOp,
+    axes: &[usize],
+    keepdims: bool,
+) -> Result<Launch> {
+    let shape = index_space(inputs, rank)?;
+    let n_red: usize = axes.iter().map(|&a| shape[a]).product();
+    let out_shape: Vec<usize> = (0..rank)
+        .filter_map(|d| match (axes.contains(&d), keepdims) {
+            (false, _) => Some(shape[d]),
+            (true, true) => Some(1),
+            (true, false) => None,
+        })
+        .collect();
+    let n_out: usize = out_shape.iter().product();
+    if n_red == 0 && n_out > 0 && matches!(op, ReduceOp::Max | ReduceOp::Min) {
+        return Err(Error::Shape(format!(
+            "{} of an empty axis has no identity",
+            op.name()
+        )));
+    }
+    let mut scalars = vec![n_out as i64, n_red as i64];
+    scalars.extend(shape.iter().map(|&d| d as i64));
+    for t in inputs {
+        scalars.extend(strides_over(t, &shape));
+    }
+    Ok(Launch {
+        out_shape,
+        scalars,
+        work: n_out > 0,
+    })
+}

@@ -1,0 +1,321 @@
+//! The math expansions' emitter for LLVM ([`crate::math::Emit`]): the operation sequence the
+//! Rust evaluators and the Cranelift backend compute, as scalar LLVM IR. No generic math
+//! intrinsic (`llvm.exp`, `llvm.sin`, ...) is ever emitted: NVPTX cannot lower them (it aborts);
+//! only `fma`, `sqrt`, `fabs`, `floor`, `rint` and `copysign`, which map to single PTX
+//! instructions. Plain `fadd`/`fmul` carry no fast-math flags, so LLVM does not contract them
+//! into fma, and NVPTX writes them with `.rn` (which ptxas does not contract either): the bits
+//! are those of the CPU backend.
+//!
+//! The rare-input escape (`fallback`: sin/cos/tan of huge arguments) has no libm to call on the
+//! GPU. f32 lanes branch to the f64 expansion (exact reduction for `|x| < 2^30`); beyond the
+//! f64 expansion's own bound the result is NaN. That is a known gap (docs/gpu.md): a
+//! Payne-Hanek reduction is still to be written.
+
+use super::gen::{bx, Gen};
+use crate::error::{Error, Result};
+use crate::math::{self, Emit, MathFn, Prec};
+use inkwell::types::{FloatType, IntType};
+use inkwell::values::{FloatValue, IntValue};
+use inkwell::{FloatPredicate, IntPredicate};
+
+pub struct LlvmMath<'g, 'ctx> {
+    g: &'g Gen<'ctx>,
+    prec: Prec,
+    fty: FloatType<'ctx>,
+    ity: IntType<'ctx>,
+    /// The first builder failure; the caller turns it into an `Err`.
+    error: Option<Error>,
+}
+
+/// `f(x)` for a float value of precision `prec`, as the shared expansion.
+pub fn emit_math<'ctx>(
+    g: &Gen<'ctx>,
+    f: MathFn,
+    prec: Prec,
+    x: FloatValue<'ctx>,
+) -> Result<FloatValue<'ctx>> {
+    let mut e = LlvmMath::new(g, prec);
+    let y = math::unary(&mut e, f, x);
+    match e.error {
+        Some(err) => Err(err),
+        None => Ok(y),
+    }
+}
+
+impl<'g, 'ctx> LlvmMath<'g, 'ctx> {
+    fn new(g: &'g Gen<'ctx>, prec: Prec) -> Self {
+        let (fty, ity) = match prec {
+            Prec::F32 => (g.ctx.f32_type(), g.i32()),
+            Prec::F64 => (g.ctx.f64_type(), g.i64()),
+        };
+        LlvmMath {
+            g,
+            prec,
+            fty,
+            ity,
+            error: None,
+        }
+    }
+
+    fn keep<T>(&mut self, r: Result<T>, fallback: T) -> T {
+        match r {
+            Ok(v) => v,
+            Err(e) => {
+                self.error.get_or_insert(e);
+                fallback
+            }
+        }
+    }
+
+    fn f(
+        &mut self,
+        r: std::result::Result<FloatValue<'ctx>, inkwell::builder::BuilderError>,
+    ) -> FloatValue<'ctx> {
+        let undef = self.fty.get_undef();
+        self.keep(bx(r), undef)
+    }
+
+    fn i(
+        &mut self,
+        r: std::result::Result<IntValue<'ctx>, inkwell::builder::BuilderError>,
+    ) -> IntValue<'ctx> {
+        let undef = self.ity.get_undef();
+        self.keep(bx(r), undef)
+    }
+
+    fn m(
+        &mut self,
+        r: std::result::Result<IntValue<'ctx>, inkwell::builder::BuilderError>,
+    ) -> IntValue<'ctx> {
+        let undef = self.g.i1().get_undef();
+        self.keep(bx(r), undef)
+    }
+
+    fn intrinsic(&mut self, name: &str, args: &[FloatValue<'ctx>]) -> FloatValue<'ctx> {
+        let undef = self.fty.get_undef();
+        let r = self.g.fcall(name, args);
+        self.keep(r, undef)
+    }
+
+    fn fcmp(
+        &mut self,
+        p: FloatPredicate,
+        a: FloatValue<'ctx>,
+        b: FloatValue<'ctx>,
+    ) -> IntValue<'ctx> {
+        let r = self.g.b.build_float_compare(p, a, b, "");
+        self.m(r)
+    }
+
+    /// The slow path of `fallback`, in the block it branches to.
+    fn slow_path(&mut self, name: &str, x: FloatValue<'ctx>) -> Result<FloatValue<'ctx>> {
+        let f = match name {
+            "sin" => MathFn::Sin,
+            "cos" => MathFn::Cos,
+            "tan" => MathFn::Tan,
+            other => {
+                return Err(Error::Unsupported(format!(
+                    "ptx backend: no GPU fallback for {other}"
+                )))
+            }
+        };
+        match self.prec {
+            Prec::F32 => {
+                let g = self.g;
+                let wide = bx(g.b.build_float_ext(x, g.ctx.f64_type(), ""))?;
+                let y = emit_math(g, f, Prec::F64, wide)?;
+                bx(g.b.build_float_trunc(y, self.fty, ""))
+            }
+            // No reduction for |x| >= 2^30 on the GPU yet (see the module doc).
+            Prec::F64 => Ok(self.fty.const_float(f64::NAN)),
+        }
+    }
+}
+
+impl<'ctx> Emit for LlvmMath<'_, 'ctx> {
+    type F = FloatValue<'ctx>;
+    type I = IntValue<'ctx>;
+    type M = IntValue<'ctx>;
+
+    fn prec(&self) -> Prec {
+        self.prec
+    }
+    fn fconst(&mut self, v: f64) -> Self::F {
+        match self.prec {
+            Prec::F32 => self.fty.const_float(v as f32 as f64),
+            Prec::F64 => self.fty.const_float(v),
+        }
+    }
+    fn iconst(&mut self, v: i64) -> Self::I {
+        self.ity.const_int(v as u64, true)
+    }
+    fn add(&mut self, a: Self::F, b: Self::F) -> Self::F {
+        let r = self.g.b.build_float_add(a, b, "");
+        self.f(r)
+    }
+    fn sub(&mut self, a: Self::F, b: Self::F) -> Self::F {
+        let r = self.g.b.build_float_sub(a, b, "");
+        self.f(r)
+    }
+    fn mul(&mut self, a: Self::F, b: Self::F) -> Self::F {
+        let r = self.g.b.build_float_mul(a, b, "");
+        self.f(r)
+    }
+    fn div(&mut self, a: Self::F, b: Self::F) -> Self::F {
+        let r = self.g.b.build_float_div(a, b, "");
+        self.f(r)
+    }
+    fn fma(&mut self, a: Self::F, b: Self::F, c: Self::F) -> Self::F {
+        self.intrinsic("fma", &[a, b, c])
+    }
+    fn neg(&mut self, a: Self::F) -> Self::F {
+        let r = self.g.b.build_float_neg(a, "");
+        self.f(r)
+    }
+    fn abs(&mut self, a: Self::F) -> Self::F {
+        self.intrinsic("fabs", &[a])
+    }
+    fn sqrt(&mut self, a: Self::F) -> Self::F {
+        self.intrinsic("sqrt", &[a])
+    }
+    fn floor(&mut self, a: Self::F) -> Self::F {
+        self.intrinsic("floor", &[a])
+    }
+    fn round(&mut self, a: Self::F) -> Self::F {
+        // rint rounds in the current mode, which on the GPU is always nearest-even.
+        self.intrinsic("rint", &[a])
+    }
+    fn copysign(&mut self, mag: Self::F, sign: Self::F) -> Self::F {
+        self.intrinsic("copysign", &[mag, sign])
+    }
+    fn lt(&mut self, a: Self::F, b: Self::F) -> Self::M {
+        self.fcmp(FloatPredicate::OLT, a, b)
+    }
+    fn le(&mut self, a: Self::F, b: Self::F) -> Self::M {
+        self.fcmp(FloatPredicate::OLE, a, b)
+    }
+    fn eq(&mut self, a: Self::F, b: Self::F) -> Self::M {
+        self.fcmp(FloatPredicate::OEQ, a, b)
+    }
+    fn is_nan(&mut self, a: Self::F) -> Self::M {
+        self.fcmp(FloatPredicate::UNO, a, a)
+    }
+    fn mand(&mut self, a: Self::M, b: Self::M) -> Self::M {
+        let r = self.g.b.build_and(a, b, "");
+        self.m(r)
+    }
+    fn mor(&mut self, a: Self::M, b: Self::M) -> Self::M {
+        let r = self.g.b.build_or(a, b, "");
+        self.m(r)
+    }
+    fn mnot(&mut self, a: Self::M) -> Self::M {
+        let r = self.g.b.build_not(a, "");
+        self.m(r)
+    }
+    fn select(&mut self, m: Self::M, a: Self::F, b: Self::F) -> Self::F {
+        let r = self
+            .g
+            .b
+            .build_select(m, a, b, "")
+            .map(|v| v.into_float_value());
+        self.f(r)
+    }
+    fn iselect(&mut self, m: Self::M, a: Self::I, b: Self::I) -> Self::I {
+        let r = self
+            .g
+            .b
+            .build_select(m, a, b, "")
+            .map(|v| v.into_int_value());
+        self.i(r)
+    }
+    fn to_bits(&mut self, a: Self::F) -> Self::I {
+        let r = self
+            .g
+            .b
+            .build_bit_cast(a, self.ity, "")
+            .map(|v| v.into_int_value());
+        self.i(r)
+    }
+    fn from_bits(&mut self, a: Self::I) -> Self::F {
+        let r = self
+            .g
+            .b
+            .build_bit_cast(a, self.fty, "")
+            .map(|v| v.into_float_value());
+        self.f(r)
+    }
+    fn to_int(&mut self, a: Self::F) -> Self::I {
+        let r = self.g.b.build_float_to_signed_int(a, self.ity, "");
+        self.i(r)
+    }
+    fn to_float(&mut self, a: Self::I) -> Self::F {
+        let r = self.g.b.build_signed_int_to_float(a, self.fty, "");
+        self.f(r)
+    }
+    fn iadd(&mut self, a: Self::I, b: Self::I) -> Self::I {
+        let r = self.g.b.build_int_add(a, b, "");
+        self.i(r)
+    }
+    fn isub(&mut self, a: Self::I, b: Self::I) -> Self::I {
+        let r = self.g.b.build_int_sub(a, b, "");
+        self.i(r)
+    }
+    fn iand(&mut self, a: Self::I, b: Self::I) -> Self::I {
+        let r = self.g.b.build_and(a, b, "");
+        self.i(r)
+    }
+    fn ior(&mut self, a: Self::I, b: Self::I) -> Self::I {
+        let r = self.g.b.build_or(a, b, "");
+        self.i(r)
+    }
+    fn shl(&mut self, a: Self::I, bits: u32) -> Self::I {
+        let n = self.ity.const_int(bits as u64, false);
+        let r = self.g.b.build_left_shift(a, n, "");
+        self.i(r)
+    }
+    fn sshr(&mut self, a: Self::I, bits: u32) -> Self::I {
+        let n = self.ity.const_int(bits as u64, false);
+        let r = self.g.b.build_right_shift(a, n, true, "");
+        self.i(r)
+    }
+    fn ushr(&mut self, a: Self::I, bits: u32) -> Self::I {
+        let n = self.ity.const_int(bits as u64, false);
+        let r = self.g.b.build_right_shift(a, n, false, "");
+        self.i(r)
+    }
+    fn ieq(&mut self, a: Self::I, b: Self::I) -> Self::M {
+        let r = self.g.b.build_int_compare(IntPredicate::EQ, a, b, "");
+        self.m(r)
+    }
+    fn ilt(&mut self, a: Self::I, b: Self::I) -> Self::M {
+        let r = self.g.b.build_int_compare(IntPredicate::SLT, a, b, "");
+        self.m(r)
+    }
+
+    /// Branches to the slow path only in threads that need it: the common path stays
+    /// straight-line code.
+    fn fallback(&mut self, name: &'static str, m: Self::M, x: Self::F, fast: Self::F) -> Self::F {
+        let r = (|| -> Result<FloatValue<'ctx>> {
+            let g = self.g;
+            let here = g
+                .b
+                .get_insert_block()
+                .ok_or_else(|| Error::Unsupported("ptx backend: math outside a function".into()))?;
+            let func = here.get_parent().ok_or_else(|| {
+                Error::Unsupported("ptx backend: block outside a function".into())
+            })?;
+            let slow = g.ctx.append_basic_block(func, "fallback");
+            let join = g.ctx.append_basic_block(func, "fallback_join");
+            bx(g.b.build_conditional_branch(m, slow, join))?;
+            g.b.position_at_end(slow);
+            let y = self.slow_path(name, x)?;
+            let slow_end = g.b.get_insert_block().unwrap_or(slow);
+            bx(g.b.build_unconditional_branch(join))?;
+            g.b.position_at_end(join);
+            let phi = bx(g.b.build_phi(self.fty, "fb"))?;
+            phi.add_incoming(&[(&fast, here), (&y, slow_end)]);
+            Ok(phi.as_basic_value().into_float_value())
+        })();
+        self.keep(r, fast)
+    }
+}

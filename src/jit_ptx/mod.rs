@@ -1,0 +1,208 @@
+//! The GPU backend's code generator (feature `gpu`): the plan's map and reduce kernels as LLVM
+//! IR, optimized by LLVM's O3 pipeline and written as PTX by the NVPTX target (LLVM 19 through
+//! `inkwell`). It needs no GPU: `kiln ptx` and the tests run it anywhere.
+//!
+//! Gemm steps (cuBLAS) and perform steps (the host), argmax and argmin included, are not
+//! kernels; the module holds one entry per map or reduce step of the plan, branches of
+//! `ifelse` included. See docs/gpu.md for the kernel ABI and what is not done yet.
+//!
+//! Files: `gen.rs` (the LLVM context and intrinsics), `kernel.rs` (entries, loads and stores,
+//! index arithmetic, loops), `scalar.rs` (scalar ops), `math_llvm.rs` (the shared math
+//! expansions), `map.rs` and `reduce.rs` (the two kernel kinds), `target.rs` (NVPTX target
+//! machine and PTX emission), `launch.rs` (the kernel parameters for given inputs),
+//! `host.rs` (the same kernels compiled for the CPU: the test oracle), `runtime.rs` (the CUDA
+//! driver).
+
+mod float_divmod;
+mod gen;
+pub mod host;
+mod kernel;
+pub mod launch;
+mod map;
+mod math_llvm;
+mod pow;
+mod reduce;
+pub mod runtime;
+mod scalar;
+mod target;
+
+pub use target::{ARCHS, DEFAULT_ARCH};
+
+use crate::dump::DumpOptions;
+use crate::error::{Error, Result};
+use crate::ir::{DType, Func, ReduceOp, Value};
+use crate::lower::{Kernel, Plan, Step};
+use inkwell::context::Context;
+
+/// What a kernel computes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KernelKind {
+    Map,
+    Reduce,
+}
+
+/// One kernel entry of the module and the step it computes.
+#[derive(Clone, Debug)]
+pub struct KernelInfo {
+    /// The `.entry` name.
+    pub name: String,
+    pub kind: KernelKind,
+    /// The step's first result.
+    pub result: Value,
+    /// Rank of the index space (map: the output; reduce: the value before reduction).
+    pub rank: usize,
+    /// The dtype of each output.
+    pub out_dtypes: Vec<DType>,
+    /// For a reduction: what it reduces, over which axes (sorted), keeping dims or not.
+    pub reduce: Option<(ReduceOp, Vec<usize>, bool)>,
+}
+
+/// The PTX of one function.
+#[derive(Clone, Debug)]
+pub struct PtxModule {
+    pub arch: String,
+    pub ptx: String,
+    /// The LLVM IR as generated (before optimization), verified.
+    pub llvm: String,
+    /// The LLVM IR after the O3 pipeline, from which the PTX was written.
+    pub llvm_optimized: String,
+    pub kernels: Vec<KernelInfo>,
+}
+
+/// PTX for the optimized function `func`, for the GPU architecture `arch` (`sm_80`, `sm_90`, ...).
+/// Dumps the `schedule`, `llvm` and `ptx` stages when `dump` asks for them.
+pub fn compile_ptx(func: &Func, arch: &str, dump: &DumpOptions) -> Result<PtxModule> {
+    let plan = crate::lower::lower(func);
+    dump.dump(&func.name, "schedule", || plan.to_string());
+    let m = ptx_for_plan(func, &plan, arch)?;
+    dump.dump(&func.name, "llvm", || m.llvm.clone());
+    dump.dump(&func.name, "ptx", || m.ptx.clone());
+    Ok(m)
+}
+
+/// PTX for the kernels of `plan` (lowered from `func`).
+pub fn ptx_for_plan(func: &Func, plan: &Plan, arch: &str) -> Result<PtxModule> {
+    let tm = target::machine(arch)?;
+    let ctx = Context::create();
+    let g = gen::Gen::new(&ctx, &func.name);
+    let base = symbol_base(func);
+    let mut kernels = Vec::new();
+    for (k, step) in plan.all_steps().into_iter().enumerate() {
+        if let Some(info) = define_step(&g, func, step, &format!("{base}_{k}"))? {
+            kernels.push(info);
+        }
+    }
+    g.module
+        .verify()
+        .map_err(|e| Error::Unsupported(format!("ptx backend: invalid LLVM IR: {e}")))?;
+    let llvm = g.module.print_to_string().to_string();
+    let ptx = target::optimize_and_emit(&g.module, &tm)?;
+    let llvm_optimized = g.module.print_to_string().to_string();
+    Ok(PtxModule {
+        arch: arch.to_string(),
+        ptx,
+        llvm,
+        llvm_optimized,
+        kernels,
+    })
+}
+
+/// The function's name as the start of kernel symbols.
+fn symbol_base(func: &Func) -> String {
+    func.name
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+        .collect()
+}
+
+/// The kernel of one step, if it has one.
+pub(crate) fn define_step(
+    g: &gen::Gen,
+    func: &Func,
+    step: &Step,
+    name: &str,
+) -> Result<Option<KernelInfo>> {
+    let in_dtypes = step.args.iter().map(|&a| func.ty(a).dtype).collect();
+    let context = |e: Error| match e {
+        Error::Unsupported(m) => Error::Unsupported(format!(
+            "{}: {} (%{}): {m}",
+            func.name,
+            step.op.display_name(),
+            step.results[0].0
+        )),
+        other => other,
+    };
+    let (kind, rank, name, out_dtypes, reduce) = match &step.kernel {
+        Kernel::Map { program } => {
+            let rank = func.ty(step.results[0]).rank();
+            let name = format!("{name}_map");
+            let spec = map::MapSpec {
+                program,
+                in_dtypes,
+                rank,
+                inplace: step.inplace,
+            };
+            map::define_map(g, &name, &spec).map_err(context)?;
+            let outs = program
+                .outputs
+                .iter()
+                .map(|&o| program.insts[o].dtype)
+                .collect();
+            (KernelKind::Map, rank, name, outs, None)
+        }
+        Kernel::Reduce {
+            op: ReduceOp::ArgMax | ReduceOp::ArgMin,
+            ..
+        } => return Ok(None),
+        Kernel::Reduce {
+            op,
+            axes,
+            keepdims,
+            program,
+            ..
+        } => {
+            let rank = step
+                .args
+                .iter()
+                .map(|&a| func.ty(a).rank())
+                .max()
+                .unwrap_or(0);
+            let mut axes: Vec<usize> = match axes {
+                Some(a) => a.clone(),
+                None => (0..rank).collect(),
+            };
+            axes.sort_unstable();
+            axes.dedup();
+            if let Some(bad) = axes.iter().find(|&&a| a >= rank) {
+                return Err(context(Error::Unsupported(format!(
+                    "axis {bad} of a rank-{rank} value"
+                ))));
+            }
+            let name = format!("{name}_reduce");
+            let spec = reduce::ReduceSpec {
+                op: *op,
+                program,
+                in_dtypes,
+                rank,
+                axes,
+            };
+            reduce::define_reduce(g, &name, &spec).map_err(context)?;
+            let out = reduce::out_dtype(&spec).map_err(context)?;
+            let what = (*op, spec.axes, *keepdims);
+            (KernelKind::Reduce, rank, name, vec![out], Some(what))
+        }
+        // Row groups are a CPU schedule; `lower` (without options) makes none, and their members
+        // are steps of `all_steps` anyway.
+        Kernel::Gemm { .. } | Kernel::Perform | Kernel::IfElse { .. } | Kernel::Rows { .. } => {
+            return Ok(None)
+        }
+    };
+    Ok(Some(KernelInfo {
+        name,
+        kind,
+        result: step.results[0],
+        rank,
+        out_dtypes,
+        reduce,
+    }))
+}

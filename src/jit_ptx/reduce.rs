@@ -1,0 +1,393 @@
+//! Reduce kernels: one block per output element (blocks stride over the outputs), the block's
+//! threads striding over the reduced elements, then a tree: butterfly warp shuffles
+//! (`shfl.sync.bfly`), one partial per warp in shared memory, and the first warp reducing those.
+//! A row-wise reduction (the last axis, as in softmax) reads each row with consecutive threads
+//! on consecutive elements, so its loads are coalesced.
+//!
+//! Parameters (docs/gpu.md): `out, in_0 .. in_{k-1}` (global pointers), then `i64`s: `n_out`,
+//! `n_red` (elements per output), `dims[r]` (the shape of the reduced value, before the
+//! reduction), `strides[k][r]` (each input's element strides over that shape, 0 where
+//! broadcast). The output is contiguous (kept dims in order, `keepdims` or not). The block
+//! size must be a multiple of 32 and at most 1024 (the launcher uses 256).
+//!
+//! Sum, prod, max, min, mean, all and any are generated, for every dtype the CPU backend
+//! reduces; float max and min propagate NaN. Argmax and argmin are not yet (they run on the
+//! host). A float sum is a tree, not the CPU's pairwise order: its error has
+//! the same bound, its bits may differ.
+
+use super::gen::{bx, Gen, SHARED};
+use super::kernel::{counted_loop, declare_kernel, load, offsets, store};
+use super::scalar::{emit_program, konst};
+use crate::error::{Error, Result};
+use crate::ir::scalar::ScalarProgram;
+use crate::ir::{DType, ReduceOp};
+use crate::jit_cpu::reduce_codegen::acc_dtype;
+use inkwell::module::Linkage;
+use inkwell::values::{BasicValueEnum, IntValue};
+use inkwell::{FloatPredicate, IntPredicate};
+
+/// What the reduce kernel for one step needs to know.
+pub struct ReduceSpec<'p> {
+    pub op: ReduceOp,
+    /// The value reduced, from the inputs (the identity for a plain reduction).
+    pub program: &'p ScalarProgram,
+    pub in_dtypes: Vec<DType>,
+    /// The rank of the reduced value and the axes reduced (sorted, distinct).
+    pub rank: usize,
+    pub axes: Vec<usize>,
+}
+
+/// The dtype the output has: what the reduction accumulates in.
+pub fn out_dtype(spec: &ReduceSpec) -> Result<DType> {
+    let p = spec.program;
+    if p.outputs.len() != 1 {
+        return Err(Error::Unsupported(
+            "ptx backend: a reduction of several values".into(),
+        ));
+    }
+    let vd = p.insts[p.outputs[0]].dtype;
+    acc_dtype(spec.op, vd).ok_or_else(|| {
+        Error::Unsupported(format!(
+            "ptx backend: {} runs on the host, not as a kernel",
+            spec.op.name()
+        ))
+    })
+}
+
+/// Defines the reduce kernel `name` in `g`'s module.
+pub fn define_reduce<'ctx>(g: &Gen<'ctx>, name: &str, spec: &ReduceSpec) -> Result<()> {
+    let ad = out_dtype(spec)?;
+    let p = spec.program;
+    let vd = p.insts[p.outputs[0]].dtype;
+    let (n_in, r) = (spec.in_dtypes.len(), spec.rank);
+    let readonly: Vec<bool> = std::iter::once(false)
+        .chain((0..n_in).map(|_| true))
+        .collect();
+    let noalias = vec![true; n_in + 1];
+    let k = declare_kernel(g, name, &readonly, &noalias, 2 + r + n_in * r)?;
+    let (out, ins) = (k.pointers[0], &k.pointers[1..]);
+    let (n_out, n_red) = (k.scalars[0], k.scalars[1]);
+    let dims = &k.scalars[2..2 + r];
+    let strides: Vec<Vec<IntValue>> = (0..n_in)
+        .map(|j| k.scalars[2 + r + j * r..2 + r + (j + 1) * r].to_vec())
+        .collect();
+    let kept: Vec<usize> = (0..r).filter(|d| !spec.axes.contains(d)).collect();
+    let pick =
+        |axes: &[usize], v: &[IntValue<'ctx>]| axes.iter().map(|&d| v[d]).collect::<Vec<_>>();
+    let kept_dims = pick(&kept, dims);
+    let red_dims = pick(&spec.axes, dims);
+    let kept_strides: Vec<Vec<IntValue>> = strides.iter().map(|s| pick(&kept, s)).collect();
+    let red_strides: Vec<Vec<IntValue>> = strides.iter().map(|s| pick(&spec.axes, s)).collect();
+
+    // Shared memory: one partial per warp (32 warps at most), as a 32- or 64-bit word.
+    let word = if ad.size() == 8 { g.i64() } else { g.i32() };
+    let smem_ty = word.array_type(32);
+    let smem = g
+        .module
+        .add_global(smem_ty, Some(g.space(SHARED)), &format!("{name}_partials"));
+    smem.set_linkage(Linkage::Internal);
+    smem.set_initializer(&smem_ty.get_undef());
+    smem.set_alignment(8);
+    let smem = smem.as_pointer_value();
+
+    // The thread's running partial: a slot in the entry block, which LLVM turns into a
+    // register (mem2reg) because the loops below are built without loop-carried values.
+    let acc_slot = bx(g.b.build_alloca(g.reg_type(ad), "acc"))?;
+    let tid = g.sreg("tid.x")?;
+    let ntid = g.sreg("ntid.x")?;
+    let ctaid = g.sreg("ctaid.x")?;
+    let nctaid = g.sreg("nctaid.x")?;
+    let lane = bx(g.b.build_and(tid, g.c64(31), "lane"))?;
+    let warp = bx(g.b.build_right_shift(tid, g.c64(5), false, "warp"))?;
+    let nwarps = bx(g.b.build_right_shift(
+        bx(g.b.build_int_add(ntid, g.c64(31), ""))?,
+        g.c64(5),
+        false,
+        "nwarps",
+    ))?;
+    let reads = p.input_dtypes();
+    let func = k.func;
+    counted_loop(g, func, ctaid, nctaid, n_out, "outputs", |o| {
+        let base = offsets(g, o, &kept_dims, &kept_strides)?;
+        // This thread's partial over elements tid, tid + ntid, ...
+        bx(g.b.build_store(acc_slot, identity(g, spec.op, ad)))?;
+        counted_loop(g, func, tid, ntid, n_red, "elems", |e| {
+            let offs = offsets(g, e, &red_dims, &red_strides)?;
+            let mut vals: Vec<Option<BasicValueEnum>> = Vec::with_capacity(n_in);
+            for j in 0..n_in {
+                vals.push(match reads.get(j).copied().flatten() {
+                    Some(_) => {
+                        let at = bx(g.b.build_int_add(base[j], offs[j], ""))?;
+                        Some(load(g, ins[j], spec.in_dtypes[j], at)?)
+                    }
+                    None => None,
+                });
+            }
+            let x = emit_program(g, p, &vals)?[0];
+            let x = convert(g, spec.op, vd, ad, x)?;
+            let a = bx(g.b.build_load(g.reg_type(ad), acc_slot, "a"))?;
+            let c = combine(g, spec.op, ad, a, x)?;
+            bx(g.b.build_store(acc_slot, c))?;
+            Ok(())
+        })?;
+        let mut acc = bx(g.b.build_load(g.reg_type(ad), acc_slot, "partial"))?;
+        acc = warp_reduce(g, spec.op, ad, acc)?;
+        // Lane 0 of each warp publishes its warp's partial.
+        let to_word = |v: BasicValueEnum<'ctx>| -> Result<IntValue<'ctx>> { as_word(g, ad, v) };
+        let slot = |idx: IntValue<'ctx>| {
+            bx(unsafe {
+                g.b.build_in_bounds_gep(smem_ty, smem, &[g.c64(0), idx], "slot")
+            })
+        };
+        let is_lane0 = bx(g.b.build_int_compare(IntPredicate::EQ, lane, g.c64(0), ""))?;
+        if_then(g, func, is_lane0, "publish", || {
+            bx(g.b.build_store(slot(warp)?, to_word(acc)?))?;
+            Ok(())
+        })?;
+        g.barrier()?;
+        // The first warp reduces the partials; thread 0 writes the result.
+        let is_warp0 = bx(g.b.build_int_compare(IntPredicate::EQ, warp, g.c64(0), ""))?;
+        if_then(g, func, is_warp0, "final", || {
+            let have = bx(g.b.build_int_compare(IntPredicate::ULT, lane, nwarps, ""))?;
+            let safe_lane = bx(g.b.build_select(have, lane, g.c64(0), ""))?.into_int_value();
+            let w = bx(g.b.build_load(word, slot(safe_lane)?, "w"))?.into_int_value();
+            let v = from_word(g, ad, w)?;
+            let v = bx(g.b.build_select(have, v, identity(g, spec.op, ad), ""))?;
+            let v = warp_reduce(g, spec.op, ad, v)?;
+            let is_t0 = bx(g.b.build_int_compare(IntPredicate::EQ, tid, g.c64(0), ""))?;
+            if_then(g, func, is_t0, "write", || {
+                let v = finish(g, spec.op, ad, v, n_red)?;
+                store(g, out, ad, o, v)
+            })
+        })?;
+        // The partials are read before the next output's are written.
+        g.barrier()?;
+        Ok(())
+    })?;
+    bx(g.b.build_return(None))?;
+    Ok(())
+}
+
+/// `if (cond) then()`, built in place.
+fn if_then<'ctx>(
+    g: &Gen<'ctx>,
+    func: inkwell::values::FunctionValue<'ctx>,
+    cond: IntValue<'ctx>,
+    name: &str,
+    then: impl FnOnce() -> Result<()>,
+) -> Result<()> {
+    let yes = g.ctx.append_basic_block(func, name);
+    let after = g.ctx.append_basic_block(func, &format!("{name}_end"));
+    bx(g.b.build_conditional_branch(cond, yes, after))?;
+    g.b.position_at_end(yes);
+    then()?;
+    bx(g.b.build_unconditional_branch(after))?;
+    g.b.position_at_end(after);
+    Ok(())
+}
+
+/// The reduction's identity in the accumulator's dtype.
+fn identity<'ctx>(g: &Gen<'ctx>, op: ReduceOp, ad: DType) -> BasicValueEnum<'ctx> {
+    let v = match (op, ad) {
+        (ReduceOp::Prod | ReduceOp::All, _) => 1.0,
+        (ReduceOp::Max, DType::F32 | DType::F64) => f64::NEG_INFINITY,
+        (ReduceOp::Min, DType::F32 | DType::F64) => f64::INFINITY,
+        (ReduceOp::Max, DType::Bool) => 0.0,
+        (ReduceOp::Min, DType::Bool) => 1.0,
+        (ReduceOp::Max | ReduceOp::Min, _) => {
+            let max = op == ReduceOp::Max;
+            return match ad {
+                DType::I32 => g
+                    .c32(if max {
+                        i32::MIN as i64
+                    } else {
+                        i32::MAX as i64
+                    })
+                    .into(),
+                _ => g.c64(if max { i64::MIN } else { i64::MAX }).into(),
+            };
+        }
+        _ => 0.0,
+    };
+    konst(g, ad, v)
+}
+
+/// The value `x` (dtype `vd`) as the accumulator's dtype `ad`, as the CPU backend converts.
+fn convert<'ctx>(
+    g: &Gen<'ctx>,
+    op: ReduceOp,
+    vd: DType,
+    ad: DType,
+    x: BasicValueEnum<'ctx>,
+) -> Result<BasicValueEnum<'ctx>> {
+    if matches!(op, ReduceOp::All | ReduceOp::Any) {
+        return Ok(match vd {
+            DType::Bool => x,
+            DType::F32 | DType::F64 => {
+                let x = x.into_float_value();
+                let z = x.get_type().const_float(0.0);
+                bx(g.b.build_float_compare(FloatPredicate::UNE, x, z, ""))?.into()
+            }
+            _ => {
+                let x = x.into_int_value();
+                bx(g.b.build_int_compare(IntPredicate::NE, x, x.get_type().const_zero(), ""))?
+                    .into()
+            }
+        });
+    }
+    if vd == ad {
+        return Ok(x);
+    }
+    let x = x.into_int_value();
+    // bool is 0/1: zero-extend; i32 sign-extends.
+    let wide = match vd {
+        DType::Bool => bx(g.b.build_int_z_extend(x, g.i64(), ""))?,
+        DType::I32 => bx(g.b.build_int_s_extend(x, g.i64(), ""))?,
+        _ => x,
+    };
+    Ok(if ad == DType::F64 {
+        bx(g.b.build_signed_int_to_float(wide, g.ctx.f64_type(), ""))?.into()
+    } else {
+        wide.into()
+    })
+}
+
+/// `a ⊕ x`. Float max and min take `x` when it is better or NaN, so a NaN wins and stays.
+fn combine<'ctx>(
+    g: &Gen<'ctx>,
+    op: ReduceOp,
+    ad: DType,
+    a: BasicValueEnum<'ctx>,
+    x: BasicValueEnum<'ctx>,
+) -> Result<BasicValueEnum<'ctx>> {
+    let b = &g.b;
+    if ad.is_float() {
+        let (a, x) = (a.into_float_value(), x.into_float_value());
+        return Ok(match op {
+            ReduceOp::Sum | ReduceOp::Mean => bx(b.build_float_add(a, x, ""))?.into(),
+            ReduceOp::Prod => bx(b.build_float_mul(a, x, ""))?.into(),
+            ReduceOp::Max | ReduceOp::Min => {
+                let p = if op == ReduceOp::Max {
+                    FloatPredicate::OGT
+                } else {
+                    FloatPredicate::OLT
+                };
+                let better = bx(b.build_float_compare(p, x, a, ""))?;
+                let nan = bx(b.build_float_compare(FloatPredicate::UNO, x, x, ""))?;
+                let take = bx(b.build_or(better, nan, ""))?;
+                bx(b.build_select(take, x, a, ""))?
+            }
+            _ => return Err(bad_op(op, ad)),
+        });
+    }
+    let (a, x) = (a.into_int_value(), x.into_int_value());
+    let v = match op {
+        ReduceOp::Sum | ReduceOp::Mean => bx(b.build_int_add(a, x, ""))?,
+        ReduceOp::Prod => bx(b.build_int_mul(a, x, ""))?,
+        ReduceOp::Max if ad == DType::Bool => bx(b.build_or(a, x, ""))?,
+        ReduceOp::Min if ad == DType::Bool => bx(b.build_and(a, x, ""))?,
+        ReduceOp::Max | ReduceOp::Min => {
+            let p = if op == ReduceOp::Max {
+                IntPredicate::SGT
+            } else {
+                IntPredicate::SLT
+            };
+            let c = bx(b.build_int_compare(p, a, x, ""))?;
+            bx(b.build_select(c, a, x, ""))?.into_int_value()
+        }
+        ReduceOp::All => bx(b.build_and(a, x, ""))?,
+        ReduceOp::Any => bx(b.build_or(a, x, ""))?,
+        ReduceOp::ArgMax | ReduceOp::ArgMin => return Err(bad_op(op, ad)),
+    };
+    Ok(v.into())
+}
+
+fn bad_op(op: ReduceOp, ad: DType) -> Error {
+    Error::Unsupported(format!(
+        "ptx backend: no reduce kernel for {} of {ad}",
+        op.name()
+    ))
+}
+
+/// The result from the combined value: the mean divides by the count.
+fn finish<'ctx>(
+    g: &Gen<'ctx>,
+    op: ReduceOp,
+    ad: DType,
+    v: BasicValueEnum<'ctx>,
+    n_red: IntValue<'ctx>,
+) -> Result<BasicValueEnum<'ctx>> {
+    if op != ReduceOp::Mean {
+        return Ok(v);
+    }
+    let ty = g.float_type(ad);
+    let n = bx(g.b.build_unsigned_int_to_float(n_red, ty, "n"))?;
+    Ok(bx(g.b.build_float_div(v.into_float_value(), n, "mean"))?.into())
+}
+
+/// A register value as the 32- or 64-bit word that shuffles and shared memory carry.
+fn as_word<'ctx>(g: &Gen<'ctx>, ad: DType, v: BasicValueEnum<'ctx>) -> Result<IntValue<'ctx>> {
+    Ok(match ad {
+        DType::Bool => bx(g.b.build_int_z_extend(v.into_int_value(), g.i32(), ""))?,
+        DType::I32 | DType::I64 => v.into_int_value(),
+        DType::F32 => bx(g.b.build_bit_cast(v, g.i32(), ""))?.into_int_value(),
+        DType::F64 => bx(g.b.build_bit_cast(v, g.i64(), ""))?.into_int_value(),
+    })
+}
+
+fn from_word<'ctx>(g: &Gen<'ctx>, ad: DType, w: IntValue<'ctx>) -> Result<BasicValueEnum<'ctx>> {
+    Ok(match ad {
+        DType::Bool => {
+            bx(g.b.build_int_compare(IntPredicate::NE, w, g.i32().const_zero(), ""))?.into()
+        }
+        DType::I32 | DType::I64 => w.into(),
+        DType::F32 | DType::F64 => bx(g.b.build_bit_cast(w, g.float_type(ad), ""))?,
+    })
+}
+
+/// The value of the lane `lane ^ mask` (butterfly), for a 32- or 64-bit word; all 32 lanes of
+/// the warp take part.
+fn shfl_xor<'ctx>(g: &Gen<'ctx>, w: IntValue<'ctx>, mask: i64) -> Result<IntValue<'ctx>> {
+    let shfl = |x: IntValue<'ctx>| -> Result<IntValue<'ctx>> {
+        Ok(g.call(
+            "llvm.nvvm.shfl.sync.bfly.i32",
+            g.i32().into(),
+            &[
+                g.c32(-1).into(),
+                x.into(),
+                g.c32(mask).into(),
+                g.c32(0x1f).into(),
+            ],
+        )?
+        .into_int_value())
+    };
+    if w.get_type().get_bit_width() == 32 {
+        return shfl(w);
+    }
+    let lo = bx(g.b.build_int_truncate(w, g.i32(), "lo"))?;
+    let hi = bx(g.b.build_right_shift(w, g.c64(32), false, ""))?;
+    let hi = bx(g.b.build_int_truncate(hi, g.i32(), "hi"))?;
+    let (lo, hi) = (shfl(lo)?, shfl(hi)?);
+    let lo = bx(g.b.build_int_z_extend(lo, g.i64(), ""))?;
+    let hi = bx(g.b.build_int_z_extend(hi, g.i64(), ""))?;
+    let hi = bx(g.b.build_left_shift(hi, g.c64(32), ""))?;
+    bx(g.b.build_or(hi, lo, ""))
+}
+
+/// Combines the value over the 32 lanes of the warp (every lane ends with a full result).
+fn warp_reduce<'ctx>(
+    g: &Gen<'ctx>,
+    op: ReduceOp,
+    ad: DType,
+    mut v: BasicValueEnum<'ctx>,
+) -> Result<BasicValueEnum<'ctx>> {
+    if g.host {
+        // One thread: its value is the warp's.
+        return Ok(v);
+    }
+    for mask in [16, 8, 4, 2, 1] {
+        let other = from_word(g, ad, shfl_xor(g, as_word(g, ad, v)?, mask)?)?;
+        v = combine(g, op, ad, v, other)?;
+    }
+    Ok(v)
+}

@@ -1,0 +1,440 @@
+//! Lowering of scalar-program instructions to LLVM IR, one element at a time. Each op computes
+//! what `src/jit_cpu/scalar_ops.rs` computes (and so what the interpreter computes):
+//! wrapping integer arithmetic, integer division and mod by zero giving 0 (and `MIN / -1`
+//! wrapping instead of trapping), NaN-propagating `maximum`/`minimum` with -0 < +0, float to
+//! integer casts that truncate, saturate and send NaN to 0, and the transcendental functions
+//! as the shared expansions of `crate::math`.
+//!
+//! Bools are `i1` in registers (one byte in memory, converted by the kernel's loads/stores).
+
+use super::float_divmod::float_divmod;
+use super::gen::{bx, Gen};
+use super::math_llvm::emit_math;
+use super::pow::pow_f32;
+use crate::error::{Error, Result};
+use crate::ir::scalar::{ScalarOp, ScalarProgram};
+use crate::ir::{BinaryOp, DType, UnaryOp};
+use crate::jit_cpu::scalar_ops::math_fn;
+use crate::math::Prec;
+use inkwell::values::{BasicValueEnum, FloatValue, IntValue};
+use inkwell::{FloatPredicate, IntPredicate};
+
+fn unsupported(what: String) -> Error {
+    Error::Unsupported(format!("ptx backend: {what} has no GPU lowering yet"))
+}
+
+/// Computes `program`'s registers from the already loaded input values (`inputs[k]` is input
+/// `k` in register form) and returns the output registers.
+pub fn emit_program<'ctx>(
+    g: &Gen<'ctx>,
+    program: &ScalarProgram,
+    inputs: &[Option<BasicValueEnum<'ctx>>],
+) -> Result<Vec<BasicValueEnum<'ctx>>> {
+    let mut regs: Vec<BasicValueEnum<'ctx>> = Vec::with_capacity(program.insts.len());
+    for (r, inst) in program.insts.iter().enumerate() {
+        let a = |i: usize| regs[inst.args[i]];
+        let ad = |i: usize| program.insts[inst.args[i]].dtype;
+        let v = match &inst.op {
+            ScalarOp::Input(k) => inputs.get(*k).copied().flatten().ok_or_else(|| {
+                Error::Unsupported(format!(
+                    "ptx backend: register %{r} reads a missing input {k}"
+                ))
+            })?,
+            ScalarOp::Const(c) => konst(g, inst.dtype, c.0),
+            ScalarOp::Unary(u) => unary(g, *u, ad(0), a(0))?,
+            ScalarOp::Binary(o) => binary(g, *o, ad(0), a(0), a(1))?,
+            ScalarOp::Select => bx(g.b.build_select(a(0).into_int_value(), a(1), a(2), ""))?,
+            ScalarOp::Cast(to) => cast(g, ad(0), *to, a(0))?,
+        };
+        regs.push(v);
+    }
+    Ok(program.outputs.iter().map(|&o| regs[o]).collect())
+}
+
+/// A constant of dtype `d` in register form.
+pub fn konst<'ctx>(g: &Gen<'ctx>, d: DType, v: f64) -> BasicValueEnum<'ctx> {
+    match d {
+        DType::Bool => g.i1().const_int((v != 0.0) as u64, false).into(),
+        DType::I32 => g.i32().const_int(v as i32 as i64 as u64, true).into(),
+        DType::I64 => g.i64().const_int(v as i64 as u64, true).into(),
+        DType::F32 => g.float_type(d).const_float(v as f32 as f64).into(),
+        DType::F64 => g.float_type(d).const_float(v).into(),
+    }
+}
+
+fn prec(d: DType) -> Prec {
+    if d == DType::F32 {
+        Prec::F32
+    } else {
+        Prec::F64
+    }
+}
+
+fn unary<'ctx>(
+    g: &Gen<'ctx>,
+    u: UnaryOp,
+    d: DType,
+    x: BasicValueEnum<'ctx>,
+) -> Result<BasicValueEnum<'ctx>> {
+    let b = &g.b;
+    if d == DType::Bool {
+        return match u {
+            UnaryOp::Not => Ok(bx(b.build_not(x.into_int_value(), ""))?.into()),
+            _ => Err(unsupported(format!("{} on bool", u.name()))),
+        };
+    }
+    if d.is_int() {
+        let x = x.into_int_value();
+        let zero = x.get_type().const_zero();
+        let v: IntValue = match u {
+            UnaryOp::Neg => bx(b.build_int_sub(zero, x, ""))?,
+            UnaryOp::Abs => {
+                let neg = bx(b.build_int_compare(IntPredicate::SLT, x, zero, ""))?;
+                let minus = bx(b.build_int_sub(zero, x, ""))?;
+                bx(b.build_select(neg, minus, x, ""))?.into_int_value()
+            }
+            UnaryOp::Sign => {
+                let pos = bx(b.build_int_compare(IntPredicate::SGT, x, zero, ""))?;
+                let neg = bx(b.build_int_compare(IntPredicate::SLT, x, zero, ""))?;
+                let p = bx(b.build_int_z_extend(pos, x.get_type(), ""))?;
+                let m = bx(b.build_int_z_extend(neg, x.get_type(), ""))?;
+                bx(b.build_int_sub(p, m, ""))?
+            }
+            UnaryOp::Square => bx(b.build_int_mul(x, x, ""))?,
+            UnaryOp::Relu => {
+                let pos = bx(b.build_int_compare(IntPredicate::SGT, x, zero, ""))?;
+                bx(b.build_select(pos, x, zero, ""))?.into_int_value()
+            }
+            UnaryOp::Floor | UnaryOp::Ceil | UnaryOp::Round => x,
+            _ => return Err(unsupported(format!("{} on {d}", u.name()))),
+        };
+        return Ok(v.into());
+    }
+    let x = x.into_float_value();
+    if let Some(f) = math_fn(u) {
+        return Ok(emit_math(g, f, prec(d), x)?.into());
+    }
+    let ty = x.get_type();
+    let one = ty.const_float(1.0);
+    let zero = ty.const_float(0.0);
+    let sel =
+        |m: IntValue<'ctx>, a: FloatValue<'ctx>, c: FloatValue<'ctx>| -> Result<FloatValue<'ctx>> {
+            Ok(bx(b.build_select(m, a, c, ""))?.into_float_value())
+        };
+    let v: FloatValue = match u {
+        UnaryOp::Neg => bx(b.build_float_neg(x, ""))?,
+        UnaryOp::Abs => g.fcall("fabs", &[x])?,
+        UnaryOp::Sqrt => g.fcall("sqrt", &[x])?,
+        UnaryOp::Rsqrt => {
+            let s = g.fcall("sqrt", &[x])?;
+            bx(b.build_float_div(one, s, ""))?
+        }
+        UnaryOp::Floor => g.fcall("floor", &[x])?,
+        UnaryOp::Ceil => g.fcall("ceil", &[x])?,
+        UnaryOp::Round => g.fcall("rint", &[x])?,
+        UnaryOp::Square => bx(b.build_float_mul(x, x, ""))?,
+        UnaryOp::Reciprocal => bx(b.build_float_div(one, x, ""))?,
+        UnaryOp::Sign => {
+            // 1 above zero, -1 below, 0 for either zero, NaN stays NaN.
+            let minus = ty.const_float(-1.0);
+            let gt = bx(b.build_float_compare(FloatPredicate::OGT, x, zero, ""))?;
+            let lt = bx(b.build_float_compare(FloatPredicate::OLT, x, zero, ""))?;
+            let eq = bx(b.build_float_compare(FloatPredicate::OEQ, x, zero, ""))?;
+            let z_or_nan = sel(eq, zero, x)?;
+            let neg = sel(lt, minus, z_or_nan)?;
+            sel(gt, one, neg)?
+        }
+        UnaryOp::Relu => {
+            // x where x > 0 or x is NaN, else 0.
+            let keep = bx(b.build_float_compare(FloatPredicate::UGT, x, zero, ""))?;
+            sel(keep, x, zero)?
+        }
+        _ => return Err(unsupported(format!("{} on {d}", u.name()))),
+    };
+    Ok(v.into())
+}
+
+fn binary<'ctx>(
+    g: &Gen<'ctx>,
+    o: BinaryOp,
+    d: DType,
+    x: BasicValueEnum<'ctx>,
+    y: BasicValueEnum<'ctx>,
+) -> Result<BasicValueEnum<'ctx>> {
+    let b = &g.b;
+    if o.is_comparison() {
+        let v = if d.is_float() {
+            let p = match o {
+                BinaryOp::Lt => FloatPredicate::OLT,
+                BinaryOp::Le => FloatPredicate::OLE,
+                BinaryOp::Gt => FloatPredicate::OGT,
+                BinaryOp::Ge => FloatPredicate::OGE,
+                BinaryOp::Eq => FloatPredicate::OEQ,
+                _ => FloatPredicate::UNE, // true for NaN, as numpy
+            };
+            bx(b.build_float_compare(p, x.into_float_value(), y.into_float_value(), ""))?
+        } else {
+            // bool compares as unsigned (false < true), integers signed.
+            let signed = d != DType::Bool;
+            let p = match (o, signed) {
+                (BinaryOp::Lt, true) => IntPredicate::SLT,
+                (BinaryOp::Le, true) => IntPredicate::SLE,
+                (BinaryOp::Gt, true) => IntPredicate::SGT,
+                (BinaryOp::Ge, true) => IntPredicate::SGE,
+                (BinaryOp::Lt, false) => IntPredicate::ULT,
+                (BinaryOp::Le, false) => IntPredicate::ULE,
+                (BinaryOp::Gt, false) => IntPredicate::UGT,
+                (BinaryOp::Ge, false) => IntPredicate::UGE,
+                (BinaryOp::Eq, _) => IntPredicate::EQ,
+                _ => IntPredicate::NE,
+            };
+            bx(b.build_int_compare(p, x.into_int_value(), y.into_int_value(), ""))?
+        };
+        return Ok(v.into());
+    }
+    match d {
+        DType::Bool => {
+            let (x, y) = (x.into_int_value(), y.into_int_value());
+            Ok(match o {
+                BinaryOp::And => bx(b.build_and(x, y, ""))?,
+                BinaryOp::Or => bx(b.build_or(x, y, ""))?,
+                _ => return Err(unsupported(format!("{} on bool", o.name()))),
+            }
+            .into())
+        }
+        DType::F32 | DType::F64 => {
+            let (x, y) = (x.into_float_value(), y.into_float_value());
+            Ok(match o {
+                BinaryOp::Add => bx(b.build_float_add(x, y, ""))?,
+                BinaryOp::Sub => bx(b.build_float_sub(x, y, ""))?,
+                BinaryOp::Mul => bx(b.build_float_mul(x, y, ""))?,
+                BinaryOp::Div => bx(b.build_float_div(x, y, ""))?,
+                BinaryOp::Pow if d == DType::F32 => pow_f32(g, x, y)?,
+                BinaryOp::FloorDiv => float_divmod(g, x, y)?.0,
+                BinaryOp::Mod => float_divmod(g, x, y)?.1,
+                BinaryOp::Maximum => fminmax(g, x, y, true)?,
+                BinaryOp::Minimum => fminmax(g, x, y, false)?,
+                _ => return Err(unsupported(format!("{} on {d}", o.name()))),
+            }
+            .into())
+        }
+        DType::I32 | DType::I64 => {
+            let (x, y) = (x.into_int_value(), y.into_int_value());
+            Ok(match o {
+                BinaryOp::Add => bx(b.build_int_add(x, y, ""))?,
+                BinaryOp::Sub => bx(b.build_int_sub(x, y, ""))?,
+                BinaryOp::Mul => bx(b.build_int_mul(x, y, ""))?,
+                BinaryOp::Maximum | BinaryOp::Minimum => {
+                    let p = if o == BinaryOp::Maximum {
+                        IntPredicate::SGT
+                    } else {
+                        IntPredicate::SLT
+                    };
+                    let c = bx(b.build_int_compare(p, x, y, ""))?;
+                    bx(b.build_select(c, x, y, ""))?.into_int_value()
+                }
+                BinaryOp::FloorDiv => int_divmod(g, x, y)?.0,
+                BinaryOp::Mod => int_divmod(g, x, y)?.1,
+                BinaryOp::Pow => int_pow(g, x, y)?,
+                _ => return Err(unsupported(format!("{} on {d}", o.name()))),
+            }
+            .into())
+        }
+    }
+}
+
+/// IEEE 754-2019 maximum/minimum, as Cranelift's `fmax`/`fmin`: NaN if either is NaN, and
+/// -0 < +0. (LLVM's `llvm.maximum` would do, but NVPTX lowers it natively only for f32 on
+/// sm_80+; this is the same on every target.)
+fn fminmax<'ctx>(
+    g: &Gen<'ctx>,
+    x: FloatValue<'ctx>,
+    y: FloatValue<'ctx>,
+    max: bool,
+) -> Result<FloatValue<'ctx>> {
+    let b = &g.b;
+    let ity = if x.get_type() == g.ctx.f32_type() {
+        g.i32()
+    } else {
+        g.i64()
+    };
+    let (first, second) = if max {
+        (FloatPredicate::OGT, FloatPredicate::OLT)
+    } else {
+        (FloatPredicate::OLT, FloatPredicate::OGT)
+    };
+    let takes_x = bx(b.build_float_compare(first, x, y, ""))?;
+    let takes_y = bx(b.build_float_compare(second, x, y, ""))?;
+    // Equal: the same bits, or two zeros, where max clears a sign bit and min keeps one.
+    let xb = bx(b.build_bit_cast(x, ity, ""))?.into_int_value();
+    let yb = bx(b.build_bit_cast(y, ity, ""))?.into_int_value();
+    let eb = if max {
+        bx(b.build_and(xb, yb, ""))?
+    } else {
+        bx(b.build_or(xb, yb, ""))?
+    };
+    let equal = bx(b.build_bit_cast(eb, x.get_type(), ""))?.into_float_value();
+    let r = bx(b.build_select(takes_y, y, equal, ""))?.into_float_value();
+    let r = bx(b.build_select(takes_x, x, r, ""))?.into_float_value();
+    let nan = bx(b.build_float_compare(FloatPredicate::UNO, x, y, ""))?;
+    let quiet = bx(b.build_float_add(x, y, ""))?;
+    Ok(bx(b.build_select(nan, quiet, r, ""))?.into_float_value())
+}
+
+/// numpy's `floor_divide` and `mod` of integers: 0 for a zero divisor, and `MIN / -1` wraps
+/// (LLVM's `sdiv` would be undefined there, the hardware's result arbitrary).
+pub fn int_divmod<'ctx>(
+    g: &Gen<'ctx>,
+    a: IntValue<'ctx>,
+    d: IntValue<'ctx>,
+) -> Result<(IntValue<'ctx>, IntValue<'ctx>)> {
+    let b = &g.b;
+    let ty = a.get_type();
+    let zero = ty.const_zero();
+    let one = ty.const_int(1, false);
+    let minus_one = ty.const_all_ones();
+    let is_zero = bx(b.build_int_compare(IntPredicate::EQ, d, zero, "div_by_zero"))?;
+    let is_m1 = bx(b.build_int_compare(IntPredicate::EQ, d, minus_one, ""))?;
+    let special = bx(b.build_or(is_zero, is_m1, ""))?;
+    let safe = bx(b.build_select(special, one, d, ""))?.into_int_value();
+    let q = bx(b.build_int_signed_div(a, safe, ""))?;
+    let r = bx(b.build_int_signed_rem(a, safe, ""))?;
+    // By -1: the quotient is -a (wrapping), the remainder 0; by 0: both 0.
+    let neg_a = bx(b.build_int_sub(zero, a, ""))?;
+    let q = bx(b.build_select(is_m1, neg_a, q, ""))?.into_int_value();
+    let q = bx(b.build_select(is_zero, zero, q, ""))?.into_int_value();
+    let r = bx(b.build_select(special, zero, r, ""))?.into_int_value();
+    // Round toward minus infinity: a nonzero remainder of the other sign than the divisor.
+    let r_nz = bx(b.build_int_compare(IntPredicate::NE, r, zero, ""))?;
+    let r_neg = bx(b.build_int_compare(IntPredicate::SLT, r, zero, ""))?;
+    let d_neg = bx(b.build_int_compare(IntPredicate::SLT, d, zero, ""))?;
+    let differ = bx(b.build_xor(r_neg, d_neg, ""))?;
+    let adjust = bx(b.build_and(r_nz, differ, ""))?;
+    let q1 = bx(b.build_int_sub(q, one, ""))?;
+    let r1 = bx(b.build_int_add(r, d, ""))?;
+    let q = bx(b.build_select(adjust, q1, q, ""))?.into_int_value();
+    let r = bx(b.build_select(adjust, r1, r, ""))?.into_int_value();
+    Ok((q, r))
+}
+
+/// Integer power by squaring, wrapping; a negative exponent gives 1 for a base of 1, +-1 for
+/// -1 (by parity), else 0 (the interpreter's `ipow`).
+fn int_pow<'ctx>(g: &Gen<'ctx>, base: IntValue<'ctx>, e: IntValue<'ctx>) -> Result<IntValue<'ctx>> {
+    let b = &g.b;
+    let ty = base.get_type();
+    let zero = ty.const_zero();
+    let one = ty.const_int(1, false);
+    let here = b
+        .get_insert_block()
+        .ok_or_else(|| unsupported("pow outside a function".into()))?;
+    let func = here
+        .get_parent()
+        .ok_or_else(|| unsupported("pow outside a function".into()))?;
+    let head = g.ctx.append_basic_block(func, "pow_loop");
+    let done = g.ctx.append_basic_block(func, "pow_done");
+    // A negative exponent runs no iteration (e > 0 fails at once).
+    bx(b.build_unconditional_branch(head))?;
+    b.position_at_end(head);
+    let acc = bx(b.build_phi(ty, "acc"))?;
+    let bs = bx(b.build_phi(ty, "base"))?;
+    let ex = bx(b.build_phi(ty, "exp"))?;
+    let (acc_v, bs_v, ex_v) = (
+        acc.as_basic_value().into_int_value(),
+        bs.as_basic_value().into_int_value(),
+        ex.as_basic_value().into_int_value(),
+    );
+    let more = bx(b.build_int_compare(IntPredicate::SGT, ex_v, zero, ""))?;
+    let body = g.ctx.append_basic_block(func, "pow_body");
+    bx(b.build_conditional_branch(more, body, done))?;
+    b.position_at_end(body);
+    let bit = bx(b.build_and(ex_v, one, ""))?;
+    let odd = bx(b.build_int_compare(IntPredicate::NE, bit, zero, ""))?;
+    let prod = bx(b.build_int_mul(acc_v, bs_v, ""))?;
+    let acc_n = bx(b.build_select(odd, prod, acc_v, ""))?.into_int_value();
+    let bs_n = bx(b.build_int_mul(bs_v, bs_v, ""))?;
+    let ex_n = bx(b.build_right_shift(ex_v, one, true, ""))?;
+    bx(b.build_unconditional_branch(head))?;
+    acc.add_incoming(&[(&one, here), (&acc_n, body)]);
+    bs.add_incoming(&[(&base, here), (&bs_n, body)]);
+    ex.add_incoming(&[(&e, here), (&ex_n, body)]);
+    b.position_at_end(done);
+    // Negative exponents.
+    let neg = bx(b.build_int_compare(IntPredicate::SLT, e, zero, ""))?;
+    let minus_one = ty.const_all_ones();
+    let is_one = bx(b.build_int_compare(IntPredicate::EQ, base, one, ""))?;
+    let is_m1 = bx(b.build_int_compare(IntPredicate::EQ, base, minus_one, ""))?;
+    let e_bit = bx(b.build_and(e, one, ""))?;
+    let e_odd = bx(b.build_int_compare(IntPredicate::NE, e_bit, zero, ""))?;
+    let m1_pow = bx(b.build_select(e_odd, minus_one, one, ""))?.into_int_value();
+    let r = bx(b.build_select(is_m1, m1_pow, zero, ""))?.into_int_value();
+    let r = bx(b.build_select(is_one, one, r, ""))?.into_int_value();
+    Ok(bx(b.build_select(neg, r, acc_v, ""))?.into_int_value())
+}
+
+/// `x` of dtype `from` as dtype `to`, as the CPU backend converts.
+fn cast<'ctx>(
+    g: &Gen<'ctx>,
+    from: DType,
+    to: DType,
+    x: BasicValueEnum<'ctx>,
+) -> Result<BasicValueEnum<'ctx>> {
+    let b = &g.b;
+    if from == to {
+        return Ok(x);
+    }
+    Ok(match (from.is_float(), to) {
+        // To bool: nonzero (NaN counts, as it is not equal to zero).
+        (true, DType::Bool) => {
+            let x = x.into_float_value();
+            let z = x.get_type().const_float(0.0);
+            bx(b.build_float_compare(FloatPredicate::UNE, x, z, ""))?.into()
+        }
+        (false, DType::Bool) => {
+            let x = x.into_int_value();
+            bx(b.build_int_compare(IntPredicate::NE, x, x.get_type().const_zero(), ""))?.into()
+        }
+        // Float to integer truncates and saturates; NaN gives 0.
+        (true, DType::I32 | DType::I64) => {
+            let x = x.into_float_value();
+            let ity = g.reg_type(to).into_int_type();
+            let name = format!(
+                "llvm.fptosi.sat.{}.{}",
+                if to == DType::I32 { "i32" } else { "i64" },
+                if from == DType::F32 { "f32" } else { "f64" }
+            );
+            g.call(&name, ity.into(), &[x.into()])?
+        }
+        (true, _) => {
+            let x = x.into_float_value();
+            let ty = g.float_type(to);
+            if to == DType::F64 {
+                bx(b.build_float_ext(x, ty, ""))?.into()
+            } else {
+                bx(b.build_float_trunc(x, ty, ""))?.into()
+            }
+        }
+        (false, DType::F32 | DType::F64) => {
+            let x = x.into_int_value();
+            let ty = g.float_type(to);
+            if from == DType::Bool {
+                bx(b.build_unsigned_int_to_float(x, ty, ""))?.into()
+            } else {
+                bx(b.build_signed_int_to_float(x, ty, ""))?.into()
+            }
+        }
+        (false, _) => {
+            let x = x.into_int_value();
+            let ty = g.reg_type(to).into_int_type();
+            let (fw, tw) = (x.get_type().get_bit_width(), ty.get_bit_width());
+            if tw > fw {
+                if from == DType::Bool {
+                    bx(b.build_int_z_extend(x, ty, ""))?.into()
+                } else {
+                    bx(b.build_int_s_extend(x, ty, ""))?.into()
+                }
+            } else {
+                bx(b.build_int_truncate(x, ty, ""))?.into()
+            }
+        }
+    })
+}
