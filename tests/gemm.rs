@@ -3,43 +3,17 @@
 //! interpreter's (which keeps every transpose a step of its own) bit for bit, since both run
 //! the same GEMM.
 
-use kiln::{compile_func, Backend, CompileOptions, Tensor};
+use kiln::{Backend, Tensor};
 use ndarray::{ArrayD, IxDyn};
 
+mod common;
+
 fn compile(src: &str, backend: Backend, dump_dir: Option<&std::path::Path>) -> kiln::Function {
-    let f = kiln::ir::text::parse("gemm.kir", src).unwrap().remove(0);
-    let mut opts = CompileOptions {
-        name: "g".into(),
-        backend: Some(backend),
-        ..CompileOptions::default()
-    };
-    if let Some(dir) = dump_dir {
-        opts.dump = kiln::dump::DumpOptions {
-            stages: vec!["schedule".into()],
-            dir: Some(dir.to_path_buf()),
-        };
-    }
-    compile_func(f, &opts).unwrap()
+    common::compile_text(src, "g", backend, dump_dir)
 }
 
 fn values(dtype: kiln::DType, shape: &[usize], seed: u64) -> Tensor {
-    let n: usize = shape.iter().product();
-    let xs: Vec<f64> = (0..n)
-        .map(|i| kiln::random::normal_f32(seed, i as u64) as f64 * 4.0)
-        .collect();
-    let sh = IxDyn(shape);
-    match dtype {
-        kiln::DType::F32 => {
-            Tensor::F32(ArrayD::from_shape_vec(sh, xs.iter().map(|&x| x as f32).collect()).unwrap())
-        }
-        kiln::DType::F64 => Tensor::F64(ArrayD::from_shape_vec(sh, xs).unwrap()),
-        kiln::DType::I32 => Tensor::I32(
-            ArrayD::from_shape_vec(sh, xs.iter().map(|&x| x.round() as i32).collect()).unwrap(),
-        ),
-        _ => Tensor::I64(
-            ArrayD::from_shape_vec(sh, xs.iter().map(|&x| x.round() as i64).collect()).unwrap(),
-        ),
-    }
+    common::normal_values(dtype, shape, seed, 4.0)
 }
 
 /// Runs `src` on both backends and checks the outputs are equal bit for bit, and that the CPU

@@ -3,40 +3,16 @@
 //! reference interpreter's, which runs every step over the whole array, and the CPU plan must
 //! show the group (`rows N ... {`) in its schedule dump.
 
-use kiln::{compile_func, Backend, CompileOptions, DType, Tensor};
-use ndarray::{ArrayD, IxDyn};
+use kiln::{Backend, DType, Tensor};
+
+mod common;
 
 fn compile(src: &str, backend: Backend, dump_dir: Option<&std::path::Path>) -> kiln::Function {
-    let f = kiln::ir::text::parse("rows.kir", src).unwrap().remove(0);
-    let mut opts = CompileOptions {
-        name: "r".into(),
-        backend: Some(backend),
-        ..CompileOptions::default()
-    };
-    if let Some(dir) = dump_dir {
-        opts.dump = kiln::dump::DumpOptions {
-            stages: vec!["schedule".into()],
-            dir: Some(dir.to_path_buf()),
-        };
-    }
-    compile_func(f, &opts).unwrap()
+    common::compile_text(src, "r", backend, dump_dir)
 }
 
-fn values(dtype: DType, shape: &[usize], seed: u64) -> Tensor {
-    let n: usize = shape.iter().product();
-    let xs: Vec<f64> = (0..n)
-        .map(|i| kiln::random::normal_f32(seed, i as u64) as f64 * 3.0)
-        .collect();
-    let sh = IxDyn(shape);
-    match dtype {
-        DType::F32 => {
-            Tensor::F32(ArrayD::from_shape_vec(sh, xs.iter().map(|&x| x as f32).collect()).unwrap())
-        }
-        DType::F64 => Tensor::F64(ArrayD::from_shape_vec(sh, xs).unwrap()),
-        _ => Tensor::I32(
-            ArrayD::from_shape_vec(sh, xs.iter().map(|&x| x.round() as i32).collect()).unwrap(),
-        ),
-    }
+fn values(dtype: kiln::DType, shape: &[usize], seed: u64) -> Tensor {
+    common::normal_values(dtype, shape, seed, 3.0)
 }
 
 /// Within a few ulps for floats (the interpreter calls the C library's exp and log), exact

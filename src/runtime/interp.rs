@@ -339,14 +339,7 @@ fn run_steps(
                     _ => env.view(func, a),
                 })
                 .collect::<Result<smallvec::SmallVec<[_; 4]>, _>>()?;
-            let outs =
-                catch_unwind(AssertUnwindSafe(|| t.run_into(&args, dest))).map_err(|p| {
-                    Error::Runtime(format!(
-                        "{} panicked: {}",
-                        inst.op.display_name(),
-                        panic_message(&*p)
-                    ))
-                })??;
+            let outs = guarded(&inst.op, || t.run_into(&args, dest))?;
             drop(args);
             store_results(func, inst, outs, &mut env.values, state)?;
             release_dead(inst, env, state);
@@ -396,22 +389,15 @@ fn run_steps(
             .collect::<Result<Vec<_>, _>>()?;
         // perform is the oracle and must not panic, but a panic (a user's op, say) is turned
         // into an error rather than taking the caller's process down.
-        let outs = catch_unwind(AssertUnwindSafe(|| match &inst.op {
+        let outs = guarded(&inst.op, || match &inst.op {
             Op::Custom(c) => run_custom(c, inst, &args, donated, accumulators, state),
             op => perform(op, &args),
-        }))
-        .map_err(|p| {
-            Error::Runtime(format!(
-                "{} panicked: {}",
-                inst.op.display_name(),
-                panic_message(&*p)
-            ))
-        })??;
+        })?;
         let outs = match overwritten {
             Some((_, mut buf)) => {
                 let mut outs = outs;
                 if let Some(o) = outs.first_mut() {
-                    let result = std::mem::replace(o, buf_stub());
+                    let result = std::mem::replace(o, Tensor::empty(crate::ir::DType::Bool));
                     if let Some(spare) = super::function::assign_or_replace(&mut buf, result) {
                         state.keep_buffer(spare);
                     }
@@ -449,16 +435,8 @@ fn run_gemm(
         Ok(if transposed[k] { t.swap_last_two() } else { t })
     };
     let (a, b) = (operand(0, a)?, operand(1, b)?);
-    let out = catch_unwind(AssertUnwindSafe(|| {
-        crate::perform::matmul_into(&a, &b, dest)
-    }))
-    .map_err(|p| Error::Runtime(format!("matmul panicked: {}", panic_message(&*p))))??;
+    let out = guarded(&inst.op, || crate::perform::matmul_into(&a, &b, dest))?;
     store_results(func, inst, vec![out], &mut env.values, state)
-}
-
-/// An empty tensor standing in for one being moved.
-fn buf_stub() -> Tensor {
-    Tensor::empty(crate::ir::DType::Bool)
 }
 
 /// For an instruction marked in place, the marked argument and its buffer, taken out of the
@@ -648,6 +626,18 @@ fn run_custom(
             t.ok_or_else(|| Error::Runtime(format!("{}: perform left an output empty", c.name())))
         })
         .collect()
+}
+
+/// Runs one step's kernel or `perform`, turning a panic (a user's op, say) into an error that
+/// names the op rather than taking the caller's process down.
+pub(super) fn guarded<T>(op: &Op, f: impl FnOnce() -> Result<T, Error>) -> Result<T, Error> {
+    catch_unwind(AssertUnwindSafe(f)).map_err(|p| {
+        Error::Runtime(format!(
+            "{} panicked: {}",
+            op.display_name(),
+            panic_message(&*p)
+        ))
+    })?
 }
 
 /// The message of a caught panic payload.

@@ -123,16 +123,7 @@ pub(super) fn run_rows(
                             .ok_or_else(|| Error::Runtime("row group: member order".into())),
                     })
                     .collect::<Result<SmallVec<[TensorRef<'_>; 4]>, Error>>()?;
-                let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                    thunks[i].run_into(&args, dest)
-                }))
-                .map_err(|p| {
-                    Error::Runtime(format!(
-                        "{} panicked: {}",
-                        m.op.display_name(),
-                        super::interp::panic_message(&*p)
-                    ))
-                })??;
+                let result = super::interp::guarded(&m.op, || thunks[i].run_into(&args, dest))?;
                 drop(args);
                 temps[i] = result.into_iter().next();
             }

@@ -45,3 +45,53 @@ pub fn close(got: &Tensor, want: &Tensor) -> bool {
                 || (g.is_finite() && w.is_finite() && (g - w).abs() <= tol * w.abs().max(1e-6))
         })
 }
+
+/// Compiles the first function of `src` (text form) for `backend` under the name `name`,
+/// writing its `schedule` dump into `dump_dir` when one is given.
+pub fn compile_text(
+    src: &str,
+    name: &str,
+    backend: kiln::Backend,
+    dump_dir: Option<&std::path::Path>,
+) -> kiln::Function {
+    let f = kiln::ir::text::parse("test.kir", src).unwrap().remove(0);
+    let mut opts = kiln::CompileOptions {
+        name: name.into(),
+        backend: Some(backend),
+        ..kiln::CompileOptions::default()
+    };
+    if let Some(dir) = dump_dir {
+        opts.dump = kiln::dump::DumpOptions {
+            stages: vec!["schedule".into()],
+            dir: Some(dir.to_path_buf()),
+        };
+    }
+    kiln::compile_func(f, &opts).unwrap()
+}
+
+/// A tensor of `dtype` and `shape` from the standard normal stream `seed`, times `scale`
+/// (integers rounded).
+pub fn normal_values(dtype: kiln::DType, shape: &[usize], seed: u64, scale: f64) -> Tensor {
+    use ndarray::{ArrayD, IxDyn};
+    let n: usize = shape.iter().product();
+    let xs: Vec<f64> = (0..n)
+        .map(|i| kiln::random::normal_f32(seed, i as u64) as f64 * scale)
+        .collect();
+    let sh = IxDyn(shape);
+    let ints = || xs.iter().map(|&x| x.round());
+    match dtype {
+        kiln::DType::F32 => {
+            Tensor::F32(ArrayD::from_shape_vec(sh, xs.iter().map(|&x| x as f32).collect()).unwrap())
+        }
+        kiln::DType::F64 => Tensor::F64(ArrayD::from_shape_vec(sh, xs.clone()).unwrap()),
+        kiln::DType::I32 => {
+            Tensor::I32(ArrayD::from_shape_vec(sh, ints().map(|x| x as i32).collect()).unwrap())
+        }
+        kiln::DType::I64 => {
+            Tensor::I64(ArrayD::from_shape_vec(sh, ints().map(|x| x as i64).collect()).unwrap())
+        }
+        kiln::DType::Bool => {
+            Tensor::Bool(ArrayD::from_shape_vec(sh, xs.iter().map(|&x| x > 0.0).collect()).unwrap())
+        }
+    }
+}
