@@ -64,10 +64,11 @@ fn normal(seed: u64, shape: &[usize]) -> ArrayD<f32> {
     // The stream is counter-based, so generating it on every thread gives the same numbers.
     use rayon::prelude::*;
     let n: usize = shape.iter().product();
-    let v: Vec<f32> = (0..n as u64)
-        .into_par_iter()
-        .map(|i| kiln::random::normal_f32(seed, i))
-        .collect();
+    let mut v = vec![0.0f32; n];
+    const CHUNK: usize = 1 << 14;
+    v.par_chunks_mut(CHUNK)
+        .enumerate()
+        .for_each(|(k, c)| kiln::random::fill_normal_f32(seed, (k * CHUNK) as u64, c));
     ArrayD::from_shape_vec(IxDyn(shape), v).unwrap_or_else(|e| fail(&e.to_string()))
 }
 

@@ -83,6 +83,31 @@ pub fn normal_f32(seed: u64, i: u64) -> f32 {
     box_muller(unit24(w[j]), unit24(w[j + 1])) as f32
 }
 
+/// Elements `first..first + out.len()` of the standard normal f32 stream of `seed`, exactly
+/// as `normal_f32` gives them, written into `out`. Each Philox block serves the two elements
+/// it holds (element by element, every block is computed twice), which makes a bulk fill
+/// about twice as fast; callers split large fills into chunks across threads.
+pub fn fill_normal_f32(seed: u64, first: u64, out: &mut [f32]) {
+    let mut i = first;
+    // An odd start takes the second half of its block alone.
+    let skip = (first % 2) as usize;
+    let (head, rest) = out.split_at_mut(skip.min(out.len()));
+    for o in head {
+        *o = normal_f32(seed, i);
+        i += 1;
+    }
+    let mut pairs = rest.chunks_exact_mut(2);
+    for pair in &mut pairs {
+        let w = block(seed, i / 2);
+        pair[0] = box_muller(unit24(w[0]), unit24(w[1])) as f32;
+        pair[1] = box_muller(unit24(w[2]), unit24(w[3])) as f32;
+        i += 2;
+    }
+    if let [o] = pairs.into_remainder() {
+        *o = normal_f32(seed, i);
+    }
+}
+
 /// Element `i` of a standard normal f64 stream.
 pub fn normal_f64(seed: u64, i: u64) -> f64 {
     let w = block(seed, i);
@@ -92,6 +117,18 @@ pub fn normal_f64(seed: u64, i: u64) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn bulk_normal_fill_is_the_stream() {
+        for first in [0u64, 1, 6, 7] {
+            for len in [0usize, 1, 2, 3, 10] {
+                let mut out = vec![0.0f32; len];
+                fill_normal_f32(42, first, &mut out);
+                let each: Vec<f32> = (0..len as u64).map(|k| normal_f32(42, first + k)).collect();
+                assert_eq!(out, each, "first {first}, len {len}");
+            }
+        }
+    }
 
     #[test]
     fn philox_known_answers() {

@@ -1,6 +1,6 @@
 //! The reference implementation of the random ops.
 
-use super::{normal_f32, normal_f64, uniform_f32, uniform_f64};
+use super::{fill_normal_f32, normal_f64, uniform_f32, uniform_f64};
 use crate::ir::{DType, RandomDist};
 use crate::tensor::Tensor;
 use ndarray::{ArrayD, IxDyn};
@@ -34,10 +34,10 @@ pub fn sample(dist: RandomDist, seed: u64, shape: &[usize], dtype: DType) -> Ten
         }
         (RandomDist::Normal { mean, std }, DType::F32) => {
             let (m, s) = (mean.0 as f32, std.0 as f32);
-            Tensor::F32(
-                ArrayD::from_shape_vec(sh, (0..n).map(|i| m + s * normal_f32(seed, i)).collect())
-                    .expect("length"),
-            )
+            let mut z = vec![0.0f32; n as usize];
+            fill_normal_f32(seed, 0, &mut z);
+            z.iter_mut().for_each(|v| *v = m + s * *v);
+            Tensor::F32(ArrayD::from_shape_vec(sh, z).expect("length"))
         }
         (RandomDist::Normal { mean, std }, _) => {
             Tensor::F64(f64s(&|i| mean.0 + std.0 * normal_f64(seed, i)))
