@@ -19,7 +19,9 @@
 //! so views that start inside a buffer (slices, in-place steps) run the same code.
 
 mod argreduce_codegen;
+mod build;
 pub(crate) mod codegen;
+mod direct;
 mod helpers;
 mod math_clif;
 mod reduce;
@@ -27,23 +29,20 @@ pub(crate) mod reduce_codegen;
 mod reduce_operands;
 pub(crate) mod scalar_ops;
 
+pub use build::compile;
 pub use reduce::{generated_reduce_calls, generated_reduce_calls_on_this_thread};
 
-use crate::dump::DumpOptions;
 use crate::error::{Error, Result};
 use crate::for_each_dtype;
-use crate::ir::{DType, Func, Op, Value};
-use crate::runtime::interp::Interpreter;
-use crate::runtime::{Executable, Thunk};
+use crate::ir::{DType, Op};
+use crate::runtime::Thunk;
 use crate::tensor::{Tensor, TensorRef};
 use codegen::KernelFn;
 use cranelift_jit::JITModule;
-use cranelift_module::FuncId;
-use std::collections::HashMap;
 use std::sync::Arc;
 
 /// Owns the JIT memory the kernels live in; freed when the last kernel goes.
-struct JitCode(Option<JITModule>);
+struct JitCode(Vec<JITModule>);
 
 // SAFETY: after `finalize_definitions` the module is never used again; it only keeps the
 // generated code mapped. Calling the code from several threads is safe: kernels touch only the
@@ -53,7 +52,7 @@ unsafe impl Sync for JitCode {}
 
 impl Drop for JitCode {
     fn drop(&mut self) {
-        if let Some(m) = self.0.take() {
+        for m in self.0.drain(..) {
             // SAFETY: the kernels that point into this memory hold an Arc to it; this is the
             // last one.
             unsafe { m.free_memory() };
@@ -95,16 +94,27 @@ fn base_ptr(t: &Tensor) -> *mut u8 {
 /// How the kernel reads one operand of a `rows x cols` view of the output: byte strides per
 /// row and per column, or `None` when the operand must be broadcast into a copy first.
 fn strides_2d(t: &TensorRef, shape: &[usize], rows: usize, cols: usize) -> Option<(i64, i64)> {
-    let size = t.dtype().size() as i64;
     if t.len() == 1 {
         return Some((0, 0));
     }
     if !t.is_standard_layout() {
         return None;
     }
+    contiguous_strides_2d(t.shape(), t.dtype().size(), shape, rows, cols)
+}
+
+/// `strides_2d` for a standard-layout operand of shape `ts` and element size `size` (more than
+/// one element).
+fn contiguous_strides_2d(
+    ts: &[usize],
+    size: usize,
+    shape: &[usize],
+    rows: usize,
+    cols: usize,
+) -> Option<(i64, i64)> {
+    let size = size as i64;
     // The operand's shape aligned on the right of the output's (missing dims are 1).
     let r = shape.len();
-    let ts = t.shape();
     let dim = |i: usize| (i + ts.len()).checked_sub(r).map_or(1, |k| ts[k]);
     let last = dim(r - 1);
     let full_lead = (0..r - 1).all(|i| dim(i) == shape[i]);
@@ -375,324 +385,4 @@ impl Thunk for ReduceKernel {
         crate::perform::perform(&Op::Reshape { shape: out_shape }, &[&flat])
             .map(|mut v| vec![v.remove(0)])
     }
-}
-
-/// A reduction to generate: its op, axes and prologue (the identity for a plain `Reduce`).
-struct GenSpec {
-    op: crate::ir::ReduceOp,
-    axes: Option<Vec<usize>>,
-    keepdims: bool,
-    program: Arc<crate::ir::scalar::ScalarProgram>,
-    fused: bool,
-    lanes: Option<i64>,
-    /// Whether the kernel has leaves for reduced dims that do not merge.
-    nd: bool,
-}
-
-impl GenSpec {
-    fn value_dtype(&self) -> DType {
-        self.program.insts[self.program.outputs[0]].dtype
-    }
-}
-
-/// What to generate for a step, if it is a reduction the generator takes.
-fn gen_spec(step: &crate::lower::Step) -> Option<GenSpec> {
-    let crate::lower::Kernel::Reduce {
-        op,
-        axes,
-        keepdims,
-        program,
-        fused,
-    } = &step.kernel
-    else {
-        return None;
-    };
-    let vd = program.insts[program.outputs[0]].dtype;
-    reduce_codegen::acc_dtype(*op, vd)?;
-    Some(GenSpec {
-        op: *op,
-        axes: axes.clone(),
-        keepdims: *keepdims,
-        program: program.clone(),
-        fused: *fused,
-        lanes: None,
-        nd: false,
-    })
-}
-
-/// For each argument of a reduction over `axes` (of the arguments' broadcast shape; `None`:
-/// all), what its type says about its broadcasting along those axes: always when its extent is
-/// 1 on every one, never when it is a known size above 1 on one, unknown otherwise.
-fn broadcast_along(func: &Func, args: &[Value], axes: Option<&[usize]>) -> Vec<codegen::Bcast> {
-    let rank = args.iter().map(|&a| func.ty(a).rank()).max().unwrap_or(0);
-    let all: Vec<usize> = (0..rank).collect();
-    let axes = axes.unwrap_or(&all);
-    args.iter()
-        .map(|&a| {
-            let ty = func.ty(a);
-            let lead = rank - ty.rank();
-            // The argument's extent on each reduced axis (1 where it has no such axis).
-            let dims: Vec<Option<usize>> = axes
-                .iter()
-                .map(|&ax| {
-                    if ax < lead {
-                        Some(1)
-                    } else {
-                        ty.shape[ax - lead]
-                    }
-                })
-                .collect();
-            if dims.iter().any(|d| matches!(d, Some(n) if *n > 1)) {
-                codegen::Bcast::Never
-            } else if dims.iter().all(|d| *d == Some(1)) {
-                codegen::Bcast::Always
-            } else {
-                codegen::Bcast::Unknown
-            }
-        })
-        .collect()
-}
-
-/// Compiles `func` for the CPU.
-pub fn compile(func: &Func, dump: &DumpOptions) -> Result<Box<dyn Executable>> {
-    let (exec, asm) = codegen::with_listing(dump.enabled("asm"), || compile_kernels(func, dump));
-    dump.dump(&func.name, "asm", || asm);
-    exec
-}
-
-/// `compile` without the machine-code listing.
-fn compile_kernels(func: &Func, dump: &DumpOptions) -> Result<Box<dyn Executable>> {
-    let mut module = codegen::new_module()?;
-    type Pending = (
-        Value,
-        cranelift_module::FuncId,
-        Vec<DType>,
-        Option<(crate::ir::ReduceOp, bool)>,
-    );
-    let mut pending: Vec<Pending> = Vec::new();
-    let mut clif = String::new();
-    // The steps with a kernel to generate: maps and reductions with one result.
-    let plan = crate::lower::lower_with(
-        func,
-        crate::lower::LowerOptions {
-            fold_transposes: true,
-            row_groups: true,
-        },
-    );
-    dump.dump(&func.name, "schedule", || plan.to_string());
-    let candidates: Vec<(Value, &crate::lower::Step)> = plan
-        .all_steps()
-        .into_iter()
-        .filter(|s| {
-            s.results.len() == 1
-                && matches!(
-                    s.kernel,
-                    crate::lower::Kernel::Map { .. } | crate::lower::Kernel::Reduce { .. }
-                )
-        })
-        .map(|s| (s.results[0], s))
-        .collect();
-    let mut kernels_text = String::new();
-    let mut reductions: Vec<(Value, FuncId, GenSpec)> = Vec::new();
-    // Kernels already generated, by what determines their code (kind, program, inputs): equal
-    // steps share one (a training step's parameter updates, its bias-gradient sums), which
-    // keeps compile time proportional to the distinct kernels.
-    let mut generated_reduce: HashMap<String, reduce_codegen::ReduceKernelInfo> = HashMap::new();
-    let mut generated_map: HashMap<String, FuncId> = HashMap::new();
-    for (k, (value, step)) in candidates.iter().enumerate() {
-        // Reductions over any axes: a generated loop nest (a prologue with several outputs
-        // keeps the reference or the prologue-then-perform kernel).
-        if let Some(spec) = gen_spec(step) {
-            let name = format!("{}_r{k}", func.name);
-            let along_n = broadcast_along(func, &step.args, spec.axes.as_deref());
-            // Cursor leaves for reduced dims that do not merge: only several reduced axes
-            // can fail to merge.
-            let rank = step
-                .args
-                .iter()
-                .map(|&a| func.ty(a).rank())
-                .max()
-                .unwrap_or(0);
-            let nd = spec.axes.as_ref().map_or(rank, |a| a.len()) >= 2;
-            let key = format!("{} {along_n:?} {nd} {}", spec.op.name(), spec.program);
-            let defined = match generated_reduce.get(&key) {
-                Some(info) => Ok(info.clone()),
-                None => reduce_codegen::define_reduce_kernel(
-                    &mut module,
-                    &name,
-                    spec.op,
-                    &spec.program,
-                    &along_n,
-                    nd,
-                )
-                .inspect(|info| {
-                    clif.push_str(&info.clif);
-                    clif.push('\n');
-                    generated_reduce.insert(key, info.clone());
-                }),
-            };
-            match defined {
-                Ok(info) => {
-                    kernels_text.push_str(&format!(
-                        "{name}: reduce {} over {} (generated{}) -> %{} over {} inputs: {}\n",
-                        spec.op.name(),
-                        match &spec.axes {
-                            Some(a) => format!("axes {a:?}"),
-                            None => "all axes".to_string(),
-                        },
-                        match info.lanes {
-                            Some(l) => format!(", {l} lanes"),
-                            None => ", scalar".to_string(),
-                        },
-                        value.0,
-                        step.args.len(),
-                        spec.program
-                    ));
-                    let spec = GenSpec {
-                        lanes: info.lanes,
-                        nd: info.nd,
-                        ..spec
-                    };
-                    reductions.push((*value, info.entry, spec));
-                    continue;
-                }
-                // Not generated (a construct Cranelift rejects): the paths below, or perform.
-                Err(_) if matches!(step.op, Op::Reduce { .. }) => continue,
-                Err(_) => {}
-            }
-        }
-        if matches!(step.op, Op::Reduce { .. }) {
-            continue;
-        }
-        // A fused reduction is compiled when it reduces the last axis of its prologue's
-        // result; others run their reference implementation.
-        let (program, reduce) = match &step.op {
-            Op::FusedReduce {
-                op,
-                axes,
-                keepdims,
-                program,
-            } => {
-                let rank = step
-                    .args
-                    .iter()
-                    .map(|&a| func.ty(a).rank())
-                    .max()
-                    .unwrap_or(0);
-                if rank == 0 || axes.as_deref() != Some(&[rank - 1][..]) {
-                    continue;
-                }
-                ((**program).clone(), Some((*op, *keepdims)))
-            }
-            _ => match &step.kernel {
-                crate::lower::Kernel::Map { program } => ((**program).clone(), None),
-                _ => continue,
-            },
-        };
-        let name = format!("{}_k{k}", func.name);
-        // What the types say about broadcasting along the rows the kernel's vectors run on.
-        let bcast: Vec<codegen::Bcast> = step
-            .args
-            .iter()
-            .map(|&a| codegen::Bcast::along_last(func.ty(a)))
-            .collect();
-        let key = format!("{} {bcast:?} {program}", step.args.len());
-        let id = match generated_map.get(&key) {
-            Some(&id) => id,
-            None => {
-                let (id, text) =
-                    codegen::define_map_kernel_with(&mut module, &name, &program, &bcast).map_err(
-                        |e| {
-                            Error::Unsupported(format!(
-                                "{}: cannot compile {}: {e}",
-                                func.name,
-                                step.op.display_name()
-                            ))
-                        },
-                    )?;
-                clif.push_str(&text);
-                clif.push('\n');
-                generated_map.insert(key, id);
-                id
-            }
-        };
-        let kind = match reduce {
-            Some(_) => format!(
-                "reduce {} over the last axis, prologue",
-                step.op.display_name()
-            ),
-            None => format!("map {}", step.op.display_name()),
-        };
-        kernels_text.push_str(&format!(
-            "{name}: {kind} -> %{} over {} inputs: {program}\n",
-            value.0,
-            step.args.len()
-        ));
-        let outs = program
-            .outputs
-            .iter()
-            .map(|&o| program.insts[o].dtype)
-            .collect();
-        pending.push((*value, id, outs, reduce));
-    }
-    dump.dump(&func.name, "kernels", || kernels_text.clone());
-    dump.dump(&func.name, "clif", || clif.clone());
-    module
-        .finalize_definitions()
-        .map_err(|e| Error::Unsupported(format!("cranelift: {e}")))?;
-    let gens: Vec<_> = reductions
-        .into_iter()
-        .map(|(v, id, spec)| (v, module.get_finalized_function(id), spec))
-        .collect();
-    let fns: Vec<_> = pending
-        .into_iter()
-        .map(|(v, id, d, r)| (v, module.get_finalized_function(id), d, r))
-        .collect();
-    let code = Arc::new(JitCode(Some(module)));
-    let mut kernels: HashMap<Value, Arc<dyn Thunk>> = HashMap::new();
-    for (v, p, out_dtypes, reduce) in fns {
-        // SAFETY: `p` is the finalized code of a kernel generated with `KernelFn`'s signature.
-        let f: KernelFn = unsafe { std::mem::transmute::<*const u8, KernelFn>(p) };
-        let map = MapKernel {
-            f,
-            out_dtypes,
-            _code: code.clone(),
-        };
-        let thunk: Arc<dyn Thunk> = match reduce {
-            Some((op, keepdims)) => Arc::new(ReduceKernel {
-                prologue: map,
-                op,
-                keepdims,
-            }),
-            None => Arc::new(map),
-        };
-        kernels.insert(v, thunk);
-    }
-    for (v, p, spec) in gens {
-        // SAFETY: `p` is the finalized entry of a reduction generated with `ReduceFn`'s
-        // signature.
-        let f = unsafe { std::mem::transmute::<*const u8, reduce_codegen::ReduceFn>(p) };
-        let out_dtype = reduce_codegen::acc_dtype(spec.op, spec.value_dtype())
-            .expect("only generated reductions get here");
-        kernels.insert(
-            v,
-            Arc::new(reduce::GenReduce {
-                f,
-                op: spec.op,
-                axes: spec.axes,
-                keepdims: spec.keepdims,
-                program: spec.program,
-                fused: spec.fused,
-                out_dtype,
-                lanes: spec.lanes,
-                nd: spec.nd,
-                _code: code.clone(),
-            }),
-        );
-    }
-    Ok(Box::new(Interpreter::with_thunks(
-        func.clone(),
-        plan,
-        kernels,
-    )))
 }

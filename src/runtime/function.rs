@@ -30,6 +30,9 @@ pub struct Function {
     /// sharing variables cannot deadlock.
     lock_order: Vec<usize>,
     exec: Box<dyn Executable>,
+    /// Whether calls go to the executable's direct path first (nothing shared, and the
+    /// backend has one).
+    direct: bool,
 }
 
 /// A call's inputs: a few, on the stack.
@@ -59,6 +62,7 @@ impl Function {
     ) -> Function {
         let mut lock_order: Vec<usize> = (0..shared.len()).collect();
         lock_order.sort_by_key(|&i| std::sync::Arc::as_ptr(&shared[i].cell) as usize);
+        let direct = shared.is_empty() && exec.has_direct_call();
         Function {
             func,
             n_inputs,
@@ -66,6 +70,7 @@ impl Function {
             shared,
             lock_order,
             exec,
+            direct,
         }
     }
 
@@ -85,6 +90,15 @@ impl Function {
     /// Calls the function on `inputs` and returns its outputs as new arrays.
     pub fn call<'a, T: Into<TensorRef<'a>> + Clone>(&self, inputs: &[T]) -> Result<Vec<Tensor>> {
         let inputs: Inputs<'a> = inputs.iter().cloned().map(Into::into).collect();
+        if self.direct {
+            self.check_inputs(&inputs)?;
+            let mut outs: Vec<Tensor> = (self.func.outputs.iter())
+                .map(|&v| Tensor::empty(self.func.ty(v).dtype))
+                .collect();
+            if self.exec.call_direct(&inputs, &mut outs) {
+                return Ok(outs);
+            }
+        }
         self.run(&inputs, Vec::new())
     }
 
@@ -108,6 +122,9 @@ impl Function {
         let inputs: Inputs<'a> = inputs.iter().cloned().map(Into::into).collect();
         // Checked before the buffers are taken, so a bad call leaves them as they were.
         self.check_inputs(&inputs)?;
+        if self.direct && self.exec.call_direct(&inputs, outputs) {
+            return Ok(());
+        }
         // Offered to the kernels that compute the outputs; an empty stand-in meanwhile.
         let dests: Vec<Option<Tensor>> = outputs
             .iter_mut()

@@ -47,4 +47,18 @@ pub trait Executable: Send + Sync {
         dests: Vec<Option<Tensor>>,
         donated: &mut [Option<Tensor>],
     ) -> Result<Vec<Tensor>>;
+
+    /// Whether `call_direct` may take calls (then worth offering them).
+    fn has_direct_call(&self) -> bool {
+        false
+    }
+
+    /// A fast path for functions with no shared variables (a backend that knows the whole
+    /// call in advance: see `jit_cpu`'s direct calls). Computes the outputs into `outputs`
+    /// (`inputs` checked, one buffer per output; buffers that do not fit are replaced) and
+    /// returns `true`; or returns `false` having changed nothing, and the caller goes through
+    /// `run_into`. The default declines.
+    fn call_direct(&self, _inputs: &[TensorRef<'_>], _outputs: &mut [Tensor]) -> bool {
+        false
+    }
 }
