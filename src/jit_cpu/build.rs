@@ -137,7 +137,9 @@ fn compile_kernels(func: &Func, dump: &DumpOptions) -> Result<Box<dyn Executable
     };
     let n_shards = threads.min(candidates.len() / KERNELS_PER_SHARD).max(1);
     let owner = assign_shards(func, &candidates, n_shards);
-    let run = |s: usize| compile_shard(func, &candidates, &owner, s);
+    let clif = dump.enabled("clif");
+    let run =
+        |s: usize| codegen::with_clif_text(clif, || compile_shard(func, &candidates, &owner, s));
     let shards: Vec<Result<Shard>> = if n_shards == 1 {
         vec![run(0)]
     } else {

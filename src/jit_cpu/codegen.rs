@@ -265,6 +265,21 @@ pub(crate) fn with_listing<T>(on: bool, f: impl FnOnce() -> T) -> (T, String) {
     (out, text.unwrap_or_default())
 }
 
+thread_local! {
+    /// Whether `define_in` formats the CLIF it defines (see `with_clif_text`).
+    static CLIF_TEXT: std::cell::Cell<bool> = const { std::cell::Cell::new(true) };
+}
+
+/// Runs `f` with `define_in` giving the CLIF text of each function (`on`) or an empty string:
+/// formatting every function costs a few percent of a compile, and only the `clif` dump reads
+/// it.
+pub(crate) fn with_clif_text<R>(on: bool, f: impl FnOnce() -> R) -> R {
+    let old = CLIF_TEXT.replace(on);
+    let r = f();
+    CLIF_TEXT.set(old);
+    r
+}
+
 /// Defines the function built in `ctx` as `id` and clears `ctx`; returns its CLIF text (the
 /// `clif` dump) and adds its machine code to the listing when one is being collected.
 pub(crate) fn define_in<M: Module>(
@@ -273,7 +288,13 @@ pub(crate) fn define_in<M: Module>(
     name: &str,
     ctx: &mut cranelift_codegen::Context,
 ) -> Result<String> {
-    let text = ctx.func.display().to_string();
+    let text = match CLIF_TEXT.get() {
+        true => {
+            ctx.func.name = cranelift_codegen::ir::UserFuncName::user(0, id.as_u32());
+            with_names(&ctx.func.display().to_string(), module)
+        }
+        false => String::new(),
+    };
     let listing = LISTING.with(|l| l.borrow().is_some());
     ctx.set_disasm(listing);
     let defined = module
@@ -290,6 +311,38 @@ pub(crate) fn define_in<M: Module>(
     module.clear_context(ctx);
     defined?;
     Ok(text)
+}
+
+/// `text` with each function id (`u0:N`, numbered per module) replaced by `%` and the
+/// function's name, so that a dump reads the same however the kernels were spread over
+/// modules.
+fn with_names<M: Module>(text: &str, module: &M) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find("u0:") {
+        out.push_str(&rest[..at]);
+        let after = &rest[at + 3..];
+        let digits = after.len() - after.trim_start_matches(|c: char| c.is_ascii_digit()).len();
+        let name = after[..digits].parse::<u32>().ok().and_then(|n| {
+            let decls = module.declarations();
+            let id = FuncId::from_u32(n);
+            decls
+                .get_functions()
+                .any(|(f, _)| f == id)
+                .then(|| decls.get_function_decl(id).name.clone())
+                .flatten()
+        });
+        match name {
+            Some(name) => {
+                out.push('%');
+                out.push_str(&name);
+            }
+            None => out.push_str(&rest[at..at + 3 + digits]),
+        }
+        rest = &after[digits..];
+    }
+    out.push_str(rest);
+    out
 }
 
 /// `bases[j] + index * steps[j]` for every operand `j`: the addresses of one row or element.
