@@ -135,7 +135,18 @@ fn f32_out(t: &Tensor) -> Vec<f64> {
     t.to_f64_vec()
 }
 
+/// A line of /proc/self/status in kB (`VmRSS`, `VmHWM`), where there is one (Linux).
+fn status_kb(key: &str) -> Option<f64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with(key))?;
+    line.split_whitespace().nth(1)?.parse().ok()
+}
+
 fn w1(backend: Option<Backend>) -> Report {
+    // Peak memory above the process's baseline: the kernel's resident-set high-water mark is
+    // reset here (writing 5 to clear_refs), so it counts from this point.
+    let _ = std::fs::write("/proc/self/clear_refs", "5");
+    let baseline_kb = status_kb("VmRSS:");
     let n = 16_000_000;
     let g = Graph::new();
     let x = g.input("x", kiln::f32, [Some(n)]);
@@ -148,6 +159,18 @@ fn w1(backend: Option<Backend>) -> Report {
         f.call_into(&[xv.view(), yv.view()], &mut outs)
             .unwrap_or_else(|e| fail(&e.to_string()))
     });
+    let memory = match (baseline_kb, status_kb("VmHWM:")) {
+        (Some(base), Some(peak)) => {
+            // Inputs and output: three arrays of n f32.
+            let data_mb = 3.0 * n as f64 * 4.0 / 1e6;
+            let peak_mb = (peak - base) * 1024.0 / 1e6;
+            format!(
+                ", \"peak_mb\": {peak_mb:.1}, \"data_mb\": {data_mb:.1}, \"peak_ratio\": {:.3}",
+                peak_mb / data_mb
+            )
+        }
+        _ => String::new(),
+    };
     let m = 1_000_000;
     let reference: Vec<f64> = (0..m)
         .map(|i| {
@@ -160,7 +183,7 @@ fn w1(backend: Option<Backend>) -> Report {
         workload: "W1",
         timing,
         rel_err: Some(rel_err(&got[..m], &reference)),
-        extra: String::new(),
+        extra: memory,
     }
 }
 
