@@ -71,18 +71,19 @@ pub(super) fn exp_core<E: Emit>(e: &mut E, x: E::F) -> E::F {
 }
 
 pub(super) fn exp<E: Emit>(e: &mut E, x: E::F) -> E::F {
-    // Beyond these the core's exponent arithmetic would wrap; inside them it already
-    // overflows to inf / underflows to 0 on its own.
+    // Beyond these the core's exponent arithmetic would wrap; at them it already overflows to
+    // inf / underflows to +0 on its own, so the input is clamped to them. The two selects are
+    // written as `x < lo ? lo : x` and `hi < t ? hi : t`, which keep a NaN and which Cranelift
+    // lowers to one `maxps` and one `minps`: cheaper than testing the result afterwards, and
+    // no masks stay live across the polynomial.
     let (hi, lo) = pick(e, (100.0, -120.0), (720.0, -760.0));
-    let y = exp_core(e, x);
-    let hi = e.fconst(hi);
-    let big = e.lt(hi, x);
-    let inf = e.fconst(f64::INFINITY);
-    let y = e.select(big, inf, y);
     let lo = e.fconst(lo);
     let small = e.lt(x, lo);
-    let zero = e.fconst(0.0);
-    e.select(small, zero, y)
+    let t = e.select(small, lo, x);
+    let hi = e.fconst(hi);
+    let big = e.lt(hi, t);
+    let t = e.select(big, hi, t);
+    exp_core(e, t)
 }
 
 pub(super) fn expm1<E: Emit>(e: &mut E, x: E::F) -> E::F {
