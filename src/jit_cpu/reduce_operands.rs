@@ -18,7 +18,7 @@
 //! `inner[j] = strides[(k - 1) * m + j]` repeated for the generated code.
 
 use super::codegen::{body, Bcast};
-use super::scalar_ops::{clif_type, Lanes, OpGen};
+use super::scalar_ops::{clif_type, lane_type, Lanes, OpGen};
 use crate::error::{Error, Result};
 use crate::ir::scalar::ScalarProgram;
 use cranelift_codegen::ir::condcodes::IntCC;
@@ -58,6 +58,9 @@ pub(super) struct LeafInputs<'s> {
     /// A stack buffer that broadcast inputs' vector loads read instead of their own memory.
     dummy: Value,
     cursor: Option<Cursor>,
+    /// Row leaves: per input the type says is one element all along the row (a row max that
+    /// a softmax subtracts), that element splat into a vector once, at the leaf's entry.
+    row_splats: Vec<Option<Value>>,
 }
 
 struct Cursor {
@@ -129,6 +132,23 @@ impl<'s> LeafInputs<'s> {
                 bcast.push(bc);
             }
         }
+        // Loaded before the loop rather than on every vector: the stride along the row of
+        // such an input is 0, so every position reads this element.
+        let row_splats = (0..n_in)
+            .map(|j| {
+                let (Some(l), Leaf::Row, false, Bcast::Always) = (lanes, leaf, cursor, along_n[j])
+                else {
+                    return None;
+                };
+                let d = program.insts.iter().find_map(|i| match i.op {
+                    crate::ir::scalar::ScalarOp::Input(k) if k == j => Some(i.dtype),
+                    _ => None,
+                })?;
+                let vty = lane_type(Some(l), d);
+                let one = b.ins().load(vty.lane_type(), flags, bases[j], 0);
+                Some(b.ins().splat(vty, one))
+            })
+            .collect();
         let cursor = if cursor {
             let mut sig = module.make_signature();
             sig.params.extend([
@@ -177,6 +197,7 @@ impl<'s> LeafInputs<'s> {
             bcast,
             dummy,
             cursor,
+            row_splats,
         })
     }
 
@@ -207,16 +228,20 @@ impl<'s> LeafInputs<'s> {
             module,
             lanes: if vector { self.lanes } else { None },
         };
-        let (leaf, along_n, masks, bcast, dummy) = (
+        let (leaf, along_n, masks, bcast, dummy, row_splats) = (
             self.leaf,
             self.along_n,
             &self.masks,
             &self.bcast,
             self.dummy,
+            &self.row_splats,
         );
         let v = body(&mut g, self.program, |g, j, d| {
             if !vector {
                 return g.b.ins().load(clif_type(d), flags, addrs[j], 0);
+            }
+            if let Some(splat) = row_splats[j] {
+                return splat;
             }
             let vty = g.ty(d);
             if leaf == Leaf::Row {

@@ -136,16 +136,21 @@ pub struct OpGen<'x, 'f, M: Module> {
     pub lanes: Option<Lanes>,
 }
 
+/// The type a value of dtype `d` has in code running on `lanes` (scalars with `None`).
+pub fn lane_type(lanes: Option<Lanes>, d: DType) -> Type {
+    match (lanes, d) {
+        (None, d) => clif_type(d),
+        (Some(Lanes::X32), DType::F32) => types::F32X4,
+        (Some(Lanes::X32), _) => types::I32X4,
+        (Some(Lanes::X64), DType::F64) => types::F64X2,
+        (Some(Lanes::X64), _) => types::I64X2,
+    }
+}
+
 impl<'x, 'f, M: Module> OpGen<'x, 'f, M> {
     /// The type a value of dtype `d` has in this code.
     pub fn ty(&self, d: DType) -> Type {
-        match (self.lanes, d) {
-            (None, d) => clif_type(d),
-            (Some(Lanes::X32), DType::F32) => types::F32X4,
-            (Some(Lanes::X32), _) => types::I32X4,
-            (Some(Lanes::X64), DType::F64) => types::F64X2,
-            (Some(Lanes::X64), _) => types::I64X2,
-        }
+        lane_type(self.lanes, d)
     }
 
     fn vector(&self) -> bool {
