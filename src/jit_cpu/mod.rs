@@ -249,7 +249,6 @@ impl Thunk for MapKernel {
 
     fn run_into(&self, inputs: &[TensorRef<'_>], dest: Option<Tensor>) -> Result<Vec<Tensor>> {
         let ops = place(inputs)?;
-        let (rows, cols) = (ops.rows, ops.cols);
         // The caller's buffer for output 0 where it fits. It is distinct from the inputs, or
         // (an in-place step) the buffer of an input of the output's shape and layout, whose
         // elements are each read before the same element is written. One that does not fit is
@@ -268,33 +267,70 @@ impl Thunk for MapKernel {
             .iter()
             .map(|&d| dest.take().unwrap_or_else(|| uninit(d, &ops.shape)))
             .collect();
+        let bases: Small<(usize, usize)> = outs
+            .iter()
+            .map(|o| (base_ptr(o) as usize, o.dtype().size()))
+            .collect();
+        // SAFETY: the outputs are arrays of the output's shape, distinct from the inputs or
+        // read only at the element being written (in place).
+        unsafe { self.run_all(&ops, &bases) };
+        Ok(outs)
+    }
+
+    unsafe fn run_into_raw(
+        &self,
+        inputs: &[TensorRef<'_>],
+        out: *mut u8,
+        dtype: DType,
+        shape: &[usize],
+    ) -> Result<bool> {
+        if self.out_dtypes.as_slice() != [dtype] {
+            return Ok(false);
+        }
+        let ops = place(inputs)?;
+        if ops.shape.as_slice() != shape {
+            return Ok(false);
+        }
+        // SAFETY: the caller vouches for `out` (see `Thunk::run_into_raw`).
+        unsafe { self.run_all(&ops, &[(out as usize, dtype.size())]) };
+        Ok(true)
+    }
+}
+
+impl MapKernel {
+    /// Runs the kernel on all of `ops`, on rayon's threads when it is large, writing output
+    /// `k` at `outs[k]` (its address and element size; standard layout).
+    ///
+    /// # Safety
+    /// Each output must have room for the output's shape, and be distinct from the inputs or
+    /// read only at the element being written.
+    unsafe fn run_all(&self, ops: &Operands, outs: &[(usize, usize)]) {
+        let (rows, cols) = (ops.rows, ops.cols);
         // Output element (r, c) of a block starting at (row0, col0): addresses as integers, so
         // blocks can be handed to other threads.
         let out_at = |row0: usize, col0: usize| -> Small<(usize, i64, i64)> {
             outs.iter()
-                .map(|o| {
-                    let size = o.dtype().size();
+                .map(|&(base, size)| {
                     (
-                        base_ptr(o) as usize + (row0 * cols + col0) * size,
+                        base + (row0 * cols + col0) * size,
                         (cols * size) as i64,
                         size as i64,
                     )
                 })
                 .collect()
         };
-        // SAFETY (all calls below): the outputs are arrays of the output's shape, distinct from
-        // the inputs or read only at the element being written (in place), and blocks cover
+        // SAFETY (all calls below): the caller vouches for the outputs, and blocks cover
         // disjoint parts of them.
         let n = rows * cols;
         let threads = rayon::current_num_threads();
         if n < PARALLEL_MIN || threads < 2 {
-            unsafe { self.run_block(&ops, 0, rows, 0, cols, &out_at(0, 0)) };
+            unsafe { self.run_block(ops, 0, rows, 0, cols, &out_at(0, 0)) };
         } else if rows >= threads {
             // A few blocks of rows per thread, so that a slow thread does not hold the others up.
             let per = rows.div_ceil(threads * 4);
             rayon::scope(|s| {
                 for r in (0..rows).step_by(per) {
-                    let (ops, out_at) = (&ops, &out_at);
+                    let out_at = &out_at;
                     s.spawn(move |_| unsafe {
                         self.run_block(ops, r, per.min(rows - r), 0, cols, &out_at(r, 0))
                     });
@@ -305,7 +341,7 @@ impl Thunk for MapKernel {
             rayon::scope(|s| {
                 for r in 0..rows {
                     for c in (0..cols).step_by(per) {
-                        let (ops, out_at) = (&ops, &out_at);
+                        let out_at = &out_at;
                         s.spawn(move |_| unsafe {
                             self.run_block(ops, r, 1, c, per.min(cols - c), &out_at(r, c))
                         });
@@ -313,7 +349,6 @@ impl Thunk for MapKernel {
                 }
             });
         }
-        Ok(outs)
     }
 }
 

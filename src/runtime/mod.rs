@@ -26,6 +26,24 @@ pub trait Thunk: Send + Sync {
         drop(dest);
         outs
     }
+
+    /// Writes the instruction's only result straight into `out`, a standard-layout buffer of
+    /// `dtype` and `shape` that the caller owns (rows of a larger array, say), and returns
+    /// `true`; or returns `false` having written nothing, and the caller uses `run_into`. The
+    /// default declines.
+    ///
+    /// # Safety
+    /// `out` must be valid for writes of `shape`'s elements of `dtype`, read by no one while
+    /// this runs, and overlap none of `inputs`.
+    unsafe fn run_into_raw(
+        &self,
+        _inputs: &[TensorRef<'_>],
+        _out: *mut u8,
+        _dtype: crate::ir::DType,
+        _shape: &[usize],
+    ) -> Result<bool> {
+        Ok(false)
+    }
 }
 
 /// What a backend produces: something that runs a whole compiled function. Inputs are the

@@ -30,6 +30,15 @@ fn block_rows(row_elems: usize) -> usize {
     }
 }
 
+/// A whole output a member's kernel writes straight into: its address, the bytes of one row,
+/// its dtype and its shape after the first dim.
+struct DirectOut {
+    base: usize,
+    row_bytes: usize,
+    dtype: crate::ir::DType,
+    inner: Vec<usize>,
+}
+
 /// Runs the group `group` of `members`, or returns `Ok(false)` without running anything when
 /// it cannot (a member without a compiled kernel, a value whose run-time first dim is not the
 /// row count, too little work to split): the caller then runs the members one by one.
@@ -99,6 +108,22 @@ pub(super) fn run_rows(
             (*i, t.view().as_ptr() as usize, row_bytes)
         })
         .collect();
+    // Whole outputs that no later member reads are offered to their kernel to write in place,
+    // a block's rows at a time (a softmax's division writes the result straight into it).
+    let direct: SmallVec<[Option<DirectOut>; 8]> = (0..members.len())
+        .map(|i| {
+            let &(_, base, row_bytes) = targets.iter().find(|t| t.0 == i)?;
+            let read_later = roles.iter().flatten().any(|r| *r == Role::Inner(i));
+            let ty = func.ty(members[i].results[0]);
+            let shape = ty.known_shape()?;
+            (!read_later).then(|| DirectOut {
+                base,
+                row_bytes,
+                dtype: ty.dtype,
+                inner: shape[1..].to_vec(),
+            })
+        })
+        .collect();
     let view_env = &*env;
     let starts: Vec<usize> = (0..rows).step_by(per).collect();
     let tasks = rayon::current_num_threads() * 4;
@@ -106,6 +131,8 @@ pub(super) fn run_rows(
     starts.par_chunks(chunk).try_for_each(|chunk| {
         // This thread's block buffers, one per member, reused from block to block.
         let mut temps: SmallVec<[Option<Tensor>; 8]> = SmallVec::from_elem(None, members.len());
+        // Whether a member wrote this block straight into its whole output.
+        let mut written: SmallVec<[bool; 8]> = SmallVec::from_elem(false, members.len());
         for &r0 in chunk {
             let r1 = (r0 + per).min(rows);
             for (i, m) in members.iter().enumerate() {
@@ -123,11 +150,34 @@ pub(super) fn run_rows(
                             .ok_or_else(|| Error::Runtime("row group: member order".into())),
                     })
                     .collect::<Result<SmallVec<[TensorRef<'_>; 4]>, Error>>()?;
+                if let Some(d) = &direct[i] {
+                    let shape: SmallVec<[usize; 4]> = std::iter::once(r1 - r0)
+                        .chain(d.inner.iter().copied())
+                        .collect();
+                    let at = (d.base + r0 * d.row_bytes) as *mut u8;
+                    // SAFETY: rows r0..r1 of the whole output (a standard-layout buffer of
+                    // `rows` rows of `row_bytes`, owned by this call), written by this block
+                    // only and read by no member (no later member reads it) nor overlapping an
+                    // input (the buffer was offered, dead or new).
+                    let wrote = super::interp::guarded(&m.op, || unsafe {
+                        thunks[i].run_into_raw(&args, at, d.dtype, &shape)
+                    })?;
+                    if wrote {
+                        drop(args);
+                        temps[i] = dest;
+                        written[i] = true;
+                        continue;
+                    }
+                }
                 let result = super::interp::guarded(&m.op, || thunks[i].run_into(&args, dest))?;
                 drop(args);
                 temps[i] = result.into_iter().next();
+                written[i] = false;
             }
             for &(i, base, row_bytes) in &targets {
+                if written[i] {
+                    continue;
+                }
                 let t = temps[i]
                     .as_ref()
                     .ok_or_else(|| Error::Runtime("row group: a member gave no result".into()))?;
