@@ -1,7 +1,9 @@
 //! Running a row group (`lower::rows`): the members' compiled thunks run block after block of
 //! rows, each block's intermediates kept in small per-thread buffers (reused from block to
-//! block, so they stay in cache), and only the values read after the group are written whole.
-//! Blocks run on rayon's threads; a block is small enough that the members' own kernels stay
+//! block, so they stay in cache), and only the values read after the group are written whole:
+//! copied from the block buffer, or, for a map member that no later member reads, written by
+//! its kernel straight into the whole output's rows (`Thunk::run_into_raw`). Blocks run on
+//! rayon's threads; a block is small enough that the members' own kernels stay
 //! single-threaded inside it.
 
 use super::interp::{take_offered, Env, InterpState};
