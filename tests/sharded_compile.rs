@@ -1,6 +1,8 @@
-//! The CPU backend generates its kernels in shards on rayon's threads (`jit_cpu::build`). What
-//! it produces must not depend on how many threads there are: the same `kernels` and `clif`
-//! dumps, in the plan's order, and the same values, bit for bit.
+//! What the CPU backend generates (`jit_cpu::build`). Kernels are generated in shards on
+//! rayon's threads, and what comes out must not depend on how many threads there are: the same
+//! `kernels` and `clif` dumps, in the plan's order, and the same values, bit for bit. And a
+//! reduction whose operands the plan computes (so their layout is known) gets only the vector
+//! leaf the runtime will pick.
 
 use kiln::{compile_func, Backend, CompileOptions, Function, Tensor, TensorRef};
 use ndarray::{ArrayD, IxDyn};
@@ -78,4 +80,65 @@ fn kernels_and_values_do_not_depend_on_the_thread_count() {
         }
     }
     let _ = std::fs::remove_dir_all(&root);
+}
+
+/// The `clif` dump of `src` compiled for the CPU (optimizer off): its function names.
+fn functions(src: &str, name: &str) -> Vec<String> {
+    let f = kiln::ir::text::parse("leaves.kir", src).unwrap().remove(0);
+    let dir = std::env::temp_dir().join(format!("kiln-leaves-{}-{name}", std::process::id()));
+    let mut dump = kiln::dump::DumpOptions::parse("clif");
+    dump.dir = Some(dir.clone());
+    let opts = CompileOptions {
+        backend: Some(Backend::Cpu),
+        optimize: false,
+        dump,
+        ..CompileOptions::default()
+    };
+    compile_func(f, &opts).unwrap();
+    let nn = kiln::dump::STAGES
+        .iter()
+        .position(|s| *s == "clif")
+        .unwrap();
+    let text = std::fs::read_to_string(dir.join(format!("{name}.{nn:02}.clif.txt"))).unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    text.lines()
+        .filter_map(|l| l.strip_prefix("function %"))
+        .map(|l| l.split('(').next().unwrap_or("").to_string())
+        .collect()
+}
+
+#[test]
+fn reductions_of_computed_values_get_only_the_vector_leaf_they_use() {
+    // Rows of a computed (contiguous) value: lanes along the row, no column leaf.
+    let rows = functions(
+        "func @rows(%x: f32[8, 16]) -> (f32[8]) {
+           %e = exp %x
+           %s = sum %e {axes = [1]}
+           return %s
+         }",
+        "rows",
+    );
+    assert!(rows.iter().any(|f| f.ends_with("_row")), "{rows:?}");
+    assert!(!rows.iter().any(|f| f.ends_with("_col")), "{rows:?}");
+    // Down the columns: vectors of outputs, no row leaf.
+    let cols = functions(
+        "func @cols(%x: f32[8, 16]) -> (f32[16]) {
+           %e = exp %x
+           %s = sum %e {axes = [0]}
+           return %s
+         }",
+        "cols",
+    );
+    assert!(cols.iter().any(|f| f.ends_with("_col")), "{cols:?}");
+    assert!(!cols.iter().any(|f| f.ends_with("_row")), "{cols:?}");
+    // A parameter may be any view (a transposed array): both.
+    let param = functions(
+        "func @param(%x: f32[8, 16]) -> (f32[8]) {
+           %s = sum %x {axes = [1]}
+           return %s
+         }",
+        "param",
+    );
+    assert!(param.iter().any(|f| f.ends_with("_row")), "{param:?}");
+    assert!(param.iter().any(|f| f.ends_with("_col")), "{param:?}");
 }

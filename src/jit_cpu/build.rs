@@ -17,7 +17,7 @@ use crate::runtime::interp::Interpreter;
 use crate::runtime::{Executable, Thunk};
 use cranelift_jit::JITModule;
 use cranelift_module::FuncId;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 /// A reduction to generate: its op, axes and prologue (the identity for a plain `Reduce`).
@@ -128,6 +128,21 @@ fn compile_kernels(func: &Func, dump: &DumpOptions) -> Result<Box<dyn Executable
                 )
         })
         .collect();
+    // Values the plan computes into buffers of their own (standard layout): maps, reductions
+    // and matrix products, row-group members included.
+    let contiguous: HashSet<Value> = plan
+        .all_steps()
+        .into_iter()
+        .filter(|s| {
+            matches!(
+                s.kernel,
+                crate::lower::Kernel::Map { .. }
+                    | crate::lower::Kernel::Reduce { .. }
+                    | crate::lower::Kernel::Gemm { .. }
+            )
+        })
+        .flat_map(|s| s.results.iter().copied())
+        .collect();
     // The machine-code listing is collected on this thread, so it takes one shard here.
     let listing = dump.enabled("asm");
     let threads = if listing {
@@ -136,10 +151,13 @@ fn compile_kernels(func: &Func, dump: &DumpOptions) -> Result<Box<dyn Executable
         rayon::current_num_threads()
     };
     let n_shards = threads.min(candidates.len() / KERNELS_PER_SHARD).max(1);
-    let owner = assign_shards(func, &candidates, n_shards);
+    let owner = assign_shards(func, &candidates, &contiguous, n_shards);
     let clif = dump.enabled("clif");
-    let run =
-        |s: usize| codegen::with_clif_text(clif, || compile_shard(func, &candidates, &owner, s));
+    let run = |s: usize| {
+        codegen::with_clif_text(clif, || {
+            compile_shard(func, &candidates, &contiguous, &owner, s)
+        })
+    };
     let shards: Vec<Result<Shard>> = if n_shards == 1 {
         vec![run(0)]
     } else {
@@ -225,9 +243,22 @@ fn compile_kernels(func: &Func, dump: &DumpOptions) -> Result<Box<dyn Executable
     }))
 }
 
-/// The key under which a reduction's kernel is shared: its op, what the types say about its
-/// operands' broadcasting, whether it walks unmerged axes, and its prologue.
-fn reduce_key(func: &Func, step: &Step, spec: &GenSpec) -> (String, bool) {
+/// How a reduction's kernel is generated: whether it walks unmerged axes, and which vector
+/// leaves it gets.
+#[derive(Clone, Copy)]
+struct ReduceShape {
+    nd: bool,
+    vectors: reduce_codegen::VectorLeaves,
+}
+
+/// The key under which a reduction's kernel is shared (its op, what the types say about its
+/// operands' broadcasting, its shape, its prologue), and that shape.
+fn reduce_key(
+    func: &Func,
+    step: &Step,
+    spec: &GenSpec,
+    contiguous: &HashSet<Value>,
+) -> (String, ReduceShape) {
     let along_n = broadcast_along(func, &step.args, spec.axes.as_deref());
     // Cursor leaves for reduced dims that do not merge: only several reduced axes can fail
     // to merge.
@@ -238,10 +269,47 @@ fn reduce_key(func: &Func, step: &Step, spec: &GenSpec) -> (String, bool) {
         .max()
         .unwrap_or(0);
     let nd = spec.axes.as_ref().map_or(rank, |a| a.len()) >= 2;
+    let vectors = vector_leaves(func, step, spec.axes.as_deref(), nd, contiguous);
     (
-        format!("{} {along_n:?} {nd} {}", spec.op.name(), spec.program),
-        nd,
+        format!(
+            "{} {along_n:?} {nd} {vectors:?} {}",
+            spec.op.name(),
+            spec.program
+        ),
+        ReduceShape { nd, vectors },
     )
+}
+
+/// Which vector leaves a reduction over `axes` needs (see `VectorLeaves`): when every operand
+/// is a value the plan computes (standard layout) and the types give the shape, lanes along
+/// the reduced axes if the innermost axis longer than 1 is reduced, else vectors of outputs.
+fn vector_leaves(
+    func: &Func,
+    step: &Step,
+    axes: Option<&[usize]>,
+    nd: bool,
+    contiguous: &HashSet<Value>,
+) -> reduce_codegen::VectorLeaves {
+    use reduce_codegen::VectorLeaves;
+    if nd || !step.args.iter().all(|a| contiguous.contains(a)) {
+        return VectorLeaves::Both;
+    }
+    let mut shape: Vec<usize> = Vec::new();
+    for &a in &step.args {
+        let merged = func
+            .ty(a)
+            .known_shape()
+            .and_then(|s| crate::ir::broadcast_shapes(&shape, &s).ok());
+        match merged {
+            Some(m) => shape = m,
+            None => return VectorLeaves::Both,
+        }
+    }
+    match (0..shape.len()).rev().find(|&a| shape[a] != 1) {
+        Some(last) if axes.is_none_or(|ax| ax.contains(&last)) => VectorLeaves::Row,
+        Some(_) => VectorLeaves::Col,
+        None => VectorLeaves::Both,
+    }
 }
 
 /// What a map kernel's code depends on: the arguments' broadcasting along the rows its
@@ -263,10 +331,15 @@ fn map_key(
 
 /// The key that decides a step's shard, with a rough cost of its kernel (a reduction is
 /// several functions: leaves for rows, columns and single elements, and an entry).
-fn share_key(func: &Func, step: &Step) -> (String, usize) {
+fn share_key(func: &Func, step: &Step, contiguous: &HashSet<Value>) -> (String, usize) {
     if let Some(spec) = gen_spec(step) {
-        let (key, nd) = reduce_key(func, step, &spec);
-        return (key, if nd { 8 } else { 4 });
+        let (key, shape) = reduce_key(func, step, &spec, contiguous);
+        let cost = match (shape.nd, shape.vectors) {
+            (true, _) => 8,
+            (false, reduce_codegen::VectorLeaves::Both) => 4,
+            (false, _) => 3,
+        };
+        return (key, cost);
     }
     let program = match (&step.op, &step.kernel) {
         (Op::FusedReduce { program, .. }, _) => program,
@@ -278,7 +351,12 @@ fn share_key(func: &Func, step: &Step) -> (String, usize) {
 
 /// For each candidate, the shard that generates it: steps with one key together, keys in
 /// order of first use, each to the shard with the least work so far.
-fn assign_shards(func: &Func, candidates: &[&Step], n_shards: usize) -> Vec<usize> {
+fn assign_shards(
+    func: &Func,
+    candidates: &[&Step],
+    contiguous: &HashSet<Value>,
+    n_shards: usize,
+) -> Vec<usize> {
     if n_shards == 1 {
         return vec![0; candidates.len()];
     }
@@ -287,7 +365,7 @@ fn assign_shards(func: &Func, candidates: &[&Step], n_shards: usize) -> Vec<usiz
     candidates
         .iter()
         .map(|step| {
-            let (key, cost) = share_key(func, step);
+            let (key, cost) = share_key(func, step, contiguous);
             *placed.entry(key).or_insert_with(|| {
                 let s = (0..n_shards).min_by_key(|&s| load[s]).unwrap_or(0);
                 load[s] += cost;
@@ -320,7 +398,13 @@ struct Shard {
 }
 
 /// Generates the kernels of the candidates `owner` gives to shard `me`, in a module of its own.
-fn compile_shard(func: &Func, candidates: &[&Step], owner: &[usize], me: usize) -> Result<Shard> {
+fn compile_shard(
+    func: &Func,
+    candidates: &[&Step],
+    contiguous: &HashSet<Value>,
+    owner: &[usize],
+    me: usize,
+) -> Result<Shard> {
     let mut module = codegen::new_module()?;
     type Pending = (
         Value,
@@ -347,7 +431,7 @@ fn compile_shard(func: &Func, candidates: &[&Step], owner: &[usize], me: usize) 
         if let Some(spec) = gen_spec(step) {
             let name = format!("{}_r{k}", func.name);
             let along_n = broadcast_along(func, &step.args, spec.axes.as_deref());
-            let (key, nd) = reduce_key(func, step, &spec);
+            let (key, shape) = reduce_key(func, step, &spec, contiguous);
             let defined = match generated_reduce.get(&key) {
                 Some(info) => Ok(info.clone()),
                 None => reduce_codegen::define_reduce_kernel(
@@ -356,7 +440,8 @@ fn compile_shard(func: &Func, candidates: &[&Step], owner: &[usize], me: usize) 
                     spec.op,
                     &spec.program,
                     &along_n,
-                    nd,
+                    shape.nd,
+                    shape.vectors,
                 )
                 .inspect(|info| {
                     clif.push((k, info.clif.clone()));

@@ -104,7 +104,8 @@ struct Leaves {
 /// `along_n[j]` says what input `j`'s type tells about its broadcasting along the reduced axes
 /// (one entry per input; `Bcast::Unknown` where nothing is known). With `nd`, the kernel also
 /// gets cursor leaves for reduced dims that do not merge into one (worth it only when several
-/// axes are reduced: one axis always merges).
+/// axes are reduced: one axis always merges). `vectors` says which vector leaves to generate
+/// for merged axes, `Both` unless the caller knows the operands' layout (see `VectorLeaves`).
 pub fn define_reduce_kernel<M: Module>(
     module: &mut M,
     name: &str,
@@ -112,6 +113,7 @@ pub fn define_reduce_kernel<M: Module>(
     program: &ScalarProgram,
     along_n: &[Bcast],
     nd: bool,
+    vectors: VectorLeaves,
 ) -> Result<ReduceKernelInfo> {
     let n_in = along_n.len();
     let unsupported = |what: &str| Error::Unsupported(format!("{name}: {what}"));
@@ -169,14 +171,17 @@ pub fn define_reduce_kernel<M: Module>(
         };
         if let Some(l) = lanes {
             // Lanes along `N` need it merged into one strided dim.
-            let row = match cursor {
+            let row = match cursor || vectors == VectorLeaves::Col {
                 false => leaf(module, &format!("{tag}row"), Leaf::Row, Some(l), cursor).map(Some),
                 true => Ok(None),
             };
-            let col = leaf(module, &format!("{tag}col"), Leaf::Col, Some(l), cursor);
+            let col = match !cursor && vectors == VectorLeaves::Row {
+                false => leaf(module, &format!("{tag}col"), Leaf::Col, Some(l), cursor).map(Some),
+                true => Ok(None),
+            };
             if let (Ok(r), Ok(c)) = (row, col) {
                 set.row = r;
-                set.col = Some((c, l));
+                set.col = c.map(|c| (c, l));
             }
         }
         sets.push(set);
@@ -185,10 +190,26 @@ pub fn define_reduce_kernel<M: Module>(
     clif.push_str(&text);
     Ok(ReduceKernelInfo {
         entry,
-        lanes: sets[0].col.map(|(_, l)| l.count()),
+        lanes: lanes
+            .filter(|_| sets[0].row.is_some() || sets[0].col.is_some())
+            .map(|l| l.count()),
         nd,
         clif,
     })
+}
+
+/// Which vector leaves a reduction gets (besides the scalar leaf, which serves everything).
+/// The runtime picks lanes along the reduced axes when they are contiguous, else vectors of
+/// outputs along a contiguous kept axis: when every operand is known to be contiguous, that
+/// choice is known at compile time, and the other leaf (a large function) is not generated.
+/// An operand laid out otherwise after all still gets the right values, from the scalar leaf.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum VectorLeaves {
+    Both,
+    /// Lanes along the reduced axes only.
+    Row,
+    /// Vectors of outputs only.
+    Col,
 }
 
 /// A leaf's signature (see `define_leaf`).
