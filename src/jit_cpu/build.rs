@@ -67,7 +67,7 @@ fn gen_spec(step: &crate::lower::Step) -> Option<GenSpec> {
 /// all), what its type says about its broadcasting along those axes: always when its extent is
 /// 1 on every one, never when it is a known size above 1 on one, unknown otherwise.
 fn broadcast_along(func: &Func, args: &[Value], axes: Option<&[usize]>) -> Vec<codegen::Bcast> {
-    let rank = args.iter().map(|&a| func.ty(a).rank()).max().unwrap_or(0);
+    let rank = args_rank(func, args);
     let all: Vec<usize> = (0..rank).collect();
     let axes = axes.unwrap_or(&all);
     args.iter()
@@ -262,12 +262,7 @@ fn reduce_key(
     let along_n = broadcast_along(func, &step.args, spec.axes.as_deref());
     // Cursor leaves for reduced dims that do not merge: only several reduced axes can fail
     // to merge.
-    let rank = step
-        .args
-        .iter()
-        .map(|&a| func.ty(a).rank())
-        .max()
-        .unwrap_or(0);
+    let rank = args_rank(func, &step.args);
     let nd = spec.axes.as_ref().map_or(rank, |a| a.len()) >= 2;
     let vectors = vector_leaves(func, step, spec.axes.as_deref(), nd, contiguous);
     (
@@ -278,6 +273,11 @@ fn reduce_key(
         ),
         ReduceShape { nd, vectors },
     )
+}
+
+/// The rank of the arguments' broadcast shape.
+fn args_rank(func: &Func, args: &[Value]) -> usize {
+    args.iter().map(|&a| func.ty(a).rank()).max().unwrap_or(0)
 }
 
 /// Which vector leaves a reduction over `axes` needs (see `VectorLeaves`): when every operand
@@ -493,12 +493,7 @@ fn compile_shard(
                 keepdims,
                 program,
             } => {
-                let rank = step
-                    .args
-                    .iter()
-                    .map(|&a| func.ty(a).rank())
-                    .max()
-                    .unwrap_or(0);
+                let rank = args_rank(func, &step.args);
                 if rank == 0 || axes.as_deref() != Some(&[rank - 1][..]) {
                     continue;
                 }
