@@ -243,10 +243,11 @@ fn compile_kernels(func: &Func, dump: &DumpOptions) -> Result<Box<dyn Executable
     }))
 }
 
-/// How a reduction's kernel is generated: whether it walks unmerged axes, and which vector
+/// How a reduction's kernel is generated: what the types say about its operands'
+/// broadcasting along the reduced axes, whether it walks unmerged axes, and which vector
 /// leaves it gets.
-#[derive(Clone, Copy)]
 struct ReduceShape {
+    along_n: Vec<codegen::Bcast>,
     nd: bool,
     vectors: reduce_codegen::VectorLeaves,
 }
@@ -271,7 +272,11 @@ fn reduce_key(
             spec.op.name(),
             spec.program
         ),
-        ReduceShape { nd, vectors },
+        ReduceShape {
+            along_n,
+            nd,
+            vectors,
+        },
     )
 }
 
@@ -430,7 +435,6 @@ fn compile_shard(
         // keeps the reference or the prologue-then-perform kernel).
         if let Some(spec) = gen_spec(step) {
             let name = format!("{}_r{k}", func.name);
-            let along_n = broadcast_along(func, &step.args, spec.axes.as_deref());
             let (key, shape) = reduce_key(func, step, &spec, contiguous);
             let defined = match generated_reduce.get(&key) {
                 Some(info) => Ok(info.clone()),
@@ -439,7 +443,7 @@ fn compile_shard(
                     &name,
                     spec.op,
                     &spec.program,
-                    &along_n,
+                    &shape.along_n,
                     shape.nd,
                     shape.vectors,
                 )
