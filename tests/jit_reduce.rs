@@ -526,6 +526,62 @@ fn argmax_and_argmin_of_floats_follow_the_reference_on_ties_and_nan() {
     }
 }
 
+/// Max and min of floats bit for bit against the interpreter on the special rows (NaN that
+/// sticks, -0.0 next to 0.0, infinities): along rows (lanes along the reduced axis), down
+/// columns (a vector of outputs per lane), down a transposed view (scalar leaves) and over the
+/// whole array, every call in generated code.
+#[test]
+fn max_and_min_of_floats_match_the_reference_on_nan_and_signed_zero() {
+    for dtype in ["f32", "f64"] {
+        for op in ["max", "min"] {
+            let src = format!(
+                "func @f(%x: {dtype}[?, ?]) -> ({dtype}[?], {dtype}[?], {dtype}[?], {dtype}[]) {{\n  %r = {op} %x {{axes = [1]}}\n  %c = {op} %x {{axes = [0]}}\n  %t = transpose %x {{perm = [1, 0]}}\n  %s = {op} %t {{axes = [0]}}\n  %a = {op} %x\n  return %r, %c, %s, %a\n}}\n"
+            );
+            for len in [1, 7, 8, 9, 16, 17, 33, 130] {
+                let rows = special_rows(len);
+                let flat: Vec<f64> = rows.concat();
+                let shape = [rows.len(), len];
+                let x = match dtype {
+                    "f32" => Tensor::F32(
+                        ArrayD::from_shape_vec(
+                            IxDyn(&shape),
+                            flat.iter().map(|&v| v as f32).collect(),
+                        )
+                        .unwrap(),
+                    ),
+                    _ => Tensor::F64(ArrayD::from_shape_vec(IxDyn(&shape), flat.clone()).unwrap()),
+                };
+                let (a, b, ran) = call_both(&src, &[x.view()]);
+                assert_eq!(ran, 4, "{src}: not every reduction ran generated code");
+                // Bit for bit, except which zero a row of tied zeros gives: the reference's
+                // running extremes start from the first element, the generated leaves' from
+                // -inf, and neither numpy nor CONTRACTS §1 fixes the sign there.
+                for (k, (p, q)) in a.iter().zip(&b).enumerate() {
+                    let unsign = |t: &Tensor| -> Vec<f64> {
+                        t.to_f64_vec()
+                            .into_iter()
+                            .map(|v| if v == 0.0 { 0.0 } else { v })
+                            .collect()
+                    };
+                    let (p, q) = (unsign(p), unsign(q));
+                    for (i, (u, v)) in p.iter().zip(&q).enumerate() {
+                        let same = u.to_bits() == v.to_bits() || (u.is_nan() && v.is_nan());
+                        assert!(same, "{op} {dtype} len {len} output {k}[{i}]: {u} vs {v}");
+                    }
+                }
+                // A NaN anywhere in a row makes its result NaN.
+                for (r, got) in rows.iter().zip(b[0].to_f64_vec()) {
+                    assert_eq!(
+                        r.iter().any(|v| v.is_nan()),
+                        got.is_nan(),
+                        "{op} {dtype} {r:?}"
+                    );
+                }
+            }
+        }
+    }
+}
+
 /// Integers and bools: ties go to the first, the type's extremes, all-equal rows; and the flat
 /// index over several dims of a transposed (non-mergeable) view.
 #[test]

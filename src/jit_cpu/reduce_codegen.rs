@@ -298,15 +298,26 @@ fn combine(b: &mut FunctionBuilder, op: ReduceOp, ad: DType, a: Value, x: Value)
             } else {
                 FloatCC::LessThan
             };
-            let better = b.ins().fcmp(cc, x, a);
-            let nan = b.ins().fcmp(FloatCC::Unordered, x, x);
-            let take = b.ins().bor(better, nan);
             let ty = b.func.dfg.value_type(a);
+            let nan = b.ins().fcmp(FloatCC::Unordered, x, x);
             if ty.is_vector() {
+                // `a < x ? x : a` (max) / `x < a ? x : a` (min) is the shape Cranelift lowers
+                // to one `maxps` / `minps` (which keep `a` when either is NaN), and a
+                // select on an fcmp mask is one `blendv`: three instructions where the
+                // or-ed masks took six (the row max of a softmax runs this per vector).
                 let f = MemFlagsData::new().with_endianness(Endianness::Little);
-                let m = b.ins().bitcast(ty, f, take);
-                b.ins().bitselect(m, x, a)
+                let lt = if op == ReduceOp::Max {
+                    b.ins().fcmp(FloatCC::LessThan, a, x)
+                } else {
+                    b.ins().fcmp(FloatCC::LessThan, x, a)
+                };
+                let lt = b.ins().bitcast(ty, f, lt);
+                let m = b.ins().bitselect(lt, x, a);
+                let nan = b.ins().bitcast(ty, f, nan);
+                b.ins().bitselect(nan, x, m)
             } else {
+                let better = b.ins().fcmp(cc, x, a);
+                let take = b.ins().bor(better, nan);
                 b.ins().select(take, x, a)
             }
         }
