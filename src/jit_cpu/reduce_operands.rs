@@ -111,7 +111,17 @@ impl<'s> LeafInputs<'s> {
             let off = (j * ptr.bytes() as usize) as i32;
             bases.push(b.ins().load(ptr, flags, bases_p, off));
             if !cursor {
-                sn.push(b.ins().load(types::I64, flags, sn_p, (j * 8) as i32));
+                // A row leaf runs only where every input steps by its element size (or 0)
+                // along the row, and the type says this one is not broadcast there: its stride
+                // is known, and `n * size` folds into the load's address.
+                let known = match (lanes, leaf, along_n[j], input_dtype(program, j)) {
+                    (Some(_), Leaf::Row, Bcast::Never, Some(d)) => Some(d.size() as i64),
+                    _ => None,
+                };
+                sn.push(match known {
+                    Some(size) => b.ins().iconst(types::I64, size),
+                    None => b.ins().load(types::I64, flags, sn_p, (j * 8) as i32),
+                });
             }
             if let Some(l) = lanes {
                 // Broadcast along the vector axis: the stride there is 0.
@@ -140,10 +150,7 @@ impl<'s> LeafInputs<'s> {
                 else {
                     return None;
                 };
-                let d = program.insts.iter().find_map(|i| match i.op {
-                    crate::ir::scalar::ScalarOp::Input(k) if k == j => Some(i.dtype),
-                    _ => None,
-                })?;
+                let d = input_dtype(program, j)?;
                 let vty = lane_type(Some(l), d);
                 let one = b.ins().load(vty.lane_type(), flags, bases[j], 0);
                 Some(b.ins().splat(vty, one))
@@ -273,6 +280,14 @@ impl<'s> LeafInputs<'s> {
         }
         Ok(v[0])
     }
+}
+
+/// The dtype the program reads input `j` as, if it reads it.
+fn input_dtype(program: &ScalarProgram, j: usize) -> Option<crate::ir::DType> {
+    program.insts.iter().find_map(|i| match i.op {
+        crate::ir::scalar::ScalarOp::Input(k) if k == j => Some(i.dtype),
+        _ => None,
+    })
 }
 
 impl Cursor {
