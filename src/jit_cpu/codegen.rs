@@ -15,7 +15,8 @@ use crate::ir::scalar::{ScalarOp, ScalarProgram};
 use crate::ir::DType;
 use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::{
-    types, AbiParam, Endianness, InstBuilder, MemFlagsData, StackSlotData, StackSlotKind, Value,
+    types, AbiParam, BlockArg, Endianness, InstBuilder, MemFlagsData, StackSlotData, StackSlotKind,
+    Type, Value,
 };
 use cranelift_codegen::settings::{self, Configurable};
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
@@ -165,30 +166,40 @@ fn define<M: Module>(
         let entry = b.create_block();
         let row_header = b.create_block();
         let row_body = b.create_block();
+        let scalar_setup = b.create_block();
         let scalar_header = b.create_block();
         let scalar_body = b.create_block();
         let row_next = b.create_block();
         let exit = b.create_block();
         b.append_block_params_for_function_params(entry);
         b.append_block_param(row_header, types::I64);
+        b.append_block_param(scalar_setup, types::I64);
         b.append_block_param(scalar_header, types::I64);
         b.switch_to_block(entry);
         let p = b.block_params(entry).to_vec();
         let (rows, cols, ptrs, outer, inner) = (p[0], p[1], p[2], p[3], p[4]);
         let flags = MemFlagsData::trusted();
-        let mut bases = Vec::new();
-        let mut outer_steps = Vec::new();
-        let mut inner_steps = Vec::new();
-        for j in 0..n_in + n_out {
-            bases.push(
+        let n_ops = n_in + n_out;
+        // Each operand's address of element (i, 0), and its step along the row. They are
+        // loaded again for each row, and again before the scalar loop, rather than loaded
+        // once and held across the loops: held, they (two or three per operand) outnumbered
+        // the registers, and Cranelift's allocator put the reloads inside the vector loop.
+        let operands = |b: &mut FunctionBuilder, i: Value| {
+            let load = |b: &mut FunctionBuilder, ty: Type, at: Value, j: usize| {
                 b.ins()
-                    .load(ptr, flags, ptrs, (j * ptr.bytes() as usize) as i32),
-            );
-            outer_steps.push(b.ins().load(types::I64, flags, outer, (j * 8) as i32));
-            inner_steps.push(b.ins().load(types::I64, flags, inner, (j * 8) as i32));
-        }
-        let vec_entry =
-            lanes.map(|l| VectorEntry::new(&mut b, l, bcast, n_out, &inner_steps, &esize));
+                    .load(ty, flags, at, (j * ty.bytes() as usize) as i32)
+            };
+            let mut row_bases = Vec::with_capacity(n_ops);
+            let mut inner_steps = Vec::with_capacity(n_ops);
+            for j in 0..n_ops {
+                let base = load(b, ptr, ptrs, j);
+                let step = load(b, types::I64, outer, j);
+                let off = b.ins().imul(i, step);
+                row_bases.push(b.ins().iadd(base, off));
+                inner_steps.push(load(b, types::I64, inner, j));
+            }
+            (row_bases, inner_steps)
+        };
         let zero = b.ins().iconst(types::I64, 0);
         b.ins().jump(row_header, &[zero.into()]);
 
@@ -197,19 +208,24 @@ fn define<M: Module>(
         let more_rows = b.ins().icmp(IntCC::SignedLessThan, i, rows);
         b.ins().brif(more_rows, row_body, &[], exit, &[]);
 
-        // Each operand's address of element (i, 0).
         b.switch_to_block(row_body);
-        let row_bases = offsets(&mut b, &bases, i, &outer_steps);
         let zero_col = b.ins().iconst(types::I64, 0);
-        match &vec_entry {
-            Some(v) => {
+        match lanes {
+            Some(l) => {
+                let (row_bases, inner_steps) = operands(&mut b, i);
+                let v = VectorEntry::new(&mut b, l, bcast, n_out, &inner_steps, &esize);
                 let k = v.emit_row(&mut b, module, program, n_in, &row_bases, cols, &esize)?;
-                b.ins().jump(scalar_header, &[k.into()]);
+                b.ins().jump(scalar_setup, &[k.into()]);
             }
             None => {
-                b.ins().jump(scalar_header, &[zero_col.into()]);
+                b.ins().jump(scalar_setup, &[zero_col.into()]);
             }
         }
+
+        b.switch_to_block(scalar_setup);
+        let k0 = b.block_params(scalar_setup)[0];
+        let (row_bases, inner_steps) = operands(&mut b, i);
+        b.ins().jump(scalar_header, &[k0.into()]);
 
         b.switch_to_block(scalar_header);
         let k = b.block_params(scalar_header)[0];
@@ -491,22 +507,51 @@ impl VectorEntry {
                 vptrs.push(g.b.ins().select(self.is_bcast[j], self.dummy, row_base));
             }
         }
-        b.ins().jump(head2, &[zero.into()]);
+        // The main loop carries a pointer for each operand that steps by its element size (an
+        // input the types say is not broadcast, and every output), moved on by the bytes of
+        // the vectors an iteration: the loads and stores then address `pointer + constant`,
+        // and nothing row-invariant is recomputed inside the loop (Cranelift left the row's
+        // base address arithmetic in the loop header, and with it a handful of spills).
+        let stepped: Vec<usize> = (0..row_bases.len())
+            .filter(|&j| j >= n_in || self.known[j] == Bcast::Never)
+            .collect();
+        for _ in &stepped {
+            b.append_block_param(head2, types::I64);
+        }
+        let args: Vec<BlockArg> = std::iter::once(zero)
+            .chain(stepped.iter().map(|&j| row_bases[j]))
+            .map(BlockArg::from)
+            .collect();
+        b.ins().jump(head2, &args);
 
         // The main loop: UNROLL vectors an iteration.
         b.switch_to_block(head2);
         let k = b.block_params(head2)[0];
+        let ptrs = b.block_params(head2)[1..].to_vec();
         let end = b.ins().iadd_imm_s(k, l * UNROLL);
         let fits = b.ins().icmp(IntCC::SignedLessThanOrEqual, end, cols);
         b.ins().brif(fits, body2, &[], head1, &[k.into()]);
         b.switch_to_block(body2);
+        let mut at: Vec<Option<Value>> = vec![None; row_bases.len()];
+        for (&j, &p) in stepped.iter().zip(&ptrs) {
+            at[j] = Some(p);
+        }
         for u in 0..UNROLL {
             let ku = b.ins().iadd_imm_s(k, u * l);
+            let here = Here {
+                k: ku,
+                at: &at,
+                offset: |j: usize| (u * l * esize(j)) as i32,
+            };
             self.step(
-                b, module, program, n_in, row_bases, &splats, &vptrs, ku, esize,
+                b, module, program, n_in, row_bases, &splats, &vptrs, &here, esize,
             )?;
         }
-        b.ins().jump(head2, &[end.into()]);
+        let mut args: Vec<BlockArg> = vec![end.into()];
+        for (&j, &p) in stepped.iter().zip(&ptrs) {
+            args.push(b.ins().iadd_imm_s(p, UNROLL * l * esize(j)).into());
+        }
+        b.ins().jump(head2, &args);
 
         // One vector at a time for what is left.
         b.switch_to_block(head1);
@@ -515,8 +560,14 @@ impl VectorEntry {
         let fits = b.ins().icmp(IntCC::SignedLessThanOrEqual, end, cols);
         b.ins().brif(fits, body1, &[], done, &[k.into()]);
         b.switch_to_block(body1);
+        let none = vec![None; row_bases.len()];
+        let here = Here {
+            k,
+            at: &none,
+            offset: |_| 0,
+        };
         self.step(
-            b, module, program, n_in, row_bases, &splats, &vptrs, k, esize,
+            b, module, program, n_in, row_bases, &splats, &vptrs, &here, esize,
         )?;
         b.ins().jump(head1, &[end.into()]);
 
@@ -524,7 +575,7 @@ impl VectorEntry {
         Ok(b.block_params(done)[0])
     }
 
-    /// One vector of the program, at column `k`.
+    /// One vector of the program, at the column `here` says.
     #[allow(clippy::too_many_arguments)]
     fn step<M: Module>(
         &self,
@@ -535,9 +586,18 @@ impl VectorEntry {
         row_bases: &[Value],
         splats: &[Value],
         vptrs: &[Value],
-        k: Value,
+        here: &Here<impl Fn(usize) -> i32>,
         esize: &dyn Fn(usize) -> i64,
     ) -> Result<()> {
+        let k = here.k;
+        // Operand `j`'s vector: at the loop's pointer, or at its row base plus `k` elements.
+        let address = |b: &mut FunctionBuilder, j: usize| match here.at[j] {
+            Some(p) => (p, (here.offset)(j)),
+            None => {
+                let off = b.ins().imul_imm_s(k, esize(j));
+                (b.ins().iadd(row_bases[j], off), 0)
+            }
+        };
         let mut g = OpGen {
             b: &mut *b,
             module: &mut *module,
@@ -552,9 +612,8 @@ impl VectorEntry {
                 Bcast::Always => return splats[j],
                 // Contiguous along the row (the entry checked it).
                 Bcast::Never => {
-                    let off = g.b.ins().imul_imm_s(k, esize(j));
-                    let addr = g.b.ins().iadd(row_bases[j], off);
-                    return g.b.ins().load(vty, flags, addr, 0);
+                    let (addr, off) = address(g.b, j);
+                    return g.b.ins().load(vty, flags, addr, off);
                 }
                 Bcast::Unknown => {}
             }
@@ -570,11 +629,17 @@ impl VectorEntry {
             g.b.ins().bitselect(m, splats[j], v)
         })?;
         for (o, v) in outs.into_iter().enumerate() {
-            let j = n_in + o;
-            let off = b.ins().imul_imm_s(k, esize(j));
-            let addr = b.ins().iadd(row_bases[j], off);
-            b.ins().store(flags, v, addr, 0);
+            let (addr, off) = address(b, n_in + o);
+            b.ins().store(flags, v, addr, off);
         }
         Ok(())
     }
+}
+
+/// Where a vector step is: its column `k`, and for the operands the main loop carries a
+/// pointer for, that pointer (`at[j]`) and the byte offset of this step from it.
+struct Here<'a, F: Fn(usize) -> i32> {
+    k: Value,
+    at: &'a [Option<Value>],
+    offset: F,
 }
