@@ -530,7 +530,16 @@ impl VectorEntry {
         let ptrs = b.block_params(head2)[1..].to_vec();
         let end = b.ins().iadd_imm_s(k, l * UNROLL);
         let fits = b.ins().icmp(IntCC::SignedLessThanOrEqual, end, cols);
-        b.ins().brif(fits, body2, &[], head1, &[k.into()]);
+        // The main loop leaves through a block of its own: entered straight from the main
+        // loop's header, the one-vector loop had that header as the block Cranelift hoists
+        // its invariants to, so the math's vector constants (and the spills they caused) were
+        // loaded there on every iteration of the main loop.
+        let exit2 = b.create_block();
+        b.append_block_param(exit2, types::I64);
+        b.ins().brif(fits, body2, &[], exit2, &[k.into()]);
+        b.switch_to_block(exit2);
+        let k_left = b.block_params(exit2)[0];
+        b.ins().jump(head1, &[k_left.into()]);
         b.switch_to_block(body2);
         let mut at: Vec<Option<Value>> = vec![None; row_bases.len()];
         for (&j, &p) in stepped.iter().zip(&ptrs) {
