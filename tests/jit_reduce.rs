@@ -526,6 +526,27 @@ fn argmax_and_argmin_of_floats_follow_the_reference_on_ties_and_nan() {
     }
 }
 
+/// Row sums with a fused prologue, of every length up to 80 (every count of whole blocks of 8
+/// and every tail), and past the pairwise split, bit for bit against the interpreter: the
+/// prologue is exact arithmetic (`mul`), so any difference is the order of the additions.
+#[test]
+fn row_sums_of_every_length_match_the_reference() {
+    let mut rng = Rng(11);
+    for dtype in ["f32", "f64"] {
+        let src = format!(
+            "func @f(%x: {dtype}[?, ?]) -> ({dtype}[?], {dtype}[?]) {{\n  %e = mul %x, %x\n  %s = sum %e {{axes = [1]}}\n  %m = max %x {{axes = [1]}}\n  return %s, %m\n}}\n"
+        );
+        for len in (1..=80).chain([127, 128, 129, 200, 257, 1000]) {
+            let x = tensor(dtype, &[3, len], &mut rng, false);
+            let (a, b, ran) = call_both(&src, &[x.view()]);
+            assert_eq!(ran, 2, "len {len}: not every reduction ran generated code");
+            for (p, q) in a.iter().zip(&b) {
+                assert_same_bits(p, q, &format!("{dtype} len {len}"));
+            }
+        }
+    }
+}
+
 /// Max and min of floats bit for bit against the interpreter on the special rows (NaN that
 /// sticks, -0.0 next to 0.0, infinities): along rows (lanes along the reduced axis), down
 /// columns (a vector of outputs per lane), down a transposed view (scalar leaves) and over the

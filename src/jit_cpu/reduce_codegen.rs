@@ -456,30 +456,53 @@ fn define_leaf<M: Module>(
         let chunks = b.ins().band_imm_s(len, -8);
         let end8 = b.ins().iadd(start, chunks);
         let end = b.ins().iadd(start, len);
+        // Row leaves take four blocks of 8 an iteration, then the blocks left one at a time:
+        // Cranelift loads each vector constant of the prologue's math once per iteration
+        // (it rematerializes constants where they are used), so four blocks share what one
+        // loaded. The order into the accumulators is the same. callgrind, logsumexp rows of
+        // 4096: the exp-sum leaf 50.3M -> 42.7M instructions (two blocks: 45.6M), the max
+        // leaf 6.9M -> 5.9M; compiling W5 costs 7% more instructions.
+        let rounds: i64 = if leaf == Leaf::Row { 4 } else { 1 };
         let head8 = b.create_block();
         let body8 = b.create_block();
+        let last8 = b.create_block();
         let tree = b.create_block();
         b.append_block_param(head8, types::I64);
+        b.append_block_param(last8, types::I64);
         b.ins().jump(head8, &[start.into()]);
         b.switch_to_block(head8);
         let n = b.block_params(head8)[0];
-        let more = b.ins().icmp(IntCC::SignedLessThan, n, end8);
-        b.ins().brif(more, body8, &[], tree, &[]);
+        let stop = b.ins().iadd_imm_s(end8, -(8 * rounds - 8));
+        let more = b.ins().icmp(IntCC::SignedLessThan, n, stop);
+        // Through a block of its own to the loop of single blocks, so that the main loop's
+        // header is not where Cranelift hoists that loop's invariants to (see `codegen`).
+        let exit8 = b.create_block();
+        b.append_block_param(exit8, types::I64);
+        b.ins().brif(more, body8, &[], exit8, &[n.into()]);
+        b.switch_to_block(exit8);
+        let n_left = b.block_params(exit8)[0];
+        b.ins().jump(last8, &[n_left.into()]);
         b.switch_to_block(body8);
-        for (k, &acc) in accs.iter().enumerate() {
-            let nk = b.ins().iadd_imm_s(n, k as i64 * l);
-            let x = inputs.value(&mut b, module, nk, leaf != Leaf::Scalar)?;
-            let x = if leaf == Leaf::Scalar {
-                convert(&mut b, s, x)
-            } else {
-                x
-            };
-            let a = b.use_var(acc);
-            let r = combine(&mut b, s.op, s.ad, a, x);
-            b.def_var(acc, r);
+        for r in 0..rounds {
+            let nr = b.ins().iadd_imm_s(n, 8 * r);
+            block_of_8(&mut b, module, s, &mut inputs, &accs, leaf, l, nr)?;
         }
-        let next = b.ins().iadd_imm_s(n, 8);
+        let next = b.ins().iadd_imm_s(n, 8 * rounds);
         b.ins().jump(head8, &[next.into()]);
+        // The blocks of 8 left, one at a time.
+        b.switch_to_block(last8);
+        let n = b.block_params(last8)[0];
+        if rounds > 1 {
+            let one = b.create_block();
+            let left = b.ins().icmp(IntCC::SignedLessThan, n, end8);
+            b.ins().brif(left, one, &[], tree, &[]);
+            b.switch_to_block(one);
+            block_of_8(&mut b, module, s, &mut inputs, &accs, leaf, l, n)?;
+            let next = b.ins().iadd_imm_s(n, 8);
+            b.ins().jump(last8, &[next.into()]);
+        } else {
+            b.ins().jump(tree, &[]);
+        }
 
         b.switch_to_block(tree);
         let mut parts: Vec<Value> = accs.iter().map(|&a| b.use_var(a)).collect();
@@ -532,6 +555,34 @@ fn define_leaf<M: Module>(
         b.finalize(module.target_config());
     }
     finish(module, id, name, &mut ctx)
+}
+
+/// One block of 8 elements from position `n` into the accumulators (vector `k` of the block,
+/// or element `k` for scalar leaves, into accumulator `k`).
+#[allow(clippy::too_many_arguments)]
+fn block_of_8<M: Module>(
+    b: &mut FunctionBuilder,
+    module: &mut M,
+    s: &Spec,
+    inputs: &mut LeafInputs,
+    accs: &[Variable],
+    leaf: Leaf,
+    l: i64,
+    n: Value,
+) -> Result<()> {
+    for (k, &acc) in accs.iter().enumerate() {
+        let nk = b.ins().iadd_imm_s(n, k as i64 * l);
+        let x = inputs.value(b, module, nk, leaf != Leaf::Scalar)?;
+        let x = if leaf == Leaf::Scalar {
+            convert(b, s, x)
+        } else {
+            x
+        };
+        let a = b.use_var(acc);
+        let r = combine(b, s.op, s.ad, a, x);
+        b.def_var(acc, r);
+    }
+    Ok(())
 }
 
 /// The entry point (see the module docs): loops over `O` and `I`, calling a leaf per output
