@@ -186,3 +186,42 @@ fn call_into_writes_compiled_outputs_into_the_callers_buffers() {
     f.call_into(&[xv.view()], &mut small).unwrap();
     assert_eq!(small[0].shape(), &[1000]);
 }
+
+/// Rows of every length from 1 to 40 (no vector, a part of the main loop's four vectors,
+/// several iterations of it, and every tail of single vectors and scalars), f32 and f64, with
+/// inputs that vary along the row, are constant along it, and are one element: exact
+/// arithmetic, so the generated loops must give the interpreter's bits, and known shapes,
+/// so the types tell the kernel which input is which.
+#[test]
+fn vector_loops_of_every_row_length_match_the_interpreter() {
+    for cols in 1..=40usize {
+        for f64_ in [false, true] {
+            let dt = if f64_ { kiln::f64 } else { kiln::f32 };
+            let g = Graph::new();
+            let x = g.input("x", dt, [Some(3), Some(cols)]);
+            let r = g.input("r", dt, [Some(cols)]);
+            let c = g.input("c", dt, [Some(3), Some(1)]);
+            let out = &x * &r + &c - &x;
+            let xv = ArrayD::from_shape_fn(IxDyn(&[3, cols]), |i| {
+                (i[0] * 41 + i[1]) as f64 * 0.37 - 5.0
+            });
+            let rv = ArrayD::from_shape_fn(IxDyn(&[cols]), |i| i[0] as f64 * 0.11 + 0.5);
+            let cv = ArrayD::from_shape_fn(IxDyn(&[3, 1]), |i| i[0] as f64 - 1.25);
+            let t = |a: &ArrayD<f64>| -> Tensor {
+                if f64_ {
+                    Tensor::F64(a.clone())
+                } else {
+                    Tensor::F32(a.mapv(|v| v as f32))
+                }
+            };
+            let (xt, rt, ct) = (t(&xv), t(&rv), t(&cv));
+            let (a, b) = both(&[&x, &r, &c], &[&out], &[xt.view(), rt.view(), ct.view()]);
+            assert!(
+                a[0].bit_eq(&b[0]),
+                "cols {cols}, f64 {f64_}: {:?} vs {:?}",
+                a[0],
+                b[0]
+            );
+        }
+    }
+}
