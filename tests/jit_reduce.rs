@@ -481,6 +481,19 @@ fn special_rows(len: usize) -> Vec<Vec<f64>> {
     rows
 }
 
+/// `rows` (of equal length) as a matrix of dtype `dtype` (`f32` or `f64`).
+fn rows_tensor(dtype: &str, rows: &[Vec<f64>]) -> Tensor {
+    let flat: Vec<f64> = rows.concat();
+    let shape = [rows.len(), rows.first().map_or(0, Vec::len)];
+    match dtype {
+        "f32" => Tensor::F32(
+            ArrayD::from_shape_vec(IxDyn(&shape), flat.iter().map(|&v| v as f32).collect())
+                .unwrap(),
+        ),
+        _ => Tensor::F64(ArrayD::from_shape_vec(IxDyn(&shape), flat).unwrap()),
+    }
+}
+
 /// Argmax and argmin of floats against the interpreter and the rule itself, over rows (lanes
 /// along the reduced axis), columns (a vector of outputs per lane), a strided column and the
 /// whole array (no axis: the flat index), every call in generated code.
@@ -495,17 +508,7 @@ fn argmax_and_argmin_of_floats_follow_the_reference_on_ties_and_nan() {
             for len in [1, 2, 7, 8, 9, 15, 16, 17, 33, 130] {
                 let rows = special_rows(len);
                 let flat: Vec<f64> = rows.concat();
-                let shape = [rows.len(), len];
-                let x = match dtype {
-                    "f32" => Tensor::F32(
-                        ArrayD::from_shape_vec(
-                            IxDyn(&shape),
-                            flat.iter().map(|&v| v as f32).collect(),
-                        )
-                        .unwrap(),
-                    ),
-                    _ => Tensor::F64(ArrayD::from_shape_vec(IxDyn(&shape), flat.clone()).unwrap()),
-                };
+                let x = rows_tensor(dtype, &rows);
                 // The rows as columns too: the same rule down axis 0 of the transpose.
                 let (a, b, ran) = call_both(&src, &[x.view()]);
                 assert_eq!(ran, 4, "{src}: not every argmax ran generated code");
@@ -560,18 +563,7 @@ fn max_and_min_of_floats_match_the_reference_on_nan_and_signed_zero() {
             );
             for len in [1, 7, 8, 9, 16, 17, 33, 130] {
                 let rows = special_rows(len);
-                let flat: Vec<f64> = rows.concat();
-                let shape = [rows.len(), len];
-                let x = match dtype {
-                    "f32" => Tensor::F32(
-                        ArrayD::from_shape_vec(
-                            IxDyn(&shape),
-                            flat.iter().map(|&v| v as f32).collect(),
-                        )
-                        .unwrap(),
-                    ),
-                    _ => Tensor::F64(ArrayD::from_shape_vec(IxDyn(&shape), flat.clone()).unwrap()),
-                };
+                let x = rows_tensor(dtype, &rows);
                 let (a, b, ran) = call_both(&src, &[x.view()]);
                 assert_eq!(ran, 4, "{src}: not every reduction ran generated code");
                 // Bit for bit, except which zero a row of tied zeros gives: the reference's

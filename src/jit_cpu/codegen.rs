@@ -15,8 +15,8 @@ use crate::ir::scalar::{ScalarOp, ScalarProgram};
 use crate::ir::DType;
 use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::{
-    types, AbiParam, BlockArg, Endianness, InstBuilder, MemFlagsData, StackSlotData, StackSlotKind,
-    Type, Value,
+    types, AbiParam, Block, BlockArg, Endianness, InstBuilder, MemFlagsData, StackSlotData,
+    StackSlotKind, Type, Value,
 };
 use cranelift_codegen::settings::{self, Configurable};
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
@@ -365,6 +365,25 @@ fn with_names<M: Module>(text: &str, module: &M) -> String {
     out
 }
 
+/// Ends a loop header: on to `body` where `more` holds, else to the loop `next` with `k`,
+/// through a block of its own. Entered straight from this header, the next loop had the
+/// header as the block Cranelift hoists its invariants to, so the math's vector constants
+/// (and the spills they caused) were loaded there on every iteration of this loop.
+pub(super) fn loop_branch(
+    b: &mut FunctionBuilder,
+    more: Value,
+    body: Block,
+    next: Block,
+    k: Value,
+) {
+    let exit = b.create_block();
+    b.append_block_param(exit, types::I64);
+    b.ins().brif(more, body, &[], exit, &[k.into()]);
+    b.switch_to_block(exit);
+    let k = b.block_params(exit)[0];
+    b.ins().jump(next, &[k.into()]);
+}
+
 /// `bases[j] + index * steps[j]` for every operand `j`: the addresses of one row or element.
 fn offsets(b: &mut FunctionBuilder, bases: &[Value], index: Value, steps: &[Value]) -> Vec<Value> {
     bases
@@ -534,16 +553,7 @@ impl VectorEntry {
         let ptrs = b.block_params(head2)[1..].to_vec();
         let end = b.ins().iadd_imm_s(k, l * UNROLL);
         let fits = b.ins().icmp(IntCC::SignedLessThanOrEqual, end, cols);
-        // The main loop leaves through a block of its own: entered straight from the main
-        // loop's header, the one-vector loop had that header as the block Cranelift hoists
-        // its invariants to, so the math's vector constants (and the spills they caused) were
-        // loaded there on every iteration of the main loop.
-        let exit2 = b.create_block();
-        b.append_block_param(exit2, types::I64);
-        b.ins().brif(fits, body2, &[], exit2, &[k.into()]);
-        b.switch_to_block(exit2);
-        let k_left = b.block_params(exit2)[0];
-        b.ins().jump(head1, &[k_left.into()]);
+        loop_branch(b, fits, body2, head1, k);
         b.switch_to_block(body2);
         let mut at: Vec<Option<Value>> = vec![None; row_bases.len()];
         for (&j, &p) in stepped.iter().zip(&ptrs) {

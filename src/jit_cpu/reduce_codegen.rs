@@ -474,14 +474,7 @@ fn define_leaf<M: Module>(
         let n = b.block_params(head8)[0];
         let stop = b.ins().iadd_imm_s(end8, -(8 * rounds - 8));
         let more = b.ins().icmp(IntCC::SignedLessThan, n, stop);
-        // Through a block of its own to the loop of single blocks, so that the main loop's
-        // header is not where Cranelift hoists that loop's invariants to (see `codegen`).
-        let exit8 = b.create_block();
-        b.append_block_param(exit8, types::I64);
-        b.ins().brif(more, body8, &[], exit8, &[n.into()]);
-        b.switch_to_block(exit8);
-        let n_left = b.block_params(exit8)[0];
-        b.ins().jump(last8, &[n_left.into()]);
+        super::codegen::loop_branch(&mut b, more, body8, last8, n);
         b.switch_to_block(body8);
         for r in 0..rounds {
             let nr = b.ins().iadd_imm_s(n, 8 * r);
