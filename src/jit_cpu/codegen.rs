@@ -561,11 +561,7 @@ impl VectorEntry {
         }
         for u in 0..UNROLL {
             let ku = b.ins().iadd_imm_s(k, u * l);
-            let here = Here {
-                k: ku,
-                at: &at,
-                offset: |j: usize| (u * l * esize(j)) as i32,
-            };
+            let here = Here { k: ku, at: &at, u };
             self.step(
                 b, module, program, n_in, row_bases, &splats, &vptrs, &here, esize,
             )?;
@@ -584,11 +580,7 @@ impl VectorEntry {
         b.ins().brif(fits, body1, &[], done, &[k.into()]);
         b.switch_to_block(body1);
         let none = vec![None; row_bases.len()];
-        let here = Here {
-            k,
-            at: &none,
-            offset: |_| 0,
-        };
+        let here = Here { k, at: &none, u: 0 };
         self.step(
             b, module, program, n_in, row_bases, &splats, &vptrs, &here, esize,
         )?;
@@ -609,13 +601,13 @@ impl VectorEntry {
         row_bases: &[Value],
         splats: &[Value],
         vptrs: &[Value],
-        here: &Here<impl Fn(usize) -> i32>,
+        here: &Here,
         esize: &dyn Fn(usize) -> i64,
     ) -> Result<()> {
         let k = here.k;
         // Operand `j`'s vector: at the loop's pointer, or at its row base plus `k` elements.
         let address = |b: &mut FunctionBuilder, j: usize| match here.at[j] {
-            Some(p) => (p, (here.offset)(j)),
+            Some(p) => (p, (here.u * self.lanes.count() * esize(j)) as i32),
             None => {
                 let off = b.ins().imul_imm_s(k, esize(j));
                 (b.ins().iadd(row_bases[j], off), 0)
@@ -660,9 +652,9 @@ impl VectorEntry {
 }
 
 /// Where a vector step is: its column `k`, and for the operands the main loop carries a
-/// pointer for, that pointer (`at[j]`) and the byte offset of this step from it.
-struct Here<'a, F: Fn(usize) -> i32> {
+/// pointer for, that pointer (`at[j]`), which this step reads `u` vectors past.
+struct Here<'a> {
     k: Value,
     at: &'a [Option<Value>],
-    offset: F,
+    u: i64,
 }

@@ -293,11 +293,6 @@ fn combine(b: &mut FunctionBuilder, op: ReduceOp, ad: DType, a: Value, x: Value)
         ReduceOp::Prod if float => b.ins().fmul(a, x),
         ReduceOp::Prod => b.ins().imul(a, x),
         ReduceOp::Max | ReduceOp::Min if float => {
-            let cc = if op == ReduceOp::Max {
-                FloatCC::GreaterThan
-            } else {
-                FloatCC::LessThan
-            };
             let ty = b.func.dfg.value_type(a);
             let nan = b.ins().fcmp(FloatCC::Unordered, x, x);
             if ty.is_vector() {
@@ -316,6 +311,11 @@ fn combine(b: &mut FunctionBuilder, op: ReduceOp, ad: DType, a: Value, x: Value)
                 let nan = b.ins().bitcast(ty, f, nan);
                 b.ins().bitselect(nan, x, m)
             } else {
+                let cc = if op == ReduceOp::Max {
+                    FloatCC::GreaterThan
+                } else {
+                    FloatCC::LessThan
+                };
                 let better = b.ins().fcmp(cc, x, a);
                 let take = b.ins().bor(better, nan);
                 b.ins().select(take, x, a)

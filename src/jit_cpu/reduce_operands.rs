@@ -107,6 +107,9 @@ impl<'s> LeafInputs<'s> {
                 b.create_sized_stack_slot(StackSlotData::new(StackSlotKind::ExplicitSlot, 64, 4));
             b.ins().stack_addr(ptr, slot, 0)
         };
+        // The dtype the program reads each input as (`None`: it does not read it).
+        let mut in_dtypes = program.input_dtypes();
+        in_dtypes.resize(n_in, None);
         for j in 0..n_in {
             let off = (j * ptr.bytes() as usize) as i32;
             bases.push(b.ins().load(ptr, flags, bases_p, off));
@@ -114,7 +117,7 @@ impl<'s> LeafInputs<'s> {
                 // A row leaf runs only where every input steps by its element size (or 0)
                 // along the row, and the type says this one is not broadcast there: its stride
                 // is known, and `n * size` folds into the load's address.
-                let known = match (lanes, leaf, along_n[j], input_dtype(program, j)) {
+                let known = match (lanes, leaf, along_n[j], in_dtypes[j]) {
                     (Some(_), Leaf::Row, Bcast::Never, Some(d)) => Some(d.size() as i64),
                     _ => None,
                 };
@@ -150,7 +153,7 @@ impl<'s> LeafInputs<'s> {
                 else {
                     return None;
                 };
-                let d = input_dtype(program, j)?;
+                let d = in_dtypes[j]?;
                 let vty = lane_type(Some(l), d);
                 let one = b.ins().load(vty.lane_type(), flags, bases[j], 0);
                 Some(b.ins().splat(vty, one))
@@ -280,14 +283,6 @@ impl<'s> LeafInputs<'s> {
         }
         Ok(v[0])
     }
-}
-
-/// The dtype the program reads input `j` as, if it reads it.
-fn input_dtype(program: &ScalarProgram, j: usize) -> Option<crate::ir::DType> {
-    program.insts.iter().find_map(|i| match i.op {
-        crate::ir::scalar::ScalarOp::Input(k) if k == j => Some(i.dtype),
-        _ => None,
-    })
 }
 
 impl Cursor {
