@@ -9,7 +9,8 @@
 //! Bools are one byte, 0 or 1.
 
 use super::helpers::symbols;
-use super::scalar_ops::{clif_type, vector_lanes, Lanes, OpGen};
+use super::operand_table::OperandTable;
+use super::scalar_ops::{clif_type, uses_math, vector_lanes, Lanes, OpGen};
 use crate::error::{Error, Result};
 use crate::ir::scalar::{ScalarOp, ScalarProgram};
 use crate::ir::DType;
@@ -165,6 +166,7 @@ fn define<M: Module>(
             out_dtypes[j - n_in].size() as i64
         }
     };
+    let mut table = OperandTable::default();
     {
         let mut b = FunctionBuilder::new(&mut ctx.func, &mut fctx);
         let entry = b.create_block();
@@ -218,7 +220,9 @@ fn define<M: Module>(
             Some(l) => {
                 let (row_bases, inner_steps) = operands(&mut b, i);
                 let v = VectorEntry::new(&mut b, l, bcast, n_out, &inner_steps, &esize);
-                let k = v.emit_row(&mut b, module, program, n_in, &row_bases, cols, &esize)?;
+                let k = v.emit_row(
+                    &mut b, module, program, n_in, &row_bases, cols, &esize, &mut table,
+                )?;
                 b.ins().jump(scalar_setup, &[k.into()]);
             }
             None => {
@@ -246,6 +250,7 @@ fn define<M: Module>(
             b: &mut b,
             module,
             lanes: None,
+            table: None,
         };
         let outs = body(&mut g, program, |g, j, d| {
             let ty = clif_type(d);
@@ -262,6 +267,7 @@ fn define<M: Module>(
         b.seal_all_blocks();
         b.finalize(module.target_config());
     }
+    table.define(module)?;
     let text = define_in(module, id, name, &mut ctx)?;
     Ok((id, text))
 }
@@ -492,6 +498,7 @@ impl VectorEntry {
         row_bases: &[Value],
         cols: Value,
         esize: &dyn Fn(usize) -> i64,
+        table: &mut OperandTable,
     ) -> Result<Value> {
         let l = self.lanes.count();
         let setup = b.create_block();
@@ -519,6 +526,7 @@ impl VectorEntry {
                 b: &mut *b,
                 module: &mut *module,
                 lanes: Some(self.lanes),
+                table: None,
             };
             for (j, &row_base) in row_bases.iter().enumerate().take(n_in) {
                 let d = in_dtypes.get(j).copied().flatten().unwrap_or(DType::F32);
@@ -555,6 +563,10 @@ impl VectorEntry {
         let fits = b.ins().icmp(IntCC::SignedLessThanOrEqual, end, cols);
         loop_branch(b, fits, body2, head1, k);
         b.switch_to_block(body2);
+        let math = uses_math(program);
+        if math {
+            table.enter(b, module)?;
+        }
         let mut at: Vec<Option<Value>> = vec![None; row_bases.len()];
         for (&j, &p) in stepped.iter().zip(&ptrs) {
             at[j] = Some(p);
@@ -563,9 +575,10 @@ impl VectorEntry {
             let ku = b.ins().iadd_imm_s(k, u * l);
             let here = Here { k: ku, at: &at, u };
             self.step(
-                b, module, program, n_in, row_bases, &splats, &vptrs, &here, esize,
+                b, module, program, n_in, row_bases, &splats, &vptrs, &here, esize, table,
             )?;
         }
+        table.leave();
         let mut args: Vec<BlockArg> = vec![end.into()];
         for (&j, &p) in stepped.iter().zip(&ptrs) {
             args.push(b.ins().iadd_imm_s(p, UNROLL * l * esize(j)).into());
@@ -579,11 +592,15 @@ impl VectorEntry {
         let fits = b.ins().icmp(IntCC::SignedLessThanOrEqual, end, cols);
         b.ins().brif(fits, body1, &[], done, &[k.into()]);
         b.switch_to_block(body1);
+        if math {
+            table.enter(b, module)?;
+        }
         let none = vec![None; row_bases.len()];
         let here = Here { k, at: &none, u: 0 };
         self.step(
-            b, module, program, n_in, row_bases, &splats, &vptrs, &here, esize,
+            b, module, program, n_in, row_bases, &splats, &vptrs, &here, esize, table,
         )?;
+        table.leave();
         b.ins().jump(head1, &[end.into()]);
 
         b.switch_to_block(done);
@@ -603,6 +620,7 @@ impl VectorEntry {
         vptrs: &[Value],
         here: &Here,
         esize: &dyn Fn(usize) -> i64,
+        table: &mut OperandTable,
     ) -> Result<()> {
         let k = here.k;
         // Operand `j`'s vector: at the loop's pointer, or at its row base plus `k` elements.
@@ -617,6 +635,7 @@ impl VectorEntry {
             b: &mut *b,
             module: &mut *module,
             lanes: Some(self.lanes),
+            table: Some(table),
         };
         // Unaligned, non-trapping accesses.
         let flags = MemFlagsData::new().with_notrap();

@@ -3,6 +3,7 @@
 //! (`f32x4`, `f64x2`). Masks are what comparisons give: `i8` 0/1 in scalar code, lanes of all
 //! ones or all zeros (an integer vector of the lane width) in vector code.
 
+use super::operand_table::{splat_bytes, OperandTable};
 use crate::math::{Emit, Prec};
 use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
 use cranelift_codegen::ir::{
@@ -25,15 +26,23 @@ pub struct ClifMath<'x, 'f, M: Module> {
     pub fty: Type,
     /// Set when an import could not be declared (reported by the caller).
     pub error: Option<String>,
+    /// Where `fconst_operand` takes vector constants from, in a loop body.
+    pub table: Option<&'x mut OperandTable>,
 }
 
 impl<'x, 'f, M: Module> ClifMath<'x, 'f, M> {
-    pub fn new(b: &'x mut FunctionBuilder<'f>, module: &'x mut M, fty: Type) -> Self {
+    pub fn new(
+        b: &'x mut FunctionBuilder<'f>,
+        module: &'x mut M,
+        fty: Type,
+        table: Option<&'x mut OperandTable>,
+    ) -> Self {
         ClifMath {
             b,
             module,
             fty,
             error: None,
+            table,
         }
     }
 
@@ -83,6 +92,20 @@ impl<M: Module> Emit for ClifMath<'_, '_, M> {
         } else {
             s
         }
+    }
+
+    fn fconst_operand(&mut self, v: f64) -> Value {
+        if self.vector() {
+            let bytes = splat_bytes(self.fty, v);
+            if let Some(c) = self
+                .table
+                .as_mut()
+                .and_then(|t| t.operand(self.b, self.fty, &bytes))
+            {
+                return c;
+            }
+        }
+        self.fconst(v)
     }
 
     fn iconst(&mut self, v: i64) -> Value {

@@ -24,6 +24,7 @@ pub(crate) mod codegen;
 mod direct;
 mod helpers;
 mod math_clif;
+mod operand_table;
 mod reduce;
 pub(crate) mod reduce_codegen;
 mod reduce_operands;

@@ -18,6 +18,7 @@
 //! `inner[j] = strides[(k - 1) * m + j]` repeated for the generated code.
 
 use super::codegen::{body, Bcast};
+use super::operand_table::OperandTable;
 use super::scalar_ops::{clif_type, lane_type, Lanes, OpGen};
 use crate::error::{Error, Result};
 use crate::ir::scalar::ScalarProgram;
@@ -61,6 +62,8 @@ pub(super) struct LeafInputs<'s> {
     /// Row leaves: per input the type says is one element all along the row (a row max that
     /// a softmax subtracts), that element splat into a vector once, at the leaf's entry.
     row_splats: Vec<Option<Value>>,
+    /// The leaf's operand constants (the leaf enters and leaves its loop bodies on it).
+    pub table: OperandTable,
 }
 
 struct Cursor {
@@ -208,6 +211,7 @@ impl<'s> LeafInputs<'s> {
             dummy,
             cursor,
             row_splats,
+            table: OperandTable::default(),
         })
     }
 
@@ -237,6 +241,7 @@ impl<'s> LeafInputs<'s> {
             b,
             module,
             lanes: if vector { self.lanes } else { None },
+            table: Some(&mut self.table),
         };
         let (leaf, along_n, masks, bcast, dummy, row_splats) = (
             self.leaf,
@@ -261,8 +266,15 @@ impl<'s> LeafInputs<'s> {
                         let one = g.b.ins().load(vty.lane_type(), flags, addrs[j], 0);
                         return g.b.ins().splat(vty, one);
                     }
-                    // Contiguous along the row (the caller checked).
-                    Bcast::Never => return g.b.ins().load(vty, vflags, addrs[j], 0),
+                    // Contiguous along the row (the caller checked). `readonly` and `can_move`:
+                    // a leaf writes no memory before its result, so Cranelift may place the
+                    // load where its value is needed, rather than all of an iteration's loads
+                    // first and their values spilled (callgrind, the exp-sum leaf of logsumexp
+                    // rows: 37.0M -> 35.6M instructions).
+                    Bcast::Never => {
+                        let f = vflags.with_readonly().with_can_move();
+                        return g.b.ins().load(vty, f, addrs[j], 0);
+                    }
                     Bcast::Unknown => {}
                 }
             }

@@ -6,6 +6,7 @@
 //! stores bools runs scalar).
 
 use super::math_clif::ClifMath;
+use super::operand_table::OperandTable;
 use crate::error::{Error, Result};
 use crate::ir::scalar::{ScalarOp, ScalarProgram};
 use crate::ir::{BinaryOp, DType, UnaryOp};
@@ -72,6 +73,14 @@ pub fn math_fn(u: UnaryOp) -> Option<MathFn> {
     math::has_expansion(f).then_some(f)
 }
 
+/// Whether `program` expands any math (whose vector constants come from an operand table).
+pub fn uses_math(program: &ScalarProgram) -> bool {
+    program
+        .insts
+        .iter()
+        .any(|i| matches!(i.op, ScalarOp::Unary(u) if math_fn(u).is_some()))
+}
+
 fn is_transcendental(u: UnaryOp) -> bool {
     matches!(
         u,
@@ -134,6 +143,8 @@ pub struct OpGen<'x, 'f, M: Module> {
     pub b: &'x mut FunctionBuilder<'f>,
     pub module: &'x mut M,
     pub lanes: Option<Lanes>,
+    /// The function's operand constants, in a vector loop body (see `operand_table`).
+    pub table: Option<&'x mut OperandTable>,
 }
 
 /// The type a value of dtype `d` has in code running on `lanes` (scalars with `None`).
@@ -244,7 +255,7 @@ impl<'x, 'f, M: Module> OpGen<'x, 'f, M> {
 
     fn math(&mut self, f: MathFn, d: DType, x: Value) -> Result<Value> {
         let fty = self.ty(d);
-        let mut e = ClifMath::new(self.b, self.module, fty);
+        let mut e = ClifMath::new(self.b, self.module, fty, self.table.as_deref_mut());
         let y = math::unary(&mut e, f, x);
         match e.error.take() {
             Some(err) => Err(Error::Unsupported(err)),

@@ -23,6 +23,10 @@ pub trait Emit {
     fn fconst(&mut self, v: f64) -> Self::F;
     /// An integer constant (of the lane width).
     fn iconst(&mut self, v: i64) -> Self::I;
+    /// A float constant used once, as the last operand of the operation that follows.
+    fn fconst_operand(&mut self, v: f64) -> Self::F {
+        self.fconst(v)
+    }
 
     fn add(&mut self, a: Self::F, b: Self::F) -> Self::F;
     fn sub(&mut self, a: Self::F, b: Self::F) -> Self::F;

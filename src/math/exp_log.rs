@@ -63,8 +63,8 @@ pub(super) fn expm1_reduced<E: Emit>(e: &mut E, r: E::F) -> E::F {
 pub(super) fn exp_core<E: Emit>(e: &mut E, x: E::F) -> E::F {
     let (_, t, r) = exp_reduce(e, x);
     let em1 = expm1_reduced(e, r);
-    let one = e.fconst(1.0);
-    let p = e.add(one, em1);
+    let one = e.fconst_operand(1.0);
+    let p = e.add(em1, one);
     let (s1, s2) = pow2_split(e, t);
     let y = e.mul(p, s1);
     e.mul(y, s2)

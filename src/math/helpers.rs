@@ -57,7 +57,7 @@ pub(super) fn horner<E: Emit>(e: &mut E, t: E::F, c: &[f64]) -> E::F {
     let (last, rest) = c.split_last().expect("empty polynomial");
     let mut acc = e.fconst(*last);
     for &k in rest.iter().rev() {
-        let k = e.fconst(k);
+        let k = e.fconst_operand(k);
         acc = e.fma(acc, t, k);
     }
     acc
