@@ -5,15 +5,15 @@
 //! thus keeps a dozen constants in registers; with four vectors an iteration the allocator
 //! spills. A load, though, Cranelift does fold into the instruction that uses it, when the
 //! load has that one use and sits right before it. So the constants that math expansions use
-//! once, as the last operand of the next operation (`Emit::fconst_operand`: the Horner
-//! coefficients, the `1` of `exp`), come from a table instead: each use gets a slot of its own
+//! once, by the next operation (`Emit::fconst_operand`: the Horner coefficients, the `1` of
+//! `exp`), come from a table instead: each use gets a slot of its own
 //! (one use per load, nothing for Cranelift to merge), and the loads are `readonly` and
 //! `can_move`, so Cranelift places each where its use needs it, which is right before it.
 //!
 //! Such loads would also be hoisted out of the loop when their address is loop-invariant; the
 //! table's address is therefore loaded again at the top of each loop body (`enter`), from the
 //! table's first word, which holds it. One load an iteration buys a memory operand for every
-//! use. callgrind, the exp-sum leaf of logsumexp rows of 4096: 42.8M instructions -> 35.6M.
+//! use. callgrind, the exp-sum leaf of logsumexp rows of 4096: 42.8M instructions -> 34.8M.
 //!
 //! Only on x86-64, where instructions take memory operands; elsewhere `operand` declines and
 //! the constant is a `vconst` as before.

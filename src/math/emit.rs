@@ -23,7 +23,9 @@ pub trait Emit {
     fn fconst(&mut self, v: f64) -> Self::F;
     /// An integer constant (of the lane width).
     fn iconst(&mut self, v: i64) -> Self::I;
-    /// A float constant used once, as the last operand of the operation that follows.
+    /// A float constant used once, by the operation that follows (best as its last operand).
+    /// Code generators may load it from memory there rather than hold it in a register:
+    /// x86 instructions read their last operand from memory.
     fn fconst_operand(&mut self, v: f64) -> Self::F {
         self.fconst(v)
     }

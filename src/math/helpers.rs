@@ -55,7 +55,7 @@ pub(super) fn bits_of<E: Emit>(e: &E, v: f64) -> i64 {
 /// `c[0] + t * (c[1] + t * (... + t * c[n-1]))`, one fma per step.
 pub(super) fn horner<E: Emit>(e: &mut E, t: E::F, c: &[f64]) -> E::F {
     let (last, rest) = c.split_last().expect("empty polynomial");
-    let mut acc = e.fconst(*last);
+    let mut acc = e.fconst_operand(*last);
     for &k in rest.iter().rev() {
         let k = e.fconst_operand(k);
         acc = e.fma(acc, t, k);
