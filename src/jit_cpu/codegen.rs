@@ -166,7 +166,7 @@ fn define<M: Module>(
             out_dtypes[j - n_in].size() as i64
         }
     };
-    let mut table = OperandTable::default();
+    let mut table = OperandTable::new(module, uses_math(program));
     {
         let mut b = FunctionBuilder::new(&mut ctx.func, &mut fctx);
         let entry = b.create_block();
@@ -563,10 +563,7 @@ impl VectorEntry {
         let fits = b.ins().icmp(IntCC::SignedLessThanOrEqual, end, cols);
         loop_branch(b, fits, body2, head1, k);
         b.switch_to_block(body2);
-        let math = uses_math(program);
-        if math {
-            table.enter(b, module)?;
-        }
+        table.enter(b, module)?;
         let mut at: Vec<Option<Value>> = vec![None; row_bases.len()];
         for (&j, &p) in stepped.iter().zip(&ptrs) {
             at[j] = Some(p);
@@ -592,9 +589,7 @@ impl VectorEntry {
         let fits = b.ins().icmp(IntCC::SignedLessThanOrEqual, end, cols);
         b.ins().brif(fits, body1, &[], done, &[k.into()]);
         b.switch_to_block(body1);
-        if math {
-            table.enter(b, module)?;
-        }
+        table.enter(b, module)?;
         let none = vec![None; row_bases.len()];
         let here = Here { k, at: &none, u: 0 };
         self.step(

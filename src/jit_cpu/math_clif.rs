@@ -3,7 +3,7 @@
 //! (`f32x4`, `f64x2`). Masks are what comparisons give: `i8` 0/1 in scalar code, lanes of all
 //! ones or all zeros (an integer vector of the lane width) in vector code.
 
-use super::operand_table::{splat_bytes, OperandTable};
+use super::operand_table::OperandTable;
 use crate::math::{Emit, Prec};
 use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
 use cranelift_codegen::ir::{
@@ -95,17 +95,12 @@ impl<M: Module> Emit for ClifMath<'_, '_, M> {
     }
 
     fn fconst_operand(&mut self, v: f64) -> Value {
-        if self.vector() {
-            let bytes = splat_bytes(self.fty, v);
-            if let Some(c) = self
-                .table
-                .as_mut()
-                .and_then(|t| t.operand(self.b, self.fty, &bytes))
-            {
-                return c;
-            }
-        }
-        self.fconst(v)
+        let (b, fty) = (&mut *self.b, self.fty);
+        let loaded = match &mut self.table {
+            Some(t) if fty.is_vector() => t.operand(b, fty, v),
+            _ => None,
+        };
+        loaded.unwrap_or_else(|| self.fconst(v))
     }
 
     fn iconst(&mut self, v: i64) -> Value {

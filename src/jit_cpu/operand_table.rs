@@ -15,8 +15,8 @@
 //! table's first word, which holds it. One load an iteration buys a memory operand for every
 //! use. callgrind, the exp-sum leaf of logsumexp rows of 4096: 42.8M instructions -> 34.8M.
 //!
-//! Only on x86-64, where instructions take memory operands; elsewhere `operand` declines and
-//! the constant is a `vconst` as before.
+//! Only on x86-64, where instructions take memory operands, and in functions that expand
+//! math; elsewhere the table stays off, `operand` declines and the constant is a `vconst`.
 
 use crate::error::{Error, Result};
 use cranelift_codegen::ir::{types, Endianness, InstBuilder, MemFlagsData, Type, Value};
@@ -30,6 +30,9 @@ const HEADER: usize = 16;
 /// The operand constants of one function, and where its current loop body finds them.
 #[derive(Default)]
 pub struct OperandTable {
+    /// Whether the function's vector loops take constants from the table: they expand math,
+    /// on a target whose instructions take memory operands.
+    on: bool,
     data: Option<DataId>,
     bytes: Vec<u8>,
     /// The table's address, loaded in the current loop body; `None` outside loop bodies.
@@ -37,10 +40,18 @@ pub struct OperandTable {
 }
 
 impl OperandTable {
-    /// Starts a loop body in the current block: loads the table's address there. Does nothing
-    /// on targets without memory operands.
+    /// The table of a function whose vector loops expand math (`math`); without math, or on
+    /// a target without memory operands, it stays off and hands out nothing.
+    pub fn new<M: Module>(module: &M, math: bool) -> Self {
+        OperandTable {
+            on: math && module.isa().triple().architecture == Architecture::X86_64,
+            ..OperandTable::default()
+        }
+    }
+
+    /// Starts a loop body in the current block: loads the table's address there (when on).
     pub fn enter<M: Module>(&mut self, b: &mut FunctionBuilder, module: &mut M) -> Result<()> {
-        if module.isa().triple().architecture != Architecture::X86_64 {
+        if !self.on {
             return Ok(());
         }
         let id = match self.data {
@@ -68,12 +79,17 @@ impl OperandTable {
         self.base = None;
     }
 
-    /// A load of the vector constant `bytes` (type `ty`) from a slot of its own, inside a loop
-    /// body; `None` outside one.
-    pub fn operand(&mut self, b: &mut FunctionBuilder, ty: Type, bytes: &[u8]) -> Option<Value> {
+    /// A load of `v` in every lane of the float vector type `ty`, from a slot of its own,
+    /// inside a loop body; `None` outside one.
+    pub fn operand(&mut self, b: &mut FunctionBuilder, ty: Type, v: f64) -> Option<Value> {
         let base = self.base?;
         let at = self.bytes.len();
-        self.bytes.extend_from_slice(bytes);
+        let lanes = ty.lane_count() as usize;
+        match ty.lane_type() {
+            types::F32 => self.bytes.extend((v as f32).to_le_bytes().repeat(lanes)),
+            types::F64 => self.bytes.extend(v.to_le_bytes().repeat(lanes)),
+            t => unreachable!("operand constants are floats, not {t}"),
+        }
         let flags = MemFlagsData::trusted()
             .with_endianness(Endianness::Little)
             .with_readonly()
@@ -94,15 +110,5 @@ impl OperandTable {
         module
             .define_data(id, &desc)
             .map_err(|e| Error::Unsupported(format!("operand table: {e}")))
-    }
-}
-
-/// A vector constant's bytes: `v` in each of `ty`'s lanes (little-endian).
-pub fn splat_bytes(ty: Type, v: f64) -> Vec<u8> {
-    let lanes = ty.lane_count() as usize;
-    match ty.lane_type() {
-        types::F32 => (v as f32).to_le_bytes().repeat(lanes),
-        types::F64 => v.to_le_bytes().repeat(lanes),
-        t => unreachable!("operand constants are floats, not {t}"),
     }
 }

@@ -31,7 +31,7 @@
 
 use super::codegen::Bcast;
 use super::reduce_operands::{Leaf, LeafInputs};
-use super::scalar_ops::{clif_type, uses_math, vector_lanes, Lanes};
+use super::scalar_ops::{clif_type, vector_lanes, Lanes};
 use crate::error::{Error, Result};
 use crate::ir::scalar::ScalarProgram;
 use crate::ir::{DType, ReduceOp};
@@ -477,10 +477,7 @@ fn define_leaf<M: Module>(
         super::codegen::loop_branch(&mut b, more, body8, last8, n);
         b.switch_to_block(body8);
         // Vector loop bodies read the math's operand constants from a table.
-        let math = lanes.is_some() && leaf != Leaf::Scalar && uses_math(s.program);
-        if math {
-            inputs.table.enter(&mut b, module)?;
-        }
+        inputs.table.enter(&mut b, module)?;
         for r in 0..rounds {
             let nr = b.ins().iadd_imm_s(n, 8 * r);
             block_of_8(&mut b, module, s, &mut inputs, &accs, leaf, l, nr)?;
@@ -496,9 +493,7 @@ fn define_leaf<M: Module>(
             let left = b.ins().icmp(IntCC::SignedLessThan, n, end8);
             b.ins().brif(left, one, &[], tree, &[]);
             b.switch_to_block(one);
-            if math {
-                inputs.table.enter(&mut b, module)?;
-            }
+            inputs.table.enter(&mut b, module)?;
             block_of_8(&mut b, module, s, &mut inputs, &accs, leaf, l, n)?;
             inputs.table.leave();
             let next = b.ins().iadd_imm_s(n, 8);
