@@ -57,6 +57,14 @@ fn options(backend: Backend) -> CompileOptions {
     }
 }
 
+/// The function in `src`, compiled for `backend`.
+fn compile(src: &str, backend: Backend) -> kiln::Function {
+    let f = parse("t", src)
+        .unwrap_or_else(|e| panic!("{e:?}\n{src}"))
+        .remove(0);
+    kiln::compile_func(f, &options(backend)).unwrap()
+}
+
 /// Runs `src` on both backends: both fail, or both give results of one shape and dtype.
 fn both(src: &str, inputs: &[&Tensor]) -> Option<(Tensor, Tensor)> {
     both_many(src, &[inputs.to_vec()]).remove(0)
@@ -64,12 +72,9 @@ fn both(src: &str, inputs: &[&Tensor]) -> Option<(Tensor, Tensor)> {
 
 /// `both` for several sets of inputs, compiling once.
 fn both_many(src: &str, cases: &[Vec<&Tensor>]) -> Vec<Option<(Tensor, Tensor)>> {
-    let f = parse("t", src)
-        .unwrap_or_else(|e| panic!("{e:?}\n{src}"))
-        .remove(0);
     let compiled: Vec<_> = [Backend::Interp, Backend::Cpu]
         .into_iter()
-        .map(|backend| kiln::compile_func(f.clone(), &options(backend)).unwrap())
+        .map(|backend| compile(src, backend))
         .collect();
     cases
         .iter()
@@ -384,11 +389,8 @@ fn the_kernels_dump_shows_generated_reductions() {
 /// Compiles `src` for both backends and calls each on `inputs` (views of any layout): returns
 /// both results and how many generated reductions the CPU call ran (on this thread).
 fn call_both(src: &str, inputs: &[kiln::TensorRef]) -> (Vec<Tensor>, Vec<Tensor>, usize) {
-    let f = parse("t", src)
-        .unwrap_or_else(|e| panic!("{e:?}\n{src}"))
-        .remove(0);
-    let interp = kiln::compile_func(f.clone(), &options(Backend::Interp)).unwrap();
-    let cpu = kiln::compile_func(f, &options(Backend::Cpu)).unwrap();
+    let interp = compile(src, Backend::Interp);
+    let cpu = compile(src, Backend::Cpu);
     let a = interp.call(inputs).unwrap_or_else(|e| panic!("{e}\n{src}"));
     let before = kiln::jit_cpu::generated_reduce_calls_on_this_thread();
     let b = cpu.call(inputs).unwrap_or_else(|e| panic!("{e}\n{src}"));
@@ -801,12 +803,7 @@ fn reductions_over_axes_that_do_not_merge() {
 /// row length up to 40 and past the pairwise split, f32 and f64.
 #[test]
 fn fused_math_prologues_sum_the_bits_of_the_map_kernels() {
-    let cpu = |src: String| {
-        let f = parse("t", &src)
-            .unwrap_or_else(|e| panic!("{e:?}\n{src}"))
-            .remove(0);
-        kiln::compile_func(f, &options(Backend::Cpu)).unwrap()
-    };
+    let cpu = |src: String| compile(&src, Backend::Cpu);
     let mut rng = Rng(23);
     for dtype in ["f32", "f64"] {
         let sum = cpu(format!(
