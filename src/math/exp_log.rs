@@ -36,6 +36,7 @@ use super::helpers::*;
 use super::{Emit, Prec};
 
 /// `x = n ln2 + r`: returns `(n, t, r)` with `t` the shifted value (see `helpers`).
+#[inline(always)]
 pub(super) fn exp_reduce<E: Emit>(e: &mut E, x: E::F) -> (E::F, E::F, E::F) {
     let (hi, lo) = pick(e, (LN2_HI_F32, LN2_LO_F32), (LN2_HI_F64, LN2_LO_F64));
     let (n, t) = round_shifted(e, x, std::f64::consts::LOG2_E);
@@ -43,6 +44,7 @@ pub(super) fn exp_reduce<E: Emit>(e: &mut E, x: E::F) -> (E::F, E::F, E::F) {
     (n, t, r)
 }
 
+#[inline(always)]
 fn reduce_ln2<E: Emit>(e: &mut E, n: E::F, x: E::F, hi: f64, lo: f64) -> E::F {
     let mhi = e.fconst(-hi);
     let mlo = e.fconst(-lo);
@@ -51,6 +53,7 @@ fn reduce_ln2<E: Emit>(e: &mut E, n: E::F, x: E::F, hi: f64, lo: f64) -> E::F {
 }
 
 /// `e^r - 1` for `|r| <= ln2/2` (plus a little): `r + r^2 Q(r)`.
+#[inline(always)]
 pub(super) fn expm1_reduced<E: Emit>(e: &mut E, r: E::F) -> E::F {
     let q = pick(e, &EXP_F32[..], &EXP_F64[..]);
     let r2 = e.mul(r, r);
@@ -60,6 +63,7 @@ pub(super) fn expm1_reduced<E: Emit>(e: &mut E, r: E::F) -> E::F {
 
 /// `e^x` without the threshold patches: valid for `x` in about `[-2 bias ln2, 2 bias ln2]`,
 /// NaN in, NaN out. Subnormal results are rounded once.
+#[inline(always)]
 pub(super) fn exp_core<E: Emit>(e: &mut E, x: E::F) -> E::F {
     let (_, t, r) = exp_reduce(e, x);
     let em1 = expm1_reduced(e, r);
@@ -70,6 +74,7 @@ pub(super) fn exp_core<E: Emit>(e: &mut E, x: E::F) -> E::F {
     e.mul(y, s2)
 }
 
+#[inline(always)]
 pub(super) fn exp<E: Emit>(e: &mut E, x: E::F) -> E::F {
     // Beyond these the core's exponent arithmetic would wrap; at them it already overflows to
     // inf / underflows to +0 on its own, so the input is clamped to them. The two selects are
@@ -86,6 +91,7 @@ pub(super) fn exp<E: Emit>(e: &mut E, x: E::F) -> E::F {
     exp_core(e, t)
 }
 
+#[inline(always)]
 pub(super) fn expm1<E: Emit>(e: &mut E, x: E::F) -> E::F {
     let (hi, lo, big, q) = pick(
         e,
@@ -140,6 +146,7 @@ pub(super) fn expm1<E: Emit>(e: &mut E, x: E::F) -> E::F {
 
 /// `log(u) + c` for a positive normal finite `u` (`c` a small correction, or none), with `kadj`
 /// (if any) added to the exponent. No special values.
+#[inline(always)]
 fn log_kernel<E: Emit>(e: &mut E, u: E::F, kadj: Option<E::F>, c: Option<E::F>) -> E::F {
     let f = fmt(e);
     let ub = e.to_bits(u);
@@ -200,6 +207,7 @@ fn log_kernel<E: Emit>(e: &mut E, u: E::F, kadj: Option<E::F>, c: Option<E::F>) 
 
 /// log's special values on top of `y`: `v == 0 -> -inf`, `v < 0 or NaN -> NaN`,
 /// `v == inf -> inf`.
+#[inline(always)]
 fn log_specials<E: Emit>(e: &mut E, v: E::F, y: E::F) -> E::F {
     let zero = e.fconst(0.0);
     let inf = e.fconst(f64::INFINITY);
@@ -213,6 +221,7 @@ fn log_specials<E: Emit>(e: &mut E, v: E::F, y: E::F) -> E::F {
     e.select(isinf, inf, y)
 }
 
+#[inline(always)]
 pub(super) fn log<E: Emit>(e: &mut E, x: E::F) -> E::F {
     let (scale, kadj, min_normal) = pick(
         e,
@@ -232,6 +241,7 @@ pub(super) fn log<E: Emit>(e: &mut E, x: E::F) -> E::F {
     log_specials(e, x, y)
 }
 
+#[inline(always)]
 pub(super) fn log1p<E: Emit>(e: &mut E, x: E::F) -> E::F {
     let one = e.fconst(1.0);
     // u = 1 + x and its rounding error (TwoSum).

@@ -21,6 +21,7 @@ pub(super) struct Fmt {
     pub shifter: f64,
 }
 
+#[inline(always)]
 pub(super) fn fmt<E: Emit>(e: &E) -> Fmt {
     match e.prec() {
         Prec::F32 => Fmt {
@@ -37,6 +38,7 @@ pub(super) fn fmt<E: Emit>(e: &E) -> Fmt {
 }
 
 /// Picks the constant for the emitter's precision.
+#[inline(always)]
 pub(super) fn pick<E: Emit, T: Copy>(e: &E, f32_value: T, f64_value: T) -> T {
     match e.prec() {
         Prec::F32 => f32_value,
@@ -45,6 +47,7 @@ pub(super) fn pick<E: Emit, T: Copy>(e: &E, f32_value: T, f64_value: T) -> T {
 }
 
 /// The bits of the float `v` (rounded to the precision) as an integer constant.
+#[inline(always)]
 pub(super) fn bits_of<E: Emit>(e: &E, v: f64) -> i64 {
     match e.prec() {
         Prec::F32 => (v as f32).to_bits() as i32 as i64,
@@ -53,6 +56,7 @@ pub(super) fn bits_of<E: Emit>(e: &E, v: f64) -> i64 {
 }
 
 /// `c[0] + t * (c[1] + t * (... + t * c[n-1]))`, one fma per step.
+#[inline(always)]
 pub(super) fn horner<E: Emit>(e: &mut E, t: E::F, c: &[f64]) -> E::F {
     let (last, rest) = c.split_last().expect("empty polynomial");
     let mut acc = e.fconst_operand(*last);
@@ -64,6 +68,7 @@ pub(super) fn horner<E: Emit>(e: &mut E, t: E::F, c: &[f64]) -> E::F {
 }
 
 /// `-(c[0] + t * (c[1] + ...))`: Horner on the negated coefficients.
+#[inline(always)]
 pub(super) fn horner_neg<E: Emit>(e: &mut E, t: E::F, c: &[f64]) -> E::F {
     let (last, rest) = c.split_last().expect("empty polynomial");
     let mut acc = e.fconst(-*last);
@@ -77,6 +82,7 @@ pub(super) fn horner_neg<E: Emit>(e: &mut E, t: E::F, c: &[f64]) -> E::F {
 /// Rounds `x * scale + offset` to the nearest integer `n` by the shifter trick. Returns
 /// `(n, t)`: `n` as a float and the shifted value `t`, whose low bits hold `n` (see
 /// [`pow2`], [`parity_sign`]). Valid for `|x * scale| < 2^(mant-1)`.
+#[inline(always)]
 pub(super) fn round_shifted<E: Emit>(e: &mut E, x: E::F, scale: f64) -> (E::F, E::F) {
     let s = e.fconst(fmt(e).shifter);
     let k = e.fconst(scale);
@@ -87,6 +93,7 @@ pub(super) fn round_shifted<E: Emit>(e: &mut E, x: E::F, scale: f64) -> (E::F, E
 
 /// `2^(n + off)` where `t` came from [`round_shifted`] with result `n`; valid while `n + off`
 /// is a normal exponent. Two integer ops.
+#[inline(always)]
 pub(super) fn pow2<E: Emit>(e: &mut E, t: E::F, off: i32) -> E::F {
     let f = fmt(e);
     let tb = e.to_bits(t);
@@ -100,6 +107,7 @@ pub(super) fn pow2<E: Emit>(e: &mut E, t: E::F, off: i32) -> E::F {
 /// `2^n` for `|n| < 2 * (bias - 1)`, which covers results that overflow or are subnormal, where
 /// a single `2^n` is not representable. Multiply by the first, then the second (the second
 /// product is the only rounding, so subnormal results are rounded once).
+#[inline(always)]
 pub(super) fn pow2_split<E: Emit>(e: &mut E, t: E::F) -> (E::F, E::F) {
     let f = fmt(e);
     let tb = e.to_bits(t);
@@ -117,6 +125,7 @@ pub(super) fn pow2_split<E: Emit>(e: &mut E, t: E::F) -> (E::F, E::F) {
 /// A float whose sign bit is the parity of `n` (and whose other bits are zero), for `t` from
 /// [`round_shifted`]: adding it to a float's bits (wrapping) flips that float's sign when `n`
 /// is odd.
+#[inline(always)]
 pub(super) fn parity_sign<E: Emit>(e: &mut E, t: E::F) -> E::I {
     let w = fmt(e).width;
     let tb = e.to_bits(t);
@@ -124,6 +133,7 @@ pub(super) fn parity_sign<E: Emit>(e: &mut E, t: E::F) -> E::I {
 }
 
 /// `x` with its sign flipped where the sign bit of `flip` is set (`flip` from [`parity_sign`]).
+#[inline(always)]
 pub(super) fn flip_sign<E: Emit>(e: &mut E, x: E::F, flip: E::I) -> E::F {
     let xb = e.to_bits(x);
     let yb = e.iadd(xb, flip);
@@ -132,6 +142,7 @@ pub(super) fn flip_sign<E: Emit>(e: &mut E, x: E::F, flip: E::I) -> E::F {
 
 /// A small integer (`|i| < 2^22`) to float: `to_float` for f32 lanes; for f64 lanes, the
 /// shifter trick in reverse (64-bit int->float conversion is slow on x86 SSE).
+#[inline(always)]
 pub(super) fn small_int_to_float<E: Emit>(e: &mut E, i: E::I) -> E::F {
     match e.prec() {
         Prec::F32 => e.to_float(i),

@@ -23,6 +23,8 @@
 mod emit;
 pub use emit::*;
 
+#[cfg(target_arch = "x86_64")]
+pub mod avx2;
 mod coeffs;
 mod exp_log;
 mod helpers;
@@ -78,6 +80,13 @@ impl MathFn {
 
 /// Emits `f(x)` lane-wise in the emitter's precision.
 pub fn unary<E: Emit>(e: &mut E, f: MathFn, x: E::F) -> E::F {
+    unary_inline(e, f, x)
+}
+
+/// [`unary`], inlined at its call site (with a constant `f`, just that expansion): for code
+/// compiled with target features the expansion must be part of ([`avx2`]).
+#[inline(always)]
+fn unary_inline<E: Emit>(e: &mut E, f: MathFn, x: E::F) -> E::F {
     match f {
         MathFn::Exp => exp_log::exp(e, x),
         MathFn::Expm1 => exp_log::expm1(e, x),

@@ -32,6 +32,7 @@ use super::exp_log::{exp_core, exp_reduce, expm1_reduced};
 use super::helpers::*;
 use super::Emit;
 
+#[inline(always)]
 pub(super) fn tanh<E: Emit>(e: &mut E, x: E::F) -> E::F {
     let (pc, big_a, one_a) = pick(e, (&TANH_F32[..], 6.0, 9.1), (&TANH_F64[..], 12.0, 19.1));
     let a = e.abs(x);
@@ -67,6 +68,7 @@ pub(super) fn tanh<E: Emit>(e: &mut E, x: E::F) -> E::F {
     e.copysign(y, x)
 }
 
+#[inline(always)]
 pub(super) fn sigmoid<E: Emit>(e: &mut E, x: E::F) -> E::F {
     let lo = pick(e, -150.0, -1100.0);
     let m1 = e.fconst(-1.0);
@@ -95,6 +97,7 @@ pub(super) fn sigmoid<E: Emit>(e: &mut E, x: E::F) -> E::F {
     e.fma(rho, ninv, y0)
 }
 
+#[inline(always)]
 pub(super) fn erf<E: Emit>(e: &mut E, x: E::F) -> E::F {
     let (ps, pl, center, one_a) = pick(
         e,

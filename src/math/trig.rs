@@ -36,16 +36,19 @@ use super::helpers::*;
 use super::Emit;
 
 /// `|x|` above this goes to the fallback.
+#[inline(always)]
 fn bound<E: Emit>(e: &E) -> f64 {
     pick(e, 1048576.0, 1073741824.0)
 }
 
+#[inline(always)]
 fn pio2_parts<E: Emit>(e: &E) -> &'static [f64] {
     pick(e, &PIO2_F32[..], &PIO2_F64[..])
 }
 
 /// `q = round(2x/pi)` with the given shifter offset: returns `(q, t)`, `bits(t)` holding
 /// `q + off` in its low bits.
+#[inline(always)]
 fn quadrant<E: Emit>(e: &mut E, x: E::F, off: f64) -> (E::F, E::F) {
     let sh = fmt(e).shifter + off;
     let s = e.fconst(sh);
@@ -57,6 +60,7 @@ fn quadrant<E: Emit>(e: &mut E, x: E::F, off: f64) -> (E::F, E::F) {
 
 /// `x - q pi/2` as `r - rn`: `r` after the first two parts (one rounding: the first step is
 /// exact), `rn = q * (the remaining parts)` (not negated, for the caller's fma).
+#[inline(always)]
 fn reduce<E: Emit>(e: &mut E, q: E::F, x: E::F) -> (E::F, E::F) {
     let c = pio2_parts(e);
     let k1 = e.fconst(-c[0]);
@@ -74,6 +78,7 @@ fn reduce<E: Emit>(e: &mut E, q: E::F, x: E::F) -> (E::F, E::F) {
 }
 
 /// `x - q pi/2` as a double-word `(rh, rl)`.
+#[inline(always)]
 fn reduce_dw<E: Emit>(e: &mut E, q: E::F, x: E::F) -> (E::F, E::F) {
     let c = pio2_parts(e);
     let k1 = e.fconst(-c[0]);
@@ -101,6 +106,7 @@ fn reduce_dw<E: Emit>(e: &mut E, q: E::F, x: E::F) -> (E::F, E::F) {
 /// `sin(r - rn)`, `|r| <= pi/4`, `rn` tiny: `r - (r^3 (-S(r^2)) + rn)`. Written with the
 /// negated polynomial so that `r = -0` gives -0 (`-0 - (+0)`), where `r + (r^3 S + ...)` would
 /// give +0.
+#[inline(always)]
 fn sin_kernel<E: Emit>(e: &mut E, r: E::F, rn: E::F, r2: E::F) -> E::F {
     let sc = pick(e, &SINK_F32[..], &SINK_F64[..]);
     let r3 = e.mul(r2, r);
@@ -110,6 +116,7 @@ fn sin_kernel<E: Emit>(e: &mut E, r: E::F, rn: E::F, r2: E::F) -> E::F {
 }
 
 /// `cos r`, `|r| <= pi/4`.
+#[inline(always)]
 fn cos_kernel<E: Emit>(e: &mut E, r2: E::F) -> E::F {
     let cc = pick(e, &COSK_F32[..], &COSK_F64[..]);
     let p = horner(e, r2, cc);
@@ -119,6 +126,7 @@ fn cos_kernel<E: Emit>(e: &mut E, r2: E::F) -> E::F {
     e.fma(h, r2, one)
 }
 
+#[inline(always)]
 fn sin_cos<E: Emit>(e: &mut E, x: E::F, cos: bool) -> E::F {
     // cos x = sin(x + pi/2): the same reduction, quadrant read as q + 1.
     let (q, t) = quadrant(e, x, if cos { 1.0 } else { 0.0 });
@@ -145,14 +153,17 @@ fn sin_cos<E: Emit>(e: &mut E, x: E::F, cos: bool) -> E::F {
     e.fallback(if cos { "cos" } else { "sin" }, huge, x, y)
 }
 
+#[inline(always)]
 pub(super) fn sin<E: Emit>(e: &mut E, x: E::F) -> E::F {
     sin_cos(e, x, false)
 }
 
+#[inline(always)]
 pub(super) fn cos<E: Emit>(e: &mut E, x: E::F) -> E::F {
     sin_cos(e, x, true)
 }
 
+#[inline(always)]
 pub(super) fn tan<E: Emit>(e: &mut E, x: E::F) -> E::F {
     let tc = pick(e, &TAN_F32[..], &TAN_F64[..]);
     let (q, t) = quadrant(e, x, 0.0);
