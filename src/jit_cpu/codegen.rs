@@ -9,10 +9,11 @@
 //! Bools are one byte, 0 or 1.
 
 use super::helpers::symbols;
+use super::host_math;
 use super::operand_table::OperandTable;
-use super::scalar_ops::{clif_type, uses_math, vector_lanes, Lanes, OpGen};
+use super::scalar_ops::{clif_type, lane_type, uses_math, vector_lanes, Lanes, OpGen};
 use crate::error::{Error, Result};
-use crate::ir::scalar::{ScalarOp, ScalarProgram};
+use crate::ir::scalar::{ScalarInst, ScalarOp, ScalarProgram};
 use crate::ir::DType;
 use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::{
@@ -80,26 +81,43 @@ pub fn define_map_kernel<M: Module>(
     program: &ScalarProgram,
     n_in: usize,
 ) -> Result<(FuncId, String)> {
-    define_map_kernel_with(module, name, program, &vec![Bcast::Unknown; n_in])
+    let bcast = vec![Bcast::Unknown; n_in];
+    define_map_kernel_staged(module, name, program, &bcast, false)
 }
 
 /// `define_map_kernel`, knowing from the types which inputs are broadcast along the row
 /// (`bcast[j]`, one per input): the vector loop then loads those once per row and the others
 /// with plain vector loads, where an unknown one costs a select per vector.
+///
+/// For the JIT: where the host has them, the vector loop hands its math to the buffer
+/// functions (`host_math`), which live in this process.
 pub fn define_map_kernel_with<M: Module>(
     module: &mut M,
     name: &str,
     program: &ScalarProgram,
     bcast: &[Bcast],
 ) -> Result<(FuncId, String)> {
+    define_map_kernel_staged(module, name, program, bcast, host_math::enabled())
+}
+
+fn define_map_kernel_staged<M: Module>(
+    module: &mut M,
+    name: &str,
+    program: &ScalarProgram,
+    bcast: &[Bcast],
+    host: bool,
+) -> Result<(FuncId, String)> {
     if let Some(lanes) = vector_lanes(program) {
+        let staged = host
+            .then(|| host_math::split(program, bcast.len()))
+            .flatten();
         // A construct Cranelift cannot lower for vectors (some 64-bit lane operations on x86)
         // falls back to scalar code rather than failing.
-        if let Ok(r) = define(module, name, program, bcast, Some(lanes)) {
+        if let Ok(r) = define(module, name, program, bcast, Some(lanes), staged.as_ref()) {
             return Ok(r);
         }
     }
-    define(module, name, program, bcast, None)
+    define(module, name, program, bcast, None, None)
 }
 
 /// Whether an input is broadcast along the vector axis (stride 0), as its type tells.
@@ -130,6 +148,7 @@ fn define<M: Module>(
     program: &ScalarProgram,
     bcast: &[Bcast],
     lanes: Option<Lanes>,
+    staged: Option<&host_math::Staged>,
 ) -> Result<(FuncId, String)> {
     let n_in = bcast.len();
     let ptr = module.target_config().pointer_type();
@@ -220,9 +239,14 @@ fn define<M: Module>(
             Some(l) => {
                 let (row_bases, inner_steps) = operands(&mut b, i);
                 let v = VectorEntry::new(&mut b, l, bcast, n_out, &inner_steps, &esize);
-                let k = v.emit_row(
-                    &mut b, module, program, n_in, &row_bases, cols, &esize, &mut table,
-                )?;
+                let k = match staged {
+                    Some(st) => v.emit_row_staged(
+                        &mut b, module, program, st, n_in, &row_bases, cols, &esize,
+                    )?,
+                    None => v.emit_row(
+                        &mut b, module, program, n_in, &row_bases, cols, &esize, &mut table,
+                    )?,
+                };
                 b.ins().jump(scalar_setup, &[k.into()]);
             }
             None => {
@@ -518,26 +542,7 @@ impl VectorEntry {
         b.ins().brif(go, setup, &[], done, &[zero.into()]);
 
         b.switch_to_block(setup);
-        let in_dtypes = program.input_dtypes();
-        let mut splats = Vec::new();
-        let mut vptrs = Vec::new();
-        {
-            let g = OpGen {
-                b: &mut *b,
-                module: &mut *module,
-                lanes: Some(self.lanes),
-                table: None,
-            };
-            for (j, &row_base) in row_bases.iter().enumerate().take(n_in) {
-                let d = in_dtypes.get(j).copied().flatten().unwrap_or(DType::F32);
-                let vty = g.ty(d);
-                let s =
-                    g.b.ins()
-                        .load(vty.lane_type(), MemFlagsData::trusted(), row_base, 0);
-                splats.push(g.b.ins().splat(vty, s));
-                vptrs.push(g.b.ins().select(self.is_bcast[j], self.dummy, row_base));
-            }
-        }
+        let (splats, vptrs) = self.row_inputs(b, program, n_in, row_bases);
         // The main loop carries a pointer for each operand that steps by its element size (an
         // input the types say is not broadcast, and every output), moved on by the bytes of
         // the vectors an iteration: the loads and stores then address `pointer + constant`,
@@ -602,7 +607,184 @@ impl VectorEntry {
         Ok(b.block_params(done)[0])
     }
 
-    /// One vector of the program, at the column `here` says.
+    /// Per input: its element 0 of the row splat into a vector (what a broadcast input
+    /// reads), and the address its vector loads start from (a stack buffer when broadcast).
+    fn row_inputs(
+        &self,
+        b: &mut FunctionBuilder,
+        program: &ScalarProgram,
+        n_in: usize,
+        row_bases: &[Value],
+    ) -> (Vec<Value>, Vec<Value>) {
+        let in_dtypes = program.input_dtypes();
+        let mut splats = Vec::new();
+        let mut vptrs = Vec::new();
+        for (j, &row_base) in row_bases.iter().enumerate().take(n_in) {
+            let d = in_dtypes.get(j).copied().flatten().unwrap_or(DType::F32);
+            let vty = lane_type(Some(self.lanes), d);
+            let s = b
+                .ins()
+                .load(vty.lane_type(), MemFlagsData::trusted(), row_base, 0);
+            splats.push(b.ins().splat(vty, s));
+            vptrs.push(b.ins().select(self.is_bcast[j], self.dummy, row_base));
+        }
+        (splats, vptrs)
+    }
+
+    /// `emit_row` for a program whose math runs staged (`host_math`): the row's whole
+    /// vectors in chunks of up to `host_math::BLOCK` columns; per chunk, each stage's
+    /// argument into its buffer and the buffer function over it, then the last stage into
+    /// the outputs. Returns the first column left for the scalar loop (which computes the
+    /// same bits inline).
+    #[allow(clippy::too_many_arguments)]
+    fn emit_row_staged<M: Module>(
+        &self,
+        b: &mut FunctionBuilder,
+        module: &mut M,
+        program: &ScalarProgram,
+        staged: &host_math::Staged,
+        n_in: usize,
+        row_bases: &[Value],
+        cols: Value,
+        esize: &dyn Fn(usize) -> i64,
+    ) -> Result<Value> {
+        let l = self.lanes.count();
+        let ptr = module.target_config().pointer_type();
+        let (setup, head, chunk, done) = (
+            b.create_block(),
+            b.create_block(),
+            b.create_block(),
+            b.create_block(),
+        );
+        b.append_block_param(head, types::I64);
+        b.append_block_param(done, types::I64);
+        let wide = b.ins().icmp_imm_s(IntCC::SignedGreaterThanOrEqual, cols, l);
+        let go = b.ins().band(self.ok, wide);
+        let zero = b.ins().iconst(types::I64, 0);
+        b.ins().brif(go, setup, &[], done, &[zero.into()]);
+
+        b.switch_to_block(setup);
+        let (splats, vptrs) = self.row_inputs(b, program, n_in, row_bases);
+        let vend = b.ins().band_imm_s(cols, -l);
+        let mut sig = module.make_signature();
+        sig.params.extend([ptr, ptr, types::I64].map(AbiParam::new));
+        let mut stages = Vec::new();
+        for stage in &staged.stages {
+            let symbol = host_math::symbol(stage.f, stage.dtype);
+            if !super::helpers::is_registered(symbol) {
+                return Err(Error::Unsupported(format!("{symbol} is not registered")));
+            }
+            let id = module
+                .declare_function(symbol, Linkage::Import, &sig)
+                .map_err(|e| Error::Unsupported(format!("{symbol}: {e}")))?;
+            let callee = module.declare_func_in_func(id, b.func);
+            let bytes = host_math::BLOCK as u32 * stage.dtype.size() as u32;
+            let slot = b.create_sized_stack_slot(StackSlotData::new(
+                StackSlotKind::ExplicitSlot,
+                bytes,
+                5,
+            ));
+            stages.push((callee, slot));
+        }
+        b.ins().jump(head, &[zero.into()]);
+
+        b.switch_to_block(head);
+        let c = b.block_params(head)[0];
+        let more = b.ins().icmp(IntCC::SignedLessThan, c, vend);
+        b.ins().brif(more, chunk, &[], done, &[vend.into()]);
+
+        b.switch_to_block(chunk);
+        let left = b.ins().isub(vend, c);
+        let block = b.ins().iconst(types::I64, host_math::BLOCK);
+        let short = b.ins().icmp(IntCC::SignedLessThan, left, block);
+        let len = b.ins().select(short, left, block);
+        let cend = b.ins().iadd(c, len);
+        // Buffer addresses less the chunk's first column: column `k` of a buffer is at
+        // `shifted + k * size`, as the operands' are at `row_base + k * size`.
+        let mut buffers: Vec<(Value, DType)> = Vec::new();
+        let none = vec![None; row_bases.len()];
+        for (stage, &(callee, slot)) in staged.stages.iter().zip(&stages) {
+            let size = stage.dtype.size() as i64;
+            let buf = b.ins().stack_addr(ptr, slot, 0);
+            let skip = b.ins().imul_imm_s(c, size);
+            let shifted = b.ins().isub(buf, skip);
+            // A stage that only reads an input contiguous along the row hands the buffer
+            // function the input itself.
+            let src = match stage.program.insts[..] {
+                [ScalarInst {
+                    op: ScalarOp::Input(j),
+                    ..
+                }] if j < n_in && self.known[j] == Bcast::Never => b.ins().iadd(row_bases[j], skip),
+                _ => {
+                    let ops = RowOperands {
+                        n_in,
+                        row_bases,
+                        splats: &splats,
+                        vptrs: &vptrs,
+                        buffers: &buffers,
+                    };
+                    self.vector_loop(b, c, cend, |b, k| {
+                        let here = Here { k, at: &none, u: 0 };
+                        let v = self.eval(b, module, &stage.program, &ops, &here, esize, None)?;
+                        let off = b.ins().imul_imm_s(k, size);
+                        let at = b.ins().iadd(shifted, off);
+                        b.ins().store(MemFlagsData::trusted(), v[0], at, 0);
+                        Ok(())
+                    })?;
+                    buf
+                }
+            };
+            b.ins().call(callee, &[src, buf, len]);
+            buffers.push((shifted, stage.dtype));
+        }
+        let ops = RowOperands {
+            n_in,
+            row_bases,
+            splats: &splats,
+            vptrs: &vptrs,
+            buffers: &buffers,
+        };
+        self.vector_loop(b, c, cend, |b, k| {
+            let here = Here { k, at: &none, u: 0 };
+            let outs = self.eval(b, module, &staged.last, &ops, &here, esize, None)?;
+            for (o, v) in outs.into_iter().enumerate() {
+                let (addr, off) = self.address(b, row_bases, &here, esize, n_in + o);
+                b.ins()
+                    .store(MemFlagsData::new().with_notrap(), v, addr, off);
+            }
+            Ok(())
+        })?;
+        b.ins().jump(head, &[cend.into()]);
+
+        b.switch_to_block(done);
+        Ok(b.block_params(done)[0])
+    }
+
+    /// A loop over the columns `from..to` a vector at a time (`to - from` a multiple of the
+    /// lanes), `each` emitting one vector's code at column `k`; the builder ends after it.
+    fn vector_loop(
+        &self,
+        b: &mut FunctionBuilder,
+        from: Value,
+        to: Value,
+        mut each: impl FnMut(&mut FunctionBuilder, Value) -> Result<()>,
+    ) -> Result<()> {
+        let (head, body, done) = (b.create_block(), b.create_block(), b.create_block());
+        b.append_block_param(head, types::I64);
+        b.ins().jump(head, &[from.into()]);
+        b.switch_to_block(head);
+        let k = b.block_params(head)[0];
+        let more = b.ins().icmp(IntCC::SignedLessThan, k, to);
+        b.ins().brif(more, body, &[], done, &[]);
+        b.switch_to_block(body);
+        each(b, k)?;
+        let next = b.ins().iadd_imm_s(k, self.lanes.count());
+        b.ins().jump(head, &[next.into()]);
+        b.switch_to_block(done);
+        Ok(())
+    }
+
+    /// One vector of the program, at the column `here` says, stored to the outputs.
     #[allow(clippy::too_many_arguments)]
     fn step<M: Module>(
         &self,
@@ -617,37 +799,84 @@ impl VectorEntry {
         esize: &dyn Fn(usize) -> i64,
         table: &mut OperandTable,
     ) -> Result<()> {
-        let k = here.k;
-        // Operand `j`'s vector: at the loop's pointer, or at its row base plus `k` elements.
-        let address = |b: &mut FunctionBuilder, j: usize| match here.at[j] {
+        let ops = RowOperands {
+            n_in,
+            row_bases,
+            splats,
+            vptrs,
+            buffers: &[],
+        };
+        let outs = self.eval(b, module, program, &ops, here, esize, Some(table))?;
+        for (o, v) in outs.into_iter().enumerate() {
+            let (addr, off) = self.address(b, row_bases, here, esize, n_in + o);
+            b.ins()
+                .store(MemFlagsData::new().with_notrap(), v, addr, off);
+        }
+        Ok(())
+    }
+
+    /// Operand `j`'s vector at `here`: at the loop's pointer, or at its row base plus `k`
+    /// elements.
+    fn address(
+        &self,
+        b: &mut FunctionBuilder,
+        row_bases: &[Value],
+        here: &Here,
+        esize: &dyn Fn(usize) -> i64,
+        j: usize,
+    ) -> (Value, i32) {
+        match here.at.get(j).copied().flatten() {
             Some(p) => (p, (here.u * self.lanes.count() * esize(j)) as i32),
             None => {
-                let off = b.ins().imul_imm_s(k, esize(j));
+                let off = b.ins().imul_imm_s(here.k, esize(j));
                 (b.ins().iadd(row_bases[j], off), 0)
             }
-        };
+        }
+    }
+
+    /// One vector of `program` at the column `here` says; returns its outputs. Inputs past
+    /// `n_in` are staged math's buffers (`ops.buffers`).
+    #[allow(clippy::too_many_arguments)]
+    fn eval<M: Module>(
+        &self,
+        b: &mut FunctionBuilder,
+        module: &mut M,
+        program: &ScalarProgram,
+        ops: &RowOperands,
+        here: &Here,
+        esize: &dyn Fn(usize) -> i64,
+        table: Option<&mut OperandTable>,
+    ) -> Result<Vec<Value>> {
+        let k = here.k;
         let mut g = OpGen {
             b: &mut *b,
             module: &mut *module,
             lanes: Some(self.lanes),
-            table: Some(table),
+            table,
         };
         // Unaligned, non-trapping accesses.
         let flags = MemFlagsData::new().with_notrap();
-        let outs = body(&mut g, program, |g, j, d| {
+        body(&mut g, program, |g, j, d| {
             let vty = g.ty(d);
+            if j >= ops.n_in {
+                // Staged math's result, from its buffer (shifted: see `emit_row_staged`).
+                let (shifted, bd) = ops.buffers[j - ops.n_in];
+                let off = g.b.ins().imul_imm_s(k, bd.size() as i64);
+                let at = g.b.ins().iadd(shifted, off);
+                return g.b.ins().load(vty, MemFlagsData::trusted(), at, 0);
+            }
             match self.known[j] {
                 // Loaded and splat once per row.
-                Bcast::Always => return splats[j],
+                Bcast::Always => return ops.splats[j],
                 // Contiguous along the row (the entry checked it).
                 Bcast::Never => {
-                    let (addr, off) = address(g.b, j);
+                    let (addr, off) = self.address(g.b, ops.row_bases, here, esize, j);
                     return g.b.ins().load(vty, flags, addr, off);
                 }
                 Bcast::Unknown => {}
             }
             let off = g.b.ins().imul(k, self.vstep[j]);
-            let addr = g.b.ins().iadd(vptrs[j], off);
+            let addr = g.b.ins().iadd(ops.vptrs[j], off);
             let v = g.b.ins().load(vty, flags, addr, 0);
             let m = if vty.lane_type().is_float() {
                 let f = MemFlagsData::new().with_endianness(Endianness::Little);
@@ -655,14 +884,21 @@ impl VectorEntry {
             } else {
                 self.bcast_mask[j]
             };
-            g.b.ins().bitselect(m, splats[j], v)
-        })?;
-        for (o, v) in outs.into_iter().enumerate() {
-            let (addr, off) = address(b, n_in + o);
-            b.ins().store(flags, v, addr, off);
-        }
-        Ok(())
+            g.b.ins().bitselect(m, ops.splats[j], v)
+        })
     }
+}
+
+/// What a row's vector code reads: the operands' row bases (inputs, then outputs), the
+/// inputs' row splats and vector pointers, and staged math's buffers.
+struct RowOperands<'a> {
+    n_in: usize,
+    row_bases: &'a [Value],
+    splats: &'a [Value],
+    vptrs: &'a [Value],
+    /// Per staged math op: its buffer's address less the chunk's first column's elements,
+    /// and its dtype.
+    buffers: &'a [(Value, DType)],
 }
 
 /// Where a vector step is: its column `k`, and for the operands the main loop carries a

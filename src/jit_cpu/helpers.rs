@@ -139,6 +139,7 @@ pub fn symbols() -> impl Iterator<Item = (&'static str, *const u8)> {
         .chain(REFERENCE)
         .copied()
         .chain([(super::reduce_operands::SEEK, kiln_nd_seek as *const u8)])
+        .chain(super::host_math::symbols())
 }
 
 /// Every helper by the name generated code imports it under.
@@ -208,6 +209,13 @@ mod tests {
             }
         }
         names.push(super::super::reduce_operands::SEEK.to_string());
+        if super::super::host_math::enabled() {
+            for f in crate::math::MathFn::ALL {
+                for d in [DType::F32, DType::F64] {
+                    names.push(super::super::host_math::symbol(f, d).to_string());
+                }
+            }
+        }
         for n in &names {
             assert!(is_registered(n), "{n} is not registered");
         }

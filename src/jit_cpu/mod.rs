@@ -23,6 +23,7 @@ mod build;
 pub(crate) mod codegen;
 mod direct;
 mod helpers;
+pub mod host_math;
 mod math_clif;
 mod operand_table;
 mod reduce;

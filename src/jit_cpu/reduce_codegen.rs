@@ -30,6 +30,7 @@
 //! strided or through the cursor (which visits `N` in the same flat order).
 
 use super::codegen::Bcast;
+use super::host_math;
 use super::reduce_operands::{Leaf, LeafInputs};
 use super::scalar_ops::{clif_type, vector_lanes, Lanes};
 use crate::error::{Error, Result};
@@ -89,6 +90,8 @@ pub(super) struct Spec<'p> {
     /// Per input: whether it is broadcast along the reduced axes, as its type tells (the row
     /// leaves then skip the run-time select).
     pub along_n: &'p [Bcast],
+    /// The program split at its math ops, for row leaves of sums (`host_math`).
+    pub staged: Option<host_math::Staged>,
 }
 
 /// One set of leaves: scalar, and the vector ones (rows, columns) where there are.
@@ -122,14 +125,19 @@ pub fn define_reduce_kernel<M: Module>(
     }
     let vd = program.insts[program.outputs[0]].dtype;
     let ad = acc_dtype(op, vd).ok_or_else(|| unsupported("no generated code for this op"))?;
+    let pairwise = ad.is_float() && matches!(op, ReduceOp::Sum | ReduceOp::Mean);
     let spec = Spec {
         op,
         program,
         n_in,
         vd,
         ad,
-        pairwise: ad.is_float() && matches!(op, ReduceOp::Sum | ReduceOp::Mean),
+        pairwise,
         along_n,
+        // Row leaves of sums cover at most `PAIRWISE_BLOCK` positions: one block of stages.
+        staged: (pairwise && host_math::enabled())
+            .then(|| host_math::split(program, n_in))
+            .flatten(),
     };
     let mut clif = String::new();
     let mut leaf = |module: &mut M, suffix: &str, kind: Leaf, lanes: Option<Lanes>, cursor| {
@@ -440,6 +448,9 @@ fn define_leaf<M: Module>(
             cursor,
             (bases_p, sn_p, si_p, start),
         )?;
+        if let (Leaf::Row, Some(l), Some(st)) = (leaf, lanes, &s.staged) {
+            stage_math(&mut b, module, &mut inputs, st, l, start, len)?;
+        }
         let (n_acc, acc_ty, l) = match (leaf, lanes) {
             (Leaf::Row, Some(l)) => (8 / l.count() as usize, vec_type(l, s.ad), l.count()),
             (Leaf::Col, Some(l)) => (8, vec_type(l, s.ad), 1),
@@ -554,6 +565,89 @@ fn define_leaf<M: Module>(
         std::mem::take(&mut inputs.table).define(module)?;
     }
     finish(module, id, name, &mut ctx)
+}
+
+/// Staged math (`host_math`) for the `len <= PAIRWISE_BLOCK` positions from `start`: each
+/// stage's argument into its buffer (vectors, then the positions left one at a time), then the
+/// buffer function over it; afterwards `inputs` computes the last stage, which reads them.
+#[allow(clippy::too_many_arguments)]
+fn stage_math<'p, M: Module>(
+    b: &mut FunctionBuilder,
+    module: &mut M,
+    inputs: &mut LeafInputs<'p>,
+    st: &'p host_math::Staged,
+    l: Lanes,
+    start: Value,
+    len: Value,
+) -> Result<()> {
+    const { assert!(PAIRWISE_BLOCK <= host_math::BLOCK) };
+    let ptr = module.target_config().pointer_type();
+    let flags = MemFlagsData::trusted();
+    let buffers: Vec<(Value, Value, DType)> = st
+        .stages
+        .iter()
+        .map(|stage| {
+            let bytes = (host_math::BLOCK as u32) * stage.dtype.size() as u32;
+            let slot = b.create_sized_stack_slot(StackSlotData::new(
+                StackSlotKind::ExplicitSlot,
+                bytes,
+                5,
+            ));
+            let buf = b.ins().stack_addr(ptr, slot, 0);
+            // Position `n` of the buffer at `shifted + n * size`: one addressing mode.
+            let skip = b.ins().imul_imm_s(start, stage.dtype.size() as i64);
+            (buf, b.ins().isub(buf, skip), stage.dtype)
+        })
+        .collect();
+    let shifted = buffers.iter().map(|&(_, s, d)| (s, d)).collect();
+    inputs.read_buffers(module, &st.last, shifted);
+    let end = b.ins().iadd(start, len);
+    let vlen = b.ins().band_imm_s(len, -8);
+    let vend = b.ins().iadd(start, vlen);
+    let mut sig = module.make_signature();
+    sig.params.extend([ptr, ptr, types::I64].map(AbiParam::new));
+    for (stage, &(buf, shifted, d)) in st.stages.iter().zip(&buffers) {
+        let symbol = host_math::symbol(stage.f, d);
+        if !super::helpers::is_registered(symbol) {
+            return Err(Error::Unsupported(format!("{symbol} is not registered")));
+        }
+        let callee = module
+            .declare_function(symbol, Linkage::Import, &sig)
+            .map_err(|e| Error::Unsupported(format!("{symbol}: {e}")))?;
+        let callee = module.declare_func_in_func(callee, b.func);
+        for vector in [true, false] {
+            let (head, body, done) = (b.create_block(), b.create_block(), b.create_block());
+            b.append_block_param(head, types::I64);
+            b.append_block_param(done, types::I64);
+            let from = if vector {
+                start
+            } else {
+                b.ins().iadd(start, vlen)
+            };
+            b.ins().jump(head, &[from.into()]);
+            b.switch_to_block(head);
+            let n = b.block_params(head)[0];
+            let more = b
+                .ins()
+                .icmp(IntCC::SignedLessThan, n, if vector { vend } else { end });
+            b.ins().brif(more, body, &[], done, &[n.into()]);
+            b.switch_to_block(body);
+            // Vectors two at a time (there are 8 lanes' worth in a block of 8 positions).
+            let per = if vector { 8 / l.count() } else { 1 };
+            for k in 0..per {
+                let nk = b.ins().iadd_imm_s(n, k * l.count());
+                let v = inputs.value_of(b, module, &stage.program, nk, vector)?;
+                let off = b.ins().imul_imm_s(nk, d.size() as i64);
+                let at = b.ins().iadd(shifted, off);
+                b.ins().store(flags, v, at, 0);
+            }
+            let next = b.ins().iadd_imm_s(n, if vector { 8 } else { 1 });
+            b.ins().jump(head, &[next.into()]);
+            b.switch_to_block(done);
+        }
+        b.ins().call(callee, &[buf, buf, len]);
+    }
+    Ok(())
 }
 
 /// One block of 8 elements from position `n` into the accumulators (vector `k` of the block,

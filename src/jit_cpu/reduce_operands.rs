@@ -64,6 +64,10 @@ pub(super) struct LeafInputs<'s> {
     row_splats: Vec<Option<Value>>,
     /// The leaf's operand constants (the leaf enters and leaves its loop bodies on it).
     pub table: OperandTable,
+    /// Staged math (`host_math`): per math op, its buffer's address less the leaf's `start` elements
+    /// and its dtype: input `n_in + j` of a program reads position `n` of buffer `j` at
+    /// `(shifted address) + n * size`, one addressing mode.
+    buffers: Vec<(Value, crate::ir::DType)>,
 }
 
 struct Cursor {
@@ -213,7 +217,23 @@ impl<'s> LeafInputs<'s> {
             cursor,
             row_splats,
             table: OperandTable::new(module, vector_leaf && uses_math(program)),
+            buffers: Vec::new(),
         })
+    }
+
+    /// From now on `value` computes `program`, whose inputs past the leaf's own read
+    /// `buffers` (staged math, `host_math`; each an address less the leaf's `start` elements, so that
+    /// position `n` is at `n * size` from it); its math (if any) takes no constants from the
+    /// table.
+    pub fn read_buffers<M: Module>(
+        &mut self,
+        module: &M,
+        program: &'s ScalarProgram,
+        buffers: Vec<(Value, crate::ir::DType)>,
+    ) {
+        self.program = program;
+        self.buffers = buffers;
+        self.table = OperandTable::new(module, false);
     }
 
     /// The prologue's value at position `n` along `N`: a scalar, or with `vector` a vector
@@ -223,6 +243,19 @@ impl<'s> LeafInputs<'s> {
         &mut self,
         b: &mut FunctionBuilder,
         module: &mut M,
+        n: Value,
+        vector: bool,
+    ) -> Result<Value> {
+        let program = self.program;
+        self.value_of(b, module, program, n, vector)
+    }
+
+    /// `value` of another program over the same inputs (a stage of staged math).
+    pub fn value_of<M: Module>(
+        &mut self,
+        b: &mut FunctionBuilder,
+        module: &mut M,
+        program: &ScalarProgram,
         n: Value,
         vector: bool,
     ) -> Result<Value> {
@@ -244,15 +277,24 @@ impl<'s> LeafInputs<'s> {
             lanes: if vector { self.lanes } else { None },
             table: Some(&mut self.table),
         };
-        let (leaf, along_n, masks, bcast, dummy, row_splats) = (
+        let (leaf, along_n, masks, bcast, dummy, row_splats, buffers) = (
             self.leaf,
             self.along_n,
             &self.masks,
             &self.bcast,
             self.dummy,
             &self.row_splats,
+            &self.buffers,
         );
-        let v = body(&mut g, self.program, |g, j, d| {
+        let v = body(&mut g, program, |g, j, d| {
+            if j >= n_in {
+                // A staged math op's result, from its buffer (aligned, in the leaf's frame).
+                let (shifted, bd) = buffers[j - n_in];
+                let off = g.b.ins().imul_imm_s(n, bd.size() as i64);
+                let at = g.b.ins().iadd(shifted, off);
+                let ty = if vector { g.ty(d) } else { clif_type(d) };
+                return g.b.ins().load(ty, flags, at, 0);
+            }
             if !vector {
                 return g.b.ins().load(clif_type(d), flags, addrs[j], 0);
             }

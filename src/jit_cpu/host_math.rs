@@ -1,0 +1,240 @@
+//! Host vector math: a kernel's transcendentals computed by rustc-compiled 256-bit functions
+//! over buffers, instead of inline 128-bit Cranelift code.
+//!
+//! Cranelift's x86 backend has 128-bit vectors only. `crate::math::avx2` compiles the same
+//! expansions with AVX2 + FMA (8 f32 or 4 f64 lanes); they compute the same bits, so where the
+//! host has AVX2 and FMA a loop may hand its math to them. The loop then runs in stages over a
+//! block of positions (at most `BLOCK` of them, in stack buffers): stage `k` evaluates the
+//! argument of the program's `k`-th math op into buffer `k` (earlier math ops read from their
+//! buffers) and calls the buffer function on it; the last stage is the program itself, every
+//! math op read from its buffer. Values that feed several stages are recomputed rather than
+//! buffered: they are loads and a few arithmetic ops.
+//!
+//! Only the JIT uses this (the buffer functions live in this process); ahead-of-time objects
+//! keep the inline math and stand alone. `KILN_CPU_HOST_MATH=0` turns it off (to compare).
+//!
+//! Measured on logsumexp rows of 4096 f32 (W3), one thread: see `docs/decisions.md`.
+
+use crate::ir::scalar::{ScalarInst, ScalarOp, ScalarProgram};
+use crate::ir::DType;
+use crate::math::MathFn;
+use std::sync::OnceLock;
+
+/// The most positions one block of stages covers (a sum's leaves cover at most 128).
+pub const BLOCK: i64 = 128;
+
+/// Whether kernels generated now may call the buffer functions: an x86-64 host with AVX2 and
+/// FMA, and `KILN_CPU_HOST_MATH` not `0` / `off`.
+pub fn enabled() -> bool {
+    static ON: OnceLock<bool> = OnceLock::new();
+    *ON.get_or_init(|| {
+        let off = matches!(
+            std::env::var("KILN_CPU_HOST_MATH").as_deref(),
+            Ok("0") | Ok("off") | Ok("false")
+        );
+        !off && available()
+    })
+}
+
+#[cfg(target_arch = "x86_64")]
+fn available() -> bool {
+    crate::math::avx2::available()
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+fn available() -> bool {
+    false
+}
+
+/// The name generated code imports the buffer function of `f` in `d` under.
+pub fn symbol(f: MathFn, d: DType) -> &'static str {
+    let i = MathFn::ALL.iter().position(|&g| g == f).unwrap_or(0);
+    NAMES[i][(d == DType::F64) as usize]
+}
+
+const NAMES: [[&str; 2]; 10] = [
+    ["kiln_vmath_exp_f32", "kiln_vmath_exp_f64"],
+    ["kiln_vmath_expm1_f32", "kiln_vmath_expm1_f64"],
+    ["kiln_vmath_log_f32", "kiln_vmath_log_f64"],
+    ["kiln_vmath_log1p_f32", "kiln_vmath_log1p_f64"],
+    ["kiln_vmath_sin_f32", "kiln_vmath_sin_f64"],
+    ["kiln_vmath_cos_f32", "kiln_vmath_cos_f64"],
+    ["kiln_vmath_tan_f32", "kiln_vmath_tan_f64"],
+    ["kiln_vmath_tanh_f32", "kiln_vmath_tanh_f64"],
+    ["kiln_vmath_sigmoid_f32", "kiln_vmath_sigmoid_f64"],
+    ["kiln_vmath_erf_f32", "kiln_vmath_erf_f64"],
+];
+
+/// The buffer functions by name, for the JIT's symbol table (none without AVX2 and FMA).
+pub fn symbols() -> Vec<(&'static str, *const u8)> {
+    #[cfg(target_arch = "x86_64")]
+    if available() {
+        use crate::math::avx2::{buffer_fn_f32, buffer_fn_f64};
+        return MathFn::ALL
+            .iter()
+            .flat_map(|&f| {
+                [
+                    (symbol(f, DType::F32), buffer_fn_f32(f) as *const u8),
+                    (symbol(f, DType::F64), buffer_fn_f64(f) as *const u8),
+                ]
+            })
+            .collect();
+    }
+    Vec::new()
+}
+
+/// One stage: the argument of a math op, then the buffer function applied to it.
+#[derive(Clone, Debug)]
+pub struct Stage {
+    /// Computes the argument (output 0). Input `n_in + j` is math op `j`'s buffer.
+    pub program: ScalarProgram,
+    pub f: MathFn,
+    pub dtype: DType,
+}
+
+/// A program split at its math ops.
+#[derive(Clone, Debug)]
+pub struct Staged {
+    pub stages: Vec<Stage>,
+    /// The program with every math op read from its buffer (input `n_in + j`).
+    pub last: ScalarProgram,
+}
+
+/// Splits `program` (with `n_in` inputs) at its math ops; `None` when it has none, or when one
+/// computes in a dtype other than f32 and f64.
+pub fn split(program: &ScalarProgram, n_in: usize) -> Option<Staged> {
+    let math: Vec<(usize, MathFn)> = program
+        .insts
+        .iter()
+        .enumerate()
+        .filter_map(|(r, i)| match i.op {
+            ScalarOp::Unary(u) => super::scalar_ops::math_fn(u).map(|f| (r, f)),
+            _ => None,
+        })
+        .collect();
+    if math.is_empty()
+        || math
+            .iter()
+            .any(|&(r, _)| !matches!(program.insts[r].dtype, DType::F32 | DType::F64))
+    {
+        return None;
+    }
+    // The program with math ops `..k` read from their buffers.
+    let reading = |k: usize| -> Vec<ScalarInst> {
+        let mut insts = program.insts.clone();
+        for (j, &(r, _)) in math.iter().enumerate().take(k) {
+            insts[r] = ScalarInst {
+                op: ScalarOp::Input(n_in + j),
+                args: vec![],
+                dtype: insts[r].dtype,
+            };
+        }
+        insts
+    };
+    let stages = math
+        .iter()
+        .enumerate()
+        .map(|(k, &(r, f))| Stage {
+            program: live(&reading(k), &[program.insts[r].args[0]]),
+            f,
+            dtype: program.insts[r].dtype,
+        })
+        .collect();
+    Some(Staged {
+        stages,
+        last: live(&reading(math.len()), &program.outputs),
+    })
+}
+
+/// The instructions `outputs` depend on, in their order, renumbered.
+fn live(insts: &[ScalarInst], outputs: &[usize]) -> ScalarProgram {
+    let mut needed = vec![false; insts.len()];
+    for &o in outputs {
+        needed[o] = true;
+    }
+    for r in (0..insts.len()).rev() {
+        if needed[r] {
+            for &a in &insts[r].args {
+                needed[a] = true;
+            }
+        }
+    }
+    let mut new_index = vec![usize::MAX; insts.len()];
+    let mut kept = Vec::new();
+    for (r, inst) in insts.iter().enumerate().filter(|(r, _)| needed[*r]) {
+        new_index[r] = kept.len();
+        let mut inst = inst.clone();
+        for a in &mut inst.args {
+            *a = new_index[*a];
+        }
+        kept.push(inst);
+    }
+    ScalarProgram {
+        insts: kept,
+        outputs: outputs.iter().map(|&o| new_index[o]).collect(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ir::scalar::ScalarInst;
+    use crate::ir::{BinaryOp, UnaryOp};
+
+    fn inst(op: ScalarOp, args: &[usize]) -> ScalarInst {
+        ScalarInst {
+            op,
+            args: args.to_vec(),
+            dtype: DType::F32,
+        }
+    }
+
+    /// `exp(x - m) * sin(exp(x - m) + y)`: two stages, the second reading the first's buffer,
+    /// and `x - m` recomputed where needed.
+    #[test]
+    fn split_reads_earlier_math_from_buffers() {
+        let p = ScalarProgram {
+            insts: vec![
+                inst(ScalarOp::Input(0), &[]),
+                inst(ScalarOp::Input(1), &[]),
+                inst(ScalarOp::Binary(BinaryOp::Sub), &[0, 1]),
+                inst(ScalarOp::Unary(UnaryOp::Exp), &[2]),
+                inst(ScalarOp::Input(2), &[]),
+                inst(ScalarOp::Binary(BinaryOp::Add), &[3, 4]),
+                inst(ScalarOp::Unary(UnaryOp::Sin), &[5]),
+                inst(ScalarOp::Binary(BinaryOp::Mul), &[3, 6]),
+            ],
+            outputs: vec![7],
+        };
+        let s = split(&p, 3).unwrap();
+        assert_eq!(s.stages.len(), 2);
+        assert_eq!(s.stages[0].f, MathFn::Exp);
+        // x - m only.
+        assert_eq!(s.stages[0].program.insts.len(), 3);
+        assert_eq!(s.stages[0].program.outputs, vec![2]);
+        // exp's buffer (input 3) + y.
+        let st1 = &s.stages[1].program;
+        assert_eq!(st1.insts.len(), 3);
+        assert!(st1.insts.iter().any(|i| i.op == ScalarOp::Input(3)));
+        assert!(!st1.insts.iter().any(|i| i.op == ScalarOp::Input(0)));
+        // buffer 0 * buffer 1.
+        let ops: Vec<&ScalarOp> = s.last.insts.iter().map(|i| &i.op).collect();
+        assert_eq!(
+            ops,
+            [
+                &ScalarOp::Input(3),
+                &ScalarOp::Input(4),
+                &ScalarOp::Binary(BinaryOp::Mul)
+            ]
+        );
+        for prog in s.stages.iter().map(|s| &s.program).chain([&s.last]) {
+            prog.check().unwrap();
+        }
+        // No math, no stages.
+        let plain = ScalarProgram {
+            insts: vec![inst(ScalarOp::Input(0), &[])],
+            outputs: vec![0],
+        };
+        assert!(split(&plain, 1).is_none());
+    }
+}

@@ -1,0 +1,184 @@
+//! Staged math (`kiln::jit_cpu::host_math`): where the host has AVX2 and FMA, the CPU backend's
+//! vector loops hand their transcendentals to rustc-compiled 256-bit buffer functions, a chunk
+//! of columns at a time. The results must be the bits of the evaluators (`kiln::math`), for
+//! programs with several math ops (one reading another's result, one reading an input
+//! directly), inputs broadcast along and across the rows, every row length around the vector
+//! width and the chunk size, f32 and f64; and sums of such programs must be the reference's
+//! pairwise sums of those bits. Without AVX2 the same tests check the inline code.
+
+use kiln::ir::UnaryOp;
+use kiln::math::{unary, Eval32, Eval64, MathFn};
+use kiln::{function, Backend, Graph, Tensor};
+use ndarray::{ArrayD, IxDyn};
+
+const LENGTHS: &[usize] = &[
+    1, 2, 3, 4, 5, 7, 8, 9, 15, 16, 17, 31, 32, 33, 40, 127, 128, 129, 255, 256, 257, 1000,
+];
+const ROWS: usize = 3;
+
+/// Values in `[-6, 6)`, and a few huge ones (sin's rare-input fallback).
+fn values(n: usize, seed: u64) -> Vec<f64> {
+    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    (0..n)
+        .map(|i| {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            if i % 97 == 13 {
+                3.0e9 * (i as f64 + 1.0)
+            } else {
+                (s >> 11) as f64 / (1u64 << 53) as f64 * 12.0 - 6.0
+            }
+        })
+        .collect()
+}
+
+/// `sin(exp(x - z) + y) * exp(x - z) + tanh(y)`, with `x` a `[ROWS, n]` matrix, `y` a row
+/// (broadcast across rows, contiguous along them) and `z` a column (one value per row): three
+/// stages, the second reading the first's result, the third reading `y` directly.
+macro_rules! formula {
+    ($e:expr, $x:expr, $y:expr, $z:expr) => {{
+        let t = unary($e, MathFn::Exp, $x - $z);
+        unary($e, MathFn::Sin, t + $y) * t + unary($e, MathFn::Tanh, $y)
+    }};
+}
+
+fn graph(dtype: kiln::DType) -> (Graph, [kiln::Var; 3], kiln::Var) {
+    let g = Graph::new();
+    let x = g.input("x", dtype, [None, None]);
+    let y = g.input("y", dtype, [None]);
+    let z = g.input("z", dtype, [None, Some(1)]);
+    let t = (&x - &z).unary(UnaryOp::Exp);
+    let out = (&t + &y).unary(UnaryOp::Sin) * &t + y.unary(UnaryOp::Tanh);
+    (g, [x, y, z], out)
+}
+
+#[test]
+fn staged_map_kernels_give_the_evaluators_bits() {
+    for &n in LENGTHS {
+        let (_g, [x, y, z], out) = graph(kiln::f32);
+        let f = function(&[&x, &y, &z], &[&out])
+            .backend(Backend::Cpu)
+            .compile()
+            .unwrap();
+        let xv: Vec<f32> = values(ROWS * n, 1).iter().map(|&v| v as f32).collect();
+        let yv: Vec<f32> = values(n, 2).iter().map(|&v| v as f32).collect();
+        let zv: Vec<f32> = values(ROWS, 3).iter().map(|&v| (v / 4.0) as f32).collect();
+        let xa = ArrayD::from_shape_vec(IxDyn(&[ROWS, n]), xv.clone()).unwrap();
+        let ya = ArrayD::from_shape_vec(IxDyn(&[n]), yv.clone()).unwrap();
+        let za = ArrayD::from_shape_vec(IxDyn(&[ROWS, 1]), zv.clone()).unwrap();
+        let got = f.call(&[xa.view(), ya.view(), za.view()]).unwrap();
+        let Tensor::F32(got) = &got[0] else { panic!() };
+        for (i, g) in got.iter().enumerate() {
+            let (r, c) = (i / n, i % n);
+            let want: f32 = formula!(&mut Eval32, xv[i], yv[c], zv[r]);
+            assert!(
+                g.to_bits() == want.to_bits() || g.is_nan() && want.is_nan(),
+                "f32 n={n} at ({r}, {c}): {g:e} against {want:e}"
+            );
+        }
+
+        let (_g, [x, y, z], out) = graph(kiln::f64);
+        let f = function(&[&x, &y, &z], &[&out])
+            .backend(Backend::Cpu)
+            .compile()
+            .unwrap();
+        let (xv, yv) = (values(ROWS * n, 4), values(n, 5));
+        let zv: Vec<f64> = values(ROWS, 6).iter().map(|v| v / 4.0).collect();
+        let xa = ArrayD::from_shape_vec(IxDyn(&[ROWS, n]), xv.clone()).unwrap();
+        let ya = ArrayD::from_shape_vec(IxDyn(&[n]), yv.clone()).unwrap();
+        let za = ArrayD::from_shape_vec(IxDyn(&[ROWS, 1]), zv.clone()).unwrap();
+        let got = f.call(&[xa.view(), ya.view(), za.view()]).unwrap();
+        let Tensor::F64(got) = &got[0] else { panic!() };
+        for (i, g) in got.iter().enumerate() {
+            let (r, c) = (i / n, i % n);
+            let want: f64 = formula!(&mut Eval64, xv[i], yv[c], zv[r]);
+            assert!(
+                g.to_bits() == want.to_bits() || g.is_nan() && want.is_nan(),
+                "f64 n={n} at ({r}, {c}): {g:e} against {want:e}"
+            );
+        }
+    }
+}
+
+#[test]
+fn staged_row_sums_are_the_pairwise_sums_of_the_evaluators_bits() {
+    for &n in LENGTHS {
+        let (_g, [x, y, z], out) = graph(kiln::f32);
+        let s = out.sum(Some(&[1]), false);
+        let f = function(&[&x, &y, &z], &[&s])
+            .backend(Backend::Cpu)
+            .compile()
+            .unwrap();
+        let xv: Vec<f32> = values(ROWS * n, 7).iter().map(|&v| v as f32).collect();
+        let yv: Vec<f32> = values(n, 8).iter().map(|&v| v as f32).collect();
+        let zv: Vec<f32> = values(ROWS, 9).iter().map(|&v| (v / 4.0) as f32).collect();
+        let xa = ArrayD::from_shape_vec(IxDyn(&[ROWS, n]), xv.clone()).unwrap();
+        let ya = ArrayD::from_shape_vec(IxDyn(&[n]), yv.clone()).unwrap();
+        let za = ArrayD::from_shape_vec(IxDyn(&[ROWS, 1]), zv.clone()).unwrap();
+        let got = f.call(&[xa.view(), ya.view(), za.view()]).unwrap();
+
+        // The same values from the evaluators, summed by the reference interpreter.
+        let terms: Vec<f32> = (0..ROWS * n)
+            .map(|i| formula!(&mut Eval32, xv[i], yv[i % n], zv[i / n]))
+            .collect();
+        let g2 = Graph::new();
+        let t = g2.input("t", kiln::f32, [None, None]);
+        let reference = function(&[&t], &[&t.sum(Some(&[1]), false)])
+            .backend(Backend::Interp)
+            .compile()
+            .unwrap();
+        let ta = ArrayD::from_shape_vec(IxDyn(&[ROWS, n]), terms).unwrap();
+        let want = reference.call(&[ta.view()]).unwrap();
+        let (Tensor::F32(got), Tensor::F32(want)) = (&got[0], &want[0]) else {
+            panic!()
+        };
+        for (r, (g, w)) in got.iter().zip(want.iter()).enumerate() {
+            assert!(
+                g.to_bits() == w.to_bits() || g.is_nan() && w.is_nan(),
+                "n={n} row {r}: {g:e} against {w:e}"
+            );
+        }
+    }
+}
+
+/// Where the host has AVX2 and FMA (and `KILN_CPU_HOST_MATH` does not turn it off), the
+/// kernels do call the buffer functions: the tests above then check the staged code, not the
+/// inline code by accident.
+#[test]
+fn kernels_call_the_buffer_functions_where_the_host_has_them() {
+    let dir = std::env::temp_dir().join(format!("kiln-host-math-{}", std::process::id()));
+    let opts = kiln::CompileOptions {
+        name: "h".into(),
+        dump: kiln::dump::DumpOptions {
+            stages: vec!["clif".into()],
+            dir: Some(dir.clone()),
+        },
+        backend: Some(Backend::Cpu),
+        ..Default::default()
+    };
+    let (_g, [x, y, z], out) = graph(kiln::f32);
+    let s = out.sum(Some(&[1]), false);
+    function(&[&x, &y, &z], &[&out, &s])
+        .options(opts)
+        .compile()
+        .unwrap();
+    let text = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| std::fs::read_to_string(e.unwrap().path()).unwrap())
+        .collect::<String>();
+    let _ = std::fs::remove_dir_all(&dir);
+    let calls = [
+        "kiln_vmath_exp_f32",
+        "kiln_vmath_sin_f32",
+        "kiln_vmath_tanh_f32",
+    ];
+    if kiln::jit_cpu::host_math::enabled() {
+        for c in calls {
+            assert!(text.contains(c), "no call of {c} in the clif dump");
+        }
+    } else {
+        eprintln!("host math is off here (no AVX2 + FMA, or KILN_CPU_HOST_MATH=0)");
+        assert!(!text.contains("kiln_vmath"));
+    }
+}
