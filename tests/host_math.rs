@@ -159,7 +159,8 @@ fn kernels_call_the_buffer_functions_where_the_host_has_them() {
     };
     let (_g, [x, y, z], out) = graph(kiln::f32);
     let s = out.sum(Some(&[1]), false);
-    function(&[&x, &y, &z], &[&out, &s])
+    let lse_sum = (&x - &z).unary(UnaryOp::Exp).sum(Some(&[1]), false);
+    function(&[&x, &y, &z], &[&out, &s, &lse_sum])
         .options(opts)
         .compile()
         .unwrap();
@@ -181,4 +182,64 @@ fn kernels_call_the_buffer_functions_where_the_host_has_them() {
         eprintln!("host math is off here (no AVX2 + FMA, or KILN_CPU_HOST_MATH=0)");
         assert!(!text.contains("kiln_vmath"));
     }
+}
+
+/// `sum(exp(x - z))` over rows (logsumexp's sum): the leaf's whole sum comes from the summing
+/// buffer function, in the reference's pairwise order; f32 and f64, every length.
+#[test]
+fn sums_of_a_math_op_itself_are_the_pairwise_sums_of_the_evaluators_bits() {
+    fn run<T: Copy>(
+        dtype: kiln::DType,
+        cast: fn(f64) -> T,
+        eval: fn(T, T) -> T,
+        tensor: fn(ArrayD<T>) -> Tensor,
+    ) {
+        for &n in LENGTHS {
+            let g = Graph::new();
+            let x = g.input("x", dtype, [None, None]);
+            let z = g.input("z", dtype, [None, Some(1)]);
+            let s = (&x - &z).unary(UnaryOp::Exp).sum(Some(&[1]), false);
+            let f = function(&[&x, &z], &[&s])
+                .backend(Backend::Cpu)
+                .compile()
+                .unwrap();
+            let xv: Vec<T> = values(ROWS * n, 11).into_iter().map(cast).collect();
+            let zv: Vec<T> = values(ROWS, 12)
+                .into_iter()
+                .map(|v| cast(v / 4.0))
+                .collect();
+            let xa = tensor(ArrayD::from_shape_vec(IxDyn(&[ROWS, n]), xv.clone()).unwrap());
+            let za = tensor(ArrayD::from_shape_vec(IxDyn(&[ROWS, 1]), zv.clone()).unwrap());
+            let got = f.call(&[xa.view(), za.view()]).unwrap();
+
+            let terms: Vec<T> = (0..ROWS * n).map(|i| eval(xv[i], zv[i / n])).collect();
+            let g2 = Graph::new();
+            let t = g2.input("t", dtype, [None, None]);
+            let reference = function(&[&t], &[&t.sum(Some(&[1]), false)])
+                .backend(Backend::Interp)
+                .compile()
+                .unwrap();
+            let ta = tensor(ArrayD::from_shape_vec(IxDyn(&[ROWS, n]), terms).unwrap());
+            let want = reference.call(&[ta.view()]).unwrap();
+            let (got, want) = (got[0].to_f64_vec(), want[0].to_f64_vec());
+            for (r, (g, w)) in got.iter().zip(&want).enumerate() {
+                assert!(
+                    g.to_bits() == w.to_bits() || g.is_nan() && w.is_nan(),
+                    "{dtype:?} n={n} row {r}: {g:e} against {w:e}"
+                );
+            }
+        }
+    }
+    run::<f32>(
+        kiln::f32,
+        |v| v as f32,
+        |x, z| unary(&mut Eval32, MathFn::Exp, x - z),
+        Tensor::F32,
+    );
+    run::<f64>(
+        kiln::f64,
+        |v| v,
+        |x, z| unary(&mut Eval64, MathFn::Exp, x - z),
+        Tensor::F64,
+    );
 }

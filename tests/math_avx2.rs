@@ -139,3 +139,48 @@ fn every_length_and_offset_is_covered() {
         }
     }
 }
+
+/// The summing buffer functions add `f`'s values in a float sum's leaf order: element `i`
+/// into partial `i % 8`, the partials combined pairwise, then the last `n % 8` one by one.
+#[test]
+fn summing_functions_add_in_the_leaf_order() {
+    if skip() {
+        return;
+    }
+    fn leaf_order<T: Copy + std::ops::Add<Output = T>>(v: &[T], zero: T) -> T {
+        let n8 = v.len() / 8 * 8;
+        let mut p = [zero; 8];
+        for (i, &x) in v[..n8].iter().enumerate() {
+            p[i % 8] = p[i % 8] + x;
+        }
+        let mut s = ((p[0] + p[1]) + (p[2] + p[3])) + ((p[4] + p[5]) + (p[6] + p[7]));
+        for &x in &v[n8..] {
+            s = s + x;
+        }
+        s
+    }
+    let x: Vec<f32> = (0..140)
+        .map(|i| ((i * 37 % 101) as f32 - 50.0) * 0.11)
+        .collect();
+    let xd: Vec<f64> = x.iter().map(|&v| v as f64 * 1.01).collect();
+    for f in MathFn::ALL {
+        for n in 0..x.len() {
+            let y: Vec<f32> = x[..n].iter().map(|&v| unary(&mut Eval32, f, v)).collect();
+            let want = leaf_order(&y, 0.0f32);
+            let got = avx2::sum_f32(f, &x[..n]).unwrap();
+            assert!(
+                got.to_bits() == want.to_bits() || got.is_nan() && want.is_nan(),
+                "{} f32 n={n}: {got:e} against {want:e}",
+                f.name()
+            );
+            let y: Vec<f64> = xd[..n].iter().map(|&v| unary(&mut Eval64, f, v)).collect();
+            let want = leaf_order(&y, 0.0f64);
+            let got = avx2::sum_f64(f, &xd[..n]).unwrap();
+            assert!(
+                got.to_bits() == want.to_bits() || got.is_nan() && want.is_nan(),
+                "{} f64 n={n}: {got:e} against {want:e}",
+                f.name()
+            );
+        }
+    }
+}

@@ -213,6 +213,7 @@ mod tests {
             for f in crate::math::MathFn::ALL {
                 for d in [DType::F32, DType::F64] {
                     names.push(super::super::host_math::symbol(f, d).to_string());
+                    names.push(super::super::host_math::sum_symbol(f, d).to_string());
                 }
             }
         }

@@ -65,17 +65,39 @@ const NAMES: [[&str; 2]; 10] = [
     ["kiln_vmath_erf_f32", "kiln_vmath_erf_f64"],
 ];
 
+/// The name generated code imports the summing buffer function of `f` in `d` under (the sum
+/// of `f` over a buffer, in a float sum's leaf order).
+pub fn sum_symbol(f: MathFn, d: DType) -> &'static str {
+    let i = MathFn::ALL.iter().position(|&g| g == f).unwrap_or(0);
+    SUM_NAMES[i][(d == DType::F64) as usize]
+}
+
+const SUM_NAMES: [[&str; 2]; 10] = [
+    ["kiln_vmath_sum_exp_f32", "kiln_vmath_sum_exp_f64"],
+    ["kiln_vmath_sum_expm1_f32", "kiln_vmath_sum_expm1_f64"],
+    ["kiln_vmath_sum_log_f32", "kiln_vmath_sum_log_f64"],
+    ["kiln_vmath_sum_log1p_f32", "kiln_vmath_sum_log1p_f64"],
+    ["kiln_vmath_sum_sin_f32", "kiln_vmath_sum_sin_f64"],
+    ["kiln_vmath_sum_cos_f32", "kiln_vmath_sum_cos_f64"],
+    ["kiln_vmath_sum_tan_f32", "kiln_vmath_sum_tan_f64"],
+    ["kiln_vmath_sum_tanh_f32", "kiln_vmath_sum_tanh_f64"],
+    ["kiln_vmath_sum_sigmoid_f32", "kiln_vmath_sum_sigmoid_f64"],
+    ["kiln_vmath_sum_erf_f32", "kiln_vmath_sum_erf_f64"],
+];
+
 /// The buffer functions by name, for the JIT's symbol table (none without AVX2 and FMA).
 pub fn symbols() -> Vec<(&'static str, *const u8)> {
     #[cfg(target_arch = "x86_64")]
     if available() {
-        use crate::math::avx2::{buffer_fn_f32, buffer_fn_f64};
+        use crate::math::avx2::{buffer_fn_f32, buffer_fn_f64, sum_fn_f32, sum_fn_f64};
         return MathFn::ALL
             .iter()
             .flat_map(|&f| {
                 [
                     (symbol(f, DType::F32), buffer_fn_f32(f) as *const u8),
                     (symbol(f, DType::F64), buffer_fn_f64(f) as *const u8),
+                    (sum_symbol(f, DType::F32), sum_fn_f32(f) as *const u8),
+                    (sum_symbol(f, DType::F64), sum_fn_f64(f) as *const u8),
                 ]
             })
             .collect();
@@ -98,6 +120,9 @@ pub struct Staged {
     pub stages: Vec<Stage>,
     /// The program with every math op read from its buffer (input `n_in + j`).
     pub last: ScalarProgram,
+    /// Whether `last` is the last math op's result itself (`sum(exp(x - m))`): a sum's leaf
+    /// then calls the summing buffer function instead of `f` and a loop over its buffer.
+    pub last_is_math: bool,
 }
 
 /// Splits `program` (with `n_in` inputs) at its math ops; `None` when it has none, or when one
@@ -140,9 +165,14 @@ pub fn split(program: &ScalarProgram, n_in: usize) -> Option<Staged> {
             dtype: program.insts[r].dtype,
         })
         .collect();
+    let last = live(&reading(math.len()), &program.outputs);
+    let last_is_math = last.outputs == [0]
+        && last.insts.len() == 1
+        && last.insts[0].op == ScalarOp::Input(n_in + math.len() - 1);
     Some(Staged {
         stages,
-        last: live(&reading(math.len()), &program.outputs),
+        last,
+        last_is_math,
     })
 }
 
@@ -208,6 +238,7 @@ mod tests {
         };
         let s = split(&p, 3).unwrap();
         assert_eq!(s.stages.len(), 2);
+        assert!(!s.last_is_math);
         assert_eq!(s.stages[0].f, MathFn::Exp);
         // x - m only.
         assert_eq!(s.stages[0].program.insts.len(), 3);
@@ -230,6 +261,12 @@ mod tests {
         for prog in s.stages.iter().map(|s| &s.program).chain([&s.last]) {
             prog.check().unwrap();
         }
+        // sum(exp(x - m)) sums the last buffer as it is.
+        let lse = ScalarProgram {
+            insts: p.insts[..4].to_vec(),
+            outputs: vec![3],
+        };
+        assert!(split(&lse, 2).unwrap().last_is_math);
         // No math, no stages.
         let plain = ScalarProgram {
             insts: vec![inst(ScalarOp::Input(0), &[])],

@@ -448,118 +448,125 @@ fn define_leaf<M: Module>(
             cursor,
             (bases_p, sn_p, si_p, start),
         )?;
+        let mut summed = None;
         if let (Leaf::Row, Some(l), Some(st)) = (leaf, lanes, &s.staged) {
-            stage_math(&mut b, module, &mut inputs, st, l, start, len)?;
+            let sum = st.last_is_math && matches!(s.op, ReduceOp::Sum | ReduceOp::Mean);
+            summed = stage_math(&mut b, module, &mut inputs, st, l, start, len, sum)?;
         }
-        let (n_acc, acc_ty, l) = match (leaf, lanes) {
-            (Leaf::Row, Some(l)) => (8 / l.count() as usize, vec_type(l, s.ad), l.count()),
-            (Leaf::Col, Some(l)) => (8, vec_type(l, s.ad), 1),
-            _ => (8, clif_type(s.ad), 1),
-        };
-        let accs: Vec<Variable> = (0..n_acc)
-            .map(|_| {
-                let v = b.declare_var(acc_ty);
-                let id0 = identity(&mut b, s.op, s.ad, acc_ty);
-                b.def_var(v, id0);
-                v
-            })
-            .collect();
-        let chunks = b.ins().band_imm_s(len, -8);
-        let end8 = b.ins().iadd(start, chunks);
-        let end = b.ins().iadd(start, len);
-        // Row leaves take four blocks of 8 an iteration, then the blocks left one at a time:
-        // Cranelift loads each vector constant of the prologue's math once per iteration
-        // (it rematerializes constants where they are used), so four blocks share what one
-        // loaded. The order into the accumulators is the same. callgrind, logsumexp rows of
-        // 4096: the exp-sum leaf 50.3M -> 42.7M instructions (two blocks: 45.6M), the max
-        // leaf 6.9M -> 5.9M; compiling W5 costs 7% more instructions.
-        let rounds: i64 = if leaf == Leaf::Row { 4 } else { 1 };
-        let head8 = b.create_block();
-        let body8 = b.create_block();
-        let last8 = b.create_block();
-        let tree = b.create_block();
-        b.append_block_param(head8, types::I64);
-        b.append_block_param(last8, types::I64);
-        b.ins().jump(head8, &[start.into()]);
-        b.switch_to_block(head8);
-        let n = b.block_params(head8)[0];
-        let stop = b.ins().iadd_imm_s(end8, -(8 * rounds - 8));
-        let more = b.ins().icmp(IntCC::SignedLessThan, n, stop);
-        super::codegen::loop_branch(&mut b, more, body8, last8, n);
-        b.switch_to_block(body8);
-        // Vector loop bodies read the math's operand constants from a table.
-        inputs.table.enter(&mut b, module)?;
-        for r in 0..rounds {
-            let nr = b.ins().iadd_imm_s(n, 8 * r);
-            block_of_8(&mut b, module, s, &mut inputs, &accs, leaf, l, nr)?;
-        }
-        inputs.table.leave();
-        let next = b.ins().iadd_imm_s(n, 8 * rounds);
-        b.ins().jump(head8, &[next.into()]);
-        // The blocks of 8 left, one at a time.
-        b.switch_to_block(last8);
-        let n = b.block_params(last8)[0];
-        if rounds > 1 {
-            let one = b.create_block();
-            let left = b.ins().icmp(IntCC::SignedLessThan, n, end8);
-            b.ins().brif(left, one, &[], tree, &[]);
-            b.switch_to_block(one);
-            inputs.table.enter(&mut b, module)?;
-            block_of_8(&mut b, module, s, &mut inputs, &accs, leaf, l, n)?;
-            inputs.table.leave();
-            let next = b.ins().iadd_imm_s(n, 8);
-            b.ins().jump(last8, &[next.into()]);
+        if let Some(r) = summed {
+            b.ins().store(flags, r, out, 0);
+            b.ins().return_(&[]);
         } else {
-            b.ins().jump(tree, &[]);
-        }
-
-        b.switch_to_block(tree);
-        let mut parts: Vec<Value> = accs.iter().map(|&a| b.use_var(a)).collect();
-        if leaf == Leaf::Row {
-            parts = parts
-                .iter()
-                .flat_map(|&v| (0..l as u8).map(move |i| (v, i)))
-                .collect::<Vec<_>>()
-                .into_iter()
-                .map(|(v, i)| b.ins().extractlane(v, i))
+            let (n_acc, acc_ty, l) = match (leaf, lanes) {
+                (Leaf::Row, Some(l)) => (8 / l.count() as usize, vec_type(l, s.ad), l.count()),
+                (Leaf::Col, Some(l)) => (8, vec_type(l, s.ad), 1),
+                _ => (8, clif_type(s.ad), 1),
+            };
+            let accs: Vec<Variable> = (0..n_acc)
+                .map(|_| {
+                    let v = b.declare_var(acc_ty);
+                    let id0 = identity(&mut b, s.op, s.ad, acc_ty);
+                    b.def_var(v, id0);
+                    v
+                })
                 .collect();
-        }
-        let c = |b: &mut FunctionBuilder, x: Value, y: Value| combine(b, s.op, s.ad, x, y);
-        let p01 = c(&mut b, parts[0], parts[1]);
-        let p23 = c(&mut b, parts[2], parts[3]);
-        let p45 = c(&mut b, parts[4], parts[5]);
-        let p67 = c(&mut b, parts[6], parts[7]);
-        let lo = c(&mut b, p01, p23);
-        let hi = c(&mut b, p45, p67);
-        let head = c(&mut b, lo, hi);
+            let chunks = b.ins().band_imm_s(len, -8);
+            let end8 = b.ins().iadd(start, chunks);
+            let end = b.ins().iadd(start, len);
+            // Row leaves take four blocks of 8 an iteration, then the blocks left one at a time:
+            // Cranelift loads each vector constant of the prologue's math once per iteration
+            // (it rematerializes constants where they are used), so four blocks share what one
+            // loaded. The order into the accumulators is the same. callgrind, logsumexp rows of
+            // 4096: the exp-sum leaf 50.3M -> 42.7M instructions (two blocks: 45.6M), the max
+            // leaf 6.9M -> 5.9M; compiling W5 costs 7% more instructions.
+            let rounds: i64 = if leaf == Leaf::Row { 4 } else { 1 };
+            let head8 = b.create_block();
+            let body8 = b.create_block();
+            let last8 = b.create_block();
+            let tree = b.create_block();
+            b.append_block_param(head8, types::I64);
+            b.append_block_param(last8, types::I64);
+            b.ins().jump(head8, &[start.into()]);
+            b.switch_to_block(head8);
+            let n = b.block_params(head8)[0];
+            let stop = b.ins().iadd_imm_s(end8, -(8 * rounds - 8));
+            let more = b.ins().icmp(IntCC::SignedLessThan, n, stop);
+            super::codegen::loop_branch(&mut b, more, body8, last8, n);
+            b.switch_to_block(body8);
+            // Vector loop bodies read the math's operand constants from a table.
+            inputs.table.enter(&mut b, module)?;
+            for r in 0..rounds {
+                let nr = b.ins().iadd_imm_s(n, 8 * r);
+                block_of_8(&mut b, module, s, &mut inputs, &accs, leaf, l, nr)?;
+            }
+            inputs.table.leave();
+            let next = b.ins().iadd_imm_s(n, 8 * rounds);
+            b.ins().jump(head8, &[next.into()]);
+            // The blocks of 8 left, one at a time.
+            b.switch_to_block(last8);
+            let n = b.block_params(last8)[0];
+            if rounds > 1 {
+                let one = b.create_block();
+                let left = b.ins().icmp(IntCC::SignedLessThan, n, end8);
+                b.ins().brif(left, one, &[], tree, &[]);
+                b.switch_to_block(one);
+                inputs.table.enter(&mut b, module)?;
+                block_of_8(&mut b, module, s, &mut inputs, &accs, leaf, l, n)?;
+                inputs.table.leave();
+                let next = b.ins().iadd_imm_s(n, 8);
+                b.ins().jump(last8, &[next.into()]);
+            } else {
+                b.ins().jump(tree, &[]);
+            }
 
-        // The last `len % 8` elements one at a time.
-        let head1 = b.create_block();
-        let body1 = b.create_block();
-        let done = b.create_block();
-        b.append_block_param(head1, types::I64);
-        b.append_block_param(head1, rty);
-        b.append_block_param(done, rty);
-        b.ins().jump(head1, &[end8.into(), head.into()]);
-        b.switch_to_block(head1);
-        let n = b.block_params(head1)[0];
-        let acc = b.block_params(head1)[1];
-        let more = b.ins().icmp(IntCC::SignedLessThan, n, end);
-        b.ins().brif(more, body1, &[], done, &[acc.into()]);
-        b.switch_to_block(body1);
-        let x = inputs.value(&mut b, module, n, leaf == Leaf::Col)?;
-        let x = if leaf == Leaf::Col {
-            x
-        } else {
-            convert(&mut b, s, x)
-        };
-        let r = combine(&mut b, s.op, s.ad, acc, x);
-        let next = b.ins().iadd_imm_s(n, 1);
-        b.ins().jump(head1, &[next.into(), r.into()]);
-        b.switch_to_block(done);
-        let r = b.block_params(done)[0];
-        b.ins().store(flags, r, out, 0);
-        b.ins().return_(&[]);
+            b.switch_to_block(tree);
+            let mut parts: Vec<Value> = accs.iter().map(|&a| b.use_var(a)).collect();
+            if leaf == Leaf::Row {
+                parts = parts
+                    .iter()
+                    .flat_map(|&v| (0..l as u8).map(move |i| (v, i)))
+                    .collect::<Vec<_>>()
+                    .into_iter()
+                    .map(|(v, i)| b.ins().extractlane(v, i))
+                    .collect();
+            }
+            let c = |b: &mut FunctionBuilder, x: Value, y: Value| combine(b, s.op, s.ad, x, y);
+            let p01 = c(&mut b, parts[0], parts[1]);
+            let p23 = c(&mut b, parts[2], parts[3]);
+            let p45 = c(&mut b, parts[4], parts[5]);
+            let p67 = c(&mut b, parts[6], parts[7]);
+            let lo = c(&mut b, p01, p23);
+            let hi = c(&mut b, p45, p67);
+            let head = c(&mut b, lo, hi);
+
+            // The last `len % 8` elements one at a time.
+            let head1 = b.create_block();
+            let body1 = b.create_block();
+            let done = b.create_block();
+            b.append_block_param(head1, types::I64);
+            b.append_block_param(head1, rty);
+            b.append_block_param(done, rty);
+            b.ins().jump(head1, &[end8.into(), head.into()]);
+            b.switch_to_block(head1);
+            let n = b.block_params(head1)[0];
+            let acc = b.block_params(head1)[1];
+            let more = b.ins().icmp(IntCC::SignedLessThan, n, end);
+            b.ins().brif(more, body1, &[], done, &[acc.into()]);
+            b.switch_to_block(body1);
+            let x = inputs.value(&mut b, module, n, leaf == Leaf::Col)?;
+            let x = if leaf == Leaf::Col {
+                x
+            } else {
+                convert(&mut b, s, x)
+            };
+            let r = combine(&mut b, s.op, s.ad, acc, x);
+            let next = b.ins().iadd_imm_s(n, 1);
+            b.ins().jump(head1, &[next.into(), r.into()]);
+            b.switch_to_block(done);
+            let r = b.block_params(done)[0];
+            b.ins().store(flags, r, out, 0);
+            b.ins().return_(&[]);
+        }
         b.seal_all_blocks();
         b.finalize(module.target_config());
         std::mem::take(&mut inputs.table).define(module)?;
@@ -570,6 +577,8 @@ fn define_leaf<M: Module>(
 /// Staged math (`host_math`) for the `len <= PAIRWISE_BLOCK` positions from `start`: each
 /// stage's argument into its buffer (vectors, then the positions left one at a time), then the
 /// buffer function over it; afterwards `inputs` computes the last stage, which reads them.
+/// With `sum` (a sum of the last math op's result itself), the last stage's summing buffer
+/// function computes the leaf's whole result instead, which is returned.
 #[allow(clippy::too_many_arguments)]
 fn stage_math<'p, M: Module>(
     b: &mut FunctionBuilder,
@@ -579,7 +588,8 @@ fn stage_math<'p, M: Module>(
     l: Lanes,
     start: Value,
     len: Value,
-) -> Result<()> {
+    sum: bool,
+) -> Result<Option<Value>> {
     const { assert!(PAIRWISE_BLOCK <= host_math::BLOCK) };
     let ptr = module.target_config().pointer_type();
     let flags = MemFlagsData::trusted();
@@ -606,8 +616,17 @@ fn stage_math<'p, M: Module>(
     let vend = b.ins().iadd(start, vlen);
     let mut sig = module.make_signature();
     sig.params.extend([ptr, ptr, types::I64].map(AbiParam::new));
-    for (stage, &(buf, shifted, d)) in st.stages.iter().zip(&buffers) {
-        let symbol = host_math::symbol(stage.f, d);
+    let mut result = None;
+    for (k, (stage, &(buf, shifted, d))) in st.stages.iter().zip(&buffers).enumerate() {
+        let summed = sum && k + 1 == st.stages.len();
+        let (symbol, sig) = if summed {
+            let mut sig = module.make_signature();
+            sig.params.extend([ptr, types::I64].map(AbiParam::new));
+            sig.returns.push(AbiParam::new(clif_type(d)));
+            (host_math::sum_symbol(stage.f, d), sig)
+        } else {
+            (host_math::symbol(stage.f, d), sig.clone())
+        };
         if !super::helpers::is_registered(symbol) {
             return Err(Error::Unsupported(format!("{symbol} is not registered")));
         }
@@ -645,9 +664,14 @@ fn stage_math<'p, M: Module>(
             b.ins().jump(head, &[next.into()]);
             b.switch_to_block(done);
         }
-        b.ins().call(callee, &[buf, buf, len]);
+        if summed {
+            let call = b.ins().call(callee, &[buf, len]);
+            result = Some(b.inst_results(call)[0]);
+        } else {
+            b.ins().call(callee, &[buf, buf, len]);
+        }
     }
-    Ok(())
+    Ok(result)
 }
 
 /// One block of 8 elements from position `n` into the accumulators (vector `k` of the block,
