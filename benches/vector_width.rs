@@ -1,7 +1,9 @@
 //! How much do Cranelift and its 128-bit vectors hold W3 (logsumexp over the rows of a
 //! 4096x4096 f32 matrix) back? This runs, on one thread and the same matrix:
 //!
-//! - `kiln_cpu`: kiln's CPU backend (Cranelift, 128-bit vectors);
+//! - `kiln_cpu`: kiln's CPU backend (Cranelift's 128-bit loops; where the host has AVX2 and
+//!   FMA, the exp-sum is staged math, `kiln::jit_cpu::host_math`, which runs exp and the sum at
+//!   256 bits; `KILN_CPU_HOST_MATH=0` measures the inline 128-bit code instead);
 //! - `llvm_128` and `llvm_256`: the same algorithm compiled by rustc (LLVM) with SSE4.1 + FMA
 //!   and with AVX2 + FMA. The row max, then `sum(exp(x - max))` with kiln's exp expansion
 //!   (the same operation sequence, checked bit for bit against kiln's evaluator), then
