@@ -767,21 +767,9 @@ impl VectorEntry {
         b: &mut FunctionBuilder,
         from: Value,
         to: Value,
-        mut each: impl FnMut(&mut FunctionBuilder, Value) -> Result<()>,
+        each: impl FnMut(&mut FunctionBuilder, Value) -> Result<()>,
     ) -> Result<()> {
-        let (head, body, done) = (b.create_block(), b.create_block(), b.create_block());
-        b.append_block_param(head, types::I64);
-        b.ins().jump(head, &[from.into()]);
-        b.switch_to_block(head);
-        let k = b.block_params(head)[0];
-        let more = b.ins().icmp(IntCC::SignedLessThan, k, to);
-        b.ins().brif(more, body, &[], done, &[]);
-        b.switch_to_block(body);
-        each(b, k)?;
-        let next = b.ins().iadd_imm_s(k, self.lanes.count());
-        b.ins().jump(head, &[next.into()]);
-        b.switch_to_block(done);
-        Ok(())
+        counted_loop(b, from, to, self.lanes.count(), each)
     }
 
     /// One vector of the program, at the column `here` says, stored to the outputs.
@@ -899,6 +887,30 @@ struct RowOperands<'a> {
     /// Per staged math op: its buffer's address less the chunk's first column's elements,
     /// and its dtype.
     buffers: &'a [(Value, DType)],
+}
+
+/// A loop of `k` over `from..to` by `step` (`to - from` a multiple of it), `each` emitting the
+/// body at `k`; the builder ends in the block after the loop.
+pub(super) fn counted_loop(
+    b: &mut FunctionBuilder,
+    from: Value,
+    to: Value,
+    step: i64,
+    mut each: impl FnMut(&mut FunctionBuilder, Value) -> Result<()>,
+) -> Result<()> {
+    let (head, body, done) = (b.create_block(), b.create_block(), b.create_block());
+    b.append_block_param(head, types::I64);
+    b.ins().jump(head, &[from.into()]);
+    b.switch_to_block(head);
+    let k = b.block_params(head)[0];
+    let more = b.ins().icmp(IntCC::SignedLessThan, k, to);
+    b.ins().brif(more, body, &[], done, &[]);
+    b.switch_to_block(body);
+    each(b, k)?;
+    let next = b.ins().iadd_imm_s(k, step);
+    b.ins().jump(head, &[next.into()]);
+    b.switch_to_block(done);
+    Ok(())
 }
 
 /// Where a vector step is: its column `k`, and for the operands the main loop carries a

@@ -52,18 +52,20 @@ pub fn symbol(f: MathFn, d: DType) -> &'static str {
     NAMES[i][(d == DType::F64) as usize]
 }
 
-const NAMES: [[&str; 2]; 10] = [
-    ["kiln_vmath_exp_f32", "kiln_vmath_exp_f64"],
-    ["kiln_vmath_expm1_f32", "kiln_vmath_expm1_f64"],
-    ["kiln_vmath_log_f32", "kiln_vmath_log_f64"],
-    ["kiln_vmath_log1p_f32", "kiln_vmath_log1p_f64"],
-    ["kiln_vmath_sin_f32", "kiln_vmath_sin_f64"],
-    ["kiln_vmath_cos_f32", "kiln_vmath_cos_f64"],
-    ["kiln_vmath_tan_f32", "kiln_vmath_tan_f64"],
-    ["kiln_vmath_tanh_f32", "kiln_vmath_tanh_f64"],
-    ["kiln_vmath_sigmoid_f32", "kiln_vmath_sigmoid_f64"],
-    ["kiln_vmath_erf_f32", "kiln_vmath_erf_f64"],
-];
+/// The import names of every function in both dtypes, in `MathFn::ALL`'s order.
+macro_rules! names {
+    ($prefix:literal) => {
+        names!($prefix; exp expm1 log log1p sin cos tan tanh sigmoid erf)
+    };
+    ($prefix:literal; $($f:ident)*) => {
+        [$([
+            concat!($prefix, stringify!($f), "_f32"),
+            concat!($prefix, stringify!($f), "_f64"),
+        ]),*]
+    };
+}
+
+const NAMES: [[&str; 2]; 10] = names!("kiln_vmath_");
 
 /// The name generated code imports the summing buffer function of `f` in `d` under (the sum
 /// of `f` over a buffer, in a float sum's leaf order).
@@ -72,18 +74,7 @@ pub fn sum_symbol(f: MathFn, d: DType) -> &'static str {
     SUM_NAMES[i][(d == DType::F64) as usize]
 }
 
-const SUM_NAMES: [[&str; 2]; 10] = [
-    ["kiln_vmath_sum_exp_f32", "kiln_vmath_sum_exp_f64"],
-    ["kiln_vmath_sum_expm1_f32", "kiln_vmath_sum_expm1_f64"],
-    ["kiln_vmath_sum_log_f32", "kiln_vmath_sum_log_f64"],
-    ["kiln_vmath_sum_log1p_f32", "kiln_vmath_sum_log1p_f64"],
-    ["kiln_vmath_sum_sin_f32", "kiln_vmath_sum_sin_f64"],
-    ["kiln_vmath_sum_cos_f32", "kiln_vmath_sum_cos_f64"],
-    ["kiln_vmath_sum_tan_f32", "kiln_vmath_sum_tan_f64"],
-    ["kiln_vmath_sum_tanh_f32", "kiln_vmath_sum_tanh_f64"],
-    ["kiln_vmath_sum_sigmoid_f32", "kiln_vmath_sum_sigmoid_f64"],
-    ["kiln_vmath_sum_erf_f32", "kiln_vmath_sum_erf_f64"],
-];
+const SUM_NAMES: [[&str; 2]; 10] = names!("kiln_vmath_sum_");
 
 /// The buffer functions by name, for the JIT's symbol table (none without AVX2 and FMA).
 pub fn symbols() -> Vec<(&'static str, *const u8)> {
@@ -216,6 +207,17 @@ mod tests {
             op,
             args: args.to_vec(),
             dtype: DType::F32,
+        }
+    }
+
+    /// The import names follow the functions' names and `MathFn::ALL`'s order.
+    #[test]
+    fn names_are_the_functions_names() {
+        for f in MathFn::ALL {
+            for (d, s) in [(DType::F32, "f32"), (DType::F64, "f64")] {
+                assert_eq!(symbol(f, d), format!("kiln_vmath_{}_{s}", f.name()));
+                assert_eq!(sum_symbol(f, d), format!("kiln_vmath_sum_{}_{s}", f.name()));
+            }
         }
     }
 

@@ -634,35 +634,21 @@ fn stage_math<'p, M: Module>(
             .declare_function(symbol, Linkage::Import, &sig)
             .map_err(|e| Error::Unsupported(format!("{symbol}: {e}")))?;
         let callee = module.declare_func_in_func(callee, b.func);
-        for vector in [true, false] {
-            let (head, body, done) = (b.create_block(), b.create_block(), b.create_block());
-            b.append_block_param(head, types::I64);
-            b.append_block_param(done, types::I64);
-            let from = if vector {
-                start
-            } else {
-                b.ins().iadd(start, vlen)
-            };
-            b.ins().jump(head, &[from.into()]);
-            b.switch_to_block(head);
-            let n = b.block_params(head)[0];
-            let more = b
-                .ins()
-                .icmp(IntCC::SignedLessThan, n, if vector { vend } else { end });
-            b.ins().brif(more, body, &[], done, &[n.into()]);
-            b.switch_to_block(body);
-            // Vectors two at a time (there are 8 lanes' worth in a block of 8 positions).
-            let per = if vector { 8 / l.count() } else { 1 };
-            for k in 0..per {
-                let nk = b.ins().iadd_imm_s(n, k * l.count());
-                let v = inputs.value_of(b, module, &stage.program, nk, vector)?;
-                let off = b.ins().imul_imm_s(nk, d.size() as i64);
-                let at = b.ins().iadd(shifted, off);
-                b.ins().store(flags, v, at, 0);
-            }
-            let next = b.ins().iadd_imm_s(n, if vector { 8 } else { 1 });
-            b.ins().jump(head, &[next.into()]);
-            b.switch_to_block(done);
+        // Blocks of 8 positions as vectors (two of f32x4, four of f64x2), then the positions
+        // left one at a time.
+        let tail = b.ins().iadd(start, vlen);
+        for (from, to, vector) in [(start, vend, true), (tail, end, false)] {
+            let (step, per) = if vector { (8, 8 / l.count()) } else { (1, 1) };
+            super::codegen::counted_loop(b, from, to, step, |b, n| {
+                for k in 0..per {
+                    let nk = b.ins().iadd_imm_s(n, k * l.count());
+                    let v = inputs.value_of(b, module, &stage.program, nk, vector)?;
+                    let off = b.ins().imul_imm_s(nk, d.size() as i64);
+                    let at = b.ins().iadd(shifted, off);
+                    b.ins().store(flags, v, at, 0);
+                }
+                Ok(())
+            })?;
         }
         if summed {
             let call = b.ins().call(callee, &[buf, len]);

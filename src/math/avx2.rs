@@ -407,6 +407,25 @@ fn lanes_fallback<T: Lane, const N: usize, V: Copy>(name: &'static str, m: V, x:
     }
 }
 
+/// `$entry!(k)` for the function `f`, `k` its index in `MathFn::ALL` (the const generic the
+/// buffer functions are instantiated with).
+macro_rules! by_index {
+    ($f:expr, $entry:ident) => {
+        match $f {
+            MathFn::Exp => $entry!(0),
+            MathFn::Expm1 => $entry!(1),
+            MathFn::Log => $entry!(2),
+            MathFn::Log1p => $entry!(3),
+            MathFn::Sin => $entry!(4),
+            MathFn::Cos => $entry!(5),
+            MathFn::Tan => $entry!(6),
+            MathFn::Tanh => $entry!(7),
+            MathFn::Sigmoid => $entry!(8),
+            MathFn::Erf => $entry!(9),
+        }
+    };
+}
+
 macro_rules! buffer_fns {
     ($t:ty, $emit:ident, $eval:ident, $lanes:literal, $load:ident, $store:ident, $run:ident,
      $dispatch:ident, $zero:ident, $add:ident, $sum:ident, $sum_dispatch:ident) => {
@@ -495,18 +514,7 @@ macro_rules! buffer_fns {
                     g
                 }};
             }
-            match f {
-                MathFn::Exp => entry!(0),
-                MathFn::Expm1 => entry!(1),
-                MathFn::Log => entry!(2),
-                MathFn::Log1p => entry!(3),
-                MathFn::Sin => entry!(4),
-                MathFn::Cos => entry!(5),
-                MathFn::Tan => entry!(6),
-                MathFn::Tanh => entry!(7),
-                MathFn::Sigmoid => entry!(8),
-                MathFn::Erf => entry!(9),
-            }
+            by_index!(f, entry)
         }
 
         /// The entry point of `f` over a buffer, for generated code: `extern "C"`, from
@@ -522,18 +530,7 @@ macro_rules! buffer_fns {
                     g
                 }};
             }
-            match f {
-                MathFn::Exp => entry!(0),
-                MathFn::Expm1 => entry!(1),
-                MathFn::Log => entry!(2),
-                MathFn::Log1p => entry!(3),
-                MathFn::Sin => entry!(4),
-                MathFn::Cos => entry!(5),
-                MathFn::Tan => entry!(6),
-                MathFn::Tanh => entry!(7),
-                MathFn::Sigmoid => entry!(8),
-                MathFn::Erf => entry!(9),
-            }
+            by_index!(f, entry)
         }
     };
 }
