@@ -6,6 +6,8 @@
 //! width and the chunk size, f32 and f64; and sums of such programs must be the reference's
 //! pairwise sums of those bits. Without AVX2 the same tests check the inline code.
 
+mod common;
+
 use kiln::ir::UnaryOp;
 use kiln::math::{unary, Eval32, Eval64, MathFn};
 use kiln::{function, Backend, Graph, Tensor};
@@ -147,28 +149,15 @@ fn staged_row_sums_are_the_pairwise_sums_of_the_evaluators_bits() {
 /// inline code by accident.
 #[test]
 fn kernels_call_the_buffer_functions_where_the_host_has_them() {
-    let dir = std::env::temp_dir().join(format!("kiln-host-math-{}", std::process::id()));
-    let opts = kiln::CompileOptions {
-        name: "h".into(),
-        dump: kiln::dump::DumpOptions {
-            stages: vec!["clif".into()],
-            dir: Some(dir.clone()),
-        },
-        backend: Some(Backend::Cpu),
-        ..Default::default()
-    };
     let (_g, [x, y, z], out) = graph(kiln::f32);
     let s = out.sum(Some(&[1]), false);
     let lse_sum = (&x - &z).unary(UnaryOp::Exp).sum(Some(&[1]), false);
-    function(&[&x, &y, &z], &[&out, &s, &lse_sum])
-        .options(opts)
-        .compile()
-        .unwrap();
-    let text = std::fs::read_dir(&dir)
-        .unwrap()
-        .map(|e| std::fs::read_to_string(e.unwrap().path()).unwrap())
-        .collect::<String>();
-    let _ = std::fs::remove_dir_all(&dir);
+    let text = common::clif_of("host-math", |opts| {
+        function(&[&x, &y, &z], &[&out, &s, &lse_sum])
+            .options(opts)
+            .compile()
+            .unwrap();
+    });
     let calls = [
         "kiln_vmath_exp_f32",
         "kiln_vmath_sin_f32",

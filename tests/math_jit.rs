@@ -3,6 +3,8 @@
 //! same expansions, for ordinary inputs, specials and the rare-input fallback alike; and it
 //! must stay within a few ulps of the reference interpreter (which calls the C library).
 
+mod common;
+
 use kiln::ir::UnaryOp;
 use kiln::math::{unary, Eval32, Eval64, MathFn};
 use kiln::{function, Backend, Graph, Tensor};
@@ -182,17 +184,6 @@ fn the_cpu_backend_stays_within_a_few_ulps_of_the_interpreter() {
 #[test]
 fn transcendental_kernels_compile_to_vector_code() {
     for (dtype, lanes) in [(kiln::f32, "f32x4"), (kiln::f64, "f64x2")] {
-        let dir =
-            std::env::temp_dir().join(format!("kiln-math-clif-{}-{lanes}", std::process::id()));
-        let opts = kiln::CompileOptions {
-            name: "w".into(),
-            dump: kiln::dump::DumpOptions {
-                stages: vec!["clif".into()],
-                dir: Some(dir.clone()),
-            },
-            backend: Some(Backend::Cpu),
-            ..Default::default()
-        };
         let g = Graph::new();
         let x = g.input("x", dtype, [None]);
         let y = g.input("y", dtype, [None]);
@@ -200,15 +191,12 @@ fn transcendental_kernels_compile_to_vector_code() {
         for &(u, _) in FUNCS {
             out = out.unary(u) + &x;
         }
-        function(&[&x, &y], &[&out])
-            .options(opts)
-            .compile()
-            .unwrap();
-        let text = std::fs::read_dir(&dir)
-            .unwrap()
-            .map(|e| std::fs::read_to_string(e.unwrap().path()).unwrap())
-            .collect::<String>();
-        let _ = std::fs::remove_dir_all(&dir);
+        let text = common::clif_of(lanes, |opts| {
+            function(&[&x, &y], &[&out])
+                .options(opts)
+                .compile()
+                .unwrap();
+        });
         assert!(text.contains(lanes), "no {lanes} code in the clif dump");
     }
 }

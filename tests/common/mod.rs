@@ -95,3 +95,28 @@ pub fn normal_values(dtype: kiln::DType, shape: &[usize], seed: u64, scale: f64)
         }
     }
 }
+
+/// The CPU backend's CLIF for what `compile` compiles with the options it is given (the
+/// `clif` dump, written to a temporary folder that is removed afterwards). `tag` keeps the
+/// folders of concurrent tests apart.
+pub fn clif_of(tag: &str, compile: impl FnOnce(kiln::CompileOptions)) -> String {
+    let dir = std::env::temp_dir().join(format!("kiln-clif-{tag}-{}", std::process::id()));
+    compile(kiln::CompileOptions {
+        name: tag.into(),
+        dump: kiln::dump::DumpOptions {
+            stages: vec!["clif".into()],
+            dir: Some(dir.clone()),
+        },
+        backend: Some(kiln::Backend::Cpu),
+        ..Default::default()
+    });
+    let text = std::fs::read_dir(&dir)
+        .map(|entries| {
+            entries
+                .map(|e| std::fs::read_to_string(e.unwrap().path()).unwrap())
+                .collect::<String>()
+        })
+        .unwrap_or_default();
+    let _ = std::fs::remove_dir_all(&dir);
+    text
+}
