@@ -45,11 +45,14 @@ macro_rules! formula {
     }};
 }
 
-fn graph(dtype: kiln::DType) -> (Graph, [kiln::Var; 3], kiln::Var) {
+/// With `n`, every shape is known (so the kernels know which inputs are contiguous along the
+/// rows, and hand them to the buffer functions directly); without, only the column's width.
+fn graph(dtype: kiln::DType, n: Option<usize>) -> (Graph, [kiln::Var; 3], kiln::Var) {
     let g = Graph::new();
-    let x = g.input("x", dtype, [None, None]);
-    let y = g.input("y", dtype, [None]);
-    let z = g.input("z", dtype, [None, Some(1)]);
+    let rows = n.map(|_| ROWS);
+    let x = g.input("x", dtype, [rows, n]);
+    let y = g.input("y", dtype, [n]);
+    let z = g.input("z", dtype, [rows, Some(1)]);
     let t = (&x - &z).unary(UnaryOp::Exp);
     let out = (&t + &y).unary(UnaryOp::Sin) * &t + y.unary(UnaryOp::Tanh);
     (g, [x, y, z], out)
@@ -57,8 +60,9 @@ fn graph(dtype: kiln::DType) -> (Graph, [kiln::Var; 3], kiln::Var) {
 
 #[test]
 fn staged_map_kernels_give_the_evaluators_bits() {
-    for &n in LENGTHS {
-        let (_g, [x, y, z], out) = graph(kiln::f32);
+    for (&n, known) in LENGTHS.iter().flat_map(|n| [(n, true), (n, false)]) {
+        let shape = known.then_some(n);
+        let (_g, [x, y, z], out) = graph(kiln::f32, shape);
         let f = function(&[&x, &y, &z], &[&out])
             .backend(Backend::Cpu)
             .compile()
@@ -80,7 +84,7 @@ fn staged_map_kernels_give_the_evaluators_bits() {
             );
         }
 
-        let (_g, [x, y, z], out) = graph(kiln::f64);
+        let (_g, [x, y, z], out) = graph(kiln::f64, shape);
         let f = function(&[&x, &y, &z], &[&out])
             .backend(Backend::Cpu)
             .compile()
@@ -105,8 +109,8 @@ fn staged_map_kernels_give_the_evaluators_bits() {
 
 #[test]
 fn staged_row_sums_are_the_pairwise_sums_of_the_evaluators_bits() {
-    for &n in LENGTHS {
-        let (_g, [x, y, z], out) = graph(kiln::f32);
+    for (&n, known) in LENGTHS.iter().flat_map(|n| [(n, true), (n, false)]) {
+        let (_g, [x, y, z], out) = graph(kiln::f32, known.then_some(n));
         let s = out.sum(Some(&[1]), false);
         let f = function(&[&x, &y, &z], &[&s])
             .backend(Backend::Cpu)
@@ -149,7 +153,7 @@ fn staged_row_sums_are_the_pairwise_sums_of_the_evaluators_bits() {
 /// inline code by accident.
 #[test]
 fn kernels_call_the_buffer_functions_where_the_host_has_them() {
-    let (_g, [x, y, z], out) = graph(kiln::f32);
+    let (_g, [x, y, z], out) = graph(kiln::f32, None);
     let s = out.sum(Some(&[1]), false);
     let lse_sum = (&x - &z).unary(UnaryOp::Exp).sum(Some(&[1]), false);
     let text = common::clif_of("host-math", |opts| {
@@ -183,10 +187,15 @@ fn sums_of_a_math_op_itself_are_the_pairwise_sums_of_the_evaluators_bits() {
         eval: fn(T, T) -> T,
         tensor: fn(ArrayD<T>) -> Tensor,
     ) {
-        for &n in LENGTHS {
+        for (&n, known) in LENGTHS.iter().flat_map(|n| [(n, true), (n, false)]) {
             let g = Graph::new();
-            let x = g.input("x", dtype, [None, None]);
-            let z = g.input("z", dtype, [None, Some(1)]);
+            let (rows, cols) = if known {
+                (Some(ROWS), Some(n))
+            } else {
+                (None, None)
+            };
+            let x = g.input("x", dtype, [rows, cols]);
+            let z = g.input("z", dtype, [rows, Some(1)]);
             let s = (&x - &z).unary(UnaryOp::Exp).sum(Some(&[1]), false);
             let f = function(&[&x, &z], &[&s])
                 .backend(Backend::Cpu)

@@ -140,7 +140,7 @@ fn every_length_and_offset_is_covered() {
     }
 }
 
-/// The summing buffer functions add `f`'s values in a float sum's leaf order: element `i`
+/// The summing buffer functions add `f(x - shift)` in a float sum's leaf order: element `i`
 /// into partial `i % 8`, the partials combined pairwise, then the last `n % 8` one by one.
 #[test]
 fn summing_functions_add_in_the_leaf_order() {
@@ -163,19 +163,25 @@ fn summing_functions_add_in_the_leaf_order() {
         .map(|i| ((i * 37 % 101) as f32 - 50.0) * 0.11)
         .collect();
     let xd: Vec<f64> = x.iter().map(|&v| v as f64 * 1.01).collect();
-    for f in MathFn::ALL {
+    for (f, shift) in MathFn::ALL.iter().flat_map(|&f| [(f, 0.0), (f, 1.25)]) {
         for n in 0..x.len() {
-            let y: Vec<f32> = x[..n].iter().map(|&v| unary(&mut Eval32, f, v)).collect();
+            let y: Vec<f32> = x[..n]
+                .iter()
+                .map(|&v| unary(&mut Eval32, f, v - shift as f32))
+                .collect();
             let want = leaf_order(&y, 0.0f32);
-            let got = avx2::sum_f32(f, &x[..n]).unwrap();
+            let got = avx2::sum_f32(f, &x[..n], shift as f32).unwrap();
             assert!(
                 got.to_bits() == want.to_bits() || got.is_nan() && want.is_nan(),
                 "{} f32 n={n}: {got:e} against {want:e}",
                 f.name()
             );
-            let y: Vec<f64> = xd[..n].iter().map(|&v| unary(&mut Eval64, f, v)).collect();
+            let y: Vec<f64> = xd[..n]
+                .iter()
+                .map(|&v| unary(&mut Eval64, f, v - shift))
+                .collect();
             let want = leaf_order(&y, 0.0f64);
-            let got = avx2::sum_f64(f, &xd[..n]).unwrap();
+            let got = avx2::sum_f64(f, &xd[..n], shift).unwrap();
             assert!(
                 got.to_bits() == want.to_bits() || got.is_nan() && want.is_nan(),
                 "{} f64 n={n}: {got:e} against {want:e}",

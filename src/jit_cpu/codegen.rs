@@ -13,7 +13,7 @@ use super::host_math;
 use super::operand_table::OperandTable;
 use super::scalar_ops::{clif_type, lane_type, uses_math, vector_lanes, Lanes, OpGen};
 use crate::error::{Error, Result};
-use crate::ir::scalar::{ScalarInst, ScalarOp, ScalarProgram};
+use crate::ir::scalar::{ScalarOp, ScalarProgram};
 use crate::ir::DType;
 use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::{
@@ -666,10 +666,12 @@ impl VectorEntry {
         b.switch_to_block(setup);
         let (splats, vptrs) = self.row_inputs(b, program, n_in, row_bases);
         let vend = b.ins().band_imm_s(cols, -l);
-        let mut sig = module.make_signature();
-        sig.params.extend([ptr, ptr, types::I64].map(AbiParam::new));
         let mut stages = Vec::new();
         for stage in &staged.stages {
+            let mut sig = module.make_signature();
+            let fty = clif_type(stage.dtype);
+            sig.params
+                .extend([ptr, ptr, types::I64, fty].map(AbiParam::new));
             let symbol = host_math::symbol(stage.f, stage.dtype);
             if !super::helpers::is_registered(symbol) {
                 return Err(Error::Unsupported(format!("{symbol} is not registered")));
@@ -708,14 +710,22 @@ impl VectorEntry {
             let buf = b.ins().stack_addr(ptr, slot, 0);
             let skip = b.ins().imul_imm_s(c, size);
             let shifted = b.ins().isub(buf, skip);
-            // A stage that only reads an input contiguous along the row hands the buffer
-            // function the input itself.
-            let src = match stage.program.insts[..] {
-                [ScalarInst {
-                    op: ScalarOp::Input(j),
-                    ..
-                }] if j < n_in && self.known[j] == Bcast::Never => b.ins().iadd(row_bases[j], skip),
-                _ => {
+            // A stage that reads an input contiguous along the row (less one constant along
+            // it, a softmax's `x - max`) hands the buffer function the input itself.
+            let fty = clif_type(stage.dtype);
+            let direct = stage.direct(n_in).filter(|&(a, sub)| {
+                self.known[a] == Bcast::Never && sub.is_none_or(|s| self.known[s] == Bcast::Always)
+            });
+            let (src, shift) = match direct {
+                Some((a, sub)) => {
+                    let src = b.ins().iadd(row_bases[a], skip);
+                    let shift = match sub {
+                        Some(s) => b.ins().load(fty, MemFlagsData::trusted(), row_bases[s], 0),
+                        None => zero_of(b, fty),
+                    };
+                    (src, shift)
+                }
+                None => {
                     let ops = RowOperands {
                         n_in,
                         row_bases,
@@ -731,10 +741,10 @@ impl VectorEntry {
                         b.ins().store(MemFlagsData::trusted(), v[0], at, 0);
                         Ok(())
                     })?;
-                    buf
+                    (buf, zero_of(b, fty))
                 }
             };
-            b.ins().call(callee, &[src, buf, len]);
+            b.ins().call(callee, &[src, buf, len, shift]);
             buffers.push((shifted, stage.dtype));
         }
         let ops = RowOperands {
@@ -887,6 +897,15 @@ struct RowOperands<'a> {
     /// Per staged math op: its buffer's address less the chunk's first column's elements,
     /// and its dtype.
     buffers: &'a [(Value, DType)],
+}
+
+/// `0.0` of the float type `ty` (a buffer function's shift when there is none).
+pub(super) fn zero_of(b: &mut FunctionBuilder, ty: Type) -> Value {
+    if ty == types::F32 {
+        b.ins().f32const(0.0)
+    } else {
+        b.ins().f64const(0.0)
+    }
 }
 
 /// A loop of `k` over `from..to` by `step` (`to - from` a multiple of it), `each` emitting the

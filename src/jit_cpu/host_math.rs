@@ -16,7 +16,7 @@
 //! Measured on logsumexp rows of 4096 f32 (W3), one thread: see `docs/decisions.md`.
 
 use crate::ir::scalar::{ScalarInst, ScalarOp, ScalarProgram};
-use crate::ir::DType;
+use crate::ir::{BinaryOp, DType};
 use crate::math::MathFn;
 use std::sync::OnceLock;
 
@@ -103,6 +103,28 @@ pub struct Stage {
     pub program: ScalarProgram,
     pub f: MathFn,
     pub dtype: DType,
+}
+
+impl Stage {
+    /// When the argument is an input (`Some((a, None))`) or one input less another
+    /// (`Some((a, Some(b)))`, a softmax's `x - max`), their indices: a loop whose input `a` is
+    /// contiguous (and `b` constant along it) hands `a` itself and `b`'s value to the buffer
+    /// function (`f(src[i] - shift)`), with no stage loop.
+    pub fn direct(&self, n_in: usize) -> Option<(usize, Option<usize>)> {
+        let input = |r: usize| match self.program.insts[r].op {
+            ScalarOp::Input(j) if j < n_in => Some(j),
+            _ => None,
+        };
+        let out = *self.program.outputs.first()?;
+        let inst = &self.program.insts[out];
+        match inst.op {
+            ScalarOp::Input(_) => Some((input(out)?, None)),
+            ScalarOp::Binary(BinaryOp::Sub) if self.program.insts.len() == 3 => {
+                Some((input(inst.args[0])?, Some(input(inst.args[1])?)))
+            }
+            _ => None,
+        }
+    }
 }
 
 /// A program split at its math ops.
@@ -268,7 +290,22 @@ mod tests {
             insts: p.insts[..4].to_vec(),
             outputs: vec![3],
         };
-        assert!(split(&lse, 2).unwrap().last_is_math);
+        let st = split(&lse, 2).unwrap();
+        assert!(st.last_is_math);
+        assert_eq!(st.stages[0].direct(2), Some((0, Some(1))));
+        // Not when the operand is a buffer (input 3 of 3), nor for other arithmetic.
+        assert_eq!(s.stages[1].direct(3), None);
+        assert_eq!(s.stages[0].direct(3), Some((0, Some(1))));
+        let mul = ScalarProgram {
+            insts: vec![
+                inst(ScalarOp::Input(0), &[]),
+                inst(ScalarOp::Input(1), &[]),
+                inst(ScalarOp::Binary(BinaryOp::Mul), &[0, 1]),
+                inst(ScalarOp::Unary(UnaryOp::Exp), &[2]),
+            ],
+            outputs: vec![3],
+        };
+        assert_eq!(split(&mul, 2).unwrap().stages[0].direct(2), None);
         // No math, no stages.
         let plain = ScalarProgram {
             insts: vec![inst(ScalarOp::Input(0), &[])],

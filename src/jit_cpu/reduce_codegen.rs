@@ -29,7 +29,7 @@
 //! bits whichever leaf computes it: scalar, lanes along `N`, or vectors of outputs along `I`,
 //! strided or through the cursor (which visits `N` in the same flat order).
 
-use super::codegen::Bcast;
+use super::codegen::{counted_loop, zero_of, Bcast};
 use super::host_math;
 use super::reduce_operands::{Leaf, LeafInputs};
 use super::scalar_ops::{clif_type, vector_lanes, Lanes};
@@ -614,18 +614,19 @@ fn stage_math<'p, M: Module>(
     let end = b.ins().iadd(start, len);
     let vlen = b.ins().band_imm_s(len, -8);
     let vend = b.ins().iadd(start, vlen);
-    let mut sig = module.make_signature();
-    sig.params.extend([ptr, ptr, types::I64].map(AbiParam::new));
     let mut result = None;
     for (k, (stage, &(buf, shifted, d))) in st.stages.iter().zip(&buffers).enumerate() {
         let summed = sum && k + 1 == st.stages.len();
-        let (symbol, sig) = if summed {
-            let mut sig = module.make_signature();
-            sig.params.extend([ptr, types::I64].map(AbiParam::new));
-            sig.returns.push(AbiParam::new(clif_type(d)));
-            (host_math::sum_symbol(stage.f, d), sig)
+        let fty = clif_type(d);
+        let mut sig = module.make_signature();
+        let symbol = if summed {
+            sig.params.extend([ptr, types::I64, fty].map(AbiParam::new));
+            sig.returns.push(AbiParam::new(fty));
+            host_math::sum_symbol(stage.f, d)
         } else {
-            (host_math::symbol(stage.f, d), sig.clone())
+            sig.params
+                .extend([ptr, ptr, types::I64, fty].map(AbiParam::new));
+            host_math::symbol(stage.f, d)
         };
         if !super::helpers::is_registered(symbol) {
             return Err(Error::Unsupported(format!("{symbol} is not registered")));
@@ -634,27 +635,38 @@ fn stage_math<'p, M: Module>(
             .declare_function(symbol, Linkage::Import, &sig)
             .map_err(|e| Error::Unsupported(format!("{symbol}: {e}")))?;
         let callee = module.declare_func_in_func(callee, b.func);
-        // Blocks of 8 positions as vectors (two of f32x4, four of f64x2), then the positions
-        // left one at a time.
-        let tail = b.ins().iadd(start, vlen);
-        for (from, to, vector) in [(start, vend, true), (tail, end, false)] {
-            let (step, per) = if vector { (8, 8 / l.count()) } else { (1, 1) };
-            super::codegen::counted_loop(b, from, to, step, |b, n| {
-                for k in 0..per {
-                    let nk = b.ins().iadd_imm_s(n, k * l.count());
-                    let v = inputs.value_of(b, module, &stage.program, nk, vector)?;
-                    let off = b.ins().imul_imm_s(nk, d.size() as i64);
-                    let at = b.ins().iadd(shifted, off);
-                    b.ins().store(flags, v, at, 0);
+        // An input contiguous along the row (less one constant along it, logsumexp's
+        // `x - max`) goes to the buffer function as it is, with no stage loop.
+        let direct = stage
+            .direct(inputs.n_in())
+            .and_then(|(a, sub)| inputs.direct(b, a, sub, start));
+        let (src, shift) = match direct {
+            Some((src, shift)) => (src, shift.unwrap_or_else(|| zero_of(b, fty))),
+            None => {
+                // Blocks of 8 positions as vectors (two of f32x4, four of f64x2), then the
+                // positions left one at a time.
+                let tail = b.ins().iadd(start, vlen);
+                for (from, to, vector) in [(start, vend, true), (tail, end, false)] {
+                    let (step, per) = if vector { (8, 8 / l.count()) } else { (1, 1) };
+                    counted_loop(b, from, to, step, |b, n| {
+                        for k in 0..per {
+                            let nk = b.ins().iadd_imm_s(n, k * l.count());
+                            let v = inputs.value_of(b, module, &stage.program, nk, vector)?;
+                            let off = b.ins().imul_imm_s(nk, d.size() as i64);
+                            let at = b.ins().iadd(shifted, off);
+                            b.ins().store(flags, v, at, 0);
+                        }
+                        Ok(())
+                    })?;
                 }
-                Ok(())
-            })?;
-        }
+                (buf, zero_of(b, fty))
+            }
+        };
         if summed {
-            let call = b.ins().call(callee, &[buf, len]);
+            let call = b.ins().call(callee, &[src, len, shift]);
             result = Some(b.inst_results(call)[0]);
         } else {
-            b.ins().call(callee, &[buf, buf, len]);
+            b.ins().call(callee, &[src, buf, len, shift]);
         }
     }
     Ok(result)

@@ -250,6 +250,43 @@ impl<'s> LeafInputs<'s> {
         self.value_of(b, module, program, n, vector)
     }
 
+    /// The number of the leaf's own inputs.
+    pub fn n_in(&self) -> usize {
+        self.along_n.len()
+    }
+
+    /// For a row leaf (lanes along `N`, strided): where input `a`'s elements start at position
+    /// `start`, when the type says it is contiguous along the row, and input `sub`'s value when
+    /// it is constant along the row (staged math hands them to a buffer function as
+    /// `f(src[i] - shift)`); `None` otherwise.
+    pub fn direct(
+        &self,
+        b: &mut FunctionBuilder,
+        a: usize,
+        sub: Option<usize>,
+        start: Value,
+    ) -> Option<(Value, Option<Value>)> {
+        if self.leaf != Leaf::Row || self.lanes.is_none() || self.cursor.is_some() {
+            return None;
+        }
+        if self.along_n[a] != Bcast::Never || sub.is_some_and(|s| self.along_n[s] != Bcast::Always)
+        {
+            return None;
+        }
+        // The element type of `sub`, from its splat (which every row-constant input the
+        // program reads has).
+        let sub_ty = match sub {
+            Some(s) => Some(b.func.dfg.value_type(self.row_splats[s]?).lane_type()),
+            None => None,
+        };
+        let off = b.ins().imul(start, self.sn[a]);
+        let src = b.ins().iadd(self.bases[a], off);
+        let shift = sub
+            .zip(sub_ty)
+            .map(|(s, ty)| b.ins().load(ty, MemFlagsData::trusted(), self.bases[s], 0));
+        Some((src, shift))
+    }
+
     /// `value` of another program over the same inputs (a stage of staged math).
     pub fn value_of<M: Module>(
         &mut self,

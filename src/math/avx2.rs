@@ -428,23 +428,37 @@ macro_rules! by_index {
 
 macro_rules! buffer_fns {
     ($t:ty, $emit:ident, $eval:ident, $lanes:literal, $load:ident, $store:ident, $run:ident,
-     $dispatch:ident, $zero:ident, $add:ident, $sum:ident, $sum_dispatch:ident) => {
-        /// `f` of `src` into `dst` (the same buffer, or ones that do not overlap). Four vectors
+     $dispatch:ident, $zero:ident, $add:ident, $sum:ident, $sum_dispatch:ident, $sub:ident,
+     $set1:ident) => {
+        /// `f(src[i] - shift)` into `dst` (the same buffer, or ones that do not overlap; the
+        /// shift is a softmax's row max, else 0, which changes no value). Four vectors
         /// an iteration (independent chains hide the math's latency: 8% faster than two for
         /// exp), then one, then the evaluator on the lanes left.
         #[target_feature(enable = "avx2,fma")]
-        unsafe fn $run<const F: u8>(src: *const $t, dst: *mut $t, n: usize) {
+        unsafe fn $run<const F: u8, const S: bool>(
+            src: *const $t,
+            dst: *mut $t,
+            n: usize,
+            shift: $t,
+        ) {
             let f = MathFn::ALL[F as usize];
+            // Without a shift (`S` false) no subtraction: in the loop it would hold a register
+            // the expansions need (sin over a buffer was 24% slower with it).
+            let sv = $set1(shift);
+            let x = |i: usize| {
+                let v = $load(src.add(i));
+                if S {
+                    $sub(v, sv)
+                } else {
+                    v
+                }
+            };
             let mut i = 0;
             while i + 4 * $lanes <= n {
-                let a = $load(src.add(i));
-                let b = $load(src.add(i + $lanes));
-                let c = $load(src.add(i + 2 * $lanes));
-                let d = $load(src.add(i + 3 * $lanes));
-                let a = unary(&mut $emit, f, a);
-                let b = unary(&mut $emit, f, b);
-                let c = unary(&mut $emit, f, c);
-                let d = unary(&mut $emit, f, d);
+                let a = unary(&mut $emit, f, x(i));
+                let b = unary(&mut $emit, f, x(i + $lanes));
+                let c = unary(&mut $emit, f, x(i + 2 * $lanes));
+                let d = unary(&mut $emit, f, x(i + 3 * $lanes));
                 $store(dst.add(i), a);
                 $store(dst.add(i + $lanes), b);
                 $store(dst.add(i + 2 * $lanes), c);
@@ -452,33 +466,42 @@ macro_rules! buffer_fns {
                 i += 4 * $lanes;
             }
             while i + $lanes <= n {
-                let a = $load(src.add(i));
-                $store(dst.add(i), unary(&mut $emit, f, a));
+                $store(dst.add(i), unary(&mut $emit, f, x(i)));
                 i += $lanes;
             }
             while i < n {
-                *dst.add(i) = unary(&mut $eval, f, *src.add(i));
+                let v = if S { *src.add(i) - shift } else { *src.add(i) };
+                *dst.add(i) = unary(&mut $eval, f, v);
                 i += 1;
             }
         }
 
-        /// The sum of `f` over `src`, in the order of a float sum's leaf (see
+        /// The sum of `f(src[i] - shift)`, in the order of a float sum's leaf (see
         /// `jit_cpu::reduce_codegen`): element `i` into partial sum `i % 8` (lane `i % 8` of
         /// the accumulators), the partials combined as `((p0 + p1) + (p2 + p3)) + ((p4 + p5) +
         /// (p6 + p7))`, then the last `n % 8` elements added one at a time.
         #[target_feature(enable = "avx2,fma")]
         #[allow(clippy::modulo_one)] // f32: one accumulator of 8 lanes; f64: two of 4.
-        unsafe fn $sum<const F: u8>(src: *const $t, n: usize) -> $t {
+        unsafe fn $sum<const F: u8, const S: bool>(src: *const $t, n: usize, shift: $t) -> $t {
             const ACCS: usize = 8 / $lanes;
             let f = MathFn::ALL[F as usize];
+            let sv = $set1(shift);
+            let x = |i: usize| {
+                let v = $load(src.add(i));
+                if S {
+                    $sub(v, sv)
+                } else {
+                    v
+                }
+            };
             let n8 = n & !7;
             let mut acc = [$zero(); ACCS];
             let mut i = 0;
             while i + 4 * $lanes <= n8 {
-                let a = unary(&mut $emit, f, $load(src.add(i)));
-                let b = unary(&mut $emit, f, $load(src.add(i + $lanes)));
-                let c = unary(&mut $emit, f, $load(src.add(i + 2 * $lanes)));
-                let d = unary(&mut $emit, f, $load(src.add(i + 3 * $lanes)));
+                let a = unary(&mut $emit, f, x(i));
+                let b = unary(&mut $emit, f, x(i + $lanes));
+                let c = unary(&mut $emit, f, x(i + 2 * $lanes));
+                let d = unary(&mut $emit, f, x(i + 3 * $lanes));
                 // Vector `v` of the iteration holds partials `(v % ACCS) * lanes ..`.
                 for (v, x) in [a, b, c, d].into_iter().enumerate() {
                     acc[v % ACCS] = $add(acc[v % ACCS], x);
@@ -487,7 +510,7 @@ macro_rules! buffer_fns {
             }
             while i < n8 {
                 let k = (i / $lanes) % ACCS;
-                acc[k] = $add(acc[k], unary(&mut $emit, f, $load(src.add(i))));
+                acc[k] = $add(acc[k], unary(&mut $emit, f, x(i)));
                 i += $lanes;
             }
             let mut p = [0.0 as $t; 8];
@@ -496,20 +519,28 @@ macro_rules! buffer_fns {
             }
             let mut s = ((p[0] + p[1]) + (p[2] + p[3])) + ((p[4] + p[5]) + (p[6] + p[7]));
             while i < n {
-                s += unary(&mut $eval, f, *src.add(i));
+                let v = if S { *src.add(i) - shift } else { *src.add(i) };
+                s += unary(&mut $eval, f, v);
                 i += 1;
             }
             s
         }
 
         /// The entry point of the sum of `f` over a buffer (`$sum`), for generated code.
-        pub fn $sum_dispatch(f: MathFn) -> unsafe extern "C" fn(*const $t, usize) -> $t {
+        pub fn $sum_dispatch(f: MathFn) -> unsafe extern "C" fn(*const $t, usize, $t) -> $t {
             macro_rules! entry {
                 ($k:literal) => {{
-                    unsafe extern "C" fn g(src: *const $t, n: usize) -> $t {
+                    unsafe extern "C" fn g(src: *const $t, n: usize, shift: $t) -> $t {
                         // SAFETY: handed out only where `available()` holds; the caller
                         // vouches for the buffer.
-                        unsafe { $sum::<$k>(src, n) }
+                        // +0 changes no value (-0 would: -0 - -0 is +0).
+                        unsafe {
+                            if shift.to_bits() == 0 {
+                                $sum::<$k, false>(src, n, shift)
+                            } else {
+                                $sum::<$k, true>(src, n, shift)
+                            }
+                        }
                     }
                     g
                 }};
@@ -518,14 +549,22 @@ macro_rules! buffer_fns {
         }
 
         /// The entry point of `f` over a buffer, for generated code: `extern "C"`, from
-        /// `src` into `dst` (`n` elements; the same buffer, or ones that do not overlap).
-        pub fn $dispatch(f: MathFn) -> unsafe extern "C" fn(*const $t, *mut $t, usize) {
+        /// `src` less `shift` into `dst` (`n` elements; the same buffer, or ones that do not
+        /// overlap).
+        pub fn $dispatch(f: MathFn) -> unsafe extern "C" fn(*const $t, *mut $t, usize, $t) {
             macro_rules! entry {
                 ($k:literal) => {{
-                    unsafe extern "C" fn g(src: *const $t, dst: *mut $t, n: usize) {
+                    unsafe extern "C" fn g(src: *const $t, dst: *mut $t, n: usize, shift: $t) {
                         // SAFETY: handed out only where `available()` holds; the caller
                         // vouches for the buffers.
-                        unsafe { $run::<$k>(src, dst, n) }
+                        // +0 changes no value (-0 would: -0 - -0 is +0).
+                        unsafe {
+                            if shift.to_bits() == 0 {
+                                $run::<$k, false>(src, dst, n, shift)
+                            } else {
+                                $run::<$k, true>(src, dst, n, shift)
+                            }
+                        }
                     }
                     g
                 }};
@@ -547,7 +586,9 @@ buffer_fns!(
     _mm256_setzero_ps,
     _mm256_add_ps,
     sum32,
-    sum_fn_f32
+    sum_fn_f32,
+    _mm256_sub_ps,
+    _mm256_set1_ps
 );
 buffer_fns!(
     f64,
@@ -561,29 +602,31 @@ buffer_fns!(
     _mm256_setzero_pd,
     _mm256_add_pd,
     sum64,
-    sum_fn_f64
+    sum_fn_f64,
+    _mm256_sub_pd,
+    _mm256_set1_pd
 );
 
 /// `f` over `x` in place with 256-bit vectors; `None` where the CPU lacks AVX2 or FMA.
 pub fn apply_f32(f: MathFn, x: &mut [f32]) -> Option<()> {
     let p = x.as_mut_ptr();
-    available().then(|| unsafe { buffer_fn_f32(f)(p, p, x.len()) })
+    available().then(|| unsafe { buffer_fn_f32(f)(p, p, x.len(), 0.0) })
 }
 
 /// `f` over `x` in place with 256-bit vectors; `None` where the CPU lacks AVX2 or FMA.
 pub fn apply_f64(f: MathFn, x: &mut [f64]) -> Option<()> {
     let p = x.as_mut_ptr();
-    available().then(|| unsafe { buffer_fn_f64(f)(p, p, x.len()) })
+    available().then(|| unsafe { buffer_fn_f64(f)(p, p, x.len(), 0.0) })
 }
 
-/// The sum of `f` over `x` in a float sum's leaf order (`sum_fn_f32`); `None` where the CPU
-/// lacks AVX2 or FMA.
-pub fn sum_f32(f: MathFn, x: &[f32]) -> Option<f32> {
-    available().then(|| unsafe { sum_fn_f32(f)(x.as_ptr(), x.len()) })
+/// The sum of `f(x - shift)` over `x` in a float sum's leaf order (`sum_fn_f32`); `None` where
+/// the CPU lacks AVX2 or FMA.
+pub fn sum_f32(f: MathFn, x: &[f32], shift: f32) -> Option<f32> {
+    available().then(|| unsafe { sum_fn_f32(f)(x.as_ptr(), x.len(), shift) })
 }
 
-/// The sum of `f` over `x` in a float sum's leaf order (`sum_fn_f64`); `None` where the CPU
-/// lacks AVX2 or FMA.
-pub fn sum_f64(f: MathFn, x: &[f64]) -> Option<f64> {
-    available().then(|| unsafe { sum_fn_f64(f)(x.as_ptr(), x.len()) })
+/// The sum of `f(x - shift)` over `x` in a float sum's leaf order (`sum_fn_f64`); `None` where
+/// the CPU lacks AVX2 or FMA.
+pub fn sum_f64(f: MathFn, x: &[f64], shift: f64) -> Option<f64> {
+    available().then(|| unsafe { sum_fn_f64(f)(x.as_ptr(), x.len(), shift) })
 }
