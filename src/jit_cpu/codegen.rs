@@ -668,11 +668,17 @@ impl VectorEntry {
         let vend = b.ins().band_imm_s(cols, -l);
         let mut stages = Vec::new();
         for stage in &staged.stages {
+            // A stage that reads an input contiguous along the row (less one constant along
+            // it, a softmax's `x - max`) hands the buffer function the input itself.
+            let direct = stage.direct(n_in).filter(|&(a, sub)| {
+                self.known[a] == Bcast::Never && sub.is_none_or(|s| self.known[s] == Bcast::Always)
+            });
             let mut sig = module.make_signature();
             let fty = clif_type(stage.dtype);
             sig.params
                 .extend([ptr, ptr, types::I64, fty].map(AbiParam::new));
-            let symbol = host_math::symbol(stage.f, stage.dtype);
+            let with_shift = direct.is_some_and(|(_, sub)| sub.is_some());
+            let symbol = host_math::symbol(stage.f, stage.dtype, with_shift);
             if !super::helpers::is_registered(symbol) {
                 return Err(Error::Unsupported(format!("{symbol} is not registered")));
             }
@@ -686,7 +692,9 @@ impl VectorEntry {
                 bytes,
                 5,
             ));
-            stages.push((callee, slot));
+            // The shift when there is none (the unshifted function ignores it).
+            let zero = zero_of(b, fty);
+            stages.push((callee, slot, direct, zero));
         }
         b.ins().jump(head, &[zero.into()]);
 
@@ -705,23 +713,18 @@ impl VectorEntry {
         // `shifted + k * size`, as the operands' are at `row_base + k * size`.
         let mut buffers: Vec<(Value, DType)> = Vec::new();
         let none = vec![None; row_bases.len()];
-        for (stage, &(callee, slot)) in staged.stages.iter().zip(&stages) {
+        for (stage, &(callee, slot, direct, zero)) in staged.stages.iter().zip(&stages) {
             let size = stage.dtype.size() as i64;
             let buf = b.ins().stack_addr(ptr, slot, 0);
             let skip = b.ins().imul_imm_s(c, size);
             let shifted = b.ins().isub(buf, skip);
-            // A stage that reads an input contiguous along the row (less one constant along
-            // it, a softmax's `x - max`) hands the buffer function the input itself.
             let fty = clif_type(stage.dtype);
-            let direct = stage.direct(n_in).filter(|&(a, sub)| {
-                self.known[a] == Bcast::Never && sub.is_none_or(|s| self.known[s] == Bcast::Always)
-            });
             let (src, shift) = match direct {
                 Some((a, sub)) => {
                     let src = b.ins().iadd(row_bases[a], skip);
                     let shift = match sub {
                         Some(s) => b.ins().load(fty, MemFlagsData::trusted(), row_bases[s], 0),
-                        None => zero_of(b, fty),
+                        None => zero,
                     };
                     (src, shift)
                 }
@@ -741,7 +744,7 @@ impl VectorEntry {
                         b.ins().store(MemFlagsData::trusted(), v[0], at, 0);
                         Ok(())
                     })?;
-                    (buf, zero_of(b, fty))
+                    (buf, zero)
                 }
             };
             b.ins().call(callee, &[src, buf, len, shift]);

@@ -46,10 +46,26 @@ fn available() -> bool {
     false
 }
 
-/// The name generated code imports the buffer function of `f` in `d` under.
-pub fn symbol(f: MathFn, d: DType) -> &'static str {
-    let i = MathFn::ALL.iter().position(|&g| g == f).unwrap_or(0);
-    NAMES[i][(d == DType::F64) as usize]
+/// The name generated code imports the buffer function of `f` in `d` under: `f(src[i])`,
+/// or with `shifted` `f(src[i] - shift)`.
+pub fn symbol(f: MathFn, d: DType, shifted: bool) -> &'static str {
+    let table = if shifted { &SHIFTED_NAMES } else { &NAMES };
+    table[index(f)][(d == DType::F64) as usize]
+}
+
+/// The name generated code imports the summing buffer function of `f` in `d` under (the sum
+/// of `f` over a buffer, in a float sum's leaf order; less `shift` with `shifted`).
+pub fn sum_symbol(f: MathFn, d: DType, shifted: bool) -> &'static str {
+    let table = if shifted {
+        &SUM_SHIFTED_NAMES
+    } else {
+        &SUM_NAMES
+    };
+    table[index(f)][(d == DType::F64) as usize]
+}
+
+fn index(f: MathFn) -> usize {
+    MathFn::ALL.iter().position(|&g| g == f).unwrap_or(0)
 }
 
 /// The import names of every function in both dtypes, in `MathFn::ALL`'s order.
@@ -65,33 +81,29 @@ macro_rules! names {
     };
 }
 
-const NAMES: [[&str; 2]; 10] = names!("kiln_vmath_");
-
-/// The name generated code imports the summing buffer function of `f` in `d` under (the sum
-/// of `f` over a buffer, in a float sum's leaf order).
-pub fn sum_symbol(f: MathFn, d: DType) -> &'static str {
-    let i = MathFn::ALL.iter().position(|&g| g == f).unwrap_or(0);
-    SUM_NAMES[i][(d == DType::F64) as usize]
-}
-
-const SUM_NAMES: [[&str; 2]; 10] = names!("kiln_vmath_sum_");
+type Names = [[&'static str; 2]; 10];
+const NAMES: Names = names!("kiln_vmath_");
+const SHIFTED_NAMES: Names = names!("kiln_vmath_shifted_");
+const SUM_NAMES: Names = names!("kiln_vmath_sum_");
+const SUM_SHIFTED_NAMES: Names = names!("kiln_vmath_sum_shifted_");
 
 /// The buffer functions by name, for the JIT's symbol table (none without AVX2 and FMA).
 pub fn symbols() -> Vec<(&'static str, *const u8)> {
     #[cfg(target_arch = "x86_64")]
     if available() {
         use crate::math::avx2::{buffer_fn_f32, buffer_fn_f64, sum_fn_f32, sum_fn_f64};
-        return MathFn::ALL
-            .iter()
-            .flat_map(|&f| {
-                [
-                    (symbol(f, DType::F32), buffer_fn_f32(f) as *const u8),
-                    (symbol(f, DType::F64), buffer_fn_f64(f) as *const u8),
-                    (sum_symbol(f, DType::F32), sum_fn_f32(f) as *const u8),
-                    (sum_symbol(f, DType::F64), sum_fn_f64(f) as *const u8),
-                ]
-            })
-            .collect();
+        let mut all = Vec::new();
+        for f in MathFn::ALL {
+            for s in [false, true] {
+                all.extend([
+                    (symbol(f, DType::F32, s), buffer_fn_f32(f, s) as *const u8),
+                    (symbol(f, DType::F64, s), buffer_fn_f64(f, s) as *const u8),
+                    (sum_symbol(f, DType::F32, s), sum_fn_f32(f, s) as *const u8),
+                    (sum_symbol(f, DType::F64, s), sum_fn_f64(f, s) as *const u8),
+                ]);
+            }
+        }
+        return all;
     }
     Vec::new()
 }
@@ -237,8 +249,14 @@ mod tests {
     fn names_are_the_functions_names() {
         for f in MathFn::ALL {
             for (d, s) in [(DType::F32, "f32"), (DType::F64, "f64")] {
-                assert_eq!(symbol(f, d), format!("kiln_vmath_{}_{s}", f.name()));
-                assert_eq!(sum_symbol(f, d), format!("kiln_vmath_sum_{}_{s}", f.name()));
+                let n = f.name();
+                assert_eq!(symbol(f, d, false), format!("kiln_vmath_{n}_{s}"));
+                assert_eq!(symbol(f, d, true), format!("kiln_vmath_shifted_{n}_{s}"));
+                assert_eq!(sum_symbol(f, d, false), format!("kiln_vmath_sum_{n}_{s}"));
+                assert_eq!(
+                    sum_symbol(f, d, true),
+                    format!("kiln_vmath_sum_shifted_{n}_{s}")
+                );
             }
         }
     }

@@ -618,15 +618,21 @@ fn stage_math<'p, M: Module>(
     for (k, (stage, &(buf, shifted, d))) in st.stages.iter().zip(&buffers).enumerate() {
         let summed = sum && k + 1 == st.stages.len();
         let fty = clif_type(d);
+        // An input contiguous along the row (less one constant along it, logsumexp's
+        // `x - max`) goes to the buffer function as it is, with no stage loop.
+        let direct = stage
+            .direct(inputs.n_in())
+            .and_then(|(a, sub)| inputs.direct(b, a, sub, start));
+        let with_shift = direct.is_some_and(|(_, shift)| shift.is_some());
         let mut sig = module.make_signature();
         let symbol = if summed {
             sig.params.extend([ptr, types::I64, fty].map(AbiParam::new));
             sig.returns.push(AbiParam::new(fty));
-            host_math::sum_symbol(stage.f, d)
+            host_math::sum_symbol(stage.f, d, with_shift)
         } else {
             sig.params
                 .extend([ptr, ptr, types::I64, fty].map(AbiParam::new));
-            host_math::symbol(stage.f, d)
+            host_math::symbol(stage.f, d, with_shift)
         };
         if !super::helpers::is_registered(symbol) {
             return Err(Error::Unsupported(format!("{symbol} is not registered")));
@@ -635,11 +641,6 @@ fn stage_math<'p, M: Module>(
             .declare_function(symbol, Linkage::Import, &sig)
             .map_err(|e| Error::Unsupported(format!("{symbol}: {e}")))?;
         let callee = module.declare_func_in_func(callee, b.func);
-        // An input contiguous along the row (less one constant along it, logsumexp's
-        // `x - max`) goes to the buffer function as it is, with no stage loop.
-        let direct = stage
-            .direct(inputs.n_in())
-            .and_then(|(a, sub)| inputs.direct(b, a, sub, start));
         let (src, shift) = match direct {
             Some((src, shift)) => (src, shift.unwrap_or_else(|| zero_of(b, fty))),
             None => {

@@ -435,7 +435,7 @@ macro_rules! buffer_fns {
         /// an iteration (independent chains hide the math's latency: 8% faster than two for
         /// exp), then one, then the evaluator on the lanes left.
         #[target_feature(enable = "avx2,fma")]
-        unsafe fn $run<const F: u8, const S: bool>(
+        unsafe extern "C" fn $run<const F: u8, const S: bool>(
             src: *const $t,
             dst: *mut $t,
             n: usize,
@@ -482,7 +482,11 @@ macro_rules! buffer_fns {
         /// (p6 + p7))`, then the last `n % 8` elements added one at a time.
         #[target_feature(enable = "avx2,fma")]
         #[allow(clippy::modulo_one)] // f32: one accumulator of 8 lanes; f64: two of 4.
-        unsafe fn $sum<const F: u8, const S: bool>(src: *const $t, n: usize, shift: $t) -> $t {
+        unsafe extern "C" fn $sum<const F: u8, const S: bool>(
+            src: *const $t,
+            n: usize,
+            shift: $t,
+        ) -> $t {
             const ACCS: usize = 8 / $lanes;
             let f = MathFn::ALL[F as usize];
             let sv = $set1(shift);
@@ -526,48 +530,40 @@ macro_rules! buffer_fns {
             s
         }
 
-        /// The entry point of the sum of `f` over a buffer (`$sum`), for generated code.
-        pub fn $sum_dispatch(f: MathFn) -> unsafe extern "C" fn(*const $t, usize, $t) -> $t {
+        /// The entry point of the sum of `f` over a buffer (`$sum`, less `shift` when
+        /// `shifted`), for generated code. The caller must have checked `available()`.
+        pub fn $sum_dispatch(
+            f: MathFn,
+            shifted: bool,
+        ) -> unsafe extern "C" fn(*const $t, usize, $t) -> $t {
             macro_rules! entry {
-                ($k:literal) => {{
-                    unsafe extern "C" fn g(src: *const $t, n: usize, shift: $t) -> $t {
-                        // SAFETY: handed out only where `available()` holds; the caller
-                        // vouches for the buffer.
-                        // +0 changes no value (-0 would: -0 - -0 is +0).
-                        unsafe {
-                            if shift.to_bits() == 0 {
-                                $sum::<$k, false>(src, n, shift)
-                            } else {
-                                $sum::<$k, true>(src, n, shift)
-                            }
-                        }
+                ($k:literal) => {
+                    if shifted {
+                        $sum::<$k, true>
+                    } else {
+                        $sum::<$k, false>
                     }
-                    g
-                }};
+                };
             }
             by_index!(f, entry)
         }
 
         /// The entry point of `f` over a buffer, for generated code: `extern "C"`, from
-        /// `src` less `shift` into `dst` (`n` elements; the same buffer, or ones that do not
-        /// overlap).
-        pub fn $dispatch(f: MathFn) -> unsafe extern "C" fn(*const $t, *mut $t, usize, $t) {
+        /// `src` (less `shift` when `shifted`; the unshifted function ignores it) into `dst`
+        /// (`n` elements; the same buffer, or ones that do not overlap). The caller must have
+        /// checked `available()`.
+        pub fn $dispatch(
+            f: MathFn,
+            shifted: bool,
+        ) -> unsafe extern "C" fn(*const $t, *mut $t, usize, $t) {
             macro_rules! entry {
-                ($k:literal) => {{
-                    unsafe extern "C" fn g(src: *const $t, dst: *mut $t, n: usize, shift: $t) {
-                        // SAFETY: handed out only where `available()` holds; the caller
-                        // vouches for the buffers.
-                        // +0 changes no value (-0 would: -0 - -0 is +0).
-                        unsafe {
-                            if shift.to_bits() == 0 {
-                                $run::<$k, false>(src, dst, n, shift)
-                            } else {
-                                $run::<$k, true>(src, dst, n, shift)
-                            }
-                        }
+                ($k:literal) => {
+                    if shifted {
+                        $run::<$k, true>
+                    } else {
+                        $run::<$k, false>
                     }
-                    g
-                }};
+                };
             }
             by_index!(f, entry)
         }
@@ -610,23 +606,23 @@ buffer_fns!(
 /// `f` over `x` in place with 256-bit vectors; `None` where the CPU lacks AVX2 or FMA.
 pub fn apply_f32(f: MathFn, x: &mut [f32]) -> Option<()> {
     let p = x.as_mut_ptr();
-    available().then(|| unsafe { buffer_fn_f32(f)(p, p, x.len(), 0.0) })
+    available().then(|| unsafe { buffer_fn_f32(f, false)(p, p, x.len(), 0.0) })
 }
 
 /// `f` over `x` in place with 256-bit vectors; `None` where the CPU lacks AVX2 or FMA.
 pub fn apply_f64(f: MathFn, x: &mut [f64]) -> Option<()> {
     let p = x.as_mut_ptr();
-    available().then(|| unsafe { buffer_fn_f64(f)(p, p, x.len(), 0.0) })
+    available().then(|| unsafe { buffer_fn_f64(f, false)(p, p, x.len(), 0.0) })
 }
 
 /// The sum of `f(x - shift)` over `x` in a float sum's leaf order (`sum_fn_f32`); `None` where
 /// the CPU lacks AVX2 or FMA.
 pub fn sum_f32(f: MathFn, x: &[f32], shift: f32) -> Option<f32> {
-    available().then(|| unsafe { sum_fn_f32(f)(x.as_ptr(), x.len(), shift) })
+    available().then(|| unsafe { sum_fn_f32(f, shift.to_bits() != 0)(x.as_ptr(), x.len(), shift) })
 }
 
 /// The sum of `f(x - shift)` over `x` in a float sum's leaf order (`sum_fn_f64`); `None` where
 /// the CPU lacks AVX2 or FMA.
 pub fn sum_f64(f: MathFn, x: &[f64], shift: f64) -> Option<f64> {
-    available().then(|| unsafe { sum_fn_f64(f)(x.as_ptr(), x.len(), shift) })
+    available().then(|| unsafe { sum_fn_f64(f, shift.to_bits() != 0)(x.as_ptr(), x.len(), shift) })
 }
