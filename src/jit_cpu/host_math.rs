@@ -10,6 +10,12 @@
 //! math op read from its buffer. Values that feed several stages are recomputed rather than
 //! buffered: they are loads and a few arithmetic ops.
 //!
+//! Two shortcuts: a stage whose argument is an input contiguous along the row, or such an
+//! input less one constant along it (a softmax's `x - max`), hands the input itself and the
+//! constant to a (shifted) buffer function, with no stage loop (`Stage::direct`); and a float
+//! sum of the last math op's result itself (`sum(exp(x - max))`) takes its leaf's whole sum
+//! from a summing buffer function, which adds in the leaf's order.
+//!
 //! Only the JIT uses this (the buffer functions live in this process); ahead-of-time objects
 //! keep the inline math and stand alone. `KILN_CPU_HOST_MATH=0` turns it off (to compare).
 //!
