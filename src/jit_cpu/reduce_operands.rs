@@ -64,9 +64,9 @@ pub(super) struct LeafInputs<'s> {
     row_splats: Vec<Option<Value>>,
     /// The leaf's operand constants (the leaf enters and leaves its loop bodies on it).
     pub table: OperandTable,
-    /// Staged math (`host_math`): per math op, its buffer's address less the leaf's `start` elements
-    /// and its dtype: input `n_in + j` of a program reads position `n` of buffer `j` at
-    /// `(shifted address) + n * size`, one addressing mode.
+    /// Staged math (`host_math`): per math op, its buffer's address less the leaf's `start`
+    /// elements, and its dtype: input `n_in + j` of a program reads position `n` of buffer `j`
+    /// at `(shifted address) + n * size`, one addressing mode.
     buffers: Vec<(Value, crate::ir::DType)>,
 }
 
@@ -222,9 +222,9 @@ impl<'s> LeafInputs<'s> {
     }
 
     /// From now on `value` computes `program`, whose inputs past the leaf's own read
-    /// `buffers` (staged math, `host_math`; each an address less the leaf's `start` elements, so that
-    /// position `n` is at `n * size` from it); its math (if any) takes no constants from the
-    /// table.
+    /// `buffers` (staged math, `host_math`; each an address less the leaf's `start` elements,
+    /// so that position `n` is at `n * size` from it); its math (if any) takes no constants
+    /// from the table.
     pub fn read_buffers<M: Module>(
         &mut self,
         module: &M,
