@@ -673,25 +673,10 @@ impl VectorEntry {
             let direct = stage.direct(n_in).filter(|&(a, sub)| {
                 self.known[a] == Bcast::Never && sub.is_none_or(|s| self.known[s] == Bcast::Always)
             });
-            let mut sig = module.make_signature();
-            let fty = clif_type(stage.dtype);
-            sig.params
-                .extend([ptr, ptr, types::I64, fty].map(AbiParam::new));
             let with_shift = direct.is_some_and(|(_, sub)| sub.is_some());
-            let symbol = host_math::symbol(stage.f, stage.dtype, with_shift);
-            if !super::helpers::is_registered(symbol) {
-                return Err(Error::Unsupported(format!("{symbol} is not registered")));
-            }
-            let id = module
-                .declare_function(symbol, Linkage::Import, &sig)
-                .map_err(|e| Error::Unsupported(format!("{symbol}: {e}")))?;
-            let callee = module.declare_func_in_func(id, b.func);
-            let bytes = host_math::BLOCK as u32 * stage.dtype.size() as u32;
-            let slot = b.create_sized_stack_slot(StackSlotData::new(
-                StackSlotKind::ExplicitSlot,
-                bytes,
-                5,
-            ));
+            let callee = host_math::import(module, b, stage, false, with_shift)?;
+            let slot = host_math::buffer_slot(b, stage.dtype);
+            let fty = clif_type(stage.dtype);
             // The shift when there is none (the unshifted function ignores it).
             let zero = zero_of(b, fty);
             stages.push((callee, slot, direct, zero));
@@ -760,11 +745,7 @@ impl VectorEntry {
         self.vector_loop(b, c, cend, |b, k| {
             let here = Here { k, at: &none, u: 0 };
             let outs = self.eval(b, module, &staged.last, &ops, &here, esize, None)?;
-            for (o, v) in outs.into_iter().enumerate() {
-                let (addr, off) = self.address(b, row_bases, &here, esize, n_in + o);
-                b.ins()
-                    .store(MemFlagsData::new().with_notrap(), v, addr, off);
-            }
+            self.store_outputs(b, row_bases, &here, esize, n_in, outs);
             Ok(())
         })?;
         b.ins().jump(head, &[cend.into()]);
@@ -808,12 +789,25 @@ impl VectorEntry {
             buffers: &[],
         };
         let outs = self.eval(b, module, program, &ops, here, esize, Some(table))?;
+        self.store_outputs(b, row_bases, here, esize, n_in, outs);
+        Ok(())
+    }
+
+    /// Stores a vector step's outputs (operands `n_in..`) at `here`.
+    fn store_outputs(
+        &self,
+        b: &mut FunctionBuilder,
+        row_bases: &[Value],
+        here: &Here,
+        esize: &dyn Fn(usize) -> i64,
+        n_in: usize,
+        outs: Vec<Value>,
+    ) {
         for (o, v) in outs.into_iter().enumerate() {
             let (addr, off) = self.address(b, row_bases, here, esize, n_in + o);
             b.ins()
                 .store(MemFlagsData::new().with_notrap(), v, addr, off);
         }
-        Ok(())
     }
 
     /// Operand `j`'s vector at `here`: at the loop's pointer, or at its row base plus `k`

@@ -21,9 +21,13 @@
 //!
 //! Measured on logsumexp rows of 4096 f32 (W3), one thread: see `docs/decisions.md`.
 
+use crate::error::{Error, Result};
 use crate::ir::scalar::{ScalarInst, ScalarOp, ScalarProgram};
 use crate::ir::{BinaryOp, DType};
 use crate::math::MathFn;
+use cranelift_codegen::ir::{types, AbiParam, FuncRef, StackSlot, StackSlotData, StackSlotKind};
+use cranelift_frontend::FunctionBuilder;
+use cranelift_module::{Linkage, Module};
 use std::sync::OnceLock;
 
 /// The most positions one block of stages covers (a sum's leaves cover at most 128).
@@ -112,6 +116,43 @@ pub fn symbols() -> Vec<(&'static str, *const u8)> {
         return all;
     }
     Vec::new()
+}
+
+/// A stack slot for one block of a stage's values (32-byte aligned, for the 256-bit loads).
+pub fn buffer_slot(b: &mut FunctionBuilder, d: DType) -> StackSlot {
+    let bytes = BLOCK as u32 * d.size() as u32;
+    b.create_sized_stack_slot(StackSlotData::new(StackSlotKind::ExplicitSlot, bytes, 5))
+}
+
+/// Declares the buffer function of `stage` in the function `b` builds: `f(src, dst, n, shift)`,
+/// or with `summed` the summing one, `sum f(src, n, shift) -> T`; with `shifted` the
+/// functions that subtract `shift` (the others ignore it).
+pub fn import<M: Module>(
+    module: &mut M,
+    b: &mut FunctionBuilder,
+    stage: &Stage,
+    summed: bool,
+    shifted: bool,
+) -> Result<FuncRef> {
+    let ptr = module.target_config().pointer_type();
+    let fty = super::scalar_ops::clif_type(stage.dtype);
+    let mut sig = module.make_signature();
+    let symbol = if summed {
+        sig.params.extend([ptr, types::I64, fty].map(AbiParam::new));
+        sig.returns.push(AbiParam::new(fty));
+        sum_symbol(stage.f, stage.dtype, shifted)
+    } else {
+        sig.params
+            .extend([ptr, ptr, types::I64, fty].map(AbiParam::new));
+        symbol(stage.f, stage.dtype, shifted)
+    };
+    if !super::helpers::is_registered(symbol) {
+        return Err(Error::Unsupported(format!("{symbol} is not registered")));
+    }
+    let id = module
+        .declare_function(symbol, Linkage::Import, &sig)
+        .map_err(|e| Error::Unsupported(format!("{symbol}: {e}")))?;
+    Ok(module.declare_func_in_func(id, b.func))
 }
 
 /// One stage: the argument of a math op, then the buffer function applied to it.

@@ -597,12 +597,7 @@ fn stage_math<'p, M: Module>(
         .stages
         .iter()
         .map(|stage| {
-            let bytes = (host_math::BLOCK as u32) * stage.dtype.size() as u32;
-            let slot = b.create_sized_stack_slot(StackSlotData::new(
-                StackSlotKind::ExplicitSlot,
-                bytes,
-                5,
-            ));
+            let slot = host_math::buffer_slot(b, stage.dtype);
             let buf = b.ins().stack_addr(ptr, slot, 0);
             // Position `n` of the buffer at `shifted + n * size`: one addressing mode.
             let skip = b.ins().imul_imm_s(start, stage.dtype.size() as i64);
@@ -624,30 +619,13 @@ fn stage_math<'p, M: Module>(
             .direct(inputs.n_in())
             .and_then(|(a, sub)| inputs.direct(b, a, sub, start));
         let with_shift = direct.is_some_and(|(_, shift)| shift.is_some());
-        let mut sig = module.make_signature();
-        let symbol = if summed {
-            sig.params.extend([ptr, types::I64, fty].map(AbiParam::new));
-            sig.returns.push(AbiParam::new(fty));
-            host_math::sum_symbol(stage.f, d, with_shift)
-        } else {
-            sig.params
-                .extend([ptr, ptr, types::I64, fty].map(AbiParam::new));
-            host_math::symbol(stage.f, d, with_shift)
-        };
-        if !super::helpers::is_registered(symbol) {
-            return Err(Error::Unsupported(format!("{symbol} is not registered")));
-        }
-        let callee = module
-            .declare_function(symbol, Linkage::Import, &sig)
-            .map_err(|e| Error::Unsupported(format!("{symbol}: {e}")))?;
-        let callee = module.declare_func_in_func(callee, b.func);
+        let callee = host_math::import(module, b, stage, summed, with_shift)?;
         let (src, shift) = match direct {
             Some((src, shift)) => (src, shift.unwrap_or_else(|| zero_of(b, fty))),
             None => {
                 // Blocks of 8 positions as vectors (two of f32x4, four of f64x2), then the
                 // positions left one at a time.
-                let tail = b.ins().iadd(start, vlen);
-                for (from, to, vector) in [(start, vend, true), (tail, end, false)] {
+                for (from, to, vector) in [(start, vend, true), (vend, end, false)] {
                     let (step, per) = if vector { (8, 8 / l.count()) } else { (1, 1) };
                     counted_loop(b, from, to, step, |b, n| {
                         for k in 0..per {
