@@ -20,6 +20,8 @@ pub mod compile;
 pub mod custom;
 pub mod dump;
 pub mod error;
+#[cfg(target_arch = "x86_64")]
+pub mod gemm;
 pub mod grad;
 pub mod graph;
 pub mod ir;

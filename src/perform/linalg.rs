@@ -1,6 +1,7 @@
 //! `matmul` with numpy's semantics: 1-D operands are promoted (and the added dim removed), and
 //! leading batch dims broadcast. The reference multiplies 2-D blocks with ndarray's
-//! `general_mat_mul` (floats: matrixmultiply's GEMM) or a plain loop (integers, wrapping).
+//! [`crate::gemm`] (floats, on hosts with AVX2 and FMA), ndarray's `general_mat_mul` (other
+//! floats: matrixmultiply's GEMM) or a plain loop (integers, wrapping).
 
 use crate::error::Error;
 use crate::ir::types::broadcast_shapes;
@@ -20,8 +21,13 @@ macro_rules! float_mm {
     ($t:ty) => {
         impl MatElem for $t {
             fn mm_into(a: ArrayView2<$t>, b: ArrayView2<$t>, mut c: ArrayViewMut2<$t>) {
-                // beta = 0: C is written, never read (ndarray zero-fills before its own loop
-                // fallback; matrixmultiply does not read C), so a recycled buffer is fine.
+                // beta = 0: C is written, never read (kiln's GEMM, and ndarray zero-fills
+                // before its own loop fallback; matrixmultiply does not read C), so a recycled
+                // buffer is fine.
+                #[cfg(target_arch = "x86_64")]
+                if crate::gemm::product(a.view(), b.view(), c.view_mut()).is_some() {
+                    return;
+                }
                 general_mat_mul(1.0, &a, &b, 0.0, &mut c);
             }
         }

@@ -1,0 +1,120 @@
+//! The micro-kernels: one `MR x NR` tile of C from an `MR`-tall sliver of packed A and an
+//! `NR`-wide sliver of packed B, the whole tile held in AVX2 registers.
+//!
+//! The shapes are BLIS's for Haswell and Zen: 6 rows by two vectors (16 f32 or 8 f64), so the
+//! 12 accumulators, the two B vectors and one broadcast A element fill the 16 ymm registers,
+//! and each step of k does 12 FMAs for 8 loads. That keeps the two FMA pipes busy where an
+//! 8x8 kernel (matrixmultiply's) does 8 FMAs for 9 loads and waits on the load ports.
+
+use std::arch::x86_64::*;
+
+/// Rows of a micro-tile.
+pub(super) const MR: usize = 6;
+
+/// Where a tile goes: `rows x cols` elements of C, element `(i, j)` at `c + i * rsc + j * csc`.
+#[derive(Clone, Copy)]
+pub struct Tile<T> {
+    pub c: *mut T,
+    pub rsc: isize,
+    pub csc: isize,
+    pub rows: usize,
+    pub cols: usize,
+}
+
+/// One tile: `c[i, j] (+)= sum_p a[p, i] * b[p, j]` for `i < rows`, `j < cols`. The sum runs
+/// over p in order, one FMA per term starting from zero; with `accumulate` it is then added to
+/// what C held, else C is overwritten (and never read: it may hold anything).
+///
+/// # Safety
+/// AVX2 and FMA must be available. `a` holds `k * MR` elements and `b` `k * NR`, both
+/// 32-byte aligned; the tile's elements are writable; `rows <= MR`, `cols <= NR`.
+pub type Kernel<T> = unsafe fn(k: usize, a: *const T, b: *const T, tile: Tile<T>, accumulate: bool);
+
+/// Defines one kernel: `$t` elements, `$w` lanes per vector, two vectors per row.
+macro_rules! kernel {
+    ($name:ident, $t:ty, $v:ty, $w:expr, $zero:ident, $load:ident, $loadu:ident, $storeu:ident,
+     $bcast:ident, $fma:ident, $add:ident) => {
+        #[target_feature(enable = "avx2,fma")]
+        pub(super) unsafe fn $name(
+            k: usize,
+            a: *const $t,
+            b: *const $t,
+            tile: Tile<$t>,
+            accumulate: bool,
+        ) {
+            let Tile {
+                c,
+                rsc,
+                csc,
+                rows,
+                cols,
+            } = tile;
+            const NR: usize = 2 * $w;
+            let mut acc: [[$v; 2]; MR] = [[$zero(); 2]; MR];
+            let (mut a, mut b) = (a, b);
+            for _ in 0..k {
+                let b0 = $load(b);
+                let b1 = $load(b.add($w));
+                // Unrolled by the compiler (constant trip count); `acc` stays in registers.
+                for (i, row) in acc.iter_mut().enumerate() {
+                    let ai = $bcast(&*a.add(i));
+                    row[0] = $fma(ai, b0, row[0]);
+                    row[1] = $fma(ai, b1, row[1]);
+                }
+                a = a.add(MR);
+                b = b.add(NR);
+            }
+            if rows == MR && cols == NR && csc == 1 {
+                for (i, row) in acc.iter().enumerate() {
+                    let p = c.offset(i as isize * rsc);
+                    for (h, &v) in row.iter().enumerate() {
+                        let q = p.add(h * $w);
+                        let v = if accumulate { $add($loadu(q), v) } else { v };
+                        $storeu(q, v);
+                    }
+                }
+            } else {
+                // An edge tile, or C not contiguous along rows: through a buffer, element by
+                // element, touching only the `rows x cols` that exist.
+                let mut buf = [[0.0 as $t; NR]; MR];
+                for (dst, row) in buf.iter_mut().zip(&acc) {
+                    $storeu(dst.as_mut_ptr(), row[0]);
+                    $storeu(dst.as_mut_ptr().add($w), row[1]);
+                }
+                for (i, src) in buf.iter().enumerate().take(rows) {
+                    for (j, &v) in src.iter().enumerate().take(cols) {
+                        let q = c.offset(i as isize * rsc + j as isize * csc);
+                        *q = if accumulate { *q + v } else { v };
+                    }
+                }
+            }
+        }
+    };
+}
+
+kernel!(
+    f32_6x16,
+    f32,
+    __m256,
+    8,
+    _mm256_setzero_ps,
+    _mm256_load_ps,
+    _mm256_loadu_ps,
+    _mm256_storeu_ps,
+    _mm256_broadcast_ss,
+    _mm256_fmadd_ps,
+    _mm256_add_ps
+);
+kernel!(
+    f64_6x8,
+    f64,
+    __m256d,
+    4,
+    _mm256_setzero_pd,
+    _mm256_load_pd,
+    _mm256_loadu_pd,
+    _mm256_storeu_pd,
+    _mm256_broadcast_sd,
+    _mm256_fmadd_pd,
+    _mm256_add_pd
+);

@@ -1,0 +1,313 @@
+//! kiln's float GEMM: `C = A B` for f32 and f64 on hosts with AVX2 and FMA, matrixmultiply's
+//! elsewhere.
+//!
+//! Written here, not taken from a crate, because the crates measured slower than OpenBLAS on
+//! W4 (matrixmultiply 1.16x numpy's time; `gemm` 0.18 no faster, see docs/decisions.md), and
+//! what closes the gap is small: a 6x16 register tile (`kernel.rs`) in place of 8x8, and both
+//! threads packing B. The structure is BLIS's (Goto's): for each `NC`-wide panel of B and each
+//! `KC`-deep slice of k, B's slice is packed once into `NR`-wide slivers (shared by the
+//! threads, held in L3), then each thread packs `MC x KC` blocks of its rows of A (held in L2)
+//! and runs the micro-kernel over every sliver pair (B's sliver held in L1).
+//!
+//! Each element of C is summed by one thread in one order (k in `KC` chunks, each chunk by
+//! FMAs in order from zero, the chunks added to C in order), so results do not depend on the
+//! number of threads, and the interpreter and the compiled backends, which both call this,
+//! agree bit for bit.
+
+mod kernel;
+mod pack;
+
+use kernel::{Kernel, Tile, MR};
+use ndarray::{ArrayView2, ArrayViewMut2};
+use pack::{pack_a, pack_b, Buffer};
+use std::cell::RefCell;
+
+/// Cache blocking: `mc` rows of A (a multiple of `MR`) and `kc` of k per packed block, `nc`
+/// columns of B (a multiple of the element's `NR`) per packed panel.
+#[derive(Clone, Copy, Debug)]
+pub struct Blocking {
+    pub mc: usize,
+    pub kc: usize,
+    pub nc: usize,
+}
+
+/// An element type the kernels handle.
+pub trait Element: Copy + Send + Sync + 'static + std::ops::Add<Output = Self> {
+    /// Columns of a micro-tile.
+    const NR: usize;
+    /// Blocking for a 1 MiB L2 and 32 KiB L1 (Zen 3, the benchmark machine; BLIS's Zen values).
+    const BLOCKING: Blocking;
+    const ZERO: Self;
+    #[doc(hidden)]
+    fn kernel() -> Kernel<Self>;
+}
+
+impl Element for f32 {
+    const NR: usize = 16;
+    const BLOCKING: Blocking = Blocking {
+        mc: 144,
+        kc: 256,
+        nc: 4080,
+    };
+    const ZERO: f32 = 0.0;
+    fn kernel() -> Kernel<f32> {
+        kernel::f32_6x16
+    }
+}
+
+impl Element for f64 {
+    const NR: usize = 8;
+    const BLOCKING: Blocking = Blocking {
+        mc: 72,
+        kc: 256,
+        nc: 4080,
+    };
+    const ZERO: f64 = 0.0;
+    fn kernel() -> Kernel<f64> {
+        kernel::f64_6x8
+    }
+}
+
+/// Whether the host runs kiln's kernels (AVX2 and FMA); where not, [`crate::perform`] uses
+/// matrixmultiply's.
+pub fn available() -> bool {
+    std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
+}
+
+/// `c = a b` on rayon's threads with the default blocking, C only written. `None` (and C
+/// untouched) where the host lacks AVX2 or FMA, or the shapes do not chain.
+pub fn product<T: Element>(
+    a: ArrayView2<T>,
+    b: ArrayView2<T>,
+    mut c: ArrayViewMut2<T>,
+) -> Option<()> {
+    let ((m, k), (k2, n)) = (a.dim(), b.dim());
+    if !available() || k != k2 || c.dim() != (m, n) {
+        return None;
+    }
+    let (rs, cs) = (c.strides()[0], c.strides()[1]);
+    let c = Mat {
+        ptr: c.as_mut_ptr(),
+        rows: m,
+        cols: n,
+        rs,
+        cs,
+    };
+    let threads = rayon::current_num_threads();
+    // SAFETY: the views address their elements, C's is a unique borrow (so it overlaps
+    // neither operand), and the features were checked.
+    unsafe { gemm(Mat::of(&a), Mat::of(&b), c, threads, T::BLOCKING) };
+    Some(())
+}
+
+/// A strided matrix: `rows x cols`, element `(i, j)` at `ptr + i * rs + j * cs`.
+#[derive(Clone, Copy, Debug)]
+pub struct Mat<P> {
+    pub ptr: P,
+    pub rows: usize,
+    pub cols: usize,
+    pub rs: isize,
+    pub cs: isize,
+}
+
+impl<T> Mat<*const T> {
+    /// The view's shape and strides.
+    pub fn of(v: &ArrayView2<T>) -> Self {
+        let (rows, cols) = v.dim();
+        let (rs, cs) = (v.strides()[0], v.strides()[1]);
+        Mat {
+            ptr: v.as_ptr(),
+            rows,
+            cols,
+            rs,
+            cs,
+        }
+    }
+
+    /// The submatrix from `(i, j)` on (its shape left as it was: only the origin moves).
+    unsafe fn at(self, i: usize, j: usize) -> Self {
+        let ptr = self.ptr.offset(i as isize * self.rs + j as isize * self.cs);
+        Mat { ptr, ..self }
+    }
+}
+
+// SAFETY: the operands are only read, and `T: Sync`.
+unsafe impl<T: Sync> Send for Mat<*const T> {}
+unsafe impl<T: Sync> Sync for Mat<*const T> {}
+
+/// Below this many multiply-adds a product runs on the calling thread: the split costs more
+/// than it saves.
+const PARALLEL_MIN: usize = 1 << 17;
+
+/// `C = A B` on up to `threads` of rayon's threads. C is only written (it may hold anything
+/// before); with `k = 0` it is zeroed.
+///
+/// # Safety
+/// [`available`] must be true, and the shapes must chain (`A: m x k`, `B: k x n`, `C: m x n`;
+/// checked in debug builds). The matrices must address their elements; C's must be writable,
+/// distinct from each other, and overlap neither A nor B.
+pub unsafe fn gemm<T: Element>(
+    a: Mat<*const T>,
+    b: Mat<*const T>,
+    c: Mat<*mut T>,
+    threads: usize,
+    blocking: Blocking,
+) {
+    let (m, n, k) = (c.rows, c.cols, a.cols);
+    debug_assert!(a.rows == m && b.rows == k && b.cols == n);
+    let (rsc, csc) = (c.rs, c.cs);
+    let c = SendPtr(c.ptr);
+    if m == 0 || n == 0 {
+        return;
+    }
+    if k == 0 {
+        for i in 0..m {
+            for j in 0..n {
+                *c.get().offset(i as isize * rsc + j as isize * csc) = T::ZERO;
+            }
+        }
+        return;
+    }
+    let Blocking { mc, kc, nc } = blocking;
+    debug_assert!(mc % MR == 0 && nc % T::NR == 0);
+    let threads = if m.saturating_mul(n).saturating_mul(k) < PARALLEL_MIN {
+        1
+    } else {
+        threads.max(1)
+    };
+    with_buffer(&B_PANEL, |panel| {
+        for jc in (0..n).step_by(nc) {
+            let ncur = nc.min(n - jc);
+            let slivers = ncur.div_ceil(T::NR);
+            for pc in (0..k).step_by(kc) {
+                let kcur = kc.min(k - pc);
+                let bp = SendPtr(panel.get::<T>(slivers * T::NR * kcur));
+                let b_slice = b.at(pc, jc);
+                let pack = |s0: usize, s1: usize| pack_b(b_slice, kcur, ncur, s0..s1, bp.get());
+                run_parts(threads, slivers, &pack);
+                let part = Part {
+                    a: a.at(0, pc),
+                    bp: bp.get(),
+                    c: c.get().offset(jc as isize * csc),
+                    rsc,
+                    csc,
+                    m,
+                    ncur,
+                    kcur,
+                    mc,
+                    accumulate: pc > 0,
+                };
+                let part = &part;
+                let tiles_m = m.div_ceil(MR);
+                // Split rows where there are enough of them (each thread then packs only its
+                // own A), else columns (each thread packs all of A, which is small).
+                if tiles_m >= 2 * threads || slivers < threads {
+                    run_parts(threads, tiles_m, &|t0, t1| {
+                        part.run(t0 * MR..(t1 * MR).min(m), 0..slivers)
+                    });
+                } else {
+                    run_parts(threads, slivers, &|s0, s1| part.run(0..m, s0..s1));
+                }
+            }
+        }
+    });
+}
+
+thread_local! {
+    /// Packed B, kept by the calling thread between calls so steady-state calls allocate nothing.
+    static B_PANEL: RefCell<Buffer> = RefCell::new(Buffer::default());
+    /// Packed A, one per thread that runs a part.
+    static A_BLOCK: RefCell<Buffer> = RefCell::new(Buffer::default());
+}
+
+/// Runs `f` on the thread's buffer `key`, or on a fresh one where that is in use (a product
+/// started by a rayon job this thread picked up while waiting inside another).
+fn with_buffer<R>(
+    key: &'static std::thread::LocalKey<RefCell<Buffer>>,
+    f: impl FnOnce(&mut Buffer) -> R,
+) -> R {
+    key.with(|cell| match cell.try_borrow_mut() {
+        Ok(mut buf) => f(&mut buf),
+        Err(_) => f(&mut Buffer::default()),
+    })
+}
+
+/// A raw pointer the parts share; each writes a disjoint region of what it points to.
+#[derive(Clone, Copy)]
+struct SendPtr<T>(*mut T);
+unsafe impl<T> Send for SendPtr<T> {}
+unsafe impl<T> Sync for SendPtr<T> {}
+
+impl<T> SendPtr<T> {
+    /// The pointer (a method, so closures capture the `SendPtr` and not its raw field).
+    fn get(self) -> *mut T {
+        self.0
+    }
+}
+
+/// One `KC`-deep slice of the product over one panel of C, to be split among threads.
+struct Part<T> {
+    a: Mat<*const T>,
+    bp: *mut T,
+    c: *mut T,
+    rsc: isize,
+    csc: isize,
+    m: usize,
+    ncur: usize,
+    kcur: usize,
+    mc: usize,
+    accumulate: bool,
+}
+unsafe impl<T> Sync for Part<T> {}
+
+impl<T: Element> Part<T> {
+    /// Rows `rows` (starting at a multiple of `MR`) of the panel's slivers `slivers`.
+    fn run(&self, rows: std::ops::Range<usize>, slivers: std::ops::Range<usize>) {
+        let (nr, kcur) = (T::NR, self.kcur);
+        let kernel = T::kernel();
+        with_buffer(&A_BLOCK, |block| {
+            for ic in rows.clone().step_by(self.mc) {
+                let mcur = self.mc.min(rows.end - ic);
+                let ap = block.get::<T>(mcur.div_ceil(MR) * MR * kcur);
+                // SAFETY (here and below): the caller of `gemm` vouched for the operands; the
+                // offsets stay inside them, and parts write disjoint tiles of C.
+                unsafe {
+                    pack_a(self.a.at(ic, 0), mcur, kcur, ap);
+                    for s in slivers.clone() {
+                        let col = s * nr;
+                        let b = self.bp.add(s * nr * kcur);
+                        for r in 0..mcur.div_ceil(MR) {
+                            let row = ic + r * MR;
+                            let tile = Tile {
+                                c: self
+                                    .c
+                                    .offset(row as isize * self.rsc + col as isize * self.csc),
+                                rsc: self.rsc,
+                                csc: self.csc,
+                                rows: MR.min(self.m - row),
+                                cols: nr.min(self.ncur - col),
+                            };
+                            kernel(kcur, ap.add(r * MR * kcur), b, tile, self.accumulate);
+                        }
+                    }
+                }
+            }
+        });
+    }
+}
+
+/// Runs `f` on `threads` contiguous, near-equal parts of `0..len`, on rayon's threads (the
+/// calling thread alone for one part).
+fn run_parts(threads: usize, len: usize, f: &(dyn Fn(usize, usize) + Sync)) {
+    let parts = threads.min(len).max(1);
+    if parts == 1 {
+        return f(0, len);
+    }
+    let bound = |p: usize| p * len / parts;
+    rayon::scope(|s| {
+        for p in 1..parts {
+            s.spawn(move |_| f(bound(p), bound(p + 1)));
+        }
+        f(0, bound(1));
+    });
+}

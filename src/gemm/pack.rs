@@ -1,0 +1,86 @@
+//! Packing: copying a block of A or B into the order the micro-kernel reads, zero-padded to
+//! whole slivers, into a reused 64-byte aligned buffer.
+
+use super::kernel::MR;
+use super::{Element, Mat};
+
+/// A growable, 64-byte aligned scratch buffer, kept for reuse.
+#[derive(Default)]
+pub(super) struct Buffer {
+    lines: Vec<Line>,
+}
+
+#[derive(Clone, Copy)]
+#[repr(C, align(64))]
+struct Line([u8; 64]);
+
+impl Buffer {
+    /// Room for `len` elements of `T`, aligned to 64 bytes (contents unspecified).
+    pub(super) fn get<T: Element>(&mut self, len: usize) -> *mut T {
+        let lines = (len * std::mem::size_of::<T>()).div_ceil(64);
+        if self.lines.len() < lines {
+            self.lines = vec![Line([0; 64]); lines];
+        }
+        self.lines.as_mut_ptr().cast()
+    }
+}
+
+/// Packs rows `0..mc` and k `0..kc` of `a` into `MR`-tall slivers at `dst`: sliver `r` holds,
+/// for each p, rows `r * MR ..` of column p (zero past `mc`).
+///
+/// # Safety
+/// `a` addresses `mc x kc` elements; `dst` has room for `mc.div_ceil(MR) * MR * kc`.
+pub(super) unsafe fn pack_a<T: Element>(a: Mat<*const T>, mc: usize, kc: usize, dst: *mut T) {
+    let mut d = dst;
+    for r0 in (0..mc).step_by(MR) {
+        let rows = MR.min(mc - r0);
+        let base = a.ptr.offset(r0 as isize * a.rs);
+        for p in 0..kc {
+            let col = base.offset(p as isize * a.cs);
+            for i in 0..MR {
+                *d.add(i) = if i < rows {
+                    *col.offset(i as isize * a.rs)
+                } else {
+                    T::ZERO
+                };
+            }
+            d = d.add(MR);
+        }
+    }
+}
+
+/// Packs slivers `slivers` of `b` (k `0..kc`, columns `0..nc`) into `dst`, sliver `s` at
+/// `dst + s * NR * kc`: for each p, columns `s * NR ..` of row p (zero past `nc`).
+///
+/// # Safety
+/// `b` addresses `kc x nc` elements; `dst` has room for `nc.div_ceil(NR) * NR * kc`.
+pub(super) unsafe fn pack_b<T: Element>(
+    b: Mat<*const T>,
+    kc: usize,
+    nc: usize,
+    slivers: std::ops::Range<usize>,
+    dst: *mut T,
+) {
+    let nr = T::NR;
+    for s in slivers {
+        let c0 = s * nr;
+        let cols = nr.min(nc - c0);
+        let mut d = dst.add(s * nr * kc);
+        let base = b.ptr.offset(c0 as isize * b.cs);
+        for p in 0..kc {
+            let row = base.offset(p as isize * b.rs);
+            if cols == nr && b.cs == 1 {
+                std::ptr::copy_nonoverlapping(row, d, nr);
+            } else {
+                for j in 0..nr {
+                    *d.add(j) = if j < cols {
+                        *row.offset(j as isize * b.cs)
+                    } else {
+                        T::ZERO
+                    };
+                }
+            }
+            d = d.add(nr);
+        }
+    }
+}

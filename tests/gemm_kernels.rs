@@ -1,0 +1,218 @@
+//! kiln's blocked GEMM (`kiln::gemm`) against an oracle that sums in the order it documents:
+//! k in `kc` chunks, each chunk by FMAs in order from zero, the chunks added to C in order. The
+//! results must match bit for bit, for every shape around the tile and block edges, any
+//! operand strides (transposed, negative, gapped), on one thread or several.
+
+#![cfg(target_arch = "x86_64")]
+
+use kiln::gemm::{gemm, product, Blocking, Element, Mat};
+use ndarray::{s, Array2, ArrayView2, Axis, ShapeBuilder};
+
+/// What the float types need for the oracle.
+trait Num: Element + std::fmt::Debug + PartialEq {
+    fn fma(a: Self, b: Self, c: Self) -> Self;
+    fn from_i(i: u64) -> Self;
+    fn nan() -> Self;
+}
+impl Num for f32 {
+    fn fma(a: f32, b: f32, c: f32) -> f32 {
+        a.mul_add(b, c)
+    }
+    fn from_i(i: u64) -> f32 {
+        (i % 2001) as f32 / 1000.0 - 1.0
+    }
+    fn nan() -> f32 {
+        f32::NAN
+    }
+}
+impl Num for f64 {
+    fn fma(a: f64, b: f64, c: f64) -> f64 {
+        a.mul_add(b, c)
+    }
+    fn from_i(i: u64) -> f64 {
+        (i % 20001) as f64 / 7000.0 - 1.3
+    }
+    fn nan() -> f64 {
+        f64::NAN
+    }
+}
+
+fn values<T: Num>(rows: usize, cols: usize, seed: u64) -> Array2<T> {
+    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    Array2::from_shape_fn((rows, cols), |_| {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        T::from_i(x >> 11)
+    })
+}
+
+/// The documented order of summation.
+fn oracle<T: Num>(a: ArrayView2<T>, b: ArrayView2<T>, kc: usize) -> Array2<T> {
+    let ((m, k), n) = (a.dim(), b.ncols());
+    Array2::from_shape_fn((m, n), |(i, j)| {
+        let mut c = T::ZERO;
+        for (chunk, p0) in (0..k).step_by(kc).enumerate() {
+            let mut acc = T::ZERO;
+            for p in p0..k.min(p0 + kc) {
+                acc = T::fma(a[[i, p]], b[[p, j]], acc);
+            }
+            c = if chunk == 0 { acc } else { c + acc };
+        }
+        c
+    })
+}
+
+/// Runs the GEMM into a NaN-filled C (it must be written, never read) with C's layout chosen
+/// by `c_layout`: 0 row-major, 1 column-major, 2 every other column of a wider array.
+fn run<T: Num>(
+    a: ArrayView2<T>,
+    b: ArrayView2<T>,
+    c_layout: u8,
+    threads: usize,
+    blocking: Blocking,
+) -> Array2<T> {
+    let (m, n) = (a.nrows(), b.ncols());
+    let mut store = match c_layout {
+        0 => Array2::from_elem((m, n), T::nan()),
+        1 => Array2::from_elem((m, n).f(), T::nan()),
+        _ => Array2::from_elem((m, 2 * n), T::nan()),
+    };
+    let mut c = if c_layout == 2 {
+        store.slice_mut(s![.., ..;2])
+    } else {
+        store.view_mut()
+    };
+    let (rs, cs) = (c.strides()[0], c.strides()[1]);
+    let cm = Mat {
+        ptr: c.as_mut_ptr(),
+        rows: m,
+        cols: n,
+        rs,
+        cs,
+    };
+    assert!(kiln::gemm::available(), "these tests need AVX2 and FMA");
+    // SAFETY: the views address their elements and C is a distinct, writable array.
+    unsafe { gemm(Mat::of(&a), Mat::of(&b), cm, threads, blocking) };
+    c.to_owned()
+}
+
+/// Operand layouts: row-major, transposed (column-major), reversed rows (a negative row
+/// stride), every other column of a wider array.
+fn operand<T: Num>(rows: usize, cols: usize, layout: u64, seed: u64) -> Array2<T> {
+    match layout % 4 {
+        0 => values(rows, cols, seed),
+        1 => values::<T>(cols, rows, seed).reversed_axes(),
+        2 => {
+            let mut x = values::<T>(rows, cols, seed);
+            x.invert_axis(Axis(0));
+            x
+        }
+        _ => values::<T>(rows, 2 * cols, seed).slice_move(s![.., ..;2]),
+    }
+}
+
+/// Every `(m, n, k)` on 1, 2 and 3 threads, against the oracle, with the layouts of A, B and C
+/// varying from one shape to the next.
+fn check<T: Num>(blocking: Blocking, shapes: impl IntoIterator<Item = (usize, usize, usize)>) {
+    for (seed, (m, n, k)) in shapes.into_iter().enumerate() {
+        let seed = seed as u64;
+        let a = operand::<T>(m, k, seed, seed);
+        let b = operand::<T>(k, n, seed / 4 + 1, seed + 1000);
+        let want = oracle(a.view(), b.view(), blocking.kc);
+        for threads in [1, 2, 3] {
+            let c_layout = ((seed / 3 + threads as u64) % 3) as u8;
+            let got = run(a.view(), b.view(), c_layout, threads, blocking);
+            let layouts = (seed % 4, (seed / 4 + 1) % 4, c_layout);
+            assert_eq!(
+                got, want,
+                "{m}x{n}x{k}, {threads} threads, layouts {layouts:?}"
+            );
+        }
+    }
+}
+
+fn cube(sizes: &[usize]) -> Vec<(usize, usize, usize)> {
+    let mut v = vec![];
+    for &m in sizes {
+        for &n in sizes {
+            for &k in sizes {
+                v.push((m, n, k));
+            }
+        }
+    }
+    v
+}
+
+/// Small blocks, so a small product crosses every block edge: several A blocks, k chunks and
+/// B panels, partial tiles at each.
+const SMALL: Blocking = Blocking {
+    mc: 12,
+    kc: 5,
+    nc: 32,
+};
+
+#[test]
+fn small_blocks_every_edge_f32() {
+    check::<f32>(SMALL, cube(&[0, 1, 5, 6, 7, 13, 16, 17, 33]));
+}
+
+#[test]
+fn small_blocks_every_edge_f64() {
+    check::<f64>(SMALL, cube(&[0, 1, 5, 6, 7, 8, 9, 13, 33]));
+}
+
+/// The blocking the library uses (mc 144, kc 256, nc 4080 for f32; 72, 256, 4080 for f64),
+/// each shape crossing one of its edges.
+#[test]
+fn default_blocks_f32() {
+    let shapes = [
+        (150, 20, 270),
+        (1, 33, 257),
+        (145, 17, 3),
+        (7, 4100, 2),
+        (200, 40, 1),
+    ];
+    check::<f32>(f32::BLOCKING, shapes);
+}
+
+#[test]
+fn default_blocks_f64() {
+    check::<f64>(f64::BLOCKING, [(75, 9, 260), (2, 4090, 3), (73, 100, 12)]);
+}
+
+/// Large enough to be split among threads, both ways: by rows (tall C) and by columns (a
+/// short C with many column slivers). Each element is summed by one thread in one order, so
+/// the bits do not depend on the split.
+#[test]
+fn threads_split_rows_and_columns_with_the_same_bits() {
+    for (m, n, k) in [(300, 64, 40), (7, 700, 60), (1, 2000, 80)] {
+        let a = values::<f32>(m, k, 3);
+        let b = values::<f32>(k, n, 4);
+        let want = oracle(a.view(), b.view(), f32::BLOCKING.kc);
+        for threads in [1, 2, 4] {
+            let got = run(a.view(), b.view(), 0, threads, f32::BLOCKING);
+            assert_eq!(got, want, "{m}x{n}x{k} on {threads} threads");
+        }
+    }
+}
+
+#[test]
+fn product_checks_shapes_and_writes_c() {
+    let a = values::<f64>(20, 30, 5);
+    let b = values::<f64>(30, 10, 6);
+    let mut c = Array2::from_elem((20, 10), f64::NAN);
+    assert_eq!(product(a.view(), b.view(), c.view_mut()), Some(()));
+    assert_eq!(c, oracle(a.view(), b.view(), f64::BLOCKING.kc));
+    let mut wrong = Array2::from_elem((20, 11), f64::NAN);
+    assert_eq!(product(a.view(), b.view(), wrong.view_mut()), None);
+    assert!(
+        wrong.iter().all(|x| x.is_nan()),
+        "C is untouched on a shape error"
+    );
+    // k = 0: the empty sum.
+    let (a0, b0) = (Array2::<f64>::zeros((3, 0)), Array2::<f64>::zeros((0, 4)));
+    let mut c0 = Array2::from_elem((3, 4), f64::NAN);
+    product(a0.view(), b0.view(), c0.view_mut()).unwrap();
+    assert!(c0.iter().all(|&x| x == 0.0));
+}
