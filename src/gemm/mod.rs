@@ -14,12 +14,14 @@
 //! number of threads, and the interpreter and the compiled backends, which both call this,
 //! agree bit for bit.
 
+mod job;
 mod kernel;
 mod pack;
 
-use kernel::{Kernel, Tile, MR};
+use job::Job;
+use kernel::{Kernel, MR};
 use ndarray::{ArrayView2, ArrayViewMut2};
-use pack::{pack_a, pack_b, Buffer};
+use pack::Buffer;
 use std::cell::RefCell;
 
 /// Cache blocking: `mc` rows of A (a multiple of `MR`) and `kc` of k per packed block, `nc`
@@ -155,15 +157,13 @@ pub unsafe fn gemm<T: Element>(
 ) {
     let (m, n, k) = (c.rows, c.cols, a.cols);
     debug_assert!(a.rows == m && b.rows == k && b.cols == n);
-    let (rsc, csc) = (c.rs, c.cs);
-    let c = SendPtr(c.ptr);
     if m == 0 || n == 0 {
         return;
     }
     if k == 0 {
         for i in 0..m {
             for j in 0..n {
-                *c.get().offset(i as isize * rsc + j as isize * csc) = T::ZERO;
+                *c.ptr.offset(i as isize * c.rs + j as isize * c.cs) = T::ZERO;
             }
         }
         return;
@@ -176,39 +176,18 @@ pub unsafe fn gemm<T: Element>(
         threads.max(1)
     };
     with_buffer(&B_PANEL, |panel| {
-        for jc in (0..n).step_by(nc) {
-            let ncur = nc.min(n - jc);
-            let slivers = ncur.div_ceil(T::NR);
-            for pc in (0..k).step_by(kc) {
-                let kcur = kc.min(k - pc);
-                let bp = SendPtr(panel.get::<T>(slivers * T::NR * kcur));
-                let b_slice = b.at(pc, jc);
-                let pack = |s0: usize, s1: usize| pack_b(b_slice, kcur, ncur, s0..s1, bp.get());
-                run_parts(threads, slivers, &pack);
-                let part = Part {
-                    a: a.at(0, pc),
-                    bp: bp.get(),
-                    c: c.get().offset(jc as isize * csc),
-                    rsc,
-                    csc,
-                    m,
-                    ncur,
-                    kcur,
-                    mc,
-                    accumulate: pc > 0,
-                };
-                let part = &part;
-                let tiles_m = m.div_ceil(MR);
-                // Split rows where there are enough of them (each thread then packs only its
-                // own A), else columns (each thread packs all of A, which is small).
-                if tiles_m >= 2 * threads || slivers < threads {
-                    run_parts(threads, tiles_m, &|t0, t1| {
-                        part.run(t0 * MR..(t1 * MR).min(m), 0..slivers)
-                    });
-                } else {
-                    run_parts(threads, slivers, &|s0, s1| part.run(0..m, s0..s1));
+        let panel = panel.get::<T>(nc.min(n).div_ceil(T::NR) * T::NR * kc.min(k));
+        let job = Job::new(a, b, c, blocking, panel, threads);
+        if threads == 1 {
+            job.work();
+        } else {
+            let job = &job;
+            rayon::scope(|s| {
+                for _ in 1..threads {
+                    s.spawn(move |_| job.work());
                 }
-            }
+                job.work();
+            });
         }
     });
 }
@@ -230,84 +209,4 @@ fn with_buffer<R>(
         Ok(mut buf) => f(&mut buf),
         Err(_) => f(&mut Buffer::default()),
     })
-}
-
-/// A raw pointer the parts share; each writes a disjoint region of what it points to.
-#[derive(Clone, Copy)]
-struct SendPtr<T>(*mut T);
-unsafe impl<T> Send for SendPtr<T> {}
-unsafe impl<T> Sync for SendPtr<T> {}
-
-impl<T> SendPtr<T> {
-    /// The pointer (a method, so closures capture the `SendPtr` and not its raw field).
-    fn get(self) -> *mut T {
-        self.0
-    }
-}
-
-/// One `KC`-deep slice of the product over one panel of C, to be split among threads.
-struct Part<T> {
-    a: Mat<*const T>,
-    bp: *mut T,
-    c: *mut T,
-    rsc: isize,
-    csc: isize,
-    m: usize,
-    ncur: usize,
-    kcur: usize,
-    mc: usize,
-    accumulate: bool,
-}
-unsafe impl<T> Sync for Part<T> {}
-
-impl<T: Element> Part<T> {
-    /// Rows `rows` (starting at a multiple of `MR`) of the panel's slivers `slivers`.
-    fn run(&self, rows: std::ops::Range<usize>, slivers: std::ops::Range<usize>) {
-        let (nr, kcur) = (T::NR, self.kcur);
-        let kernel = T::kernel();
-        with_buffer(&A_BLOCK, |block| {
-            for ic in rows.clone().step_by(self.mc) {
-                let mcur = self.mc.min(rows.end - ic);
-                let ap = block.get::<T>(mcur.div_ceil(MR) * MR * kcur);
-                // SAFETY (here and below): the caller of `gemm` vouched for the operands; the
-                // offsets stay inside them, and parts write disjoint tiles of C.
-                unsafe {
-                    pack_a(self.a.at(ic, 0), mcur, kcur, ap);
-                    for s in slivers.clone() {
-                        let col = s * nr;
-                        let b = self.bp.add(s * nr * kcur);
-                        for r in 0..mcur.div_ceil(MR) {
-                            let row = ic + r * MR;
-                            let tile = Tile {
-                                c: self
-                                    .c
-                                    .offset(row as isize * self.rsc + col as isize * self.csc),
-                                rsc: self.rsc,
-                                csc: self.csc,
-                                rows: MR.min(self.m - row),
-                                cols: nr.min(self.ncur - col),
-                            };
-                            kernel(kcur, ap.add(r * MR * kcur), b, tile, self.accumulate);
-                        }
-                    }
-                }
-            }
-        });
-    }
-}
-
-/// Runs `f` on `threads` contiguous, near-equal parts of `0..len`, on rayon's threads (the
-/// calling thread alone for one part).
-fn run_parts(threads: usize, len: usize, f: &(dyn Fn(usize, usize) + Sync)) {
-    let parts = threads.min(len).max(1);
-    if parts == 1 {
-        return f(0, len);
-    }
-    let bound = |p: usize| p * len / parts;
-    rayon::scope(|s| {
-        for p in 1..parts {
-            s.spawn(move |_| f(bound(p), bound(p + 1)));
-        }
-        f(0, bound(1));
-    });
 }

@@ -35,14 +35,24 @@ pub(super) unsafe fn pack_a<T: Element>(a: Mat<*const T>, mc: usize, kc: usize, 
     for r0 in (0..mc).step_by(MR) {
         let rows = MR.min(mc - r0);
         let base = a.ptr.offset(r0 as isize * a.rs);
+        // Whole slivers (all but the last) without the padding test, and with a plain copy
+        // where A's columns are contiguous (A transposed: a weight gradient's `x^T`).
         for p in 0..kc {
             let col = base.offset(p as isize * a.cs);
-            for i in 0..MR {
-                *d.add(i) = if i < rows {
-                    *col.offset(i as isize * a.rs)
-                } else {
-                    T::ZERO
-                };
+            if rows == MR && a.rs == 1 {
+                std::ptr::copy_nonoverlapping(col, d, MR);
+            } else if rows == MR {
+                for i in 0..MR {
+                    *d.add(i) = *col.offset(i as isize * a.rs);
+                }
+            } else {
+                for i in 0..MR {
+                    *d.add(i) = if i < rows {
+                        *col.offset(i as isize * a.rs)
+                    } else {
+                        T::ZERO
+                    };
+                }
             }
             d = d.add(MR);
         }
@@ -67,6 +77,17 @@ pub(super) unsafe fn pack_b<T: Element>(
         let cols = nr.min(nc - c0);
         let mut d = dst.add(s * nr * kc);
         let base = b.ptr.offset(c0 as isize * b.cs);
+        if b.rs == 1 && b.cs != 1 {
+            // B transposed (a backward pass's `w^T`): read each column contiguously, and
+            // write it with a stride of NR into the sliver (which stays in L1).
+            for j in 0..nr {
+                let col = base.offset(j as isize * b.cs);
+                for p in 0..kc {
+                    *d.add(p * nr + j) = if j < cols { *col.add(p) } else { T::ZERO };
+                }
+            }
+            continue;
+        }
         for p in 0..kc {
             let row = base.offset(p as isize * b.rs);
             if cols == nr && b.cs == 1 {

@@ -1,0 +1,153 @@
+//! One product's work, split among threads: for each chunk (a `KC`-deep slice of an
+//! `NC`-wide panel), a phase that packs B's slice and a phase that multiplies, each phase
+//! cut into one piece per thread.
+//!
+//! Threads claim pieces in order from one counter and wait, before a piece, until every piece
+//! of the earlier phases is done. That is one barrier per phase without a rayon job per phase
+//! (whose wake-ups cost more than W5's small products take), and it cannot deadlock where
+//! rayon starts a job late or never: whatever a waiting thread waits on was claimed by a
+//! thread that is running it, and a thread that starts late finds the work done.
+
+use super::kernel::{Tile, MR};
+use super::pack::{pack_a, pack_b};
+use super::{with_buffer, Blocking, Element, Mat, A_BLOCK};
+use std::ops::Range;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+pub(super) struct Job<T> {
+    a: Mat<*const T>,
+    b: Mat<*const T>,
+    c: Mat<*mut T>,
+    blocking: Blocking,
+    /// Packed B of the current chunk, shared.
+    panel: *mut T,
+    /// Pieces per phase.
+    parts: usize,
+    /// Chunks along k per panel, and chunks in all.
+    k_chunks: usize,
+    chunks: usize,
+    /// Pieces claimed and pieces done, counted over all phases in order.
+    claimed: AtomicUsize,
+    done: AtomicUsize,
+}
+
+// SAFETY: the threads read A, B and (after the phase that packs it) the panel, and write
+// disjoint pieces of the panel and of C; the `done` counter orders the phases.
+unsafe impl<T: Sync> Sync for Job<T> {}
+
+impl<T: Element> Job<T> {
+    pub(super) fn new(
+        a: Mat<*const T>,
+        b: Mat<*const T>,
+        c: Mat<*mut T>,
+        blocking: Blocking,
+        panel: *mut T,
+        parts: usize,
+    ) -> Self {
+        let k_chunks = a.cols.div_ceil(blocking.kc);
+        Job {
+            a,
+            b,
+            c,
+            blocking,
+            panel,
+            parts,
+            k_chunks,
+            chunks: c.cols.div_ceil(blocking.nc) * k_chunks,
+            claimed: AtomicUsize::new(0),
+            done: AtomicUsize::new(0),
+        }
+    }
+
+    /// Claims and runs pieces until none is left.
+    pub(super) fn work(&self) {
+        let total = 2 * self.chunks * self.parts;
+        loop {
+            let g = self.claimed.fetch_add(1, Ordering::Relaxed);
+            if g >= total {
+                return;
+            }
+            let (phase, piece) = (g / self.parts, g % self.parts);
+            self.wait_for(phase * self.parts);
+            // SAFETY: the caller of `gemm` vouched for the matrices; the phases before this
+            // one are done, so the panel holds this chunk's B (or is free to pack).
+            unsafe { self.run(phase, piece) };
+            self.done.fetch_add(1, Ordering::Release);
+        }
+    }
+
+    /// Spins (then yields, on a busy machine) until `pieces` pieces are done.
+    fn wait_for(&self, pieces: usize) {
+        let mut spins = 0u32;
+        while self.done.load(Ordering::Acquire) < pieces {
+            if spins < 1 << 12 {
+                std::hint::spin_loop();
+                spins += 1;
+            } else {
+                std::thread::yield_now();
+            }
+        }
+    }
+
+    /// Piece `piece` of phase `phase`: even phases pack, odd ones multiply.
+    unsafe fn run(&self, phase: usize, piece: usize) {
+        let Blocking { kc, nc, .. } = self.blocking;
+        let chunk = phase / 2;
+        let (jc, pc) = ((chunk / self.k_chunks) * nc, (chunk % self.k_chunks) * kc);
+        let (ncur, kcur) = (nc.min(self.c.cols - jc), kc.min(self.a.cols - pc));
+        let slivers = ncur.div_ceil(T::NR);
+        let part = |len: usize| piece * len / self.parts..(piece + 1) * len / self.parts;
+        if phase % 2 == 0 {
+            pack_b(self.b.at(pc, jc), kcur, ncur, part(slivers), self.panel);
+            return;
+        }
+        let m = self.c.rows;
+        let tiles_m = m.div_ceil(MR);
+        // Split rows where there are enough of them (each thread then packs only its own
+        // A), else columns (each thread packs all of A, which is small).
+        let (rows, cols) = if tiles_m >= 2 * self.parts || slivers < self.parts {
+            let t = part(tiles_m);
+            (t.start * MR..(t.end * MR).min(m), 0..slivers)
+        } else {
+            (0..m, part(slivers))
+        };
+        self.multiply(jc, pc, ncur, kcur, rows, cols);
+    }
+
+    /// Rows `rows` (starting at a multiple of `MR`) of the chunk's slivers `slivers`.
+    unsafe fn multiply(
+        &self,
+        jc: usize,
+        pc: usize,
+        ncur: usize,
+        kcur: usize,
+        rows: Range<usize>,
+        slivers: Range<usize>,
+    ) {
+        let (nr, mc) = (T::NR, self.blocking.mc);
+        let kernel = T::kernel();
+        let c = &self.c;
+        with_buffer(&A_BLOCK, |block| {
+            for ic in rows.clone().step_by(mc) {
+                let mcur = mc.min(rows.end - ic);
+                let ap = block.get::<T>(mcur.div_ceil(MR) * MR * kcur);
+                pack_a(self.a.at(ic, pc), mcur, kcur, ap);
+                for s in slivers.clone() {
+                    let col = jc + s * nr;
+                    let b = self.panel.add(s * nr * kcur);
+                    for r in 0..mcur.div_ceil(MR) {
+                        let row = ic + r * MR;
+                        let tile = Tile {
+                            c: c.ptr.offset(row as isize * c.rs + col as isize * c.cs),
+                            rsc: c.rs,
+                            csc: c.cs,
+                            rows: MR.min(c.rows - row),
+                            cols: nr.min(jc + ncur - col),
+                        };
+                        kernel(kcur, ap.add(r * MR * kcur), b, tile, pc > 0);
+                    }
+                }
+            }
+        });
+    }
+}
