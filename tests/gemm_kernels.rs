@@ -1,6 +1,6 @@
 //! kiln's blocked GEMM (`kiln::gemm`) against an oracle that sums in the order it documents:
-//! k in `kc` chunks, each chunk by FMAs in order from zero, the chunks added to C in order. The
-//! results must match bit for bit, for every shape around the tile and block edges, any
+//! k in near-equal chunks of at most `kc`, each chunk by FMAs in order from zero, the chunks
+//! added to C in order. The results must match bit for bit, for every shape around the tile and block edges, any
 //! operand strides (transposed, negative, gapped), on one thread or several.
 
 #![cfg(target_arch = "x86_64")]
@@ -50,6 +50,8 @@ fn values<T: Num>(rows: usize, cols: usize, seed: u64) -> Array2<T> {
 /// The documented order of summation.
 fn oracle<T: Num>(a: ArrayView2<T>, b: ArrayView2<T>, kc: usize) -> Array2<T> {
     let ((m, k), n) = (a.dim(), b.ncols());
+    // Near-equal chunks of at most `kc`.
+    let kc = k.div_ceil(k.div_ceil(kc).max(1)).max(1);
     Array2::from_shape_fn((m, n), |(i, j)| {
         let mut c = T::ZERO;
         for (chunk, p0) in (0..k).step_by(kc).enumerate() {

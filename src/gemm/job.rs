@@ -23,8 +23,10 @@ pub(super) struct Job<T> {
     panel: *mut T,
     /// Pieces per phase.
     parts: usize,
-    /// Chunks along k per panel, and chunks in all.
+    /// Chunks along k per panel, the depth of each (the last may be shallower), and chunks
+    /// in all.
     k_chunks: usize,
+    k_step: usize,
     chunks: usize,
     /// Pieces claimed and pieces done, counted over all phases in order.
     claimed: AtomicUsize,
@@ -44,7 +46,10 @@ impl<T: Element> Job<T> {
         panel: *mut T,
         parts: usize,
     ) -> Self {
+        // Near-equal chunks of at most `kc`: 784 is 4 x 196, not 3 x 256 + 16 (a chunk a few
+        // deep spends most of its time loading and storing C).
         let k_chunks = a.cols.div_ceil(blocking.kc);
+        let k_step = a.cols.div_ceil(k_chunks.max(1));
         Job {
             a,
             b,
@@ -53,6 +58,7 @@ impl<T: Element> Job<T> {
             panel,
             parts,
             k_chunks,
+            k_step,
             chunks: c.cols.div_ceil(blocking.nc) * k_chunks,
             claimed: AtomicUsize::new(0),
             done: AtomicUsize::new(0),
@@ -91,7 +97,7 @@ impl<T: Element> Job<T> {
 
     /// Piece `piece` of phase `phase`: even phases pack, odd ones multiply.
     unsafe fn run(&self, phase: usize, piece: usize) {
-        let Blocking { kc, nc, .. } = self.blocking;
+        let (nc, kc) = (self.blocking.nc, self.k_step);
         let chunk = phase / 2;
         let (jc, pc) = ((chunk / self.k_chunks) * nc, (chunk % self.k_chunks) * kc);
         let (ncur, kcur) = (nc.min(self.c.cols - jc), kc.min(self.a.cols - pc));
@@ -103,9 +109,12 @@ impl<T: Element> Job<T> {
         }
         let m = self.c.rows;
         let tiles_m = m.div_ceil(MR);
-        // Split rows where there are enough of them (each thread then packs only its own
-        // A), else columns (each thread packs all of A, which is small).
-        let (rows, cols) = if tiles_m >= 2 * self.parts || slivers < self.parts {
+        // Split rows where there are many (each thread then packs only its own A), else
+        // columns: each thread packs all of A, but reads only its part of B's panel, which
+        // with one A block fits its L2 (W5's 256-row products: 4-8% faster than by rows).
+        let many_rows = m > 2 * self.blocking.mc || slivers < 2 * self.parts;
+        let split_rows = slivers < self.parts || (tiles_m >= 2 * self.parts && many_rows);
+        let (rows, cols) = if split_rows {
             let t = part(tiles_m);
             (t.start * MR..(t.end * MR).min(m), 0..slivers)
         } else {

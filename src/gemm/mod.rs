@@ -9,8 +9,8 @@
 //! threads, held in L3), then each thread packs `MC x KC` blocks of its rows of A (held in L2)
 //! and runs the micro-kernel over every sliver pair (B's sliver held in L1).
 //!
-//! Each element of C is summed by one thread in one order (k in `KC` chunks, each chunk by
-//! FMAs in order from zero, the chunks added to C in order), so results do not depend on the
+//! Each element of C is summed by one thread in one order (k in `ceil(k / ceil(k / KC))`
+//! chunks, each chunk by FMAs in order from zero, the chunks added to C in order), so results do not depend on the
 //! number of threads, and the interpreter and the compiled backends, which both call this,
 //! agree bit for bit.
 
