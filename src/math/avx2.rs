@@ -14,6 +14,15 @@
 use super::{unary_inline as unary, Emit, Eval32, Eval64, MathFn, Prec};
 use std::arch::x86_64::*;
 
+/// How far ahead of what it reads a shifted sum (`sum(f(x - c))`, logsumexp's and softmax's
+/// `sum(exp(x - max))`) prefetches, in elements: one block of a row group
+/// (`runtime::rows::BLOCK_ELEMS`, 8 rows of 4096). Such a sum runs after a pass that found
+/// the row constant, so its own rows are in cache and the next block's are not: fetching
+/// those while the exponentials are computed lets the next block's first pass (the row max)
+/// read from cache instead of waiting on memory. W3: 7.5-8.1 ms -> 6.6-6.7 ms on 2 threads.
+/// Prefetches do not fault, so reading ahead past the end of a buffer is harmless.
+pub const PREFETCH_AHEAD: usize = 1 << 15;
+
 /// f32 lanes, eight to a vector.
 pub struct Avx32;
 /// f64 lanes, four to a vector.
@@ -502,6 +511,12 @@ macro_rules! buffer_fns {
             let mut acc = [$zero(); ACCS];
             let mut i = 0;
             while i + 4 * $lanes <= n8 {
+                if S {
+                    // The iteration reads 128 bytes: two cache lines to fetch.
+                    let q = src.add(i + PREFETCH_AHEAD).cast::<i8>();
+                    _mm_prefetch::<_MM_HINT_T0>(q);
+                    _mm_prefetch::<_MM_HINT_T0>(q.add(64));
+                }
                 let a = unary(&mut $emit, f, x(i));
                 let b = unary(&mut $emit, f, x(i + $lanes));
                 let c = unary(&mut $emit, f, x(i + 2 * $lanes));

@@ -21,6 +21,10 @@ use std::sync::Arc;
 /// input, exponentials and output stays in a 512 KiB L2; below the kernels' threading size.
 const BLOCK_ELEMS: usize = 1 << 15;
 
+// Shifted sums prefetch the next block while they compute (see `PREFETCH_AHEAD`).
+#[cfg(target_arch = "x86_64")]
+const _: () = assert!(crate::math::avx2::PREFETCH_AHEAD == BLOCK_ELEMS);
+
 /// Rows a block holds. Debug builds (the tests) use blocks of two rows, so that the small
 /// arrays of the differential and random-graph tests run through several blocks, with a ragged
 /// last one where the row count is odd.
