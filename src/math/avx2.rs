@@ -134,6 +134,15 @@ impl Emit for Avx32 {
     fn select(&mut self, m: __m256, a: __m256, b: __m256) -> __m256 {
         unsafe { _mm256_blendv_ps(b, a, m) }
     }
+    // `maxps a, b` is `a > b ? a : b` (b where either is NaN): `clamp_below`'s select.
+    #[inline(always)]
+    fn clamp_below(&mut self, x: __m256, lo: __m256) -> __m256 {
+        unsafe { _mm256_max_ps(lo, x) }
+    }
+    #[inline(always)]
+    fn clamp_above(&mut self, x: __m256, hi: __m256) -> __m256 {
+        unsafe { _mm256_min_ps(hi, x) }
+    }
     #[inline(always)]
     fn iselect(&mut self, m: __m256, a: __m256i, b: __m256i) -> __m256i {
         unsafe { _mm256_blendv_epi8(b, a, _mm256_castps_si256(m)) }
@@ -297,6 +306,14 @@ impl Emit for Avx64 {
     #[inline(always)]
     fn select(&mut self, m: __m256d, a: __m256d, b: __m256d) -> __m256d {
         unsafe { _mm256_blendv_pd(b, a, m) }
+    }
+    #[inline(always)]
+    fn clamp_below(&mut self, x: __m256d, lo: __m256d) -> __m256d {
+        unsafe { _mm256_max_pd(lo, x) }
+    }
+    #[inline(always)]
+    fn clamp_above(&mut self, x: __m256d, hi: __m256d) -> __m256d {
+        unsafe { _mm256_min_pd(hi, x) }
     }
     #[inline(always)]
     fn iselect(&mut self, m: __m256d, a: __m256i, b: __m256i) -> __m256i {

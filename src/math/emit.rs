@@ -55,6 +55,19 @@ pub trait Emit {
     fn mnot(&mut self, a: Self::M) -> Self::M;
     /// Per lane: `a` where `m` is set, else `b`.
     fn select(&mut self, m: Self::M, a: Self::F, b: Self::F) -> Self::F;
+    /// `x < lo ? lo : x` (a NaN `x` kept): a lower clamp, where a target has it as one
+    /// instruction (x86's `maxps lo, x` is exactly this).
+    #[inline(always)]
+    fn clamp_below(&mut self, x: Self::F, lo: Self::F) -> Self::F {
+        let m = self.lt(x, lo);
+        self.select(m, lo, x)
+    }
+    /// `hi < x ? hi : x` (a NaN `x` kept): an upper clamp (x86's `minps hi, x`).
+    #[inline(always)]
+    fn clamp_above(&mut self, x: Self::F, hi: Self::F) -> Self::F {
+        let m = self.lt(hi, x);
+        self.select(m, hi, x)
+    }
     fn iselect(&mut self, m: Self::M, a: Self::I, b: Self::I) -> Self::I;
 
     /// The bits of a float as an integer, and back.

@@ -77,17 +77,16 @@ pub(super) fn exp_core<E: Emit>(e: &mut E, x: E::F) -> E::F {
 #[inline(always)]
 pub(super) fn exp<E: Emit>(e: &mut E, x: E::F) -> E::F {
     // Beyond these the core's exponent arithmetic would wrap; at them it already overflows to
-    // inf / underflows to +0 on its own, so the input is clamped to them. The two selects are
-    // written as `x < lo ? lo : x` and `hi < t ? hi : t`, which keep a NaN and which Cranelift
-    // lowers to one `maxps` and one `minps`: cheaper than testing the result afterwards, and
-    // no masks stay live across the polynomial.
+    // inf / underflows to +0 on its own, so the input is clamped to them. The two clamps are
+    // `x < lo ? lo : x` and `hi < t ? hi : t`, which keep a NaN and which are one `maxps` and
+    // one `minps` (Cranelift finds them in the selects; the AVX2 emitter, where LLVM kept a
+    // compare and a blend each, says so): cheaper than testing the result afterwards, and no
+    // masks stay live across the polynomial.
     let (hi, lo) = pick(e, (100.0, -120.0), (720.0, -760.0));
     let lo = e.fconst(lo);
-    let small = e.lt(x, lo);
-    let t = e.select(small, lo, x);
+    let t = e.clamp_below(x, lo);
     let hi = e.fconst(hi);
-    let big = e.lt(hi, t);
-    let t = e.select(big, hi, t);
+    let t = e.clamp_above(t, hi);
     exp_core(e, t)
 }
 
