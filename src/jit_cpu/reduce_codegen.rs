@@ -498,6 +498,7 @@ fn define_leaf<M: Module>(
                     })
                     .collect()
             });
+            let acc = (&accs[..], nans.as_deref());
             let chunks = b.ins().band_imm_s(len, -8);
             let end8 = b.ins().iadd(start, chunks);
             let end = b.ins().iadd(start, len);
@@ -525,17 +526,7 @@ fn define_leaf<M: Module>(
             inputs.table.enter(&mut b, module)?;
             for r in 0..rounds {
                 let nr = b.ins().iadd_imm_s(n, 8 * r);
-                block_of_8(
-                    &mut b,
-                    module,
-                    s,
-                    &mut inputs,
-                    &accs,
-                    nans.as_deref(),
-                    leaf,
-                    l,
-                    nr,
-                )?;
+                block_of_8(&mut b, module, s, &mut inputs, acc, leaf, l, nr)?;
             }
             inputs.table.leave();
             let next = b.ins().iadd_imm_s(n, 8 * rounds);
@@ -549,17 +540,7 @@ fn define_leaf<M: Module>(
                 b.ins().brif(left, one, &[], tree, &[]);
                 b.switch_to_block(one);
                 inputs.table.enter(&mut b, module)?;
-                block_of_8(
-                    &mut b,
-                    module,
-                    s,
-                    &mut inputs,
-                    &accs,
-                    nans.as_deref(),
-                    leaf,
-                    l,
-                    n,
-                )?;
+                block_of_8(&mut b, module, s, &mut inputs, acc, leaf, l, n)?;
                 inputs.table.leave();
                 let next = b.ins().iadd_imm_s(n, 8);
                 b.ins().jump(last8, &[next.into()]);
@@ -714,15 +695,15 @@ fn stage_math<'p, M: Module>(
 }
 
 /// One block of 8 elements from position `n` into the accumulators (vector `k` of the block,
-/// or element `k` for scalar leaves, into accumulator `k`).
+/// or element `k` for scalar leaves, into accumulator `k`, and its NaNs into NaN mask `k`
+/// where the leaf keeps them apart).
 #[allow(clippy::too_many_arguments)]
 fn block_of_8<M: Module>(
     b: &mut FunctionBuilder,
     module: &mut M,
     s: &Spec,
     inputs: &mut LeafInputs,
-    accs: &[Variable],
-    nans: Option<&[Variable]>,
+    (accs, nans): (&[Variable], Option<&[Variable]>),
     leaf: Leaf,
     l: i64,
     n: Value,
