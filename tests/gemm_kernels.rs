@@ -176,6 +176,29 @@ fn small_blocks_every_edge_f64() {
     check::<f64>(SMALL, cube(&[0, 1, 5, 6, 7, 8, 9, 13, 33]));
 }
 
+/// Blocking that is not whole tiles and slivers, or is zero, is rounded to what works: the
+/// results are the oracle's with the rounded `kc`, on one thread and several (60x60x40 is
+/// large enough to be split).
+#[test]
+fn odd_and_zero_blocking_is_rounded() {
+    let odd = Blocking {
+        mc: 7,
+        kc: 3,
+        nc: 17,
+    };
+    let zero = Blocking {
+        mc: 0,
+        kc: 0,
+        nc: 0,
+    };
+    for blocking in [odd, zero] {
+        let kc = blocking.kc.max(1);
+        let mut shapes = cube(&[1, 7, 19]);
+        shapes.push((60, 60, 40));
+        check::<f32>(Blocking { kc, ..blocking }, shapes);
+    }
+}
+
 /// The blocking the library uses (mc 144, kc 256, nc 4080 for f32; 72, 256, 4080 for f64),
 /// each shape crossing one of its edges.
 #[test]

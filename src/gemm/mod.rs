@@ -6,13 +6,14 @@
 //! what closes the gap is small: a 6x16 register tile (`kernel.rs`) in place of 8x8, and both
 //! threads packing B. The structure is BLIS's (Goto's): for each `NC`-wide panel of B and each
 //! `KC`-deep slice of k, B's slice is packed once into `NR`-wide slivers (shared by the
-//! threads, held in L3), then each thread packs `MC x KC` blocks of its rows of A (held in L2)
-//! and runs the micro-kernel over every sliver pair (B's sliver held in L1).
+//! threads, held in L3), then `MC x KC` blocks of A are packed (held in L2) and the
+//! micro-kernel runs over every sliver pair (B's sliver held in L1). The threads split C's
+//! rows, or its columns where it has few rows (`job.rs`).
 //!
 //! Each element of C is summed by one thread in one order (k in `ceil(k / ceil(k / KC))`
-//! chunks, each chunk by FMAs in order from zero, the chunks added to C in order), so results do not depend on the
-//! number of threads, and the interpreter and the compiled backends, which both call this,
-//! agree bit for bit.
+//! chunks, each chunk by FMAs in order from zero, the chunks added to C in order), so results
+//! do not depend on the number of threads, and the interpreter and the compiled backends,
+//! which both call this, agree bit for bit.
 
 mod job;
 mod kernel;
@@ -24,8 +25,9 @@ use ndarray::{ArrayView2, ArrayViewMut2};
 use pack::Buffer;
 use std::cell::RefCell;
 
-/// Cache blocking: `mc` rows of A (a multiple of `MR`) and `kc` of k per packed block, `nc`
-/// columns of B (a multiple of the element's `NR`) per packed panel.
+/// Cache blocking: `mc` rows of A and `kc` of k per packed block, `nc` columns of B per
+/// packed panel. `gemm` rounds `mc` up to whole tiles (6 rows) and `nc` to whole slivers (the
+/// element's `NR` columns), and takes at least 1 of each.
 #[derive(Clone, Copy, Debug)]
 pub struct Blocking {
     pub mc: usize,
@@ -33,11 +35,21 @@ pub struct Blocking {
     pub nc: usize,
 }
 
-/// An element type the kernels handle.
-pub trait Element: Copy + Send + Sync + 'static + std::ops::Add<Output = Self> {
+mod sealed {
+    /// Only kiln's element types (f32, f64) have kernels.
+    pub trait Sealed {}
+    impl Sealed for f32 {}
+    impl Sealed for f64 {}
+}
+
+/// An element type the kernels handle: f32 or f64.
+pub trait Element:
+    sealed::Sealed + Copy + Send + Sync + 'static + std::ops::Add<Output = Self>
+{
     /// Columns of a micro-tile.
     const NR: usize;
-    /// Blocking for a 1 MiB L2 and 32 KiB L1 (Zen 3, the benchmark machine; BLIS's Zen values).
+    /// Blocking for a 512 KiB L2 and 32 KiB L1 per core (Zen 3, the benchmark machine; BLIS's
+    /// Zen values).
     const BLOCKING: Blocking;
     const ZERO: Self;
     #[doc(hidden)]
@@ -168,8 +180,12 @@ pub unsafe fn gemm<T: Element>(
         }
         return;
     }
-    let Blocking { mc, kc, nc } = blocking;
-    debug_assert!(mc % MR == 0 && nc % T::NR == 0);
+    // Blocks of whole tiles and slivers (a block edge inside a tile would have two threads
+    // write one tile), none empty.
+    let mc = blocking.mc.div_ceil(MR).max(1) * MR;
+    let nc = blocking.nc.div_ceil(T::NR).max(1) * T::NR;
+    let kc = blocking.kc.max(1);
+    let blocking = Blocking { mc, kc, nc };
     let threads = if m.saturating_mul(n).saturating_mul(k) < PARALLEL_MIN {
         1
     } else {
