@@ -433,29 +433,38 @@ fn lanes_fallback<T: Lane, const N: usize, V: Copy>(name: &'static str, m: V, x:
     }
 }
 
-/// `$entry!(k)` for the function `f`, `k` its index in `MathFn::ALL` (the const generic the
-/// buffer functions are instantiated with).
+/// `$fun::<k, shifted>` for the function `f`, `k` its index in `MathFn::ALL` (the const
+/// generic the buffer and summing functions are instantiated with).
 macro_rules! by_index {
-    ($f:expr, $entry:ident) => {
-        match $f {
-            MathFn::Exp => $entry!(0),
-            MathFn::Expm1 => $entry!(1),
-            MathFn::Log => $entry!(2),
-            MathFn::Log1p => $entry!(3),
-            MathFn::Sin => $entry!(4),
-            MathFn::Cos => $entry!(5),
-            MathFn::Tan => $entry!(6),
-            MathFn::Tanh => $entry!(7),
-            MathFn::Sigmoid => $entry!(8),
-            MathFn::Erf => $entry!(9),
+    ($f:expr, $fun:ident, $shifted:expr) => {{
+        macro_rules! entry {
+            ($k:literal) => {
+                if $shifted {
+                    $fun::<$k, true>
+                } else {
+                    $fun::<$k, false>
+                }
+            };
         }
-    };
+        match $f {
+            MathFn::Exp => entry!(0),
+            MathFn::Expm1 => entry!(1),
+            MathFn::Log => entry!(2),
+            MathFn::Log1p => entry!(3),
+            MathFn::Sin => entry!(4),
+            MathFn::Cos => entry!(5),
+            MathFn::Tan => entry!(6),
+            MathFn::Tanh => entry!(7),
+            MathFn::Sigmoid => entry!(8),
+            MathFn::Erf => entry!(9),
+        }
+    }};
 }
 
 macro_rules! buffer_fns {
     ($t:ty, $emit:ident, $eval:ident, $lanes:literal, $load:ident, $store:ident, $run:ident,
      $dispatch:ident, $zero:ident, $add:ident, $sum:ident, $sum_dispatch:ident, $sub:ident,
-     $set1:ident) => {
+     $set1:ident, $apply:ident, $sum_of:ident) => {
         /// `f(src[i] - shift)` into `dst` (the same buffer, or ones that do not overlap; the
         /// shift is a softmax's row max, else 0, which changes no value). Four vectors
         /// an iteration (independent chains hide the math's latency: 8% faster than two for
@@ -568,16 +577,7 @@ macro_rules! buffer_fns {
             f: MathFn,
             shifted: bool,
         ) -> unsafe extern "C" fn(*const $t, usize, $t) -> $t {
-            macro_rules! entry {
-                ($k:literal) => {
-                    if shifted {
-                        $sum::<$k, true>
-                    } else {
-                        $sum::<$k, false>
-                    }
-                };
-            }
-            by_index!(f, entry)
+            by_index!(f, $sum, shifted)
         }
 
         /// The entry point of `f` over a buffer, for generated code: `extern "C"`, from
@@ -588,16 +588,20 @@ macro_rules! buffer_fns {
             f: MathFn,
             shifted: bool,
         ) -> unsafe extern "C" fn(*const $t, *mut $t, usize, $t) {
-            macro_rules! entry {
-                ($k:literal) => {
-                    if shifted {
-                        $run::<$k, true>
-                    } else {
-                        $run::<$k, false>
-                    }
-                };
-            }
-            by_index!(f, entry)
+            by_index!(f, $run, shifted)
+        }
+
+        /// `f` over `x` in place with 256-bit vectors; `None` where the CPU lacks AVX2 or FMA.
+        pub fn $apply(f: MathFn, x: &mut [$t]) -> Option<()> {
+            let p = x.as_mut_ptr();
+            available().then(|| unsafe { $dispatch(f, false)(p, p, x.len(), 0.0) })
+        }
+
+        /// The sum of `f(x - shift)` over `x` in a float sum's leaf order (the summing
+        /// function's); `None` where the CPU lacks AVX2 or FMA.
+        pub fn $sum_of(f: MathFn, x: &[$t], shift: $t) -> Option<$t> {
+            let shifted = shift.to_bits() != 0;
+            available().then(|| unsafe { $sum_dispatch(f, shifted)(x.as_ptr(), x.len(), shift) })
         }
     };
 }
@@ -616,7 +620,9 @@ buffer_fns!(
     sum32,
     sum_fn_f32,
     _mm256_sub_ps,
-    _mm256_set1_ps
+    _mm256_set1_ps,
+    apply_f32,
+    sum_f32
 );
 buffer_fns!(
     f64,
@@ -632,29 +638,7 @@ buffer_fns!(
     sum64,
     sum_fn_f64,
     _mm256_sub_pd,
-    _mm256_set1_pd
+    _mm256_set1_pd,
+    apply_f64,
+    sum_f64
 );
-
-/// `f` over `x` in place with 256-bit vectors; `None` where the CPU lacks AVX2 or FMA.
-pub fn apply_f32(f: MathFn, x: &mut [f32]) -> Option<()> {
-    let p = x.as_mut_ptr();
-    available().then(|| unsafe { buffer_fn_f32(f, false)(p, p, x.len(), 0.0) })
-}
-
-/// `f` over `x` in place with 256-bit vectors; `None` where the CPU lacks AVX2 or FMA.
-pub fn apply_f64(f: MathFn, x: &mut [f64]) -> Option<()> {
-    let p = x.as_mut_ptr();
-    available().then(|| unsafe { buffer_fn_f64(f, false)(p, p, x.len(), 0.0) })
-}
-
-/// The sum of `f(x - shift)` over `x` in a float sum's leaf order (`sum_fn_f32`); `None` where
-/// the CPU lacks AVX2 or FMA.
-pub fn sum_f32(f: MathFn, x: &[f32], shift: f32) -> Option<f32> {
-    available().then(|| unsafe { sum_fn_f32(f, shift.to_bits() != 0)(x.as_ptr(), x.len(), shift) })
-}
-
-/// The sum of `f(x - shift)` over `x` in a float sum's leaf order (`sum_fn_f64`); `None` where
-/// the CPU lacks AVX2 or FMA.
-pub fn sum_f64(f: MathFn, x: &[f64], shift: f64) -> Option<f64> {
-    available().then(|| unsafe { sum_fn_f64(f, shift.to_bits() != 0)(x.as_ptr(), x.len(), shift) })
-}
