@@ -219,20 +219,37 @@ fn default_blocks_f64() {
 }
 
 /// Large enough to be split among threads, both ways: by rows (tall C) and by columns (a
-/// short C with many column slivers). Each element is summed by one thread in one order, so
+/// short C with many column slivers), with one k chunk and several. Each element is summed by one thread in one order, so
 /// the bits do not depend on the split.
 #[test]
 fn threads_split_rows_and_columns_with_the_same_bits() {
     if !host_runs_kernels() {
         return;
     }
-    for (m, n, k) in [(300, 64, 40), (7, 700, 60), (1, 2000, 80)] {
+    // Small blocks with four slivers a panel: the short products are split by columns, in one
+    // panel (each thread packing its own slivers of B, chunk after chunk) or in two (the
+    // threads packing each panel together), with many k chunks.
+    let small = Blocking {
+        mc: 12,
+        kc: 5,
+        nc: 64,
+    };
+    let cases = [
+        (300, 64, 40, f32::BLOCKING),
+        (7, 700, 60, f32::BLOCKING),
+        (1, 2000, 80, f32::BLOCKING),
+        (7, 700, 600, f32::BLOCKING),
+        (20, 64, 110, small),
+        (20, 100, 70, small),
+        (30, 64, 80, small),
+    ];
+    for (m, n, k, blocking) in cases {
         let a = values::<f32>(m, k, 3);
         let b = values::<f32>(k, n, 4);
-        let want = oracle(a.view(), b.view(), f32::BLOCKING.kc);
-        for threads in [1, 2, 4] {
-            let got = run(a.view(), b.view(), 0, threads, f32::BLOCKING);
-            assert_eq!(got, want, "{m}x{n}x{k} on {threads} threads");
+        let want = oracle(a.view(), b.view(), blocking.kc);
+        for threads in [1, 2, 3, 4] {
+            let got = run(a.view(), b.view(), 0, threads, blocking);
+            assert_eq!(got, want, "{m}x{n}x{k} on {threads} threads, {blocking:?}");
         }
     }
 }
