@@ -166,7 +166,7 @@ fn training_step(c: &mut Criterion) {
 
 /// Generated reductions against the interpreter: argmax along the rows and down the columns of
 /// a 4096 x 4096 f32 matrix, and a sum over axes that do not merge (`[0, 2]` of a 64 x 512 x
-/// 512 array, which the interpreter copies into rows first).
+/// 512 array, which the interpreter copies into rows first), and a bias gradient's column sum.
 fn reductions(c: &mut Criterion) {
     let mut group = c.benchmark_group("reduce");
     group.sample_size(10);
@@ -197,6 +197,17 @@ fn reductions(c: &mut Criterion) {
             .unwrap();
         group.bench_function(format!("sum_axes_0_2_64x512x512_f32/{backend}"), |b| {
             b.iter(|| f.call(&[zv.view()]).unwrap())
+        });
+        // A bias gradient: W5's sum over a batch of 256 (the host column sum).
+        let h = g.input("h", kiln::f32, [Some(256), Some(512)]);
+        let f = function(&[&h], &[&h.sum(Some(&[0]), false)])
+            .backend(backend)
+            .compile()
+            .unwrap();
+        let hv = xv.slice(ndarray::s![..256, ..512]).to_owned().into_dyn();
+        let mut out = f.call(&[hv.view()]).unwrap();
+        group.bench_function(format!("sum_axis_0_256x512_f32/{backend}"), |b| {
+            b.iter(|| f.call_into(&[hv.view()], &mut out).unwrap())
         });
     }
     group.finish();

@@ -552,6 +552,26 @@ fn row_sums_of_every_length_match_the_reference() {
     }
 }
 
+/// Sums down columns (a bias gradient's sum over the batch) of every length, bit for bit
+/// against the interpreter: the host's row-by-row column sum keeps the reference's pairwise
+/// order. The last shape is large enough to be split among threads.
+#[test]
+fn column_sums_of_every_length_match_the_reference() {
+    let mut rng = Rng(12);
+    for dtype in ["f32", "f64"] {
+        let src = format!(
+            "func @f(%x: {dtype}[?, ?]) -> ({dtype}[?]) {{\n  %s = sum %x {{axes = [0]}}\n  return %s\n}}\n"
+        );
+        let shapes = (1..=40).chain([127, 128, 129, 257, 1000]).map(|r| [r, 37]);
+        for shape in shapes.chain([[300, 1000]]) {
+            let x = tensor(dtype, &shape, &mut rng, false);
+            let (a, b, ran) = call_both(&src, &[x.view()]);
+            assert_eq!(ran, 1, "{shape:?}: the sum did not run generated code");
+            assert_same_bits(&a[0], &b[0], &format!("{dtype} {shape:?}"));
+        }
+    }
+}
+
 /// Max and min of floats bit for bit against the interpreter on the special rows (NaN that
 /// sticks, -0.0 next to 0.0, infinities): along rows (lanes along the reduced axis), down
 /// columns (a vector of outputs per lane), down a transposed view (scalar leaves) and over the

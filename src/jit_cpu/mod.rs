@@ -21,6 +21,7 @@
 mod argreduce_codegen;
 mod build;
 pub(crate) mod codegen;
+mod column_sum;
 mod direct;
 mod helpers;
 pub mod host_math;

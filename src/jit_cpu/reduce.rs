@@ -41,6 +41,23 @@ pub fn generated_reduce_calls_on_this_thread() -> usize {
     GENERATED_HERE.with(|c| c.get())
 }
 
+/// `column_sum` on byte addresses and a byte stride between rows.
+type ColumnSum = unsafe fn(*const u8, i64, usize, *mut u8, usize);
+
+/// # Safety
+/// As `column_sum`, with `rs` in bytes (a multiple of `T`'s size).
+unsafe fn column_sum_bytes<T: num_traits::Float>(
+    x: *const u8,
+    rs: i64,
+    n: usize,
+    out: *mut u8,
+    len: usize,
+) {
+    let rs = rs as isize / std::mem::size_of::<T>() as isize;
+    // SAFETY: the caller vouches for the rows and the outputs.
+    unsafe { super::column_sum::column_sum(x as *const T, rs, n, out as *mut T, len) }
+}
+
 /// A `Reduce` or `FusedReduce` compiled to a generated loop nest.
 pub(super) struct GenReduce {
     pub f: ReduceFn,
@@ -287,6 +304,19 @@ impl Thunk for GenReduce {
             }
         };
         let mode = vector as i64 | (column as i64) << 1 | (nd.is_some() as i64) << 2;
+        // A plain float sum down columns reads row by row on the host (`column_sum`).
+        let plain_column_sum = vector
+            && column
+            && !self.fused
+            && m == 1
+            && self.op == ReduceOp::Sum
+            && nd.is_none()
+            && inputs[0].dtype() == self.out_dtype;
+        let column_sum: Option<ColumnSum> = match self.out_dtype {
+            DType::F32 if plain_column_sum => Some(column_sum_bytes::<f32>),
+            DType::F64 if plain_column_sum => Some(column_sum_bytes::<f64>),
+            _ => None,
+        };
         // Each operand's offset for every index of the outer kept dims.
         let mut offsets: Vec<Vec<i64>> = vec![vec![0; m + 1]];
         for d in &outer {
@@ -313,7 +343,26 @@ impl Thunk for GenReduce {
             // SAFETY: every operand's strides and sizes describe memory it owns (the inputs'
             // views, broadcast with stride 0; the fresh output), the block lies inside the nest,
             // the N-d descriptor describes the reduced dims of these views, and blocks write
-            // disjoint outputs.
+            // disjoint outputs. The column sum's outputs are contiguous along `I`, as are its
+            // input's (`vector`).
+            if let Some(sum) = column_sum {
+                for k in 0..no as i64 {
+                    let (x, y) = (
+                        ptrs[0] as i64 + k * o.strides[0],
+                        ptrs[1] as i64 + k * o.strides[1],
+                    );
+                    unsafe {
+                        sum(
+                            x as usize as *const u8,
+                            n.strides[0],
+                            n.size,
+                            y as usize as *mut u8,
+                            ni,
+                        )
+                    };
+                }
+                return;
+            }
             unsafe {
                 (self.f)(
                     no as i64,
@@ -330,7 +379,13 @@ impl Thunk for GenReduce {
         let n_outer = offsets.len();
         let work = n_outer * o.size * n.size * i.size;
         let threads = rayon::current_num_threads();
-        if work < PARALLEL_MIN || threads < 2 || n_outer * o.size * i.size == 1 {
+        // A column sum is a few loads and a store an element: two threads pay off later.
+        let parallel_min = if column_sum.is_some() {
+            1 << 18
+        } else {
+            PARALLEL_MIN
+        };
+        if work < parallel_min || threads < 2 || n_outer * o.size * i.size == 1 {
             for off in &offsets {
                 run(off, 0, o.size, 0, i.size);
             }

@@ -6,7 +6,7 @@
 mod composite;
 mod elementwise;
 mod linalg;
-mod reduce;
+pub(crate) mod reduce;
 mod shape;
 
 pub use elementwise::{float_divmod, sigmoid, IntArith};
