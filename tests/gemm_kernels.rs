@@ -5,7 +5,7 @@
 
 #![cfg(target_arch = "x86_64")]
 
-use kiln::gemm::{gemm, product, Blocking, Element, Mat};
+use kiln::gemm::{gemm, gemm_update, product, update, Blocking, Element, Mat};
 use ndarray::{s, Array2, ArrayView2, Axis, ShapeBuilder};
 
 /// What the float types need for the oracle.
@@ -275,4 +275,101 @@ fn product_checks_shapes_and_writes_c() {
     let mut c0 = Array2::from_elem((3, 4), f64::NAN);
     product(a0.view(), b0.view(), c0.view_mut()).unwrap();
     assert!(c0.iter().all(|&x| x == 0.0));
+}
+
+/// `W -= (A B) scale` into W of the given layout (0 row-major, 1 column-major, 2 every other
+/// column of a wider array) holding `values(m, n, 77)`: W before and after.
+fn run_update<T: Num>(
+    a: ArrayView2<T>,
+    b: ArrayView2<T>,
+    w_layout: u8,
+    threads: usize,
+    blocking: Blocking,
+    scale: T,
+) -> (Array2<T>, Array2<T>) {
+    let (m, n) = (a.nrows(), b.ncols());
+    let w0 = values::<T>(m, n, 77);
+    let mut store = match w_layout {
+        0 => Array2::from_elem((m, n), T::nan()),
+        1 => Array2::from_elem((m, n).f(), T::nan()),
+        _ => Array2::from_elem((m, 2 * n), T::nan()),
+    };
+    let mut w = if w_layout == 2 {
+        store.slice_mut(s![.., ..;2])
+    } else {
+        store.view_mut()
+    };
+    w.assign(&w0);
+    let (rs, cs) = (w.strides()[0], w.strides()[1]);
+    let wm = Mat {
+        ptr: w.as_mut_ptr(),
+        rows: m,
+        cols: n,
+        rs,
+        cs,
+    };
+    // SAFETY: the views address their elements and W is a distinct, writable array.
+    unsafe { gemm_update(Mat::of(&a), Mat::of(&b), wm, scale, threads, blocking) };
+    (w0, w.to_owned())
+}
+
+fn check_update<T: Num>(
+    blocking: Blocking,
+    scale: T,
+    shapes: impl IntoIterator<Item = (usize, usize, usize)>,
+) {
+    if !host_runs_kernels() {
+        return;
+    }
+    for (seed, (m, n, k)) in shapes.into_iter().enumerate() {
+        let seed = seed as u64;
+        let a = operand::<T>(m, k, seed, seed);
+        let b = operand::<T>(k, n, seed / 4 + 1, seed + 1000);
+        let product = oracle(a.view(), b.view(), blocking.kc);
+        for threads in [1, 2, 3] {
+            let w_layout = ((seed + threads as u64) % 3) as u8;
+            let (w0, got) = run_update(a.view(), b.view(), w_layout, threads, blocking, scale);
+            // The two steps the update stands for: the product, then `w - p * scale`.
+            let want = Array2::from_shape_fn((m, n), |(i, j)| w0[[i, j]] - product[[i, j]] * scale);
+            assert_eq!(
+                got, want,
+                "{m}x{n}x{k}, {threads} threads, W layout {w_layout}, {blocking:?}"
+            );
+        }
+    }
+}
+
+/// Updates (`W -= (A B) scale`) have the bits of the product followed by the elementwise
+/// step: with one k chunk (straight into W) and several (the earlier ones in the scratch
+/// buffer), at every tile edge, split among threads by rows and by columns, W in any layout;
+/// `k = 0` subtracts zeros.
+#[test]
+fn updates_have_the_bits_of_the_product_then_the_step() {
+    check_update::<f32>(SMALL, 0.01, cube(&[0, 1, 6, 7, 17, 33]));
+    check_update::<f64>(SMALL, -0.3, cube(&[1, 5, 9, 33]));
+    let small = Blocking {
+        mc: 12,
+        kc: 5,
+        nc: 64,
+    };
+    check_update::<f32>(small, 0.01, [(20, 64, 110), (20, 100, 70), (30, 64, 80)]);
+    let big = [
+        (300, 64, 40),
+        (7, 700, 600),
+        (145, 17, 300),
+        (256, 512, 256),
+    ];
+    check_update::<f32>(f32::BLOCKING, 0.01, big);
+    // The safe form, and its shape check.
+    let (a, b) = (values::<f64>(20, 30, 5), values::<f64>(30, 10, 6));
+    let mut w = values::<f64>(20, 10, 7);
+    let want = &w - &(oracle(a.view(), b.view(), f64::BLOCKING.kc) * 0.5);
+    assert_eq!(update(a.view(), b.view(), w.view_mut(), 0.5), Some(()));
+    assert_eq!(w, want);
+    let mut wrong = Array2::from_elem((20, 11), f64::NAN);
+    assert_eq!(update(a.view(), b.view(), wrong.view_mut(), 0.5), None);
+    assert!(
+        wrong.iter().all(|x| x.is_nan()),
+        "W is untouched on a shape error"
+    );
 }

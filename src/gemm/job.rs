@@ -8,7 +8,7 @@
 //! rayon starts a job late or never: whatever a waiting thread waits on was claimed by a
 //! thread that is running it, and a thread that starts late finds the work done.
 
-use super::kernel::{Tile, MR};
+use super::kernel::{Tile, Update, MR};
 use super::pack::{pack_a, pack_b};
 use super::{with_buffer, Blocking, Element, Mat, A_BLOCK};
 use std::ops::Range;
@@ -18,6 +18,8 @@ pub(super) struct Job<T> {
     a: Mat<*const T>,
     b: Mat<*const T>,
     c: Mat<*mut T>,
+    /// `W -= (A B) scale` in the last k chunk instead of storing into C (`gemm_update`).
+    update: Option<(Mat<*mut T>, T)>,
     blocking: Blocking,
     /// Packed B of the current chunk, shared.
     panel: *mut T,
@@ -44,6 +46,7 @@ impl<T: Element> Job<T> {
         a: Mat<*const T>,
         b: Mat<*const T>,
         c: Mat<*mut T>,
+        update: Option<(Mat<*mut T>, T)>,
         blocking: Blocking,
         panel: *mut T,
         parts: usize,
@@ -59,6 +62,7 @@ impl<T: Element> Job<T> {
             a,
             b,
             c,
+            update,
             blocking,
             panel,
             parts,
@@ -160,6 +164,8 @@ impl<T: Element> Job<T> {
         let (nr, mc) = (T::NR, self.blocking.mc);
         let kernel = T::kernel();
         let c = &self.c;
+        // The update goes with the last chunk along k; the earlier ones add up in C.
+        let update = self.update.filter(|_| pc + kcur == self.a.cols);
         with_buffer(&A_BLOCK, |block| {
             for ic in rows.clone().step_by(mc) {
                 let mcur = mc.min(rows.end - ic);
@@ -176,6 +182,12 @@ impl<T: Element> Job<T> {
                             csc: c.cs,
                             rows: MR.min(c.rows - row),
                             cols: nr.min(jc + ncur - col),
+                            update: update.map(|(w, scale)| Update {
+                                w: w.ptr.offset(row as isize * w.rs + col as isize * w.cs),
+                                rsw: w.rs,
+                                csw: w.cs,
+                                scale,
+                            }),
                         };
                         kernel(kcur, ap.add(r * MR * kcur), b, tile, pc > 0);
                     }

@@ -19,11 +19,25 @@ pub struct Tile<T> {
     pub csc: isize,
     pub rows: usize,
     pub cols: usize,
+    /// Where the tile's sums go instead of C, in the last k chunk of an update.
+    pub update: Option<Update<T>>,
+}
+
+/// The last k chunk of `W -= (A B) scale`: the tile's final sum `s` (what C would have held)
+/// is not stored; `w - s * scale` is, into W, element `(i, j)` at `w + i * rsw + j * csw`
+/// (a multiply, then a subtract: the bits of the separate steps it replaces).
+#[derive(Clone, Copy)]
+pub struct Update<T> {
+    pub w: *mut T,
+    pub rsw: isize,
+    pub csw: isize,
+    pub scale: T,
 }
 
 /// One tile: `c[i, j] (+)= sum_p a[p, i] * b[p, j]` for `i < rows`, `j < cols`. The sum runs
 /// over p in order, one FMA per term starting from zero; with `accumulate` it is then added to
-/// what C held, else C is overwritten (and never read: it may hold anything).
+/// what C held, else C is overwritten (and never read: it may hold anything). With an
+/// `update`, that sum goes into W as [`Update`] says and C is not written.
 ///
 /// # Safety
 /// AVX2 and FMA must be available. `a` holds `k * MR` elements and `b` `k * NR`, both
@@ -33,7 +47,7 @@ pub type Kernel<T> = unsafe fn(k: usize, a: *const T, b: *const T, tile: Tile<T>
 /// Defines one kernel: `$t` elements, `$w` lanes per vector, two vectors per row.
 macro_rules! kernel {
     ($name:ident, $t:ty, $v:ty, $w:expr, $zero:ident, $load:ident, $loadu:ident, $storeu:ident,
-     $bcast:ident, $fma:ident, $add:ident) => {
+     $bcast:ident, $fma:ident, $add:ident, $mul:ident, $sub:ident, $set1:ident) => {
         #[target_feature(enable = "avx2,fma")]
         pub(super) unsafe fn $name(
             k: usize,
@@ -48,6 +62,7 @@ macro_rules! kernel {
                 csc,
                 rows,
                 cols,
+                update,
             } = tile;
             const NR: usize = 2 * $w;
             let mut acc: [[$v; 2]; MR] = [[$zero(); 2]; MR];
@@ -64,27 +79,53 @@ macro_rules! kernel {
                 a = a.add(MR);
                 b = b.add(NR);
             }
-            if rows == MR && cols == NR && csc == 1 {
-                for (i, row) in acc.iter().enumerate() {
-                    let p = c.offset(i as isize * rsc);
-                    for (h, &v) in row.iter().enumerate() {
-                        let q = p.add(h * $w);
-                        let v = if accumulate { $add($loadu(q), v) } else { v };
-                        $storeu(q, v);
+            let whole = rows == MR && cols == NR && csc == 1;
+            match update {
+                None if whole => {
+                    for (i, row) in acc.iter().enumerate() {
+                        let p = c.offset(i as isize * rsc);
+                        for (h, &v) in row.iter().enumerate() {
+                            let q = p.add(h * $w);
+                            let v = if accumulate { $add($loadu(q), v) } else { v };
+                            $storeu(q, v);
+                        }
                     }
                 }
-            } else {
-                // An edge tile, or C not contiguous along rows: through a buffer, element by
-                // element, touching only the `rows x cols` that exist.
-                let mut buf = [[0.0 as $t; NR]; MR];
-                for (dst, row) in buf.iter_mut().zip(&acc) {
-                    $storeu(dst.as_mut_ptr(), row[0]);
-                    $storeu(dst.as_mut_ptr().add($w), row[1]);
+                Some(u) if whole && u.csw == 1 => {
+                    let scale = $set1(u.scale);
+                    for (i, row) in acc.iter().enumerate() {
+                        let (p, w) = (c.offset(i as isize * rsc), u.w.offset(i as isize * u.rsw));
+                        for (h, &v) in row.iter().enumerate() {
+                            let v = if accumulate {
+                                $add($loadu(p.add(h * $w)), v)
+                            } else {
+                                v
+                            };
+                            let q = w.add(h * $w);
+                            $storeu(q, $sub($loadu(q), $mul(v, scale)));
+                        }
+                    }
                 }
-                for (i, src) in buf.iter().enumerate().take(rows) {
-                    for (j, &v) in src.iter().enumerate().take(cols) {
-                        let q = c.offset(i as isize * rsc + j as isize * csc);
-                        *q = if accumulate { *q + v } else { v };
+                _ => {
+                    // An edge tile, or C or W not contiguous along rows: through a buffer,
+                    // element by element, touching only the `rows x cols` that exist.
+                    let mut buf = [[0.0 as $t; NR]; MR];
+                    for (dst, row) in buf.iter_mut().zip(&acc) {
+                        $storeu(dst.as_mut_ptr(), row[0]);
+                        $storeu(dst.as_mut_ptr().add($w), row[1]);
+                    }
+                    for (i, src) in buf.iter().enumerate().take(rows) {
+                        for (j, &v) in src.iter().enumerate().take(cols) {
+                            let q = c.offset(i as isize * rsc + j as isize * csc);
+                            let v = if accumulate { *q + v } else { v };
+                            match update {
+                                None => *q = v,
+                                Some(u) => {
+                                    let w = u.w.offset(i as isize * u.rsw + j as isize * u.csw);
+                                    *w -= v * u.scale;
+                                }
+                            }
+                        }
                     }
                 }
             }
@@ -103,7 +144,10 @@ kernel!(
     _mm256_storeu_ps,
     _mm256_broadcast_ss,
     _mm256_fmadd_ps,
-    _mm256_add_ps
+    _mm256_add_ps,
+    _mm256_mul_ps,
+    _mm256_sub_ps,
+    _mm256_set1_ps
 );
 kernel!(
     f64_6x8,
@@ -116,5 +160,8 @@ kernel!(
     _mm256_storeu_pd,
     _mm256_broadcast_sd,
     _mm256_fmadd_pd,
-    _mm256_add_pd
+    _mm256_add_pd,
+    _mm256_mul_pd,
+    _mm256_sub_pd,
+    _mm256_set1_pd
 );

@@ -44,7 +44,14 @@ mod sealed {
 
 /// An element type the kernels handle: f32 or f64.
 pub trait Element:
-    sealed::Sealed + Copy + Send + Sync + 'static + std::ops::Add<Output = Self>
+    sealed::Sealed
+    + Copy
+    + Send
+    + Sync
+    + 'static
+    + std::ops::Add<Output = Self>
+    + std::ops::Sub<Output = Self>
+    + std::ops::Mul<Output = Self>
 {
     /// Columns of a micro-tile.
     const NR: usize;
@@ -114,6 +121,32 @@ pub fn product<T: Element>(
     Some(())
 }
 
+/// `w = w - (a b) scale` (see [`gemm_update`]) on rayon's threads with the default blocking.
+/// `None` (and W untouched) where the host lacks AVX2 or FMA, or the shapes do not chain.
+pub fn update<T: Element>(
+    a: ArrayView2<T>,
+    b: ArrayView2<T>,
+    mut w: ArrayViewMut2<T>,
+    scale: T,
+) -> Option<()> {
+    let ((m, k), (k2, n)) = (a.dim(), b.dim());
+    if !available() || k != k2 || w.dim() != (m, n) {
+        return None;
+    }
+    let (rs, cs) = (w.strides()[0], w.strides()[1]);
+    let w = Mat {
+        ptr: w.as_mut_ptr(),
+        rows: m,
+        cols: n,
+        rs,
+        cs,
+    };
+    let threads = rayon::current_num_threads();
+    // SAFETY: as in `product`: W's view is a unique borrow, so it overlaps neither operand.
+    unsafe { gemm_update(Mat::of(&a), Mat::of(&b), w, scale, threads, T::BLOCKING) };
+    Some(())
+}
+
 /// A strided matrix: `rows x cols`, element `(i, j)` at `ptr + i * rs + j * cs`.
 #[derive(Clone, Copy, Debug)]
 pub struct Mat<P> {
@@ -180,6 +213,65 @@ pub unsafe fn gemm<T: Element>(
         }
         return;
     }
+    run(a, b, c, None, threads, blocking);
+}
+
+/// `W = W - (A B) scale`, element by element a multiply and a subtract of the product's
+/// elements, which are summed as [`gemm`] sums them: the bits of a product followed by that
+/// elementwise step, without writing the product out (Theano's `gemm_inplace` for a gradient
+/// step). The last chunk along k goes straight into W; earlier ones, where k needs several,
+/// add up in a scratch buffer the thread keeps.
+///
+/// # Safety
+/// As [`gemm`], with W in place of C: W is read and written, and overlaps neither A nor B.
+pub unsafe fn gemm_update<T: Element>(
+    a: Mat<*const T>,
+    b: Mat<*const T>,
+    w: Mat<*mut T>,
+    scale: T,
+    threads: usize,
+    blocking: Blocking,
+) {
+    let (m, n, k) = (w.rows, w.cols, a.cols);
+    debug_assert!(a.rows == m && b.rows == k && b.cols == n);
+    if m == 0 || n == 0 {
+        return;
+    }
+    if k == 0 {
+        for i in 0..m {
+            for j in 0..n {
+                let p = w.ptr.offset(i as isize * w.rs + j as isize * w.cs);
+                *p = *p - T::ZERO * scale;
+            }
+        }
+        return;
+    }
+    if k <= blocking.kc.max(1) {
+        // One chunk: C is never read or written.
+        return run(a, b, w, Some((w, scale)), threads, blocking);
+    }
+    with_buffer(&C_SCRATCH, |scratch| {
+        let c = Mat {
+            ptr: scratch.get::<T>(m * n),
+            rows: m,
+            cols: n,
+            rs: n as isize,
+            cs: 1,
+        };
+        run(a, b, c, Some((w, scale)), threads, blocking);
+    });
+}
+
+/// `gemm` (or `gemm_update`) past its trivial cases.
+unsafe fn run<T: Element>(
+    a: Mat<*const T>,
+    b: Mat<*const T>,
+    c: Mat<*mut T>,
+    update: Option<(Mat<*mut T>, T)>,
+    threads: usize,
+    blocking: Blocking,
+) {
+    let (m, n, k) = (c.rows, c.cols, a.cols);
     // Blocks of whole tiles and slivers (a block edge inside a tile would have two threads
     // write one tile), none empty.
     let mc = blocking.mc.div_ceil(MR).max(1) * MR;
@@ -193,7 +285,7 @@ pub unsafe fn gemm<T: Element>(
     };
     with_buffer(&B_PANEL, |panel| {
         let panel = panel.get::<T>(nc.min(n).div_ceil(T::NR) * T::NR * kc.min(k));
-        let job = Job::new(a, b, c, blocking, panel, threads);
+        let job = Job::new(a, b, c, update, blocking, panel, threads);
         if threads == 1 {
             job.work();
         } else {
@@ -213,6 +305,8 @@ thread_local! {
     static B_PANEL: RefCell<Buffer> = RefCell::new(Buffer::default());
     /// Packed A, one per thread that runs a part.
     static A_BLOCK: RefCell<Buffer> = RefCell::new(Buffer::default());
+    /// The sums of an update's earlier k chunks (`gemm_update`).
+    static C_SCRATCH: RefCell<Buffer> = RefCell::new(Buffer::default());
 }
 
 /// Runs `f` on the thread's buffer `key`, or on a fresh one where that is in use (a product
