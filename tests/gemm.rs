@@ -107,3 +107,121 @@ fn transposes_with_other_readers_or_in_outputs_stay() {
         agree(src, &inputs, 1);
     }
 }
+
+/// A two-layer linear step with SGD updates of both weights, one written `w - g * lr`
+/// and the other `v + g * -lr`, compiled for `backend` (schedule dumped into `dump_dir`).
+fn sgd_step(
+    backend: Backend,
+    dtype: kiln::DType,
+    batch: usize,
+    dump_dir: Option<&std::path::Path>,
+) -> (kiln::Function, Vec<kiln::Var>) {
+    let g = kiln::Graph::new();
+    let x = g.input("x", dtype, [Some(batch), Some(40)]);
+    let y = g.input("y", dtype, [Some(batch), Some(30)]);
+    let w = g.shared("w", values(dtype, &[40, 30], 1));
+    let v = g.shared("v", values(dtype, &[30, 30], 2));
+    // Products only, so that the reference's and the CPU backend's gradients have the same
+    // bits (the two backends may differ in the last bit elsewhere, within the contract).
+    let pred = x.matmul(&w).matmul(&v);
+    let loss = (&pred * &y).sum(None, false);
+    let grads = kiln::grad(&loss, &[&w, &v]).unwrap();
+    let mut opts = kiln::CompileOptions {
+        backend: Some(backend),
+        ..Default::default()
+    };
+    if let Some(dir) = dump_dir {
+        opts.dump = kiln::dump::DumpOptions {
+            stages: vec!["schedule".into()],
+            dir: Some(dir.to_path_buf()),
+        };
+    }
+    let f = kiln::function(&[&x, &y], &[&loss])
+        .update(&w, &w - &grads[0] * 0.05)
+        .update(&v, &v + &grads[1] * -0.05)
+        .options(opts)
+        .compile()
+        .unwrap();
+    (f, vec![w, v])
+}
+
+/// The SGD updates fuse into their weight-gradient products on the CPU backend (one GEMM
+/// update step each, writing the weights in place), and the weights equal the reference's
+/// (separate product and update steps) bit for bit after every call: f32 and f64, a batch of
+/// one k chunk and one of two (300 > 256, the earlier chunk summed in the scratch buffer).
+#[test]
+fn sgd_updates_fuse_into_the_gemm_with_the_reference_bits() {
+    for (dtype, batch) in [(kiln::f32, 64), (kiln::f32, 300), (kiln::f64, 300)] {
+        let dir =
+            std::env::temp_dir().join(format!("kiln-gemm-update-{}-{batch}", std::process::id()));
+        let (cpu, cpu_params) = sgd_step(Backend::Cpu, dtype, batch, Some(&dir));
+        let (interp, interp_params) = sgd_step(Backend::Interp, dtype, batch, None);
+        let schedule = std::fs::read_to_string(dir.join("f.05.schedule.txt")).unwrap();
+        let _ = std::fs::remove_dir_all(&dir);
+        let fused: Vec<&str> = schedule
+            .lines()
+            .filter(|l| l.contains(" update "))
+            .collect();
+        assert_eq!(fused.len(), 2, "{schedule}");
+        assert!(fused.iter().all(|l| l.contains("inplace 2")), "{schedule}");
+        // `v + g * -0.05` is canonicalized to `v - g * 0.05` before it gets here.
+        assert!(fused.iter().all(|l| l.contains("scale 0.05")), "{schedule}");
+        let (xs, ys) = (
+            values(dtype, &[batch, 40], 3),
+            values(dtype, &[batch, 30], 4),
+        );
+        for call in 0..3 {
+            let a = cpu.call(&[xs.view(), ys.view()]).unwrap();
+            let b = interp.call(&[xs.view(), ys.view()]).unwrap();
+            // The loss is a mean, which the backends may sum in other orders.
+            let (la, lb) = (a[0].to_f64_vec()[0], b[0].to_f64_vec()[0]);
+            assert!(
+                (la - lb).abs() <= 1e-5 * lb.abs(),
+                "loss, call {call}: {la} vs {lb}"
+            );
+            for (p, q) in cpu_params.iter().zip(&interp_params) {
+                let (p, q) = (p.value().unwrap(), q.value().unwrap());
+                let (p, q) = (p.to_f64_vec(), q.to_f64_vec());
+                let differ = p.iter().zip(&q).filter(|(x, y)| x.to_bits() != y.to_bits());
+                let differ: Vec<_> = differ.take(3).collect();
+                assert!(
+                    differ.is_empty(),
+                    "{dtype} batch {batch}, call {call}: {differ:?}"
+                );
+            }
+        }
+    }
+}
+
+/// Where the product has another reader (here the gradient is also an output), or the step
+/// is not `w -/+ g * c`, nothing fuses, and the results are still the reference's.
+#[test]
+fn products_with_other_readers_or_other_steps_do_not_fuse() {
+    let src = "func @g(%x: f32[8, 5], %d: f32[8, 4], %w: f32[5, 4], %v: f32[5, 4]) -> (f32[5, 4], f32[5, 4], f32[5, 4]) {
+       %xt = transpose %x {perm = [1, 0]}
+       %gw = matmul %xt, %d
+       %c = const 0.5 : f32[]
+       %s = mul %gw, %c
+       %w2 = sub %w, %s
+       %gv = matmul %xt, %d
+       %v2 = mul %v, %gv
+       return %w2, %gw, %v2
+     }";
+    let inputs = [
+        values(kiln::f32, &[8, 5], 1),
+        values(kiln::f32, &[8, 4], 2),
+        values(kiln::f32, &[5, 4], 3),
+        values(kiln::f32, &[5, 4], 4),
+    ];
+    let dir = std::env::temp_dir().join(format!("kiln-gemm-nofuse-{}", std::process::id()));
+    let cpu = compile(src, Backend::Cpu, Some(&dir));
+    let schedule = std::fs::read_to_string(dir.join("g.05.schedule.txt")).unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(!schedule.contains(" update "), "{schedule}");
+    let interp = compile(src, Backend::Interp, None);
+    let views: Vec<_> = inputs.iter().map(Tensor::view).collect();
+    let (a, b) = (cpu.call(&views).unwrap(), interp.call(&views).unwrap());
+    for (x, y) in a.iter().zip(&b) {
+        assert_eq!(x.to_f64_vec(), y.to_f64_vec());
+    }
+}

@@ -113,6 +113,7 @@ fn compile_kernels(func: &Func, dump: &DumpOptions) -> Result<Box<dyn Executable
         crate::lower::LowerOptions {
             fold_transposes: true,
             row_groups: true,
+            gemm_updates: true,
         },
     );
     dump.dump(&func.name, "schedule", || plan.to_string());

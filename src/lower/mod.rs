@@ -14,6 +14,7 @@
 //! allocation. A value read inside a branch counts as read by the `ifelse` step; a block's
 //! yields and the function's outputs are never freed.
 
+pub mod gemm_update;
 pub mod rows;
 
 use crate::ir::scalar::{ScalarInst, ScalarOp, ScalarProgram};
@@ -40,7 +41,12 @@ pub enum Kernel {
     /// Matrix multiplication (numpy's `matmul`) through the GEMM library. `transposed[k]`:
     /// argument `k` is read with its last two dims swapped (a folded `transpose`, which then
     /// is not a step of its own: the GEMM reads the operand through strides, no copy).
-    Gemm { transposed: [bool; 2] },
+    /// With `update`, the step is a product and a gradient step fused (`gemm_update.rs`): its
+    /// third argument minus the product times the scale, written over that argument.
+    Gemm {
+        transposed: [bool; 2],
+        update: Option<gemm_update::GemmUpdate>,
+    },
     /// The op's reference implementation.
     Perform,
     /// `ifelse`: the plan of each branch; only the taken one runs.
@@ -115,6 +121,9 @@ pub struct LowerOptions {
     pub fold_transposes: bool,
     /// Group consecutive row-local map and reduce steps into row groups (`rows.rs`).
     pub row_groups: bool,
+    /// Fuse a product that only an in-place `w - g * c` reads into that step
+    /// (`gemm_update.rs`).
+    pub gemm_updates: bool,
 }
 
 /// Lowers `func` (optimized, verified) to its plan, every instruction a step of its own.
@@ -168,7 +177,10 @@ fn lower_block(func: &Func, body: &[Inst], kept: &[Value], opts: LowerOptions) -
                 kernel_of(func, inst, opts),
                 transposed.get(&inst.results[0]),
             ) {
-                (Kernel::Gemm { .. }, Some(&t)) => Kernel::Gemm { transposed: t },
+                (Kernel::Gemm { update, .. }, Some(&t)) => Kernel::Gemm {
+                    transposed: t,
+                    update,
+                },
                 (k, _) => k,
             },
             op: inst.op.clone(),
@@ -178,6 +190,11 @@ fn lower_block(func: &Func, body: &[Inst], kept: &[Value], opts: LowerOptions) -
             frees,
         })
         .collect();
+    let steps = if opts.gemm_updates {
+        gemm_update::fuse(func, steps)
+    } else {
+        steps
+    };
     if opts.row_groups {
         rows::group_rows(func, steps)
     } else {
@@ -293,6 +310,7 @@ fn kernel_of(func: &Func, inst: &Inst, opts: LowerOptions) -> Kernel {
         },
         Op::MatMul => Kernel::Gemm {
             transposed: [false; 2],
+            update: None,
         },
         op if op.is_elementwise() && inst.results.len() == 1 => {
             match crate::rewrite::fuse::program_of(op, func, &inst.args, inst.results[0]) {
@@ -374,7 +392,7 @@ fn write_steps(steps: &[Step], depth: usize, out: &mut String) {
                 }
                 let _ = write!(out, " {args} {{{program}}}");
             }
-            Kernel::Gemm { transposed } => {
+            Kernel::Gemm { transposed, update } => {
                 let marks: Vec<String> = s
                     .args
                     .iter()
@@ -382,6 +400,9 @@ fn write_steps(steps: &[Step], depth: usize, out: &mut String) {
                     .map(|(a, &t)| if t { format!("{a}^T") } else { a.to_string() })
                     .collect();
                 let _ = write!(out, "gemm {}", marks.join(", "));
+                if let (Some(u), Some(w)) = (update, s.args.get(2)) {
+                    let _ = write!(out, " update {w} scale {}", u.scale);
+                }
             }
             Kernel::Perform => {
                 let _ = write!(out, "perform {} {args}", s.op.display_name());
@@ -481,6 +502,7 @@ mod tests {
             LowerOptions {
                 fold_transposes: true,
                 row_groups: false,
+                gemm_updates: false,
             },
         );
         let text = p.to_string();
@@ -488,7 +510,7 @@ mod tests {
         assert_eq!(text.matches("perform transpose").count(), 2, "{text}");
         assert!(text.contains("gemm %0^T, %1"), "{text}");
         let folded = p.steps.iter().filter(
-            |s| matches!(s.kernel, Kernel::Gemm { transposed } if transposed != [false; 2]),
+            |s| matches!(s.kernel, Kernel::Gemm { transposed, .. } if transposed != [false; 2]),
         );
         assert_eq!(folded.count(), 1, "{text}");
         // `%x` is read by the folded gemm now, and by the second one.

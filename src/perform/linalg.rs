@@ -16,6 +16,17 @@ fn err(msg: String) -> Error {
 trait MatElem: LinalgScalar + Copy {
     /// `c = a @ b`, every element of `c` overwritten (whatever it held before).
     fn mm_into(a: ArrayView2<Self>, b: ArrayView2<Self>, c: ArrayViewMut2<Self>);
+
+    /// `w = w - (a @ b) * scale` by kiln's GEMM where the host runs it (`true`); else `w` is
+    /// untouched (`false`).
+    fn gemm_update(
+        _a: ArrayView2<Self>,
+        _b: ArrayView2<Self>,
+        _w: ArrayViewMut2<Self>,
+        _scale: Self,
+    ) -> bool {
+        false
+    }
 }
 macro_rules! float_mm {
     ($t:ty) => {
@@ -29,6 +40,16 @@ macro_rules! float_mm {
                     return;
                 }
                 general_mat_mul(1.0, &a, &b, 0.0, &mut c);
+            }
+
+            #[cfg(target_arch = "x86_64")]
+            fn gemm_update(
+                a: ArrayView2<$t>,
+                b: ArrayView2<$t>,
+                w: ArrayViewMut2<$t>,
+                scale: $t,
+            ) -> bool {
+                crate::gemm::update(a, b, w, scale).is_some()
             }
         }
     };
@@ -174,4 +195,71 @@ pub fn matmul_into(
 
 pub fn matmul(a: &Tensor, b: &Tensor) -> Result<Tensor, Error> {
     matmul_into(&a.view(), &b.view(), None)
+}
+
+/// `w = w - (a @ b) * scale` for 2-D float operands of one dtype (a fused gradient step,
+/// `lower::gemm_update`): kiln's GEMM update where the host runs it, else the product and
+/// then the elementwise step. Both give the bits of the two separate steps.
+pub fn matmul_update(
+    a: &TensorRef<'_>,
+    b: &TensorRef<'_>,
+    w: &mut Tensor,
+    scale: f64,
+) -> Result<(), Error> {
+    match (a, b, w) {
+        (TensorRef::F32(x), TensorRef::F32(y), Tensor::F32(w)) => update_t(x, y, w, scale as f32),
+        (TensorRef::F64(x), TensorRef::F64(y), Tensor::F64(w)) => update_t(x, y, w, scale),
+        (a, b, w) => Err(Error::Runtime(format!(
+            "a gemm update is not defined on {}, {} and {}",
+            a.dtype(),
+            b.dtype(),
+            w.dtype()
+        ))),
+    }
+}
+
+fn update_t<T>(
+    a: &ArrayViewD<T>,
+    b: &ArrayViewD<T>,
+    w: &mut ArrayD<T>,
+    scale: T,
+) -> Result<(), Error>
+where
+    T: MatElem,
+{
+    let two_d = |s: &[usize]| -> Result<(usize, usize), Error> {
+        match s {
+            &[r, c] => Ok((r, c)),
+            _ => Err(err(format!("a gemm update takes matrices, not {s:?}"))),
+        }
+    };
+    let ((m, k), (k2, n)) = (two_d(a.shape())?, two_d(b.shape())?);
+    if k != k2 || w.shape() != [m, n] {
+        return Err(err(format!(
+            "gemm update: {:?} @ {:?} into {:?}",
+            a.shape(),
+            b.shape(),
+            w.shape()
+        )));
+    }
+    let shape_err = |e: ndarray::ShapeError| err(e.to_string());
+    let a = a
+        .view()
+        .into_dimensionality::<ndarray::Ix2>()
+        .map_err(shape_err)?;
+    let b = b
+        .view()
+        .into_dimensionality::<ndarray::Ix2>()
+        .map_err(shape_err)?;
+    let mut w = w
+        .view_mut()
+        .into_dimensionality::<ndarray::Ix2>()
+        .map_err(shape_err)?;
+    if T::gemm_update(a.view(), b.view(), w.view_mut(), scale) {
+        return Ok(());
+    }
+    let mut p = ndarray::Array2::<T>::zeros((m, n));
+    T::mm_into(a, b, p.view_mut());
+    w.zip_mut_with(&p, |w, &p| *w = *w - p * scale);
+    Ok(())
 }

@@ -10,7 +10,7 @@ pub(crate) mod reduce;
 mod shape;
 
 pub use elementwise::{float_divmod, sigmoid, IntArith};
-pub use linalg::matmul_into;
+pub use linalg::{matmul_into, matmul_update};
 pub use reduce::pairwise_sum;
 pub use shape::resolve_reshape;
 

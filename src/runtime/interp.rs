@@ -310,8 +310,11 @@ fn run_steps(
         }
         // Matrix products read their operands where they are (transposed through strides
         // where the plan folded a transpose) and write into a recycled buffer.
-        if let Kernel::Gemm { transposed } = inst.kernel {
-            run_gemm(func, inst, transposed, env, state)?;
+        if let Kernel::Gemm { transposed, update } = inst.kernel {
+            match update {
+                None => run_gemm(func, inst, transposed, env, state)?,
+                Some(u) => run_gemm_update(func, inst, transposed, u.scale, env, state)?,
+            }
             release_dead(inst, env, state);
             continue;
         }
@@ -436,6 +439,41 @@ fn run_gemm(
     };
     let (a, b) = (operand(0, a)?, operand(1, b)?);
     let out = guarded(&inst.op, || crate::perform::matmul_into(&a, &b, dest))?;
+    store_results(func, inst, vec![out], &mut env.values, state)
+}
+
+/// A fused `gemm` update step: argument 2 minus the product of arguments 0 and 1 times
+/// `scale`, written over argument 2's buffer where this call owns it (else into a copy).
+fn run_gemm_update(
+    func: &Func,
+    inst: &Step,
+    transposed: [bool; 2],
+    scale: f64,
+    env: &mut Env<'_, '_>,
+    state: &mut InterpState,
+) -> Result<(), Error> {
+    let &[a, b, w] = inst.args.as_slice() else {
+        return Err(Error::Runtime(format!(
+            "a gemm update takes 3 operands, got {}",
+            inst.args.len()
+        )));
+    };
+    let r = inst.results[0];
+    // W's own buffer where it is ours (the step is marked in place), else a copy.
+    let owned = env.values[w.index()]
+        .take_if(|t| t.dtype() == func.ty(r).dtype && t.view().is_standard_layout());
+    let mut out = match owned {
+        Some(t) => t,
+        None => env.view(func, w)?.to_owned(),
+    };
+    let operand = |k: usize, v: Value| -> Result<TensorRef<'_>, Error> {
+        let t = env.view(func, v)?;
+        Ok(if transposed[k] { t.swap_last_two() } else { t })
+    };
+    let (a, b) = (operand(0, a)?, operand(1, b)?);
+    guarded(&inst.op, || {
+        crate::perform::matmul_update(&a, &b, &mut out, scale)
+    })?;
     store_results(func, inst, vec![out], &mut env.values, state)
 }
 
