@@ -18,6 +18,7 @@
 mod job;
 mod kernel;
 mod pack;
+mod transpose;
 
 use job::Job;
 use kernel::{Kernel, MR};
@@ -61,6 +62,19 @@ pub trait Element:
     const ZERO: Self;
     #[doc(hidden)]
     fn kernel() -> Kernel<Self>;
+
+    /// Packs `p < kc / 8 * 8` of a whole sliver of A stored by rows (`transpose.rs`) and
+    /// returns how many it packed; `0` where the type has no such path.
+    #[doc(hidden)]
+    unsafe fn pack_a_rows(_a: *const Self, _rs: isize, _kc: usize, _dst: *mut Self) -> usize {
+        0
+    }
+
+    /// The same for a whole sliver of B stored by columns.
+    #[doc(hidden)]
+    unsafe fn pack_b_columns(_b: *const Self, _cs: isize, _kc: usize, _dst: *mut Self) -> usize {
+        0
+    }
 }
 
 impl Element for f32 {
@@ -73,6 +87,17 @@ impl Element for f32 {
     const ZERO: f32 = 0.0;
     fn kernel() -> Kernel<f32> {
         kernel::f32_6x16
+    }
+
+    unsafe fn pack_a_rows(a: *const f32, rs: isize, kc: usize, dst: *mut f32) -> usize {
+        // SAFETY: the kernels run only where AVX2 is (`available`); the caller vouches for
+        // the rest.
+        unsafe { transpose::pack_a_rows(a, rs, kc, dst) }
+    }
+
+    unsafe fn pack_b_columns(b: *const f32, cs: isize, kc: usize, dst: *mut f32) -> usize {
+        // SAFETY: as above.
+        unsafe { transpose::pack_b_columns(b, cs, kc, dst) }
     }
 }
 

@@ -35,9 +35,17 @@ pub(super) unsafe fn pack_a<T: Element>(a: Mat<*const T>, mc: usize, kc: usize, 
     for r0 in (0..mc).step_by(MR) {
         let rows = MR.min(mc - r0);
         let base = a.ptr.offset(r0 as isize * a.rs);
+        // A stored by rows: eight columns at a time through a transpose, where the type
+        // has one (f32).
+        let start = if rows == MR && a.cs == 1 && a.rs != 1 {
+            T::pack_a_rows(base, a.rs, kc, d)
+        } else {
+            0
+        };
+        d = d.add(start * MR);
         // Whole slivers (all but the last) without the padding test, and with a plain copy
         // where A's columns are contiguous (A transposed: a weight gradient's `x^T`).
-        for p in 0..kc {
+        for p in start..kc {
             let col = base.offset(p as isize * a.cs);
             if rows == MR && a.rs == 1 {
                 std::ptr::copy_nonoverlapping(col, d, MR);
@@ -78,11 +86,17 @@ pub(super) unsafe fn pack_b<T: Element>(
         let mut d = dst.add(s * nr * kc);
         let base = b.ptr.offset(c0 as isize * b.cs);
         if b.rs == 1 && b.cs != 1 {
-            // B transposed (a backward pass's `w^T`): read each column contiguously, and
-            // write it with a stride of NR into the sliver (which stays in L1).
+            // B transposed (a backward pass's `w^T`): eight rows at a time through a
+            // transpose where the type has one (f32), then read each column contiguously
+            // and write it with a stride of NR into the sliver (which stays in L1).
+            let start = if cols == nr {
+                T::pack_b_columns(base, b.cs, kc, d)
+            } else {
+                0
+            };
             for j in 0..nr {
                 let col = base.offset(j as isize * b.cs);
-                for p in 0..kc {
+                for p in start..kc {
                     *d.add(p * nr + j) = if j < cols { *col.add(p) } else { T::ZERO };
                 }
             }
