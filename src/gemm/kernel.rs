@@ -65,6 +65,15 @@ macro_rules! kernel {
                 update,
             } = tile;
             const NR: usize = 2 * $w;
+            // An update reads W's tile, which is not in cache (a weight matrix last read in
+            // the forward pass): fetch it while the k loop runs, rather than stall on it after.
+            if let Some(u) = update {
+                for i in 0..rows {
+                    let row = u.w.offset(i as isize * u.rsw);
+                    _mm_prefetch::<_MM_HINT_T0>(row.cast());
+                    _mm_prefetch::<_MM_HINT_T0>(row.offset((cols as isize - 1) * u.csw).cast());
+                }
+            }
             let mut acc: [[$v; 2]; MR] = [[$zero(); 2]; MR];
             let (mut a, mut b) = (a, b);
             for _ in 0..k {
