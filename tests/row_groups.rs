@@ -148,3 +148,27 @@ fn logsumexp_of_a_large_batch() {
     let schedule = agree(src, &[values(DType::F32, &[2000, 500], 6)]);
     assert!(schedule.contains("rows 2000"), "{schedule}");
 }
+
+/// A column broadcast that only elementwise steps read (a map and a fused reduction) is not
+/// copied: the kernels broadcast it themselves. The results are the reference's, which
+/// copies it. The second broadcast has a transpose as its reader and stays.
+#[test]
+fn broadcasts_read_only_by_elementwise_steps_are_not_copied() {
+    let src = "func @r(%x: f32[500, 40], %c: f32[500, 1]) -> (f32[500, 40], f32[40, 500]) {
+       %b = broadcast_to %c {shape = [500, 40]}
+       %p = mul %x, %b
+       %s = sum %p {axes = [1], keepdims = true}
+       %q = div %b, %s
+       %y = sub %x, %q
+       %k = broadcast_to %s {shape = [500, 40]}
+       %t = transpose %k {perm = [1, 0]}
+       return %y, %t
+     }";
+    let inputs = [
+        values(DType::F32, &[500, 40], 1),
+        values(DType::F32, &[500, 1], 2),
+    ];
+    let schedule = agree(src, &inputs);
+    assert_eq!(schedule.matches("broadcast_to").count(), 1, "{schedule}");
+    assert!(schedule.contains("perform broadcast_to %"), "{schedule}");
+}

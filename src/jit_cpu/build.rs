@@ -114,6 +114,7 @@ fn compile_kernels(func: &Func, dump: &DumpOptions) -> Result<Box<dyn Executable
             fold_transposes: true,
             row_groups: true,
             gemm_updates: true,
+            fold_broadcasts: true,
         },
     );
     dump.dump(&func.name, "schedule", || plan.to_string());

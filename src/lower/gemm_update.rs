@@ -157,6 +157,7 @@ mod tests {
             fold_transposes: true,
             row_groups: false,
             gemm_updates: true,
+            fold_broadcasts: false,
         };
         lower_with(&f, opts).to_string()
     }

@@ -14,6 +14,7 @@
 //! allocation. A value read inside a branch counts as read by the `ifelse` step; a block's
 //! yields and the function's outputs are never freed.
 
+mod fold_broadcasts;
 pub mod gemm_update;
 pub mod rows;
 
@@ -124,6 +125,9 @@ pub struct LowerOptions {
     /// Fuse a product that only an in-place `w - g * c` reads into that step
     /// (`gemm_update.rs`).
     pub gemm_updates: bool,
+    /// Drop a `broadcast_to` whose elementwise readers broadcast its input themselves
+    /// (`fold_broadcasts.rs`).
+    pub fold_broadcasts: bool,
 }
 
 /// Lowers `func` (optimized, verified) to its plan, every instruction a step of its own.
@@ -142,6 +146,13 @@ pub fn lower_with(func: &Func, opts: LowerOptions) -> Plan {
 }
 
 fn lower_block(func: &Func, body: &[Inst], kept: &[Value], opts: LowerOptions) -> Vec<Step> {
+    let unbroadcast;
+    let body = if opts.fold_broadcasts {
+        unbroadcast = fold_broadcasts::fold(func, body, kept);
+        unbroadcast.as_slice()
+    } else {
+        body
+    };
     let folded;
     let (body, transposed) = if opts.fold_transposes {
         folded = fold_transposes(body, kept);
@@ -503,6 +514,7 @@ mod tests {
                 fold_transposes: true,
                 row_groups: false,
                 gemm_updates: false,
+                fold_broadcasts: false,
             },
         );
         let text = p.to_string();
