@@ -255,11 +255,53 @@ where
         .view_mut()
         .into_dimensionality::<ndarray::Ix2>()
         .map_err(shape_err)?;
-    if T::gemm_update(a.view(), b.view(), w.view_mut(), scale) {
-        return Ok(());
+    if !T::gemm_update(a.view(), b.view(), w.view_mut(), scale) {
+        update_by_product(a, b, w, scale);
     }
-    let mut p = ndarray::Array2::<T>::zeros((m, n));
+    Ok(())
+}
+
+/// `w = w - (a @ b) * scale` as the two steps it stands for (hosts without kiln's GEMM).
+fn update_by_product<T: MatElem>(
+    a: ArrayView2<T>,
+    b: ArrayView2<T>,
+    mut w: ArrayViewMut2<T>,
+    scale: T,
+) {
+    let mut p = ndarray::Array2::<T>::zeros((a.nrows(), b.ncols()));
     T::mm_into(a, b, p.view_mut());
     w.zip_mut_with(&p, |w, &p| *w = *w - p * scale);
-    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The update by kiln's GEMM and the two steps give the same bits (where the host runs
+    /// kiln's GEMM; elsewhere both are the two steps).
+    #[test]
+    fn the_fused_update_is_the_product_then_the_step() {
+        let (m, k, n) = (37, 300, 29);
+        let f = |i: usize| ((i * 7919) % 1013) as f32 / 97.0 - 5.0;
+        let a = ndarray::Array2::from_shape_fn((m, k), |(i, j)| f(i * k + j));
+        let b = ndarray::Array2::from_shape_fn((k, n), |(i, j)| f(i * n + j + 5));
+        let w0 = ndarray::Array2::from_shape_fn((m, n), |(i, j)| f(i * n + j + 11));
+        let mut steps = w0.clone();
+        update_by_product(a.view(), b.view(), steps.view_mut(), 0.01);
+        let mut fused = Tensor::F32(w0.clone().into_dyn());
+        let (ta, tb) = (Tensor::F32(a.into_dyn()), Tensor::F32(b.into_dyn()));
+        matmul_update(&ta.view(), &tb.view(), &mut fused, 0.01).unwrap();
+        let same = fused
+            .to_f64_vec()
+            .iter()
+            .zip(steps.iter())
+            .all(|(x, &y)| *x == y as f64);
+        assert!(same);
+        assert_ne!(steps, w0, "the step changed nothing");
+        // Shapes that do not chain, and dtypes it does not take, are errors.
+        let bad = Tensor::F32(ndarray::ArrayD::zeros(ndarray::IxDyn(&[3, 3])));
+        assert!(matmul_update(&ta.view(), &tb.view(), &mut bad.clone(), 0.5).is_err());
+        let ints = Tensor::I32(ndarray::ArrayD::zeros(ndarray::IxDyn(&[37, 29])));
+        assert!(matmul_update(&ta.view(), &tb.view(), &mut ints.clone(), 0.5).is_err());
+    }
 }
