@@ -696,6 +696,8 @@ pub struct Interpreter {
     plan: Plan,
     thunks: std::sync::Arc<ThunkTable>,
     state: Mutex<InterpState>,
+    /// Steps that may run on several threads (`warm.rs`).
+    parallel_steps: usize,
 }
 
 /// Compiled thunks by the first result of their instruction.
@@ -732,12 +734,46 @@ impl Interpreter {
             thunks: thunks.clone(),
             ..InterpState::default()
         };
+        let parallel_steps = plan
+            .all_steps()
+            .into_iter()
+            .filter(|s| may_run_in_parallel(&func, s))
+            .count();
         Interpreter {
             func,
             plan,
             thunks,
             state: Mutex::new(state),
+            parallel_steps,
         }
+    }
+}
+
+/// Whether a step is large enough that its kernel may split it among threads: a matrix
+/// product of at least 2^17 multiply-adds, or a kernel over at least 2^16 elements (the
+/// kernels' own thresholds), where the shapes are known.
+fn may_run_in_parallel(func: &Func, s: &Step) -> bool {
+    let elems = |v: Value| -> usize {
+        func.ty(v)
+            .known_shape()
+            .map_or(0, |s| s.iter().product::<usize>())
+    };
+    match &s.kernel {
+        Kernel::Gemm { .. } => {
+            let k = s.args.first().map_or(0, |&a| {
+                func.ty(a)
+                    .known_shape()
+                    .and_then(|s| s.last().copied())
+                    .unwrap_or(0)
+            });
+            elems(s.results[0]).saturating_mul(k) >= 1 << 17
+        }
+        Kernel::Map { .. } | Kernel::Reduce { .. } | Kernel::Rows { .. } => s
+            .args
+            .iter()
+            .chain(&s.results)
+            .any(|&v| elems(v) >= 1 << 16),
+        _ => false,
     }
 }
 
@@ -752,15 +788,21 @@ impl super::Executable for Interpreter {
         dests: Vec<Option<Tensor>>,
         donated: &mut [Option<Tensor>],
     ) -> Result<Vec<Tensor>, Error> {
-        match self.state.try_lock() {
-            Ok(mut st) => run_plan_into(&self.func, &self.plan, inputs, dests, donated, &mut st),
-            Err(_) => {
-                let mut st = InterpState {
-                    thunks: self.thunks.clone(),
-                    ..InterpState::default()
-                };
-                run_plan_into(&self.func, &self.plan, inputs, dests, donated, &mut st)
+        let run = |st: &mut InterpState| {
+            if super::warm::worthwhile(self.parallel_steps) {
+                super::warm::run(|| {
+                    run_plan_into(&self.func, &self.plan, inputs, dests, donated, st)
+                })
+            } else {
+                run_plan_into(&self.func, &self.plan, inputs, dests, donated, st)
             }
+        };
+        match self.state.try_lock() {
+            Ok(mut st) => run(&mut st),
+            Err(_) => run(&mut InterpState {
+                thunks: self.thunks.clone(),
+                ..InterpState::default()
+            }),
         }
     }
 }

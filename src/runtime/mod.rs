@@ -4,6 +4,7 @@ pub mod function;
 pub mod interp;
 pub mod requests;
 mod rows;
+mod warm;
 
 use crate::error::Result;
 use crate::tensor::{Tensor, TensorRef};
