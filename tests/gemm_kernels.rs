@@ -6,7 +6,7 @@
 #![cfg(target_arch = "x86_64")]
 
 use kiln::gemm::{gemm, gemm_update, product, update, Blocking, Element, Mat};
-use ndarray::{s, Array2, ArrayView2, Axis, ShapeBuilder};
+use ndarray::{s, Array2, ArrayView2, ArrayViewMut2, Axis, ShapeBuilder};
 
 /// What the float types need for the oracle.
 trait Num: Element + std::fmt::Debug + PartialEq {
@@ -74,28 +74,42 @@ fn run<T: Num>(
     threads: usize,
     blocking: Blocking,
 ) -> Array2<T> {
-    let (m, n) = (a.nrows(), b.ncols());
-    let mut store = match c_layout {
+    let mut store = nan_store::<T>(a.nrows(), b.ncols(), c_layout);
+    let mut c = view_of(&mut store, c_layout);
+    // SAFETY: the views address their elements and C is a distinct, writable array.
+    unsafe { gemm(Mat::of(&a), Mat::of(&b), mat_of(&mut c), threads, blocking) };
+    c.to_owned()
+}
+
+/// NaN-filled room for an `m x n` output of the given layout: 0 row-major, 1 column-major,
+/// 2 every other column of a wider array (see `view_of`).
+fn nan_store<T: Num>(m: usize, n: usize, layout: u8) -> Array2<T> {
+    match layout {
         0 => Array2::from_elem((m, n), T::nan()),
         1 => Array2::from_elem((m, n).f(), T::nan()),
         _ => Array2::from_elem((m, 2 * n), T::nan()),
-    };
-    let mut c = if c_layout == 2 {
+    }
+}
+
+/// The output view of a `nan_store` of `layout`.
+fn view_of<T>(store: &mut Array2<T>, layout: u8) -> ArrayViewMut2<'_, T> {
+    if layout == 2 {
         store.slice_mut(s![.., ..;2])
     } else {
         store.view_mut()
-    };
-    let (rs, cs) = (c.strides()[0], c.strides()[1]);
-    let cm = Mat {
-        ptr: c.as_mut_ptr(),
-        rows: m,
-        cols: n,
+    }
+}
+
+fn mat_of<T>(v: &mut ArrayViewMut2<T>) -> Mat<*mut T> {
+    let (rs, cs) = (v.strides()[0], v.strides()[1]);
+    let (rows, cols) = v.dim();
+    Mat {
+        ptr: v.as_mut_ptr(),
+        rows,
+        cols,
         rs,
         cs,
-    };
-    // SAFETY: the views address their elements and C is a distinct, writable array.
-    unsafe { gemm(Mat::of(&a), Mat::of(&b), cm, threads, blocking) };
-    c.to_owned()
+    }
 }
 
 /// Operand layouts: row-major, transposed (column-major), reversed rows (a negative row
@@ -289,27 +303,20 @@ fn run_update<T: Num>(
 ) -> (Array2<T>, Array2<T>) {
     let (m, n) = (a.nrows(), b.ncols());
     let w0 = values::<T>(m, n, 77);
-    let mut store = match w_layout {
-        0 => Array2::from_elem((m, n), T::nan()),
-        1 => Array2::from_elem((m, n).f(), T::nan()),
-        _ => Array2::from_elem((m, 2 * n), T::nan()),
-    };
-    let mut w = if w_layout == 2 {
-        store.slice_mut(s![.., ..;2])
-    } else {
-        store.view_mut()
-    };
+    let mut store = nan_store::<T>(m, n, w_layout);
+    let mut w = view_of(&mut store, w_layout);
     w.assign(&w0);
-    let (rs, cs) = (w.strides()[0], w.strides()[1]);
-    let wm = Mat {
-        ptr: w.as_mut_ptr(),
-        rows: m,
-        cols: n,
-        rs,
-        cs,
-    };
     // SAFETY: the views address their elements and W is a distinct, writable array.
-    unsafe { gemm_update(Mat::of(&a), Mat::of(&b), wm, scale, threads, blocking) };
+    unsafe {
+        gemm_update(
+            Mat::of(&a),
+            Mat::of(&b),
+            mat_of(&mut w),
+            scale,
+            threads,
+            blocking,
+        )
+    };
     (w0, w.to_owned())
 }
 

@@ -127,6 +127,35 @@ pub fn product<T: Element>(
     b: ArrayView2<T>,
     mut c: ArrayViewMut2<T>,
 ) -> Option<()> {
+    let (a, b, c) = checked(&a, &b, &mut c)?;
+    // SAFETY: `checked` vouches for the views and the features.
+    unsafe { gemm(a, b, c, rayon::current_num_threads(), T::BLOCKING) };
+    Some(())
+}
+
+/// `w = w - (a b) scale` (see [`gemm_update`]) on rayon's threads with the default blocking.
+/// `None` (and W untouched) where the host lacks AVX2 or FMA, or the shapes do not chain.
+pub fn update<T: Element>(
+    a: ArrayView2<T>,
+    b: ArrayView2<T>,
+    mut w: ArrayViewMut2<T>,
+    scale: T,
+) -> Option<()> {
+    let (a, b, w) = checked(&a, &b, &mut w)?;
+    // SAFETY: `checked` vouches for the views and the features.
+    unsafe { gemm_update(a, b, w, scale, rayon::current_num_threads(), T::BLOCKING) };
+    Some(())
+}
+
+/// The views of a safe call as matrices, where the host runs the kernels and the shapes
+/// chain. They address their elements, and the output's is a unique borrow, so it overlaps
+/// neither operand.
+#[allow(clippy::type_complexity)]
+fn checked<T: Element>(
+    a: &ArrayView2<T>,
+    b: &ArrayView2<T>,
+    c: &mut ArrayViewMut2<T>,
+) -> Option<(Mat<*const T>, Mat<*const T>, Mat<*mut T>)> {
     let ((m, k), (k2, n)) = (a.dim(), b.dim());
     if !available() || k != k2 || c.dim() != (m, n) {
         return None;
@@ -139,37 +168,7 @@ pub fn product<T: Element>(
         rs,
         cs,
     };
-    let threads = rayon::current_num_threads();
-    // SAFETY: the views address their elements, C's is a unique borrow (so it overlaps
-    // neither operand), and the features were checked.
-    unsafe { gemm(Mat::of(&a), Mat::of(&b), c, threads, T::BLOCKING) };
-    Some(())
-}
-
-/// `w = w - (a b) scale` (see [`gemm_update`]) on rayon's threads with the default blocking.
-/// `None` (and W untouched) where the host lacks AVX2 or FMA, or the shapes do not chain.
-pub fn update<T: Element>(
-    a: ArrayView2<T>,
-    b: ArrayView2<T>,
-    mut w: ArrayViewMut2<T>,
-    scale: T,
-) -> Option<()> {
-    let ((m, k), (k2, n)) = (a.dim(), b.dim());
-    if !available() || k != k2 || w.dim() != (m, n) {
-        return None;
-    }
-    let (rs, cs) = (w.strides()[0], w.strides()[1]);
-    let w = Mat {
-        ptr: w.as_mut_ptr(),
-        rows: m,
-        cols: n,
-        rs,
-        cs,
-    };
-    let threads = rayon::current_num_threads();
-    // SAFETY: as in `product`: W's view is a unique borrow, so it overlaps neither operand.
-    unsafe { gemm_update(Mat::of(&a), Mat::of(&b), w, scale, threads, T::BLOCKING) };
-    Some(())
+    Some((Mat::of(a), Mat::of(b), c))
 }
 
 /// A strided matrix: `rows x cols`, element `(i, j)` at `ptr + i * rs + j * cs`.
@@ -231,12 +230,7 @@ pub unsafe fn gemm<T: Element>(
         return;
     }
     if k == 0 {
-        for i in 0..m {
-            for j in 0..n {
-                *c.ptr.offset(i as isize * c.rs + j as isize * c.cs) = T::ZERO;
-            }
-        }
-        return;
+        return each(c, |p| *p = T::ZERO);
     }
     run(a, b, c, None, threads, blocking);
 }
@@ -263,13 +257,7 @@ pub unsafe fn gemm_update<T: Element>(
         return;
     }
     if k == 0 {
-        for i in 0..m {
-            for j in 0..n {
-                let p = w.ptr.offset(i as isize * w.rs + j as isize * w.cs);
-                *p = *p - T::ZERO * scale;
-            }
-        }
-        return;
+        return each(w, |p| *p = *p - T::ZERO * scale);
     }
     if k <= blocking.kc.max(1) {
         // One chunk: C is never read or written.
@@ -285,6 +273,15 @@ pub unsafe fn gemm_update<T: Element>(
         };
         run(a, b, c, Some((w, scale)), threads, blocking);
     });
+}
+
+/// `f` on the address of every element of `c` (the empty product's results).
+unsafe fn each<T>(c: Mat<*mut T>, f: impl Fn(*mut T)) {
+    for i in 0..c.rows {
+        for j in 0..c.cols {
+            f(c.ptr.offset(i as isize * c.rs + j as isize * c.cs));
+        }
+    }
 }
 
 /// `gemm` (or `gemm_update`) past its trivial cases.
