@@ -223,13 +223,21 @@ fn default_blocks_f32() {
         (145, 17, 3),
         (7, 4100, 2),
         (200, 40, 1),
+        // Fewer columns than a sliver, deep k: computed as `C^T = B^T A^T`.
+        (256, 10, 512),
+        (100, 3, 64),
+        (7, 5, 300),
     ];
     check::<f32>(f32::BLOCKING, shapes);
+    check::<f32>(SMALL, [(40, 7, 70), (13, 1, 65)]);
 }
 
 #[test]
 fn default_blocks_f64() {
-    check::<f64>(f64::BLOCKING, [(75, 9, 260), (2, 4090, 3), (73, 100, 12)]);
+    check::<f64>(
+        f64::BLOCKING,
+        [(75, 9, 260), (2, 4090, 3), (73, 100, 12), (75, 5, 100)],
+    );
 }
 
 /// Large enough to be split among threads, both ways: by rows (tall C) and by columns (a
@@ -360,11 +368,15 @@ fn updates_have_the_bits_of_the_product_then_the_step() {
         nc: 64,
     };
     check_update::<f32>(small, 0.01, [(20, 64, 110), (20, 100, 70), (30, 64, 80)]);
+    check_update::<f32>(SMALL, 0.01, [(40, 7, 70)]);
     let big = [
         (300, 64, 40),
         (7, 700, 600),
         (145, 17, 300),
         (256, 512, 256),
+        // Transposed (few columns, deep k), W too.
+        (512, 10, 256),
+        (300, 7, 80),
     ];
     check_update::<f32>(f32::BLOCKING, 0.01, big);
     // The safe form, and its shape check.
