@@ -237,15 +237,7 @@ pub unsafe fn gemm<T: Element>(
     threads: usize,
     blocking: Blocking,
 ) {
-    let (m, n, k) = (c.rows, c.cols, a.cols);
-    debug_assert!(a.rows == m && b.rows == k && b.cols == n);
-    if m == 0 || n == 0 {
-        return;
-    }
-    if k == 0 {
-        return each(c, |p| *p = T::ZERO);
-    }
-    run(a, b, c, None, threads, blocking);
+    start(a, b, c, None, threads, blocking)
 }
 
 /// `W = W - (A B) scale`, element by element a multiply and a subtract of the product's
@@ -264,28 +256,40 @@ pub unsafe fn gemm_update<T: Element>(
     threads: usize,
     blocking: Blocking,
 ) {
-    let (m, n, k) = (w.rows, w.cols, a.cols);
+    start(a, b, w, Some(scale), threads, blocking)
+}
+
+/// `gemm` (`scale` none) or `gemm_update` into `out`: the empty cases here, the rest by `run`.
+unsafe fn start<T: Element>(
+    a: Mat<*const T>,
+    b: Mat<*const T>,
+    out: Mat<*mut T>,
+    scale: Option<T>,
+    threads: usize,
+    blocking: Blocking,
+) {
+    let (m, n, k) = (out.rows, out.cols, a.cols);
     debug_assert!(a.rows == m && b.rows == k && b.cols == n);
     if m == 0 || n == 0 {
         return;
     }
-    if k == 0 {
-        return each(w, |p| *p = *p - T::ZERO * scale);
-    }
-    if k <= blocking.kc.max(1) {
+    match scale {
+        // The empty sum: zeros, or W less zeros.
+        _ if k == 0 => each(out, |p| *p = scale.map_or(T::ZERO, |s| *p - T::ZERO * s)),
+        None => run(a, b, out, None, threads, blocking),
         // One chunk: C is never read or written.
-        return run(a, b, w, Some((w, scale)), threads, blocking);
+        Some(s) if k <= blocking.kc.max(1) => run(a, b, out, Some((out, s)), threads, blocking),
+        Some(s) => with_buffer(&C_SCRATCH, |scratch| {
+            let c = Mat {
+                ptr: scratch.get::<T>(m * n),
+                rows: m,
+                cols: n,
+                rs: n as isize,
+                cs: 1,
+            };
+            run(a, b, c, Some((out, s)), threads, blocking);
+        }),
     }
-    with_buffer(&C_SCRATCH, |scratch| {
-        let c = Mat {
-            ptr: scratch.get::<T>(m * n),
-            rows: m,
-            cols: n,
-            rs: n as isize,
-            cs: 1,
-        };
-        run(a, b, c, Some((w, scale)), threads, blocking);
-    });
 }
 
 /// `f` on the address of every element of `c` (the empty product's results).
