@@ -311,10 +311,7 @@ fn run_steps(
         // Matrix products read their operands where they are (transposed through strides
         // where the plan folded a transpose) and write into a recycled buffer.
         if let Kernel::Gemm { transposed, update } = inst.kernel {
-            match update {
-                None => run_gemm(func, inst, transposed, env, state)?,
-                Some(u) => run_gemm_update(func, inst, transposed, u.scale, env, state)?,
-            }
+            run_gemm(func, inst, transposed, update, env, state)?;
             release_dead(inst, env, state);
             continue;
         }
@@ -417,62 +414,55 @@ fn run_steps(
 }
 
 /// A `gemm` step: the reference's matmul on views of the arguments, into the buffer offered
-/// for its result or a dead one of the same type.
+/// for its result or a dead one of the same type. With an update (`lower::gemm_update`),
+/// argument 2 minus the product times the scale, written over argument 2's buffer where this
+/// call owns it (the step is marked in place), else into a copy.
 fn run_gemm(
     func: &Func,
     inst: &Step,
     transposed: [bool; 2],
+    update: Option<crate::lower::gemm_update::GemmUpdate>,
     env: &mut Env<'_, '_>,
     state: &mut InterpState,
 ) -> Result<(), Error> {
     let r = inst.results[0];
-    let dest = take_offered(&mut env.dests, r).or_else(|| state.take_buffer(func.ty(r)));
-    let (Some(&a), Some(&b), 2) = (inst.args.first(), inst.args.get(1), inst.args.len()) else {
+    let operands = 2 + update.is_some() as usize;
+    if inst.args.len() != operands {
         return Err(Error::Runtime(format!(
-            "matmul takes 2 operands, got {}",
+            "{} takes {operands} operands, got {}",
+            if update.is_some() {
+                "a gemm update"
+            } else {
+                "matmul"
+            },
             inst.args.len()
         )));
+    }
+    let (a, b) = (inst.args[0], inst.args[1]);
+    let (dest, w) = match update {
+        None => {
+            let dest = take_offered(&mut env.dests, r).or_else(|| state.take_buffer(func.ty(r)));
+            (dest, None)
+        }
+        Some(u) => {
+            let w = inst.args[2];
+            let owned = env.values[w.index()]
+                .take_if(|t| t.dtype() == func.ty(r).dtype && t.view().is_standard_layout());
+            let w = match owned {
+                Some(t) => t,
+                None => env.view(func, w)?.to_owned(),
+            };
+            (None, Some((w, u.scale)))
+        }
     };
     let operand = |k: usize, v: Value| -> Result<TensorRef<'_>, Error> {
         let t = env.view(func, v)?;
         Ok(if transposed[k] { t.swap_last_two() } else { t })
     };
     let (a, b) = (operand(0, a)?, operand(1, b)?);
-    let out = guarded(&inst.op, || crate::perform::matmul_into(&a, &b, dest))?;
-    store_results(func, inst, vec![out], &mut env.values, state)
-}
-
-/// A fused `gemm` update step: argument 2 minus the product of arguments 0 and 1 times
-/// `scale`, written over argument 2's buffer where this call owns it (else into a copy).
-fn run_gemm_update(
-    func: &Func,
-    inst: &Step,
-    transposed: [bool; 2],
-    scale: f64,
-    env: &mut Env<'_, '_>,
-    state: &mut InterpState,
-) -> Result<(), Error> {
-    let &[a, b, w] = inst.args.as_slice() else {
-        return Err(Error::Runtime(format!(
-            "a gemm update takes 3 operands, got {}",
-            inst.args.len()
-        )));
-    };
-    let r = inst.results[0];
-    // W's own buffer where it is ours (the step is marked in place), else a copy.
-    let owned = env.values[w.index()]
-        .take_if(|t| t.dtype() == func.ty(r).dtype && t.view().is_standard_layout());
-    let mut out = match owned {
-        Some(t) => t,
-        None => env.view(func, w)?.to_owned(),
-    };
-    let operand = |k: usize, v: Value| -> Result<TensorRef<'_>, Error> {
-        let t = env.view(func, v)?;
-        Ok(if transposed[k] { t.swap_last_two() } else { t })
-    };
-    let (a, b) = (operand(0, a)?, operand(1, b)?);
-    guarded(&inst.op, || {
-        crate::perform::matmul_update(&a, &b, &mut out, scale)
+    let out = guarded(&inst.op, || match w {
+        None => crate::perform::matmul_into(&a, &b, dest),
+        Some((mut w, scale)) => crate::perform::matmul_update(&a, &b, &mut w, scale).map(|()| w),
     })?;
     store_results(func, inst, vec![out], &mut env.values, state)
 }
