@@ -16,8 +16,8 @@ use num_traits::Float;
 /// Outputs summed together: the partial sums take 8 x this many elements (16 KiB of f64).
 const BLOCK: usize = 256;
 
-/// The reference's `PAIRWISE_BLOCK`: longer runs of rows are split in two.
-const PAIRWISE_BLOCK: usize = 128;
+// Longer runs of rows are split in two, as the reference splits its sums.
+use crate::perform::reduce::PAIRWISE_BLOCK;
 
 /// `out[j] = sum over r < n of x[r * rs + j]` for `j < len`, in the reference's pairwise order.
 ///

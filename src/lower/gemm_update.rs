@@ -46,9 +46,9 @@ fn fusion_at(func: &Func, steps: &[Step], i: usize) -> Option<(usize, Step)> {
         return None;
     };
     // The product's only reader, where it is read for the last time.
-    let j = (i + 1..steps.len()).find(|&j| reads(&steps[j]).contains(&g))?;
+    let j = (i + 1..steps.len()).find(|&j| steps[j].reads().contains(&g))?;
     let map = &steps[j];
-    if !map.frees.contains(&g) || (j + 1..steps.len()).any(|k| reads(&steps[k]).contains(&g)) {
+    if !map.frees.contains(&g) || (j + 1..steps.len()).any(|k| steps[k].reads().contains(&g)) {
         return None;
     }
     let Kernel::Map { program } = &map.kernel else {
@@ -70,7 +70,7 @@ fn fusion_at(func: &Func, steps: &[Step], i: usize) -> Option<(usize, Step)> {
     if !(float && two_d && ty.known_shape().is_some() && fits(w) && fits(r)) {
         return None;
     }
-    if steps[i + 1..j].iter().any(|s| reads(s).contains(&w)) {
+    if steps[i + 1..j].iter().any(|s| s.reads().contains(&w)) {
         return None;
     }
     let mut frees: Vec<Value> = gemm.frees.clone();
@@ -91,22 +91,6 @@ fn fusion_at(func: &Func, steps: &[Step], i: usize) -> Option<(usize, Step)> {
         frees,
     };
     Some((j, step))
-}
-
-/// Every value a step reads, those of the steps inside it included.
-fn reads(step: &Step) -> Vec<Value> {
-    let mut out = step.args.clone();
-    match &step.kernel {
-        Kernel::Rows { steps, .. } => out.extend(steps.iter().flat_map(reads)),
-        Kernel::IfElse { then, otherwise } => {
-            for br in [then, otherwise] {
-                out.extend(br.steps.iter().flat_map(reads));
-                out.extend(&br.yields);
-            }
-        }
-        _ => {}
-    }
-    out
 }
 
 /// The `scale` of a program `w - g * c` (`w + g * c`: `-c`) where `g` is input `gk` and `w`

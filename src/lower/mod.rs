@@ -82,6 +82,25 @@ pub struct Step {
     pub frees: Vec<Value>,
 }
 
+impl Step {
+    /// Every value the step reads, those of the steps inside it (a row group's members, an
+    /// `ifelse`'s branches and what they yield) included.
+    pub fn reads(&self) -> Vec<Value> {
+        let mut out = self.args.clone();
+        match &self.kernel {
+            Kernel::Rows { steps, .. } => out.extend(steps.iter().flat_map(Step::reads)),
+            Kernel::IfElse { then, otherwise } => {
+                for br in [then, otherwise] {
+                    out.extend(br.steps.iter().flat_map(Step::reads));
+                    out.extend(&br.yields);
+                }
+            }
+            _ => {}
+        }
+        out
+    }
+}
+
 /// A lowered function.
 #[derive(Clone, Debug)]
 pub struct Plan {

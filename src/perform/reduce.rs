@@ -16,7 +16,7 @@ const PARALLEL_MIN: usize = 1 << 16;
 /// base case); above, it splits in two halves, so the rounding error grows with log(n) rather
 /// than n (pairwise summation, as numpy does). Eight independent sums also let the compiler
 /// keep them in vector registers.
-const PAIRWISE_BLOCK: usize = 128;
+pub(crate) const PAIRWISE_BLOCK: usize = 128;
 
 pub fn pairwise_sum<F: Float>(xs: &[F]) -> F {
     if xs.len() < 8 {
