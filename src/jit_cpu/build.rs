@@ -233,6 +233,7 @@ fn compile_kernels(func: &Func, dump: &DumpOptions) -> Result<Box<dyn Executable
                     out_dtype,
                     lanes: spec.lanes,
                     nd: spec.nd,
+                    column_sum: reduce::host_column_sum(spec.op, spec.fused, out_dtype),
                     _code: code.clone(),
                 }),
             );

@@ -42,7 +42,18 @@ pub fn generated_reduce_calls_on_this_thread() -> usize {
 }
 
 /// `column_sum` on byte addresses and a byte stride between rows.
-type ColumnSum = unsafe fn(*const u8, i64, usize, *mut u8, usize);
+pub(super) type ColumnSum = unsafe fn(*const u8, i64, usize, *mut u8, usize);
+
+/// The host column sum (`column_sum`) for a plain float sum (not a fused one, whose prologue
+/// it would not run), chosen when the kernel is built.
+pub(super) fn host_column_sum(op: ReduceOp, fused: bool, out: DType) -> Option<ColumnSum> {
+    match out {
+        _ if fused || op != ReduceOp::Sum => None,
+        DType::F32 => Some(column_sum_bytes::<f32>),
+        DType::F64 => Some(column_sum_bytes::<f64>),
+        _ => None,
+    }
+}
 
 /// # Safety
 /// As `column_sum`, with `rs` in bytes (a multiple of `T`'s size).
@@ -72,6 +83,8 @@ pub(super) struct GenReduce {
     pub lanes: Option<i64>,
     /// Whether the kernel has cursor leaves for reduced dims that do not merge.
     pub nd: bool,
+    /// Runs calls that sum down columns (`host_column_sum`).
+    pub column_sum: Option<ColumnSum>,
     pub _code: Arc<JitCode>,
 }
 
@@ -305,18 +318,9 @@ impl Thunk for GenReduce {
         };
         let mode = vector as i64 | (column as i64) << 1 | (nd.is_some() as i64) << 2;
         // A plain float sum down columns reads row by row on the host (`column_sum`).
-        let plain_column_sum = vector
-            && column
-            && !self.fused
-            && m == 1
-            && self.op == ReduceOp::Sum
-            && nd.is_none()
-            && inputs[0].dtype() == self.out_dtype;
-        let column_sum: Option<ColumnSum> = match self.out_dtype {
-            DType::F32 if plain_column_sum => Some(column_sum_bytes::<f32>),
-            DType::F64 if plain_column_sum => Some(column_sum_bytes::<f64>),
-            _ => None,
-        };
+        let down_columns =
+            vector && column && m == 1 && nd.is_none() && inputs[0].dtype() == self.out_dtype;
+        let column_sum = self.column_sum.filter(|_| down_columns);
         // Each operand's offset for every index of the outer kept dims.
         let mut offsets: Vec<Vec<i64>> = vec![vec![0; m + 1]];
         for d in &outer {
