@@ -241,3 +241,105 @@ fn sums_of_a_math_op_itself_are_the_pairwise_sums_of_the_evaluators_bits() {
         Tensor::F64,
     );
 }
+
+/// Maps whose one output is their last math op's result: the buffer function writes the
+/// output row itself (no last stage), and an argument that is one input plus another
+/// (`tanh(x W + b)`) goes to the biased buffer function, the row in one call. Bits against the
+/// interpreter for a bias along the row, a whole-matrix addend, a shifted argument, two
+/// stages, an argument computed by a loop, and a product's result overwritten in place; every
+/// row length around the vector width and the chunk size; known and unknown shapes; f32 and
+/// f64.
+#[test]
+fn maps_ending_in_a_math_op_give_the_evaluators_bits() {
+    use MathFn::{Exp, Log1p, Sin, Tanh};
+    // Inputs: x and w `[ROWS, n]`, b `[n]`, z `[ROWS, 1]`, c `[ROWS]`. Each case is an
+    // argument (its bits from the interpreter: arithmetic only, or a product whose bits both
+    // backends share) and the math ops applied to it in turn.
+    type Arg = fn(&[kiln::Var; 5]) -> kiln::Var;
+    let cases: [(&str, &[usize], Arg, &[MathFn]); 6] = [
+        ("tanh(x + b)", &[0, 1], |[x, b, ..]| x + b, &[Tanh]),
+        ("exp(w + x)", &[0, 2], |[x, _, w, ..]| w + x, &[Exp]),
+        ("sin(x - z)", &[0, 3], |[x, _, _, z, _]| x - z, &[Sin]),
+        (
+            "log1p(exp(x + b))",
+            &[0, 1],
+            |[x, b, ..]| x + b,
+            &[Exp, Log1p],
+        ),
+        ("tanh(x * b)", &[0, 1], |[x, b, ..]| x * b, &[Tanh]),
+        // The product's result is overwritten in place; its rows are ROWS long.
+        (
+            "tanh(x w^T + c)",
+            &[0, 2, 4],
+            |[x, _, w, _, c]| x.matmul(&w.t()) + c,
+            &[Tanh],
+        ),
+    ];
+    let math_op = |f: MathFn| match f {
+        Exp => UnaryOp::Exp,
+        Log1p => UnaryOp::Log1p,
+        Sin => UnaryOp::Sin,
+        _ => UnaryOp::Tanh,
+    };
+    for dtype in [kiln::f32, kiln::f64] {
+        let eval = |fs: &[MathFn], v: f64| match dtype {
+            kiln::DType::F32 => fs.iter().fold(v as f32, |v, &f| unary(&mut Eval32, f, v)) as f64,
+            _ => fs.iter().fold(v, |v, &f| unary(&mut Eval64, f, v)),
+        };
+        for (&n, known) in LENGTHS.iter().flat_map(|n| [(n, true), (n, false)]) {
+            let g = Graph::new();
+            let (rows, cols) = (known.then_some(ROWS), known.then_some(n));
+            let vars = [
+                g.input("x", dtype, [rows, cols]),
+                g.input("b", dtype, [cols]),
+                g.input("w", dtype, [rows, cols]),
+                g.input("z", dtype, [rows, Some(1)]),
+                g.input("c", dtype, [rows]),
+            ];
+            let args = [
+                common::normal_values(dtype, &[ROWS, n], 21, 2.0),
+                common::normal_values(dtype, &[n], 22, 1.0),
+                common::normal_values(dtype, &[ROWS, n], 23, 1.0),
+                common::normal_values(dtype, &[ROWS, 1], 24, 1.0),
+                common::normal_values(dtype, &[ROWS], 25, 1.0),
+            ];
+            for (name, used, arg, fs) in cases {
+                let a = arg(&vars);
+                let out = fs.iter().fold(a.clone(), |v, &f| v.unary(math_op(f)));
+                let inputs: Vec<&kiln::Var> = used.iter().map(|&k| &vars[k]).collect();
+                let views: Vec<_> = used.iter().map(|&k| args[k].view()).collect();
+                let run = |v: &kiln::Var, backend| {
+                    let f = function(&inputs, &[v]).backend(backend).compile().unwrap();
+                    f.call(&views).unwrap().remove(0).to_f64_vec()
+                };
+                let got = run(&out, Backend::Cpu);
+                let want: Vec<f64> = run(&a, Backend::Interp)
+                    .into_iter()
+                    .map(|v| eval(fs, v))
+                    .collect();
+                assert_eq!(got.len(), want.len(), "{name}");
+                for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+                    assert!(
+                        g.to_bits() == w.to_bits() || g.is_nan() && w.is_nan(),
+                        "{name} {dtype:?} n={n} known={known} at {i}: {g:e} against {w:e}"
+                    );
+                }
+            }
+        }
+    }
+    // The kernels do take the new paths where the host has the buffer functions.
+    let g = Graph::new();
+    let x = g.input("x", kiln::f32, [Some(ROWS), Some(64)]);
+    let b = g.input("b", kiln::f32, [Some(64)]);
+    let text = common::clif_of("host-math-biased", |opts| {
+        function(&[&x, &b], &[&(&x + &b).tanh()])
+            .options(opts)
+            .compile()
+            .unwrap();
+    });
+    if kiln::jit_cpu::host_math::enabled() {
+        assert!(text.contains("kiln_vmath_biased_tanh_f32"), "{text}");
+    } else {
+        eprintln!("host math is off here (no AVX2 + FMA, or KILN_CPU_HOST_MATH=0)");
+    }
+}

@@ -444,6 +444,17 @@ pub(crate) fn body<M: Module>(
     Ok(program.outputs.iter().map(|&o| regs[o]).collect())
 }
 
+/// How a staged map passes a stage's argument to its buffer function (`arg_of`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum ArgOf {
+    /// Input `a` itself, less input `sub`'s value (constant along the row) where there is one.
+    Direct(usize, Option<usize>),
+    /// Input `x` plus input `bias`, both contiguous along the row.
+    Biased(usize, usize),
+    /// Computed into the stage's buffer by a loop first.
+    Loop,
+}
+
 /// What the vector loop computes once per call: whether it may run, and for each input
 /// whether it is broadcast along the row.
 struct VectorEntry {
@@ -636,6 +647,11 @@ impl VectorEntry {
     /// argument into its buffer and the buffer function over it, then the last stage into
     /// the outputs. Returns the first column left for the scalar loop (which computes the
     /// same bits inline).
+    ///
+    /// Where the program's one output is its last math op's result (`tanh(x W + b)`), that
+    /// op's buffer function writes the output row itself and there is no last stage; a
+    /// single such op whose argument needs no stage loop (`ArgOf::Direct`, `ArgOf::Biased`)
+    /// uses no buffer at all and takes the row in one call.
     #[allow(clippy::too_many_arguments)]
     fn emit_row_staged<M: Module>(
         &self,
@@ -666,21 +682,28 @@ impl VectorEntry {
         b.switch_to_block(setup);
         let (splats, vptrs) = self.row_inputs(b, program, n_in, row_bases);
         let vend = b.ins().band_imm_s(cols, -l);
+        let to_output = staged.last_is_math && program.outputs.len() == 1;
         let mut stages = Vec::new();
-        for stage in &staged.stages {
-            // A stage that reads an input contiguous along the row (less one constant along
-            // it, a softmax's `x - max`) hands the buffer function the input itself.
-            let direct = stage.direct(n_in).filter(|&(a, sub)| {
-                self.known[a] == Bcast::Never && sub.is_none_or(|s| self.known[s] == Bcast::Always)
-            });
-            let with_shift = direct.is_some_and(|(_, sub)| sub.is_some());
-            let callee = host_math::import(module, b, stage, false, with_shift)?;
-            let slot = host_math::buffer_slot(b, stage.dtype);
-            let fty = clif_type(stage.dtype);
+        for (k, stage) in staged.stages.iter().enumerate() {
+            let arg = self.arg_of(stage, n_in);
+            let entry = match arg {
+                ArgOf::Biased(..) => host_math::Entry::Biased,
+                ArgOf::Direct(_, sub) => host_math::Entry::Map {
+                    shifted: sub.is_some(),
+                },
+                ArgOf::Loop => host_math::Entry::Map { shifted: false },
+            };
+            let callee = host_math::import(module, b, stage, entry)?;
+            // A buffer for the argument's stage loop, or for the result where no output takes
+            // it.
+            let into_output = to_output && k + 1 == staged.stages.len();
+            let slot = (arg == ArgOf::Loop || !into_output)
+                .then(|| host_math::buffer_slot(b, stage.dtype));
             // The shift when there is none (the unshifted function ignores it).
-            let zero = zero_of(b, fty);
-            stages.push((callee, slot, direct, zero));
+            let zero = zero_of(b, clif_type(stage.dtype));
+            stages.push((callee, slot, arg, zero));
         }
+        let one_call = to_output && stages.len() == 1 && stages[0].1.is_none();
         b.ins().jump(head, &[zero.into()]);
 
         b.switch_to_block(head);
@@ -690,30 +713,49 @@ impl VectorEntry {
 
         b.switch_to_block(chunk);
         let left = b.ins().isub(vend, c);
-        let block = b.ins().iconst(types::I64, host_math::BLOCK);
-        let short = b.ins().icmp(IntCC::SignedLessThan, left, block);
-        let len = b.ins().select(short, left, block);
+        let len = if one_call {
+            left
+        } else {
+            let block = b.ins().iconst(types::I64, host_math::BLOCK);
+            let short = b.ins().icmp(IntCC::SignedLessThan, left, block);
+            b.ins().select(short, left, block)
+        };
         let cend = b.ins().iadd(c, len);
         // Buffer addresses less the chunk's first column: column `k` of a buffer is at
         // `shifted + k * size`, as the operands' are at `row_base + k * size`.
         let mut buffers: Vec<(Value, DType)> = Vec::new();
         let none = vec![None; row_bases.len()];
-        for (stage, &(callee, slot, direct, zero)) in staged.stages.iter().zip(&stages) {
+        for (k, (stage, &(callee, slot, arg, zero))) in
+            staged.stages.iter().zip(&stages).enumerate()
+        {
             let size = stage.dtype.size() as i64;
-            let buf = b.ins().stack_addr(ptr, slot, 0);
             let skip = b.ins().imul_imm_s(c, size);
-            let shifted = b.ins().isub(buf, skip);
-            let fty = clif_type(stage.dtype);
-            let (src, shift) = match direct {
-                Some((a, sub)) => {
-                    let src = b.ins().iadd(row_bases[a], skip);
+            let buf = slot.map(|slot| b.ins().stack_addr(ptr, slot, 0));
+            let into_output = to_output && k + 1 == staged.stages.len();
+            let dst = match (into_output, buf) {
+                (false, Some(buf)) => buf,
+                _ => b.ins().iadd(row_bases[n_in], skip),
+            };
+            let at = |b: &mut FunctionBuilder, j: usize| b.ins().iadd(row_bases[j], skip);
+            match arg {
+                ArgOf::Direct(a, sub) => {
                     let shift = match sub {
-                        Some(s) => b.ins().load(fty, MemFlagsData::trusted(), row_bases[s], 0),
+                        Some(s) => {
+                            let fty = clif_type(stage.dtype);
+                            b.ins().load(fty, MemFlagsData::trusted(), row_bases[s], 0)
+                        }
                         None => zero,
                     };
-                    (src, shift)
+                    let src = at(b, a);
+                    b.ins().call(callee, &[src, dst, len, shift]);
                 }
-                None => {
+                ArgOf::Biased(x, bias) => {
+                    let (src, bias) = (at(b, x), at(b, bias));
+                    b.ins().call(callee, &[src, bias, dst, len]);
+                }
+                ArgOf::Loop => {
+                    let buf = buf.expect("a stage loop has a buffer");
+                    let shifted = b.ins().isub(buf, skip);
                     let ops = RowOperands {
                         n_in,
                         row_bases,
@@ -729,29 +771,49 @@ impl VectorEntry {
                         b.ins().store(MemFlagsData::trusted(), v[0], at, 0);
                         Ok(())
                     })?;
-                    (buf, zero)
+                    b.ins().call(callee, &[buf, dst, len, zero]);
                 }
-            };
-            b.ins().call(callee, &[src, buf, len, shift]);
-            buffers.push((shifted, stage.dtype));
+            }
+            if !into_output {
+                let shifted = b.ins().isub(dst, skip);
+                buffers.push((shifted, stage.dtype));
+            }
         }
-        let ops = RowOperands {
-            n_in,
-            row_bases,
-            splats: &splats,
-            vptrs: &vptrs,
-            buffers: &buffers,
-        };
-        self.vector_loop(b, c, cend, |b, k| {
-            let here = Here { k, at: &none, u: 0 };
-            let outs = self.eval(b, module, &staged.last, &ops, &here, esize, None)?;
-            self.store_outputs(b, row_bases, &here, esize, n_in, outs);
-            Ok(())
-        })?;
+        if !to_output {
+            let ops = RowOperands {
+                n_in,
+                row_bases,
+                splats: &splats,
+                vptrs: &vptrs,
+                buffers: &buffers,
+            };
+            self.vector_loop(b, c, cend, |b, k| {
+                let here = Here { k, at: &none, u: 0 };
+                let outs = self.eval(b, module, &staged.last, &ops, &here, esize, None)?;
+                self.store_outputs(b, row_bases, &here, esize, n_in, outs);
+                Ok(())
+            })?;
+        }
         b.ins().jump(head, &[cend.into()]);
 
         b.switch_to_block(done);
         Ok(b.block_params(done)[0])
+    }
+
+    /// How a stage's argument reaches its buffer function: an input contiguous along the row
+    /// (less one constant along it, a softmax's `x - max`), or two such inputs added (a
+    /// bias), go to it as they are; anything else is computed into a buffer first.
+    fn arg_of(&self, stage: &host_math::Stage, n_in: usize) -> ArgOf {
+        let along = |j: usize| self.known[j] == Bcast::Never;
+        if let Some((a, sub)) = stage.direct(n_in) {
+            if along(a) && sub.is_none_or(|s| self.known[s] == Bcast::Always) {
+                return ArgOf::Direct(a, sub);
+            }
+        }
+        match stage.biased(n_in) {
+            Some((x, bias)) if along(x) && along(bias) => ArgOf::Biased(x, bias),
+            _ => ArgOf::Loop,
+        }
     }
 
     /// A loop over the columns `from..to` a vector at a time (`to - from` a multiple of the

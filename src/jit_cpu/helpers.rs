@@ -212,6 +212,7 @@ mod tests {
         if super::super::host_math::enabled() {
             for f in crate::math::MathFn::ALL {
                 for d in [DType::F32, DType::F64] {
+                    names.push(super::super::host_math::biased_symbol(f, d).to_string());
                     for s in [false, true] {
                         names.push(super::super::host_math::symbol(f, d, s).to_string());
                         names.push(super::super::host_math::sum_symbol(f, d, s).to_string());

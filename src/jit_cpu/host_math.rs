@@ -10,11 +10,17 @@
 //! math op read from its buffer. Values that feed several stages are recomputed rather than
 //! buffered: they are loads and a few arithmetic ops.
 //!
-//! Two shortcuts: a stage whose argument is an input contiguous along the row, or such an
-//! input less one constant along it (a softmax's `x - max`), hands the input itself and the
-//! constant to a (shifted) buffer function, with no stage loop (`Stage::direct`); and a float
-//! sum of the last math op's result itself (`sum(exp(x - max))`) takes its leaf's whole sum
-//! from a summing buffer function, which adds in the leaf's order.
+//! Shortcuts:
+//! - a stage whose argument is an input contiguous along the row, or such an input less one
+//!   constant along it (a softmax's `x - max`), hands the input itself and the constant to a
+//!   (shifted) buffer function, with no stage loop (`Stage::direct`);
+//! - one whose argument is two such inputs added (an activation's `x W + b`) hands both to a
+//!   biased buffer function, `f(src[i] + bias[i])` (`Stage::biased`);
+//! - a map whose one output is its last math op's result has that op's buffer function write
+//!   the output row, and no last stage; with a single stage that needs no loop it takes the
+//!   whole row in one call. `tanh(x W + b)` on 256 x 512 f32, 2 threads: 112 -> 75 us;
+//! - a float sum of the last math op's result itself (`sum(exp(x - max))`) takes its leaf's
+//!   whole sum from a summing buffer function, which adds in the leaf's order.
 //!
 //! Only the JIT uses this (the buffer functions live in this process); ahead-of-time objects
 //! keep the inline math and stand alone. `KILN_CPU_HOST_MATH=0` turns it off (to compare).
@@ -63,6 +69,12 @@ pub fn symbol(f: MathFn, d: DType, shifted: bool) -> &'static str {
     table[index(f)][(d == DType::F64) as usize]
 }
 
+/// The name generated code imports the biased buffer function of `f` in `d` under:
+/// `f(src[i] + bias[i])` (`Stage::biased`).
+pub fn biased_symbol(f: MathFn, d: DType) -> &'static str {
+    BIASED_NAMES[index(f)][(d == DType::F64) as usize]
+}
+
 /// The name generated code imports the summing buffer function of `f` in `d` under (the sum
 /// of `f` over a buffer, in a float sum's leaf order; less `shift` with `shifted`).
 pub fn sum_symbol(f: MathFn, d: DType, shifted: bool) -> &'static str {
@@ -96,14 +108,21 @@ const NAMES: Names = names!("kiln_vmath_");
 const SHIFTED_NAMES: Names = names!("kiln_vmath_shifted_");
 const SUM_NAMES: Names = names!("kiln_vmath_sum_");
 const SUM_SHIFTED_NAMES: Names = names!("kiln_vmath_sum_shifted_");
+const BIASED_NAMES: Names = names!("kiln_vmath_biased_");
 
 /// The buffer functions by name, for the JIT's symbol table (none without AVX2 and FMA).
 pub fn symbols() -> Vec<(&'static str, *const u8)> {
     #[cfg(target_arch = "x86_64")]
     if available() {
-        use crate::math::avx2::{buffer_fn_f32, buffer_fn_f64, sum_fn_f32, sum_fn_f64};
+        use crate::math::avx2::{
+            biased_fn_f32, biased_fn_f64, buffer_fn_f32, buffer_fn_f64, sum_fn_f32, sum_fn_f64,
+        };
         let mut all = Vec::new();
         for f in MathFn::ALL {
+            all.extend([
+                (biased_symbol(f, DType::F32), biased_fn_f32(f) as *const u8),
+                (biased_symbol(f, DType::F64), biased_fn_f64(f) as *const u8),
+            ]);
             for s in [false, true] {
                 all.extend([
                     (symbol(f, DType::F32, s), buffer_fn_f32(f, s) as *const u8),
@@ -124,27 +143,44 @@ pub fn buffer_slot(b: &mut FunctionBuilder, d: DType) -> StackSlot {
     b.create_sized_stack_slot(StackSlotData::new(StackSlotKind::ExplicitSlot, bytes, 5))
 }
 
-/// Declares the buffer function of `stage` in the function `b` builds: `f(src, dst, n, shift)`,
-/// or with `summed` the summing one, `sum f(src, n, shift) -> T`; with `shifted` the
-/// functions that subtract `shift` (the others ignore it).
+/// Which buffer function of a stage a kernel calls.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Entry {
+    /// `f(src[i] - shift)` into `dst`: `f(src, dst, n, shift)`; unshifted, `f(src[i])` (the
+    /// shift is ignored).
+    Map { shifted: bool },
+    /// The sum of `f(src[i] - shift)` in a float sum's leaf order: `sum f(src, n, shift) -> T`.
+    Sum { shifted: bool },
+    /// `f(src[i] + bias[i])` into `dst`: `f(src, bias, dst, n)` (`Stage::biased`).
+    Biased,
+}
+
+/// Declares the buffer function `entry` of `stage` in the function `b` builds.
 pub fn import<M: Module>(
     module: &mut M,
     b: &mut FunctionBuilder,
     stage: &Stage,
-    summed: bool,
-    shifted: bool,
+    entry: Entry,
 ) -> Result<FuncRef> {
     let ptr = module.target_config().pointer_type();
     let fty = super::scalar_ops::clif_type(stage.dtype);
     let mut sig = module.make_signature();
-    let symbol = if summed {
-        sig.params.extend([ptr, types::I64, fty].map(AbiParam::new));
-        sig.returns.push(AbiParam::new(fty));
-        sum_symbol(stage.f, stage.dtype, shifted)
-    } else {
-        sig.params
-            .extend([ptr, ptr, types::I64, fty].map(AbiParam::new));
-        symbol(stage.f, stage.dtype, shifted)
+    let symbol = match entry {
+        Entry::Sum { shifted } => {
+            sig.params.extend([ptr, types::I64, fty].map(AbiParam::new));
+            sig.returns.push(AbiParam::new(fty));
+            sum_symbol(stage.f, stage.dtype, shifted)
+        }
+        Entry::Biased => {
+            sig.params
+                .extend([ptr, ptr, ptr, types::I64].map(AbiParam::new));
+            biased_symbol(stage.f, stage.dtype)
+        }
+        Entry::Map { shifted } => {
+            sig.params
+                .extend([ptr, ptr, types::I64, fty].map(AbiParam::new));
+            symbol(stage.f, stage.dtype, shifted)
+        }
     };
     if !super::helpers::is_registered(symbol) {
         return Err(Error::Unsupported(format!("{symbol} is not registered")));
@@ -180,6 +216,27 @@ impl Stage {
             ScalarOp::Input(_) => Some((input(out)?, None)),
             ScalarOp::Binary(BinaryOp::Sub) if self.program.insts.len() == 3 => {
                 Some((input(inst.args[0])?, Some(input(inst.args[1])?)))
+            }
+            _ => None,
+        }
+    }
+}
+
+impl Stage {
+    /// When the argument is one input plus another (`Some((a, b))`, an activation of
+    /// `x W + b`), their indices: a loop where both are contiguous along the row hands them to
+    /// the biased buffer function (`f(src[i] + bias[i])`), with no stage loop. IEEE addition
+    /// commutes, so either may be the bias.
+    pub fn biased(&self, n_in: usize) -> Option<(usize, usize)> {
+        let input = |r: usize| match self.program.insts[r].op {
+            ScalarOp::Input(j) if j < n_in => Some(j),
+            _ => None,
+        };
+        let out = *self.program.outputs.first()?;
+        let inst = &self.program.insts[out];
+        match inst.op {
+            ScalarOp::Binary(BinaryOp::Add) if self.program.insts.len() == 3 => {
+                Some((input(inst.args[0])?, input(inst.args[1])?))
             }
             _ => None,
         }
@@ -371,6 +428,24 @@ mod tests {
             outputs: vec![3],
         };
         assert_eq!(split(&mul, 2).unwrap().stages[0].direct(2), None);
+        assert_eq!(split(&mul, 2).unwrap().stages[0].biased(2), None);
+        // `exp(x + b)`: biased, either way round; `x - m` is not.
+        let add = ScalarProgram {
+            insts: vec![
+                inst(ScalarOp::Input(1), &[]),
+                inst(ScalarOp::Input(0), &[]),
+                inst(ScalarOp::Binary(BinaryOp::Add), &[0, 1]),
+                inst(ScalarOp::Unary(UnaryOp::Exp), &[2]),
+            ],
+            outputs: vec![3],
+        };
+        let st = split(&add, 2).unwrap();
+        assert_eq!(st.stages[0].biased(2), Some((1, 0)));
+        assert_eq!(st.stages[0].direct(2), None);
+        assert!(st.last_is_math);
+        assert_eq!(split(&lse, 2).unwrap().stages[0].biased(2), None);
+        // Not when an operand is a buffer.
+        assert_eq!(st.stages[0].biased(1), None);
         // No math, no stages.
         let plain = ScalarProgram {
             insts: vec![inst(ScalarOp::Input(0), &[])],

@@ -662,7 +662,15 @@ fn stage_math<'p, M: Module>(
             .direct(inputs.n_in())
             .and_then(|(a, sub)| inputs.direct(b, a, sub, start));
         let with_shift = direct.is_some_and(|(_, shift)| shift.is_some());
-        let callee = host_math::import(module, b, stage, summed, with_shift)?;
+        let entry = match summed {
+            true => host_math::Entry::Sum {
+                shifted: with_shift,
+            },
+            false => host_math::Entry::Map {
+                shifted: with_shift,
+            },
+        };
+        let callee = host_math::import(module, b, stage, entry)?;
         let (src, shift) = match direct {
             Some((src, shift)) => (src, shift.unwrap_or_else(|| zero_of(b, fty))),
             None => {

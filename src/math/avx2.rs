@@ -436,6 +436,14 @@ fn lanes_fallback<T: Lane, const N: usize, V: Copy>(name: &'static str, m: V, x:
 /// `$fun::<k, shifted>` for the function `f`, `k` its index in `MathFn::ALL` (the const
 /// generic the buffer and summing functions are instantiated with).
 macro_rules! by_index {
+    ($f:expr, $fun:ident) => {{
+        macro_rules! entry {
+            ($k:literal) => {
+                $fun::<$k>
+            };
+        }
+        by_index!(@match $f)
+    }};
     ($f:expr, $fun:ident, $shifted:expr) => {{
         macro_rules! entry {
             ($k:literal) => {
@@ -446,6 +454,9 @@ macro_rules! by_index {
                 }
             };
         }
+        by_index!(@match $f)
+    }};
+    (@match $f:expr) => {{
         match $f {
             MathFn::Exp => entry!(0),
             MathFn::Expm1 => entry!(1),
@@ -462,13 +473,12 @@ macro_rules! by_index {
 }
 
 macro_rules! buffer_fns {
-    ($t:ty, $emit:ident, $eval:ident, $lanes:literal, $load:ident, $store:ident, $run:ident,
-     $dispatch:ident, $zero:ident, $add:ident, $sum:ident, $sum_dispatch:ident, $sub:ident,
-     $set1:ident, $apply:ident, $sum_of:ident) => {
+    ($t:ty, $v:ty, $emit:ident, $eval:ident, $lanes:literal, $load:ident, $store:ident,
+     $run:ident, $dispatch:ident, $zero:ident, $add:ident, $sum:ident, $sum_dispatch:ident,
+     $sub:ident, $set1:ident, $apply:ident, $sum_of:ident, $biased:ident,
+     $biased_dispatch:ident, $over:ident) => {
         /// `f(src[i] - shift)` into `dst` (the same buffer, or ones that do not overlap; the
-        /// shift is a softmax's row max, else 0, which changes no value). Four vectors
-        /// an iteration (independent chains hide the math's latency: 8% faster than two for
-        /// exp), then one, then the evaluator on the lanes left.
+        /// shift is a softmax's row max, else 0, which changes no value).
         #[target_feature(enable = "avx2,fma")]
         unsafe extern "C" fn $run<const F: u8, const S: bool>(
             src: *const $t,
@@ -476,7 +486,6 @@ macro_rules! buffer_fns {
             n: usize,
             shift: $t,
         ) {
-            let f = MathFn::ALL[F as usize];
             // Without a shift (`S` false) no subtraction: in the loop it would hold a register
             // the expansions need (sin over a buffer was 24% slower with it).
             let sv = $set1(shift);
@@ -488,6 +497,36 @@ macro_rules! buffer_fns {
                     v
                 }
             };
+            let xs = |i: usize| if S { *src.add(i) - shift } else { *src.add(i) };
+            $over(MathFn::ALL[F as usize], n, dst, x, xs);
+        }
+
+        /// `f(src[i] + bias[i])` into `dst` (which may be `src`, or overlap neither): an
+        /// activation of `x W + b`, with the add done here rather than in a pass of its own.
+        #[target_feature(enable = "avx2,fma")]
+        unsafe extern "C" fn $biased<const F: u8>(
+            src: *const $t,
+            bias: *const $t,
+            dst: *mut $t,
+            n: usize,
+        ) {
+            let x = |i: usize| $add($load(src.add(i)), $load(bias.add(i)));
+            let xs = |i: usize| *src.add(i) + *bias.add(i);
+            $over(MathFn::ALL[F as usize], n, dst, x, xs);
+        }
+
+        /// `f` of `x(i)` into `dst[i]` for `i < n`: four vectors an iteration (independent
+        /// chains hide the math's latency: 8% faster than two for exp), then one, then the
+        /// evaluator on `xs(i)` for the lanes left. Every load of an iteration comes before
+        /// its stores, so `dst` may be where `x` reads.
+        #[inline(always)]
+        unsafe fn $over(
+            f: MathFn,
+            n: usize,
+            dst: *mut $t,
+            x: impl Fn(usize) -> $v,
+            xs: impl Fn(usize) -> $t,
+        ) {
             let mut i = 0;
             while i + 4 * $lanes <= n {
                 let a = unary(&mut $emit, f, x(i));
@@ -505,8 +544,7 @@ macro_rules! buffer_fns {
                 i += $lanes;
             }
             while i < n {
-                let v = if S { *src.add(i) - shift } else { *src.add(i) };
-                *dst.add(i) = unary(&mut $eval, f, v);
+                *dst.add(i) = unary(&mut $eval, f, xs(i));
                 i += 1;
             }
         }
@@ -591,6 +629,14 @@ macro_rules! buffer_fns {
             by_index!(f, $run, shifted)
         }
 
+        /// The entry point of `f(src[i] + bias[i])` over a buffer (`$biased`), for generated
+        /// code. The caller must have checked `available()`.
+        pub fn $biased_dispatch(
+            f: MathFn,
+        ) -> unsafe extern "C" fn(*const $t, *const $t, *mut $t, usize) {
+            by_index!(f, $biased)
+        }
+
         /// `f` over `x` in place with 256-bit vectors; `None` where the CPU lacks AVX2 or FMA.
         pub fn $apply(f: MathFn, x: &mut [$t]) -> Option<()> {
             let p = x.as_mut_ptr();
@@ -608,6 +654,7 @@ macro_rules! buffer_fns {
 
 buffer_fns!(
     f32,
+    __m256,
     Avx32,
     Eval32,
     8,
@@ -622,10 +669,14 @@ buffer_fns!(
     _mm256_sub_ps,
     _mm256_set1_ps,
     apply_f32,
-    sum_f32
+    sum_f32,
+    biased32,
+    biased_fn_f32,
+    over32
 );
 buffer_fns!(
     f64,
+    __m256d,
     Avx64,
     Eval64,
     4,
@@ -640,5 +691,8 @@ buffer_fns!(
     _mm256_sub_pd,
     _mm256_set1_pd,
     apply_f64,
-    sum_f64
+    sum_f64,
+    biased64,
+    biased_fn_f64,
+    over64
 );
