@@ -19,6 +19,28 @@ const BLOCK: usize = 256;
 // Longer runs of rows are split in two, as the reference splits its sums.
 use crate::perform::reduce::PAIRWISE_BLOCK;
 
+/// Where the reference splits a sum of `n` rows first, when it does: the halves' sums, added,
+/// are the whole sum's bits.
+pub(super) fn top_split(n: usize) -> Option<usize> {
+    (n > PAIRWISE_BLOCK).then_some((n / 2) & !7)
+}
+
+/// `out[j] = out[j] + other[j]` for `j < len`, elements of `dtype` (f64, else f32).
+///
+/// # Safety
+/// `out` and `other` must each hold `len` such elements.
+pub(super) unsafe fn add_into(dtype: crate::ir::DType, out: *mut u8, other: *const u8, len: usize) {
+    unsafe fn add<T: Float>(out: *mut T, other: *const T, len: usize) {
+        for j in 0..len {
+            unsafe { *out.add(j) = *out.add(j) + *other.add(j) };
+        }
+    }
+    match dtype {
+        crate::ir::DType::F64 => unsafe { add(out.cast::<f64>(), other.cast(), len) },
+        _ => unsafe { add(out.cast::<f32>(), other.cast(), len) },
+    }
+}
+
 /// `out[j] = sum over r < n of x[r * rs + j]` for `j < len`, in the reference's pairwise order.
 ///
 /// # Safety
