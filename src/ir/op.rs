@@ -276,6 +276,16 @@ impl UnaryOp {
                 | Reciprocal
         )
     }
+
+    /// Ops that cost many arithmetic ops an element (the transcendentals, and square roots):
+    /// worth computing once rather than once per element of a broadcast.
+    pub fn is_costly(self) -> bool {
+        use UnaryOp::*;
+        matches!(
+            self,
+            Exp | Log | Log1p | Expm1 | Sqrt | Rsqrt | Sin | Cos | Tan | Tanh | Sigmoid | Erf
+        )
+    }
 }
 
 impl BinaryOp {

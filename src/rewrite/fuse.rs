@@ -1,7 +1,9 @@
 //! Composite fusion: chains and trees of elementwise ops become one Composite op holding a
 //! scalar program, so a backend runs them as one loop with no intermediate arrays. A producer
 //! is fused into its consumer when the consumer is its only reader and it is not a function
-//! output; fused programs keep at most [`MAX_INPUTS`] inputs. A reduction takes its input's
+//! output; fused programs keep at most [`MAX_INPUTS`] inputs, and a group with costly math
+//! (`UnaryOp::is_costly`, powers) is not fused into a consumer that broadcasts it, which would
+//! compute it again for every element it is broadcast to. A reduction takes its input's
 //! elementwise group as a prologue (`sum(exp(x - m))` reads `x` once and stores no `exp`).
 
 use crate::ir::scalar::{ScalarInst, ScalarOp, ScalarProgram};
@@ -212,10 +214,15 @@ pub fn fuse(func: &Func) -> Func {
         loop {
             let only_here =
                 |a: &Value| uses.get(a).copied().unwrap_or(0) == local.get(a).copied().unwrap_or(0);
-            let candidate = args
-                .iter()
-                .copied()
-                .find(|a| constants.contains_key(a) || (only_here(a) && fusable.contains_key(a)));
+            // A group with costly math is not fused where the consumer broadcasts it: it
+            // would be computed again for every element it is broadcast to (a `log` of a row
+            // sum, once per element of the row, in a softmax's loss).
+            let costly_here =
+                |a: &Value| costly(&fusable[a].0) && broadcast_into(&f, *a, inst.results[0]);
+            let candidate = args.iter().copied().find(|a| {
+                constants.contains_key(a)
+                    || (only_here(a) && fusable.contains_key(a) && !costly_here(a))
+            });
             let Some(a) = candidate else { break };
             if let Some(c) = constants.get(&a) {
                 let (np, na) = inline(&prog, &args, a, c, &[]);
@@ -267,6 +274,26 @@ pub fn fuse(func: &Func) -> Func {
         .collect();
     remove_dead_constants(&mut f);
     f
+}
+
+/// Whether `p` computes a costly op (`UnaryOp::is_costly`, or a power).
+fn costly(p: &ScalarProgram) -> bool {
+    p.insts.iter().any(|i| match i.op {
+        ScalarOp::Unary(u) => u.is_costly(),
+        ScalarOp::Binary(b) => b == crate::ir::BinaryOp::Pow,
+        _ => false,
+    })
+}
+
+/// Whether `value` is broadcast in computing `result` (an elementwise op reading it): a dim
+/// of 1, or a missing one, where the result's is not 1 (or not known).
+fn broadcast_into(f: &Func, value: Value, result: Value) -> bool {
+    let (v, r) = (&f.ty(value).shape, &f.ty(result).shape);
+    let missing = r.len().saturating_sub(v.len());
+    r[..missing].iter().any(|&d| d != Some(1))
+        || v.iter()
+            .zip(&r[missing..])
+            .any(|(&a, &b)| a == Some(1) && b != Some(1))
 }
 
 /// Drops constant instructions nothing reads any more (their values went into programs).
