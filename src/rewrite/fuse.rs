@@ -5,6 +5,7 @@
 //! (`UnaryOp::is_costly`, powers) is not fused into a consumer that broadcasts it, which would
 //! compute it again for every element it is broadcast to. A reduction takes its input's
 //! elementwise group as a prologue (`sum(exp(x - m))` reads `x` once and stores no `exp`).
+//! Constants of one value (0-d, or broadcast by folding) go into the programs as that value.
 
 use crate::ir::scalar::{ScalarInst, ScalarOp, ScalarProgram};
 use crate::ir::{F64Bits, Func, Inst, Op, Value};
@@ -114,13 +115,15 @@ fn inline(
     (ScalarProgram { insts, outputs }, args)
 }
 
-/// A 0-d constant that a scalar program can hold exactly.
+/// A constant of one value (0-d, or every element the same: a gradient seed that folding
+/// broadcast) that a scalar program can hold exactly.
 fn scalar_constant(inst: &Inst) -> Option<ScalarProgram> {
     let Op::Const(t) = &inst.op else { return None };
-    if !t.shape().is_empty() {
+    let values = t.to_f64_vec();
+    let v = *values.first()?;
+    if values.iter().any(|x| x.to_bits() != v.to_bits()) {
         return None;
     }
-    let v = t.to_f64_vec()[0];
     let exact = match t {
         Tensor::I64(a) => a.iter().all(|&x| x as f64 as i64 == x),
         _ => true,
@@ -219,8 +222,17 @@ pub fn fuse(func: &Func) -> Func {
             // sum, once per element of the row, in a softmax's loss).
             let costly_here =
                 |a: &Value| costly(&fusable[a].0) && broadcast_into(&f, *a, inst.results[0]);
+            // A constant of one value goes in as that value where the other operands alone
+            // have the result's shape (its own shape then adds nothing to the broadcast).
+            let result_ty = &f.ty(inst.results[0]).shape;
+            let shaped = |a: &Value| {
+                f.ty(*a).shape.is_empty()
+                    || args.iter().any(|b| {
+                        b != a && !constants.contains_key(b) && &f.ty(*b).shape == result_ty
+                    })
+            };
             let candidate = args.iter().copied().find(|a| {
-                constants.contains_key(a)
+                (constants.contains_key(a) && shaped(a))
                     || (only_here(a) && fusable.contains_key(a) && !costly_here(a))
             });
             let Some(a) = candidate else { break };
