@@ -200,6 +200,28 @@ fn place(inputs: &[TensorRef]) -> Result<Operands> {
     })
 }
 
+impl Operands {
+    /// The same operands as one row, where every input is the whole array in order (or one
+    /// value): an elementwise map does not care where rows end, and a matrix of short rows
+    /// (W5's 256 x 10 loss gradients) then runs as one vector loop instead of a loop a row.
+    /// The kernel's notion of which inputs are broadcast along the row is unchanged: a whole
+    /// input stays contiguous and a single value stays broadcast.
+    fn flat(mut self) -> Self {
+        let whole = |j: usize| match (self.outer[j], self.inner[j]) {
+            (0, 0) => true,
+            (o, i) => i != 0 && o == self.cols as i64 * i,
+        };
+        if self.rows > 1 && self.cols > 1 && (0..self.addrs.len()).all(whole) {
+            self.cols *= self.rows;
+            self.rows = 1;
+            for (o, i) in self.outer.iter_mut().zip(&self.inner) {
+                *o = self.cols as i64 * i;
+            }
+        }
+        self
+    }
+}
+
 impl MapKernel {
     /// Runs the kernel on the block of rows `row0..row0 + nrows` and columns
     /// `col0..col0 + ncols`, writing outputs at `outs` (addresses of element (row0, col0)) with
@@ -251,7 +273,7 @@ impl Thunk for MapKernel {
     }
 
     fn run_into(&self, inputs: &[TensorRef<'_>], dest: Option<Tensor>) -> Result<Vec<Tensor>> {
-        let ops = place(inputs)?;
+        let ops = place(inputs)?.flat();
         // The caller's buffer for output 0 where it fits. It is distinct from the inputs, or
         // (an in-place step) the buffer of an input of the output's shape and layout, whose
         // elements are each read before the same element is written. One that does not fit is
@@ -290,7 +312,7 @@ impl Thunk for MapKernel {
         if self.out_dtypes.as_slice() != [dtype] {
             return Ok(false);
         }
-        let ops = place(inputs)?;
+        let ops = place(inputs)?.flat();
         if ops.shape.as_slice() != shape {
             return Ok(false);
         }
