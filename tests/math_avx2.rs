@@ -136,14 +136,19 @@ fn every_length_and_offset_is_covered() {
     }
 }
 
-/// The summing buffer functions add `f(x - shift)` in a float sum's leaf order: element `i`
-/// into partial `i % 8`, the partials combined pairwise, then the last `n % 8` one by one.
+/// The summing buffer functions add in the reference's pairwise order: runs of more than 128
+/// split in two at a multiple of 8; a run of at most 128 is a leaf, element `i` into partial
+/// `i % 8`, the partials combined pairwise, then the last `n % 8` one by one.
 #[test]
-fn summing_functions_add_in_the_leaf_order() {
+fn summing_functions_add_in_the_pairwise_order() {
     if skip() {
         return;
     }
-    fn leaf_order<T: Copy + std::ops::Add<Output = T>>(v: &[T], zero: T) -> T {
+    fn pairwise<T: Copy + std::ops::Add<Output = T>>(v: &[T], zero: T) -> T {
+        if v.len() > 128 {
+            let mid = (v.len() / 2) & !7;
+            return pairwise(&v[..mid], zero) + pairwise(&v[mid..], zero);
+        }
         let n8 = v.len() / 8 * 8;
         let mut p = [zero; 8];
         for (i, &x) in v[..n8].iter().enumerate() {
@@ -155,17 +160,18 @@ fn summing_functions_add_in_the_leaf_order() {
         }
         s
     }
-    let x: Vec<f32> = (0..140)
+    let x: Vec<f32> = (0..1100)
         .map(|i| ((i * 37 % 101) as f32 - 50.0) * 0.11)
         .collect();
     let xd: Vec<f64> = x.iter().map(|&v| v as f64 * 1.01).collect();
+    let lengths = (0..=140).chain([255, 256, 257, 263, 511, 1000, 1100]);
     for (f, shift) in MathFn::ALL.iter().flat_map(|&f| [(f, 0.0), (f, 1.25)]) {
-        for n in 0..x.len() {
+        for n in lengths.clone() {
             let y: Vec<f32> = x[..n]
                 .iter()
                 .map(|&v| unary(&mut Eval32, f, v - shift as f32))
                 .collect();
-            let want = leaf_order(&y, 0.0f32);
+            let want = pairwise(&y, 0.0f32);
             let got = avx2::sum_f32(f, &x[..n], shift as f32).unwrap();
             assert!(
                 got.to_bits() == want.to_bits() || got.is_nan() && want.is_nan(),
@@ -176,7 +182,7 @@ fn summing_functions_add_in_the_leaf_order() {
                 .iter()
                 .map(|&v| unary(&mut Eval64, f, v - shift))
                 .collect();
-            let want = leaf_order(&y, 0.0f64);
+            let want = pairwise(&y, 0.0f64);
             let got = avx2::sum_f64(f, &xd[..n], shift).unwrap();
             assert!(
                 got.to_bits() == want.to_bits() || got.is_nan() && want.is_nan(),

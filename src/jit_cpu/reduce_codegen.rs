@@ -387,6 +387,31 @@ fn leaf_type(s: &Spec, leaf: Leaf, lanes: Option<Lanes>) -> Type {
     }
 }
 
+/// Whether a row leaf of this sum hands its input to the summing buffer function directly
+/// (`stage_math`: one math op of an input contiguous along the row, less a constant along it),
+/// which sums any length in the reference's pairwise order itself: the leaf then takes the
+/// whole row in one call instead of splitting it here into calls of `PAIRWISE_BLOCK`
+/// (logsumexp rows of 4096: 63 calls of the leaf and 32 of the buffer function a row). This
+/// must hold exactly where `LeafInputs::direct` gives the input: anything else computes the
+/// argument into a buffer of `host_math::BLOCK`.
+fn whole_row_sum(s: &Spec, leaf: Leaf, lanes: Option<Lanes>, cursor: bool) -> bool {
+    let Some(st) = &s.staged else { return false };
+    let [stage] = st.stages.as_slice() else {
+        return false;
+    };
+    let reads = s.program.input_dtypes();
+    let row_constant =
+        |j: usize| s.along_n[j] == Bcast::Always && reads.get(j).copied().flatten().is_some();
+    leaf == Leaf::Row
+        && lanes.is_some()
+        && !cursor
+        && st.last_is_math
+        && matches!(s.op, ReduceOp::Sum | ReduceOp::Mean)
+        && stage
+            .direct(s.n_in)
+            .is_some_and(|(a, sub)| s.along_n[a] == Bcast::Never && sub.is_none_or(row_constant))
+}
+
 /// A leaf: `fn(bases: *const *const u8, sn: *const i64, si: *const i64, start: i64, len: i64,
 /// out: *mut T)` reduces elements `start..start + len` along `N` from the operands' bases and
 /// stores the result (a scalar, or for `Col` a vector of outputs) at `out`. Float sums split
@@ -418,7 +443,7 @@ fn define_leaf<M: Module>(
         b.switch_to_block(entry);
         let p = b.block_params(entry).to_vec();
         let (bases_p, sn_p, si_p, start, len, out) = (p[0], p[1], p[2], p[3], p[4], p[5]);
-        if s.pairwise {
+        if s.pairwise && !whole_row_sum(s, leaf, lanes, cursor) {
             let split = b.create_block();
             let long = b
                 .ins()

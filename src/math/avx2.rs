@@ -12,6 +12,7 @@
 //! would be out-of-line calls in code compiled without AVX.
 
 use super::{unary_inline as unary, Emit, Eval32, Eval64, MathFn, Prec};
+use crate::perform::reduce::PAIRWISE_BLOCK;
 use std::arch::x86_64::*;
 
 /// How far ahead of what it reads a shifted sum (`sum(f(x - c))`, logsumexp's and softmax's
@@ -549,7 +550,9 @@ macro_rules! buffer_fns {
             }
         }
 
-        /// The sum of `f(src[i] - shift)`, in the order of a float sum's leaf (see
+        /// The sum of `f(src[i] - shift)` in the reference's pairwise order
+        /// (`perform::reduce::pairwise_sum`): runs longer than `PAIRWISE_BLOCK` split in two at
+        /// a multiple of 8; a run of at most that many is a leaf (see
         /// `jit_cpu::reduce_codegen`): element `i` into partial sum `i % 8` (lane `i % 8` of
         /// the accumulators), the partials combined as `((p0 + p1) + (p2 + p3)) + ((p4 + p5) +
         /// (p6 + p7))`, then the last `n % 8` elements added one at a time.
@@ -560,6 +563,12 @@ macro_rules! buffer_fns {
             n: usize,
             shift: $t,
         ) -> $t {
+            if n > PAIRWISE_BLOCK {
+                // Longer runs split as the reference's pairwise sum splits them (at a
+                // multiple of 8), each half summed the same way: a whole row in one call.
+                let mid = (n / 2) & !7;
+                return $sum::<F, S>(src, mid, shift) + $sum::<F, S>(src.add(mid), n - mid, shift);
+            }
             const ACCS: usize = 8 / $lanes;
             let f = MathFn::ALL[F as usize];
             let sv = $set1(shift);
@@ -643,7 +652,7 @@ macro_rules! buffer_fns {
             available().then(|| unsafe { $dispatch(f, false)(p, p, x.len(), 0.0) })
         }
 
-        /// The sum of `f(x - shift)` over `x` in a float sum's leaf order (the summing
+        /// The sum of `f(x - shift)` over `x` in the reference's pairwise order (the summing
         /// function's); `None` where the CPU lacks AVX2 or FMA.
         pub fn $sum_of(f: MathFn, x: &[$t], shift: $t) -> Option<$t> {
             let shifted = shift.to_bits() != 0;
