@@ -418,28 +418,21 @@ mod tests {
         // Not when the operand is a buffer (input 3 of 3), nor for other arithmetic.
         assert_eq!(s.stages[1].direct(3), None);
         assert_eq!(s.stages[0].direct(3), Some((0, Some(1))));
-        let mul = ScalarProgram {
+        // `exp(input first op input second)`.
+        let exp_of = |op: BinaryOp, first: usize, second: usize| ScalarProgram {
             insts: vec![
-                inst(ScalarOp::Input(0), &[]),
-                inst(ScalarOp::Input(1), &[]),
-                inst(ScalarOp::Binary(BinaryOp::Mul), &[0, 1]),
+                inst(ScalarOp::Input(first), &[]),
+                inst(ScalarOp::Input(second), &[]),
+                inst(ScalarOp::Binary(op), &[0, 1]),
                 inst(ScalarOp::Unary(UnaryOp::Exp), &[2]),
             ],
             outputs: vec![3],
         };
+        let mul = exp_of(BinaryOp::Mul, 0, 1);
         assert_eq!(split(&mul, 2).unwrap().stages[0].direct(2), None);
         assert_eq!(split(&mul, 2).unwrap().stages[0].biased(2), None);
         // `exp(x + b)`: biased, either way round; `x - m` is not.
-        let add = ScalarProgram {
-            insts: vec![
-                inst(ScalarOp::Input(1), &[]),
-                inst(ScalarOp::Input(0), &[]),
-                inst(ScalarOp::Binary(BinaryOp::Add), &[0, 1]),
-                inst(ScalarOp::Unary(UnaryOp::Exp), &[2]),
-            ],
-            outputs: vec![3],
-        };
-        let st = split(&add, 2).unwrap();
+        let st = split(&exp_of(BinaryOp::Add, 1, 0), 2).unwrap();
         assert_eq!(st.stages[0].biased(2), Some((1, 0)));
         assert_eq!(st.stages[0].direct(2), None);
         assert!(st.last_is_math);
