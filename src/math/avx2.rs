@@ -477,7 +477,7 @@ macro_rules! buffer_fns {
     ($t:ty, $v:ty, $emit:ident, $eval:ident, $lanes:literal, $load:ident, $store:ident,
      $run:ident, $dispatch:ident, $zero:ident, $add:ident, $sum:ident, $sum_dispatch:ident,
      $sub:ident, $set1:ident, $apply:ident, $sum_of:ident, $biased:ident,
-     $biased_dispatch:ident, $over:ident) => {
+     $biased_dispatch:ident, $over:ident, $leaf:ident) => {
         /// `f(src[i] - shift)` into `dst` (the same buffer, or ones that do not overlap; the
         /// shift is a softmax's row max, else 0, which changes no value).
         #[target_feature(enable = "avx2,fma")]
@@ -557,7 +557,6 @@ macro_rules! buffer_fns {
         /// the accumulators), the partials combined as `((p0 + p1) + (p2 + p3)) + ((p4 + p5) +
         /// (p6 + p7))`, then the last `n % 8` elements added one at a time.
         #[target_feature(enable = "avx2,fma")]
-        #[allow(clippy::modulo_one)] // f32: one accumulator of 8 lanes; f64: two of 4.
         unsafe extern "C" fn $sum<const F: u8, const S: bool>(
             src: *const $t,
             n: usize,
@@ -569,6 +568,16 @@ macro_rules! buffer_fns {
                 let mid = (n / 2) & !7;
                 return $sum::<F, S>(src, mid, shift) + $sum::<F, S>(src.add(mid), n - mid, shift);
             }
+            $leaf::<F, S>(src, n, shift)
+        }
+
+        /// One leaf of `$sum` (at most `PAIRWISE_BLOCK` elements). Out of line in debug
+        /// builds, where its frame (every expansion's values on the stack) would otherwise be
+        /// in each level of the recursion.
+        #[target_feature(enable = "avx2,fma")]
+        #[cfg_attr(debug_assertions, inline(never))]
+        #[allow(clippy::modulo_one)] // f32: one accumulator of 8 lanes; f64: two of 4.
+        unsafe fn $leaf<const F: u8, const S: bool>(src: *const $t, n: usize, shift: $t) -> $t {
             const ACCS: usize = 8 / $lanes;
             let f = MathFn::ALL[F as usize];
             let sv = $set1(shift);
@@ -681,7 +690,8 @@ buffer_fns!(
     sum_f32,
     biased32,
     biased_fn_f32,
-    over32
+    over32,
+    leaf32
 );
 buffer_fns!(
     f64,
@@ -703,5 +713,6 @@ buffer_fns!(
     sum_f64,
     biased64,
     biased_fn_f64,
-    over64
+    over64,
+    leaf64
 );
