@@ -206,38 +206,43 @@ impl Stage {
     /// contiguous (and `b` constant along it) hands `a` itself and `b`'s value to the buffer
     /// function (`f(src[i] - shift)`), with no stage loop.
     pub fn direct(&self, n_in: usize) -> Option<(usize, Option<usize>)> {
-        let input = |r: usize| match self.program.insts[r].op {
-            ScalarOp::Input(j) if j < n_in => Some(j),
-            _ => None,
-        };
-        let out = *self.program.outputs.first()?;
-        let inst = &self.program.insts[out];
+        let (out, inst) = self.argument()?;
         match inst.op {
-            ScalarOp::Input(_) => Some((input(out)?, None)),
-            ScalarOp::Binary(BinaryOp::Sub) if self.program.insts.len() == 3 => {
-                Some((input(inst.args[0])?, Some(input(inst.args[1])?)))
-            }
+            ScalarOp::Input(_) => Some((self.input(out, n_in)?, None)),
+            ScalarOp::Binary(BinaryOp::Sub) if self.program.insts.len() == 3 => Some((
+                self.input(inst.args[0], n_in)?,
+                Some(self.input(inst.args[1], n_in)?),
+            )),
             _ => None,
         }
     }
-}
 
-impl Stage {
     /// When the argument is one input plus another (`Some((a, b))`, an activation of
     /// `x W + b`), their indices: a loop where both are contiguous along the row hands them to
     /// the biased buffer function (`f(src[i] + bias[i])`), with no stage loop. IEEE addition
     /// commutes, so either may be the bias.
     pub fn biased(&self, n_in: usize) -> Option<(usize, usize)> {
-        let input = |r: usize| match self.program.insts[r].op {
-            ScalarOp::Input(j) if j < n_in => Some(j),
-            _ => None,
-        };
-        let out = *self.program.outputs.first()?;
-        let inst = &self.program.insts[out];
+        let (_, inst) = self.argument()?;
         match inst.op {
-            ScalarOp::Binary(BinaryOp::Add) if self.program.insts.len() == 3 => {
-                Some((input(inst.args[0])?, input(inst.args[1])?))
-            }
+            ScalarOp::Binary(BinaryOp::Add) if self.program.insts.len() == 3 => Some((
+                self.input(inst.args[0], n_in)?,
+                self.input(inst.args[1], n_in)?,
+            )),
+            _ => None,
+        }
+    }
+
+    /// The register of the argument and its instruction.
+    fn argument(&self) -> Option<(usize, &ScalarInst)> {
+        let out = *self.program.outputs.first()?;
+        Some((out, &self.program.insts[out]))
+    }
+
+    /// The input register `r` reads, where it reads one of the kernel's `n_in` inputs (not a
+    /// buffer of an earlier stage).
+    fn input(&self, r: usize, n_in: usize) -> Option<usize> {
+        match self.program.insts[r].op {
+            ScalarOp::Input(j) if j < n_in => Some(j),
             _ => None,
         }
     }
