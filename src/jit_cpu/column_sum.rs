@@ -17,27 +17,44 @@ use num_traits::Float;
 const BLOCK: usize = 256;
 
 // Longer runs of rows are split in two, as the reference splits its sums.
-use crate::perform::reduce::PAIRWISE_BLOCK;
+use crate::perform::reduce::{pairwise_mid, PAIRWISE_BLOCK};
 
-/// Where the reference splits a sum of `n` rows first, when it does: the halves' sums, added,
-/// are the whole sum's bits.
-pub(super) fn top_split(n: usize) -> Option<usize> {
-    (n > PAIRWISE_BLOCK).then_some((n / 2) & !7)
-}
-
-/// `out[j] = out[j] + other[j]` for `j < len`, elements of `dtype` (f64, else f32).
+/// `column_sum` on two of rayon's threads: each sums half of the rows (read contiguously,
+/// where blocks of columns would read a strided piece of every row), split where the
+/// reference first splits, and the halves are added as the reference adds them, so the bits
+/// are the same. With too few rows to split, `column_sum` on this thread.
 ///
 /// # Safety
-/// `out` and `other` must each hold `len` such elements.
-pub(super) unsafe fn add_into(dtype: crate::ir::DType, out: *mut u8, other: *const u8, len: usize) {
-    unsafe fn add<T: Float>(out: *mut T, other: *const T, len: usize) {
-        for j in 0..len {
-            unsafe { *out.add(j) = *out.add(j) + *other.add(j) };
-        }
+/// As `column_sum`.
+pub(super) unsafe fn column_sum_in_halves<T: Float + Send>(
+    x: *const T,
+    rs: isize,
+    n: usize,
+    out: *mut T,
+    len: usize,
+) {
+    if n <= PAIRWISE_BLOCK {
+        // SAFETY: the caller vouches for the pointers.
+        return unsafe { column_sum(x, rs, n, out, len) };
     }
-    match dtype {
-        crate::ir::DType::F64 => unsafe { add(out.cast::<f64>(), other.cast(), len) },
-        _ => unsafe { add(out.cast::<f32>(), other.cast(), len) },
+    let mid = pairwise_mid(n);
+    let mut right = vec![T::zero(); len];
+    let (x, out, r) = (x as usize, out as usize, right.as_mut_ptr() as usize);
+    // SAFETY: rows `0..mid` into the outputs, rows `mid..n` into `right`: disjoint writes,
+    // reads of the caller's rows only.
+    rayon::join(
+        || unsafe { column_sum(x as *const T, rs, mid, out as *mut T, len) },
+        || unsafe {
+            let x = (x as *const T).offset(mid as isize * rs);
+            column_sum(x, rs, n - mid, r as *mut T, len)
+        },
+    );
+    for (j, &v) in right.iter().enumerate() {
+        // SAFETY: `out` holds `len` elements.
+        unsafe {
+            let o = (out as *mut T).add(j);
+            *o = *o + v;
+        }
     }
 }
 
@@ -76,7 +93,7 @@ macro_rules! column_sum_fn {
         }
 
         mod $name {
-            use super::{Float, BLOCK, PAIRWISE_BLOCK};
+            use super::{pairwise_mid, Float, BLOCK, PAIRWISE_BLOCK};
 
             /// `x[r][j]` for `j < w`.
             #[inline(always)]
@@ -117,7 +134,7 @@ macro_rules! column_sum_fn {
                     }
                 } else {
                     // Split at a multiple of 8, as the reference does.
-                    let mid = (n / 2) & !7;
+                    let mid = pairwise_mid(n);
                     unsafe { rows(x, rs, mid, out) };
                     let mut right = [T::zero(); BLOCK];
                     let right = &mut right[..w];

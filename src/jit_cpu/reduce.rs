@@ -41,8 +41,9 @@ pub fn generated_reduce_calls_on_this_thread() -> usize {
     GENERATED_HERE.with(|c| c.get())
 }
 
-/// `column_sum` on byte addresses and a byte stride between rows.
-pub(super) type ColumnSum = unsafe fn(*const u8, i64, usize, *mut u8, usize);
+/// `column_sum` on byte addresses and a byte stride between rows; with the last argument,
+/// `column_sum_in_halves` (on two threads).
+pub(super) type ColumnSum = unsafe fn(*const u8, i64, usize, *mut u8, usize, bool);
 
 /// The host column sum (`column_sum`) for a plain float sum (not a fused one, whose prologue
 /// it would not run), chosen when the kernel is built.
@@ -57,16 +58,24 @@ pub(super) fn host_column_sum(op: ReduceOp, fused: bool, out: DType) -> Option<C
 
 /// # Safety
 /// As `column_sum`, with `rs` in bytes (a multiple of `T`'s size).
-unsafe fn column_sum_bytes<T: num_traits::Float>(
+unsafe fn column_sum_bytes<T: num_traits::Float + Send>(
     x: *const u8,
     rs: i64,
     n: usize,
     out: *mut u8,
     len: usize,
+    halves: bool,
 ) {
+    use super::column_sum::{column_sum, column_sum_in_halves};
     let rs = rs as isize / std::mem::size_of::<T>() as isize;
+    let (x, out) = (x as *const T, out as *mut T);
     // SAFETY: the caller vouches for the rows and the outputs.
-    unsafe { super::column_sum::column_sum(x as *const T, rs, n, out as *mut T, len) }
+    unsafe {
+        match halves {
+            true => column_sum_in_halves(x, rs, n, out, len),
+            false => column_sum(x, rs, n, out, len),
+        }
+    }
 }
 
 /// A `Reduce` or `FusedReduce` compiled to a generated loop nest.
@@ -336,6 +345,24 @@ impl Thunk for GenReduce {
                 })
                 .collect();
         }
+        let n_outer = offsets.len();
+        let work = n_outer * o.size * n.size * i.size;
+        let threads = rayon::current_num_threads();
+        // A column sum is a few loads and a store an element: from outside the pool (a
+        // worker to wake, the caller to wake after) two threads pay off only later. From a
+        // worker (`runtime::warm`), 256 x 512 f32 24 -> 17.5 us on two.
+        let parallel_min = if column_sum.is_some() && rayon::current_thread_index().is_none() {
+            1 << 18
+        } else {
+            PARALLEL_MIN
+        };
+        // One row of column sums, large enough for two threads: they split its rows rather
+        // than its columns (`column_sum_in_halves`). W5's bias gradients: 19 -> 16.5 us.
+        let halves = column_sum.is_some()
+            && n_outer == 1
+            && o.size == 1
+            && work >= parallel_min
+            && threads >= 2;
         // One block: outputs o0..o0+no, i0..i0+ni at one index of the outer dims.
         let run = |off: &[i64], o0: usize, no: usize, i0: usize, ni: usize| {
             let ptrs: Vec<*mut u8> = (0..=m)
@@ -362,6 +389,7 @@ impl Thunk for GenReduce {
                             n.size,
                             y as usize as *mut u8,
                             ni,
+                            halves,
                         )
                     };
                 }
@@ -380,58 +408,7 @@ impl Thunk for GenReduce {
                 )
             }
         };
-        let n_outer = offsets.len();
-        let work = n_outer * o.size * n.size * i.size;
-        let threads = rayon::current_num_threads();
-        // A column sum is a few loads and a store an element: from outside the pool (a
-        // worker to wake, the caller to wake after) two threads pay off only later. From a
-        // worker (`runtime::warm`), 256 x 512 f32 24 -> 17.5 us on two.
-        let parallel_min = if column_sum.is_some() && rayon::current_thread_index().is_none() {
-            1 << 18
-        } else {
-            PARALLEL_MIN
-        };
-        // A column sum of many rows on two threads: each sums half of the rows (read
-        // contiguously, where blocks of columns read a strided piece of every row) and the
-        // halves are added. That is the reference's own first split, so the bits are the
-        // same. W5's bias gradients (256 x 512 f32): 19 -> 16.5 us.
-        let halves = column_sum.zip(super::column_sum::top_split(n.size));
-        if let Some((sum, mid)) =
-            halves.filter(|_| n_outer == 1 && o.size == 1 && work >= parallel_min && threads >= 2)
-        {
-            let (x, y, rs) = (
-                bases[0] as i64 + offsets[0][0],
-                bases[1] as i64 + offsets[0][1],
-                n.strides[0],
-            );
-            let right = uninit(self.out_dtype, &[i.size]);
-            let r = super::base_ptr(&right) as usize;
-            // SAFETY: as for `run`: rows `0..mid` and `mid..n` of the input, into the output
-            // and into `right`, a fresh buffer of the output's length and dtype.
-            rayon::join(
-                || unsafe {
-                    sum(
-                        x as usize as *const u8,
-                        rs,
-                        mid,
-                        y as usize as *mut u8,
-                        i.size,
-                    )
-                },
-                || unsafe {
-                    let x = (x + mid as i64 * rs) as usize as *const u8;
-                    sum(x, rs, n.size - mid, r as *mut u8, i.size)
-                },
-            );
-            unsafe {
-                super::column_sum::add_into(
-                    self.out_dtype,
-                    y as usize as *mut u8,
-                    r as *const u8,
-                    i.size,
-                )
-            };
-        } else if work < parallel_min || threads < 2 || n_outer * o.size * i.size == 1 {
+        if halves || work < parallel_min || threads < 2 || n_outer * o.size * i.size == 1 {
             for off in &offsets {
                 run(off, 0, o.size, 0, i.size);
             }

@@ -12,7 +12,7 @@
 //! would be out-of-line calls in code compiled without AVX.
 
 use super::{unary_inline as unary, Emit, Eval32, Eval64, MathFn, Prec};
-use crate::perform::reduce::PAIRWISE_BLOCK;
+use crate::perform::reduce::{pairwise_mid, PAIRWISE_BLOCK};
 use std::arch::x86_64::*;
 
 /// How far ahead of what it reads a shifted sum (`sum(f(x - c))`, logsumexp's and softmax's
@@ -565,7 +565,7 @@ macro_rules! buffer_fns {
             if n > PAIRWISE_BLOCK {
                 // Longer runs split as the reference's pairwise sum splits them (at a
                 // multiple of 8), each half summed the same way: a whole row in one call.
-                let mid = (n / 2) & !7;
+                let mid = pairwise_mid(n);
                 return $sum::<F, S>(src, mid, shift) + $sum::<F, S>(src.add(mid), n - mid, shift);
             }
             $leaf::<F, S>(src, n, shift)

@@ -18,6 +18,12 @@ const PARALLEL_MIN: usize = 1 << 16;
 /// keep them in vector registers.
 pub(crate) const PAIRWISE_BLOCK: usize = 128;
 
+/// Where a pairwise sum of `n > PAIRWISE_BLOCK` elements splits: half, rounded down to a
+/// multiple of 8, as numpy does. Every summing loop that must give these bits splits here.
+pub(crate) fn pairwise_mid(n: usize) -> usize {
+    (n / 2) & !7
+}
+
 pub fn pairwise_sum<F: Float>(xs: &[F]) -> F {
     if xs.len() < 8 {
         xs.iter().fold(F::zero(), |acc, &x| acc + x)
@@ -34,8 +40,7 @@ pub fn pairwise_sum<F: Float>(xs: &[F]) -> F {
             ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
         rest.iter().fold(head, |s, &x| s + x)
     } else {
-        // Split at a multiple of 8, as numpy does.
-        let mid = (xs.len() / 2) & !7;
+        let mid = pairwise_mid(xs.len());
         pairwise_sum(&xs[..mid]) + pairwise_sum(&xs[mid..])
     }
 }
