@@ -31,7 +31,7 @@
 
 use super::codegen::{counted_loop, zero_of, Bcast};
 use super::host_math;
-use super::reduce_operands::{Leaf, LeafInputs};
+use super::reduce_operands::{passes_directly, Leaf, LeafInputs};
 use super::scalar_ops::{clif_type, vector_lanes, Lanes};
 use crate::error::{Error, Result};
 use crate::ir::scalar::ScalarProgram;
@@ -391,25 +391,22 @@ fn leaf_type(s: &Spec, leaf: Leaf, lanes: Option<Lanes>) -> Type {
 /// (`stage_math`: one math op of an input contiguous along the row, less a constant along it),
 /// which sums any length in the reference's pairwise order itself: the leaf then takes the
 /// whole row in one call instead of splitting it here into calls of `PAIRWISE_BLOCK`
-/// (logsumexp rows of 4096: 63 calls of the leaf and 32 of the buffer function a row). This
-/// must hold exactly where `LeafInputs::direct` gives the input: anything else computes the
-/// argument into a buffer of `host_math::BLOCK`.
+/// (logsumexp rows of 4096: 63 calls of the leaf and 32 of the buffer function a row). It asks
+/// `passes_directly`, as `LeafInputs::direct` does: anything else computes the argument into a
+/// buffer of `host_math::BLOCK`.
 fn whole_row_sum(s: &Spec, leaf: Leaf, lanes: Option<Lanes>, cursor: bool) -> bool {
     let Some(st) = &s.staged else { return false };
     let [stage] = st.stages.as_slice() else {
         return false;
     };
+    // The leaf splats the row-constant inputs its program reads.
     let reads = s.program.input_dtypes();
-    let row_constant =
-        |j: usize| s.along_n[j] == Bcast::Always && reads.get(j).copied().flatten().is_some();
-    leaf == Leaf::Row
-        && lanes.is_some()
-        && !cursor
-        && st.last_is_math
+    let splat = |j: usize| reads.get(j).copied().flatten().is_some();
+    st.last_is_math
         && matches!(s.op, ReduceOp::Sum | ReduceOp::Mean)
         && stage
             .direct(s.n_in)
-            .is_some_and(|(a, sub)| s.along_n[a] == Bcast::Never && sub.is_none_or(row_constant))
+            .is_some_and(|arg| passes_directly(s.along_n, leaf, lanes, cursor, arg, splat))
 }
 
 /// A leaf: `fn(bases: *const *const u8, sn: *const i64, si: *const i64, start: i64, len: i64,

@@ -43,6 +43,26 @@ pub(super) enum Leaf {
 /// The name generated code imports the N-d seek helper under.
 pub(super) const SEEK: &str = "kiln_nd_seek";
 
+/// Whether a leaf hands input `a` (less input `sub`, one value all along the row) to a buffer
+/// function as it is (`LeafInputs::direct`): a row leaf of vectors without a cursor, `a`
+/// contiguous along the row, and `sub` one element along it that the leaf splats at its entry
+/// (`splat`: the program reads it). `reduce_codegen::whole_row_sum` asks this before the leaf
+/// exists.
+pub(super) fn passes_directly(
+    along_n: &[Bcast],
+    leaf: Leaf,
+    lanes: Option<Lanes>,
+    cursor: bool,
+    (a, sub): (usize, Option<usize>),
+    splat: impl Fn(usize) -> bool,
+) -> bool {
+    leaf == Leaf::Row
+        && lanes.is_some()
+        && !cursor
+        && along_n[a] == Bcast::Never
+        && sub.is_none_or(|s| along_n[s] == Bcast::Always && splat(s))
+}
+
 /// A leaf's inputs, set up at its entry.
 pub(super) struct LeafInputs<'s> {
     program: &'s ScalarProgram,
@@ -266,11 +286,11 @@ impl<'s> LeafInputs<'s> {
         sub: Option<usize>,
         start: Value,
     ) -> Option<(Value, Option<Value>)> {
-        if self.leaf != Leaf::Row || self.lanes.is_none() || self.cursor.is_some() {
-            return None;
-        }
-        if self.along_n[a] != Bcast::Never || sub.is_some_and(|s| self.along_n[s] != Bcast::Always)
-        {
+        // The splats were made at the leaf's entry, from the whole program (the leaf reads
+        // another program by now).
+        let (leaf, cursor) = (self.leaf, self.cursor.is_some());
+        let splat = |s: usize| self.row_splats[s].is_some();
+        if !passes_directly(self.along_n, leaf, self.lanes, cursor, (a, sub), splat) {
             return None;
         }
         // The element type of `sub`, from its splat (which every row-constant input the
