@@ -721,16 +721,29 @@ impl VectorEntry {
             b.ins().select(short, left, block)
         };
         let cend = b.ins().iadd(c, len);
-        // Buffer addresses less the chunk's first column: column `k` of a buffer is at
-        // `shifted + k * size`, as the operands' are at `row_base + k * size`.
-        let mut buffers: Vec<(Value, DType)> = Vec::new();
+        // Per stage: the chunk's first column in bytes, and its buffer where it has one.
+        // Every stage but an output-writing last one has a buffer, so buffer `j` is stage
+        // `j`'s: its address less the skip, as column `k` of a buffer is at
+        // `shifted + k * size` and the operands' are at `row_base + k * size`.
+        let skips: Vec<Value> = (staged.stages.iter())
+            .map(|st| b.ins().imul_imm_s(c, st.dtype.size() as i64))
+            .collect();
+        let bufs: Vec<Option<Value>> = (stages.iter())
+            .map(|&(_, slot, _, _)| slot.map(|slot| b.ins().stack_addr(ptr, slot, 0)))
+            .collect();
+        let buffers: Vec<(Value, DType)> = (staged.stages.iter().zip(&bufs).zip(&skips))
+            .filter_map(|((st, buf), &skip)| Some((b.ins().isub((*buf)?, skip), st.dtype)))
+            .collect();
+        let ops = RowOperands {
+            n_in,
+            row_bases,
+            splats: &splats,
+            vptrs: &vptrs,
+            buffers: &buffers,
+        };
         let none = vec![None; row_bases.len()];
-        for (k, (stage, &(callee, slot, arg, zero))) in
-            staged.stages.iter().zip(&stages).enumerate()
-        {
-            let size = stage.dtype.size() as i64;
-            let skip = b.ins().imul_imm_s(c, size);
-            let buf = slot.map(|slot| b.ins().stack_addr(ptr, slot, 0));
+        for (k, (stage, &(callee, _, arg, zero))) in staged.stages.iter().zip(&stages).enumerate() {
+            let (skip, buf) = (skips[k], bufs[k]);
             let into_output = to_output && k + 1 == staged.stages.len();
             let dst = match (into_output, buf) {
                 (false, Some(buf)) => buf,
@@ -754,15 +767,9 @@ impl VectorEntry {
                     b.ins().call(callee, &[src, bias, dst, len]);
                 }
                 ArgOf::Loop => {
-                    let buf = buf.expect("a stage loop has a buffer");
-                    let shifted = b.ins().isub(buf, skip);
-                    let ops = RowOperands {
-                        n_in,
-                        row_bases,
-                        splats: &splats,
-                        vptrs: &vptrs,
-                        buffers: &buffers,
-                    };
+                    let buf = bufs[k].expect("a stage loop has a buffer");
+                    let shifted = buffers[k].0;
+                    let size = stage.dtype.size() as i64;
                     self.vector_loop(b, c, cend, |b, k| {
                         let here = Here { k, at: &none, u: 0 };
                         let v = self.eval(b, module, &stage.program, &ops, &here, esize, None)?;
@@ -774,19 +781,8 @@ impl VectorEntry {
                     b.ins().call(callee, &[buf, dst, len, zero]);
                 }
             }
-            if !into_output {
-                let shifted = b.ins().isub(dst, skip);
-                buffers.push((shifted, stage.dtype));
-            }
         }
         if !to_output {
-            let ops = RowOperands {
-                n_in,
-                row_bases,
-                splats: &splats,
-                vptrs: &vptrs,
-                buffers: &buffers,
-            };
             self.vector_loop(b, c, cend, |b, k| {
                 let here = Here { k, at: &none, u: 0 };
                 let outs = self.eval(b, module, &staged.last, &ops, &here, esize, None)?;
