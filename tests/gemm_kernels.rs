@@ -241,8 +241,8 @@ fn default_blocks_f64() {
 }
 
 /// Large enough to be split among threads, both ways: by rows (tall C) and by columns (a
-/// short C with many column slivers), with one k chunk and several. Each element is summed by one thread in one order, so
-/// the bits do not depend on the split.
+/// short C with many column slivers), with one k chunk and several. Each element is summed by
+/// one thread in one order, so the bits do not depend on the split.
 #[test]
 fn threads_split_rows_and_columns_with_the_same_bits() {
     if !host_runs_kernels() {
@@ -264,6 +264,9 @@ fn threads_split_rows_and_columns_with_the_same_bits() {
         (20, 64, 110, small),
         (20, 100, 70, small),
         (30, 64, 80, small),
+        // Split by columns with A packed once between the threads: a last k chunk shallower
+        // than the others (103 = 20 x 5 + 3), and a last tile of 5 rows.
+        (23, 64, 103, small),
     ];
     for (m, n, k, blocking) in cases {
         let a = values::<f32>(m, k, 3);
