@@ -96,12 +96,14 @@ fn every_length_and_offset_is_covered() {
     if skip() {
         return;
     }
-    // Lengths 0..40 at odd offsets: the four-vector loop, the one-vector step and the tail.
-    let x: Vec<f32> = (0..64).map(|i| (i as f32 - 20.0) * 0.37).collect();
+    // Lengths 0..40 at odd offsets: the four-vector loop, the one-vector step and the tail;
+    // and around tanh's runs of 256 (its two halves a run at a time, then the rest).
+    let x: Vec<f32> = (0..620).map(|i| (i as f32 - 20.0) * 0.37 % 23.0).collect();
     let xd: Vec<f64> = x.iter().map(|&v| v as f64 * 1.01).collect();
-    for f in [MathFn::Exp, MathFn::Sin, MathFn::Log1p] {
+    let lengths = (0..40).chain([255, 256, 257, 263, 300, 511, 512, 513, 600]);
+    for f in [MathFn::Exp, MathFn::Sin, MathFn::Log1p, MathFn::Tanh] {
         for off in 0..3 {
-            for n in 0..40 {
+            for n in lengths.clone() {
                 let mut y = x.clone();
                 avx2::apply_f32(f, &mut y[off..off + n]).unwrap();
                 let mut yd = xd.clone();

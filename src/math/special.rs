@@ -34,13 +34,16 @@ use super::Emit;
 
 #[inline(always)]
 pub(super) fn tanh<E: Emit>(e: &mut E, x: E::F) -> E::F {
-    let (pc, big_a, one_a) = pick(e, (&TANH_F32[..], 6.0, 9.1), (&TANH_F64[..], 12.0, 19.1));
+    let d = tanh_head(e, x);
+    tanh_tail(e, x, d)
+}
+
+/// The first half of `tanh`: `d = e^(2|x|) + 1`, the long chain through exp. Buffer functions
+/// run it over a run of vectors before `tanh_tail` over the same run (`math::avx2`), so that
+/// the chains of many vectors are in flight at once; `tanh` is the two in a row.
+#[inline(always)]
+pub(super) fn tanh_head<E: Emit>(e: &mut E, x: E::F) -> E::F {
     let a = e.abs(x);
-    // Small: a + a^3 P(a^2).
-    let a2 = e.mul(a, a);
-    let a3 = e.mul(a2, a);
-    let p = horner(e, a2, pc);
-    let ys = e.fma(a3, p, a);
     // Large: 1 - 2/(e^2a + 1) as (d - 2) / d: d = e^2a + 1 = fma(s, em1, s + 1) rounds once,
     // d - 2 is exact, and d's rounding moves the quotient by 2 delta / d^2 only.
     let a2x = e.add(a, a);
@@ -49,7 +52,20 @@ pub(super) fn tanh<E: Emit>(e: &mut E, x: E::F) -> E::F {
     let s = pow2(e, t, 0);
     let one = e.fconst(1.0);
     let sp = e.add(s, one);
-    let d = e.fma(s, em1, sp);
+    e.fma(s, em1, sp)
+}
+
+/// The rest of `tanh(x)`, from `d = tanh_head(x)`.
+#[inline(always)]
+pub(super) fn tanh_tail<E: Emit>(e: &mut E, x: E::F, d: E::F) -> E::F {
+    let (pc, big_a, one_a) = pick(e, (&TANH_F32[..], 6.0, 9.1), (&TANH_F64[..], 12.0, 19.1));
+    let a = e.abs(x);
+    // Small: a + a^3 P(a^2).
+    let a2 = e.mul(a, a);
+    let a3 = e.mul(a2, a);
+    let p = horner(e, a2, pc);
+    let ys = e.fma(a3, p, a);
+    let one = e.fconst(1.0);
     let two = e.fconst(2.0);
     let q = e.sub(d, two);
     // Where d - 2 would round (d >= 2^(p+1)), 1 - 2/d instead: 2/d is tiny there.
