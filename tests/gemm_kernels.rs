@@ -264,8 +264,8 @@ fn threads_split_rows_and_columns_with_the_same_bits() {
         (20, 64, 110, small),
         (20, 100, 70, small),
         (30, 64, 80, small),
-        // Split by columns with A packed once between the threads: a last k chunk shallower
-        // than the others (103 = 20 x 5 + 3), and a last tile of 5 rows.
+        // Split by columns, each thread packing its own slivers chunk after chunk: a last k
+        // chunk shallower than the others (103 = 20 x 5 + 3), and a last tile of 5 rows.
         (23, 64, 103, small),
     ];
     for (m, n, k, blocking) in cases {

@@ -335,30 +335,25 @@ unsafe fn run<T: Element>(
         threads.max(1)
     };
     with_buffer(&B_PANEL, |panel| {
-        with_buffer(&A_PANEL, |a_panel| {
-            let panel = panel.get::<T>(nc.min(n).div_ceil(T::NR) * T::NR * kc.min(k));
-            let mut job = Job::new(a, b, c, update, blocking, panel, threads);
-            job.share_a(a_panel);
-            if threads == 1 {
+        let panel = panel.get::<T>(nc.min(n).div_ceil(T::NR) * T::NR * kc.min(k));
+        let job = Job::new(a, b, c, update, blocking, panel, threads);
+        if threads == 1 {
+            job.work();
+        } else {
+            let job = &job;
+            rayon::scope(|s| {
+                for _ in 1..threads {
+                    s.spawn(move |_| job.work());
+                }
                 job.work();
-            } else {
-                let job = &job;
-                rayon::scope(|s| {
-                    for _ in 1..threads {
-                        s.spawn(move |_| job.work());
-                    }
-                    job.work();
-                });
-            }
-        })
+            });
+        }
     });
 }
 
 thread_local! {
     /// Packed B, kept by the calling thread between calls so steady-state calls allocate nothing.
     static B_PANEL: RefCell<Buffer> = RefCell::new(Buffer::default());
-    /// Packed A of a whole product, kept by the calling thread, where its threads share it.
-    static A_PANEL: RefCell<Buffer> = RefCell::new(Buffer::default());
     /// Packed A, one per thread that runs a part.
     static A_BLOCK: RefCell<Buffer> = RefCell::new(Buffer::default());
     /// The sums of an update's earlier k chunks (`gemm_update`).
