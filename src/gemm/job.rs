@@ -21,7 +21,10 @@ pub(super) struct Job<T> {
     /// `W -= (A B) scale` in the last k chunk instead of storing into C (`gemm_update`).
     update: Option<(Mat<*mut T>, T)>,
     blocking: Blocking,
-    /// Packed B of the current chunk, shared.
+    /// Packed B of the current chunk, shared: sliver `s` at `s * NR * k_step`, whatever the
+    /// chunk's depth. Pieces that pack their own slivers (`own_columns`) run through the
+    /// chunks at their own pace, so one may pack the shallower last chunk while another
+    /// still multiplies an earlier one: at `s * NR * kcur` their slivers overlapped.
     panel: *mut T,
     /// Pieces per phase.
     parts: usize,
@@ -138,7 +141,15 @@ impl<T: Element> Job<T> {
         let slivers = ncur.div_ceil(T::NR);
         let part = |len: usize| piece * len / self.parts..(piece + 1) * len / self.parts;
         if phase % 2 == 0 {
-            pack_b(self.b.at(pc, jc), kcur, ncur, part(slivers), self.panel);
+            let stride = T::NR * self.k_step;
+            pack_b(
+                self.b.at(pc, jc),
+                kcur,
+                ncur,
+                part(slivers),
+                self.panel,
+                stride,
+            );
             return;
         }
         let m = self.c.rows;
@@ -173,7 +184,7 @@ impl<T: Element> Job<T> {
                 pack_a(self.a.at(ic, pc), mcur, kcur, ap);
                 for s in slivers.clone() {
                     let col = jc + s * nr;
-                    let b = self.panel.add(s * nr * kcur);
+                    let b = self.panel.add(s * nr * self.k_step);
                     for r in 0..mcur.div_ceil(MR) {
                         let row = ic + r * MR;
                         let tile = Tile {
@@ -204,4 +215,89 @@ impl<T: Element> Job<T> {
 fn splits_rows(m: usize, slivers: usize, mc: usize, parts: usize) -> bool {
     let many_rows = m > 2 * mc || slivers < 2 * parts;
     slivers < parts || (m.div_ceil(MR) >= 2 * parts && many_rows)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A `rows x cols` matrix of small distinct values, row-major.
+    fn values(rows: usize, cols: usize, seed: usize) -> Vec<f32> {
+        (0..rows * cols)
+            .map(|i| ((i * 37 + seed * 11) % 101) as f32 / 25.0 - 2.0)
+            .collect()
+    }
+
+    fn mat<P>(ptr: P, rows: usize, cols: usize) -> Mat<P> {
+        Mat {
+            ptr,
+            rows,
+            cols,
+            rs: cols as isize,
+            cs: 1,
+        }
+    }
+
+    /// Pieces that pack their own slivers may be at different chunks: one packing the
+    /// shallower last chunk while another has packed, but not yet multiplied, an earlier one.
+    /// Run in that order on one thread, the product is still the one run in order.
+    #[test]
+    fn own_column_pieces_at_different_chunks_keep_their_slivers() {
+        if !crate::gemm::available() {
+            eprintln!("skipped: this host lacks AVX2 or FMA");
+            return;
+        }
+        // 103 = 20 x 5 + 3: the last chunk is shallower. Four pieces of one sliver each.
+        let (m, n, k) = (23, 64, 103);
+        let blocking = Blocking {
+            mc: 12,
+            kc: 5,
+            nc: 64,
+        };
+        let (a, b) = (values(m, k, 1), values(k, n, 2));
+        let run = |interleave: bool| -> Vec<f32> {
+            let mut c = vec![f32::NAN; m * n];
+            let mut panel = vec![0.0f32; n * blocking.kc];
+            let job = Job::new(
+                mat(a.as_ptr(), m, k),
+                mat(b.as_ptr(), k, n),
+                mat(c.as_mut_ptr(), m, n),
+                None,
+                blocking,
+                panel.as_mut_ptr(),
+                4,
+            );
+            assert!(job.own_columns);
+            let last = job.chunks - 1;
+            // SAFETY: one thread runs every phase, each piece's phases in order; the
+            // buffers are the sizes `gemm` gives them.
+            unsafe {
+                let chunks = |piece: usize, range: std::ops::Range<usize>| {
+                    for chunk in range {
+                        job.run(2 * chunk, piece);
+                        job.run(2 * chunk + 1, piece);
+                    }
+                };
+                if interleave {
+                    // Piece 3 reaches the last chunk while piece 1 is at the first.
+                    chunks(3, 0..last);
+                    job.run(0, 1);
+                    job.run(2 * last, 3);
+                    job.run(1, 1);
+                    job.run(2 * last + 1, 3);
+                    chunks(1, 1..job.chunks);
+                    chunks(0, 0..job.chunks);
+                    chunks(2, 0..job.chunks);
+                } else {
+                    for piece in 0..4 {
+                        chunks(piece, 0..job.chunks);
+                    }
+                }
+            }
+            c
+        };
+        let (want, got) = (run(false), run(true));
+        assert!(want.iter().all(|v| v.is_finite()));
+        assert_eq!(got, want);
+    }
 }

@@ -68,22 +68,25 @@ pub(super) unsafe fn pack_a<T: Element>(a: Mat<*const T>, mc: usize, kc: usize, 
 }
 
 /// Packs slivers `slivers` of `b` (k `0..kc`, columns `0..nc`) into `dst`, sliver `s` at
-/// `dst + s * NR * kc`: for each p, columns `s * NR ..` of row p (zero past `nc`).
+/// `dst + s * stride`: for each p, columns `s * NR ..` of row p (zero past `nc`).
 ///
 /// # Safety
-/// `b` addresses `kc x nc` elements; `dst` has room for `nc.div_ceil(NR) * NR * kc`.
+/// `b` addresses `kc x nc` elements; `stride >= NR * kc`, and `dst` has room for
+/// `nc.div_ceil(NR)` slivers at that stride.
 pub(super) unsafe fn pack_b<T: Element>(
     b: Mat<*const T>,
     kc: usize,
     nc: usize,
     slivers: std::ops::Range<usize>,
     dst: *mut T,
+    stride: usize,
 ) {
     let nr = T::NR;
+    debug_assert!(stride >= nr * kc);
     for s in slivers {
         let c0 = s * nr;
         let cols = nr.min(nc - c0);
-        let mut d = dst.add(s * nr * kc);
+        let mut d = dst.add(s * stride);
         let base = b.ptr.offset(c0 as isize * b.cs);
         if b.rs == 1 && b.cs != 1 {
             // B transposed (a backward pass's `w^T`): eight rows at a time through a
