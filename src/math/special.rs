@@ -8,6 +8,10 @@
 //!   beyond). From `a > 6` (f32) / `12` (f64), where `d - 2` would round, `1 - 2/d` (2/d tiny).
 //! - `a > 9.1` / `19.1`: 1 (what tanh rounds to there; also +-inf).
 //!
+//! It is written as two halves, `tanh_head` (the exp) and `tanh_tail`, so that buffer
+//! functions can run each half over many vectors in turn (`math::avx2`); `tanh` is the two in
+//! a row, so every backend computes the same operations.
+//!
 //! **sigmoid(x)** = `N / (1 + E)`, `E = exp(-|x|)` (exp's core: subnormal results rounded
 //! once), `N = 1` for `x >= 0` and `N = E` for `x < 0`. `1 + E` is kept as a double-word
 //! (Fast2Sum) and the quotient gets one correction, `y0 - (y0 (d + dl) - N) / d`, with `1/d`
