@@ -97,11 +97,17 @@ fn every_length_and_offset_is_covered() {
         return;
     }
     // Lengths 0..40 at odd offsets: the four-vector loop, the one-vector step and the tail;
-    // and around tanh's runs of 256 (its two halves a run at a time, then the rest).
+    // and around the runs of 256 of tanh and sigmoid (their two halves a run at a time).
     let x: Vec<f32> = (0..620).map(|i| (i as f32 - 20.0) * 0.37 % 23.0).collect();
     let xd: Vec<f64> = x.iter().map(|&v| v as f64 * 1.01).collect();
     let lengths = (0..40).chain([255, 256, 257, 263, 300, 511, 512, 513, 600]);
-    for f in [MathFn::Exp, MathFn::Sin, MathFn::Log1p, MathFn::Tanh] {
+    for f in [
+        MathFn::Exp,
+        MathFn::Sin,
+        MathFn::Log1p,
+        MathFn::Tanh,
+        MathFn::Sigmoid,
+    ] {
         for off in 0..3 {
             for n in lengths.clone() {
                 let mut y = x.clone();

@@ -477,7 +477,7 @@ macro_rules! buffer_fns {
     ($t:ty, $v:ty, $emit:ident, $eval:ident, $lanes:literal, $load:ident, $store:ident,
      $run:ident, $dispatch:ident, $zero:ident, $add:ident, $sum:ident, $sum_dispatch:ident,
      $sub:ident, $set1:ident, $apply:ident, $sum_of:ident, $biased:ident,
-     $biased_dispatch:ident, $over:ident, $leaf:ident) => {
+     $biased_dispatch:ident, $over:ident, $leaf:ident, $halves:ident) => {
         /// `f(src[i] - shift)` into `dst` (the same buffer, or ones that do not overlap; the
         /// shift is a softmax's row max, else 0, which changes no value).
         #[target_feature(enable = "avx2,fma")]
@@ -516,6 +516,36 @@ macro_rules! buffer_fns {
             $over(MathFn::ALL[F as usize], n, dst, x, xs);
         }
 
+        /// `tail(x, head(x))` of `x(i)` into `dst[i]`, a run of 256 elements at a time: the
+        /// head over the whole run, then the tail over it, so that the chains of the whole
+        /// run are in flight together (one vector's whole tanh, about 75 cycles of latency,
+        /// filled the reorder buffer with four). Returns how many it wrote: whole runs only.
+        /// Every load of a run comes before its stores.
+        #[inline(always)]
+        unsafe fn $halves(
+            n: usize,
+            dst: *mut $t,
+            x: &impl Fn(usize) -> $v,
+            mut head: impl FnMut($v) -> $v,
+            mut tail: impl FnMut($v, $v) -> $v,
+        ) -> usize {
+            const RUN: usize = 256;
+            let mut xs = [$zero(); RUN / $lanes];
+            let mut hs = [$zero(); RUN / $lanes];
+            let mut i = 0;
+            while i + RUN <= n {
+                for j in 0..RUN / $lanes {
+                    xs[j] = x(i + j * $lanes);
+                    hs[j] = head(xs[j]);
+                }
+                for j in 0..RUN / $lanes {
+                    $store(dst.add(i + j * $lanes), tail(xs[j], hs[j]));
+                }
+                i += RUN;
+            }
+            i
+        }
+
         /// `f` of `x(i)` into `dst[i]` for `i < n`: four vectors an iteration (independent
         /// chains hide the math's latency: 8% faster than two for exp), then one, then the
         /// evaluator on `xs(i)` for the lanes left. Every load of an iteration comes before
@@ -528,27 +558,24 @@ macro_rules! buffer_fns {
             x: impl Fn(usize) -> $v,
             xs: impl Fn(usize) -> $t,
         ) {
-            let mut i = 0;
-            if let MathFn::Tanh = f {
-                // A run of vectors through tanh's first half, then through its second: the
-                // chains of the whole run are in flight together, where one vector's whole
-                // chain (about 75 cycles of latency) filled the reorder buffer with four.
-                const RUN: usize = 256;
-                let mut xs_run = [$zero(); RUN / $lanes];
-                let mut ds = [$zero(); RUN / $lanes];
-                while i + RUN <= n {
-                    for j in 0..RUN / $lanes {
-                        let v = x(i + j * $lanes);
-                        xs_run[j] = v;
-                        ds[j] = super::special::tanh_head(&mut $emit, v);
-                    }
-                    for j in 0..RUN / $lanes {
-                        let y = super::special::tanh_tail(&mut $emit, xs_run[j], ds[j]);
-                        $store(dst.add(i + j * $lanes), y);
-                    }
-                    i += RUN;
-                }
-            }
+            // Functions whose chain is too long for the reorder buffer, in two halves.
+            let mut i = match f {
+                MathFn::Tanh => $halves(
+                    n,
+                    dst,
+                    &x,
+                    |v| super::special::tanh_head(&mut $emit, v),
+                    |v, h| super::special::tanh_tail(&mut $emit, v, h),
+                ),
+                MathFn::Sigmoid => $halves(
+                    n,
+                    dst,
+                    &x,
+                    |v| super::special::sigmoid_head(&mut $emit, v),
+                    |v, h| super::special::sigmoid_tail(&mut $emit, v, h),
+                ),
+                _ => 0,
+            };
             while i + 4 * $lanes <= n {
                 let a = unary(&mut $emit, f, x(i));
                 let b = unary(&mut $emit, f, x(i + $lanes));
@@ -711,7 +738,8 @@ buffer_fns!(
     biased32,
     biased_fn_f32,
     over32,
-    leaf32
+    leaf32,
+    halves32
 );
 buffer_fns!(
     f64,
@@ -734,5 +762,6 @@ buffer_fns!(
     biased64,
     biased_fn_f64,
     over64,
-    leaf64
+    leaf64,
+    halves64
 );

@@ -8,9 +8,9 @@
 //!   beyond). From `a > 6` (f32) / `12` (f64), where `d - 2` would round, `1 - 2/d` (2/d tiny).
 //! - `a > 9.1` / `19.1`: 1 (what tanh rounds to there; also +-inf).
 //!
-//! It is written as two halves, `tanh_head` (the exp) and `tanh_tail`, so that buffer
-//! functions can run each half over many vectors in turn (`math::avx2`); `tanh` is the two in
-//! a row, so every backend computes the same operations.
+//! tanh and sigmoid are each written as two halves, `*_head` (the exp) and `*_tail`, so that
+//! buffer functions can run each half over many vectors in turn (`math::avx2`); the function
+//! is the two in a row, so every backend computes the same operations.
 //!
 //! **sigmoid(x)** = `N / (1 + E)`, `E = exp(-|x|)` (exp's core: subnormal results rounded
 //! once), `N = 1` for `x >= 0` and `N = E` for `x < 0`. `1 + E` is kept as a double-word
@@ -90,6 +90,13 @@ pub(super) fn tanh_tail<E: Emit>(e: &mut E, x: E::F, d: E::F) -> E::F {
 
 #[inline(always)]
 pub(super) fn sigmoid<E: Emit>(e: &mut E, x: E::F) -> E::F {
+    let ex = sigmoid_head(e, x);
+    sigmoid_tail(e, x, ex)
+}
+
+/// The first half of `sigmoid`: `exp(-|x|)`, 0 where that underflows (split as `tanh` is).
+#[inline(always)]
+pub(super) fn sigmoid_head<E: Emit>(e: &mut E, x: E::F) -> E::F {
     let lo = pick(e, -150.0, -1100.0);
     let m1 = e.fconst(-1.0);
     let a = e.copysign(x, m1); // -|x|
@@ -98,7 +105,13 @@ pub(super) fn sigmoid<E: Emit>(e: &mut E, x: E::F) -> E::F {
     let lo = e.fconst(lo);
     let tiny = e.lt(a, lo);
     let zero = e.fconst(0.0);
-    let ex = e.select(tiny, zero, ex);
+    e.select(tiny, zero, ex)
+}
+
+/// The rest of `sigmoid(x)`, from `ex = sigmoid_head(x)`.
+#[inline(always)]
+pub(super) fn sigmoid_tail<E: Emit>(e: &mut E, x: E::F, ex: E::F) -> E::F {
+    let zero = e.fconst(0.0);
     let one = e.fconst(1.0);
     let d = e.add(one, ex);
     let neg = e.lt(x, zero);
