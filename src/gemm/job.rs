@@ -132,6 +132,11 @@ impl<T: Element> Job<T> {
         }
     }
 
+    /// Elements from one sliver of the panel to the next (see `panel`).
+    fn sliver_stride(&self) -> usize {
+        T::NR * self.k_step
+    }
+
     /// Piece `piece` of phase `phase`: even phases pack, odd ones multiply.
     unsafe fn run(&self, phase: usize, piece: usize) {
         let (nc, kc) = (self.blocking.nc, self.k_step);
@@ -141,7 +146,7 @@ impl<T: Element> Job<T> {
         let slivers = ncur.div_ceil(T::NR);
         let part = |len: usize| piece * len / self.parts..(piece + 1) * len / self.parts;
         if phase % 2 == 0 {
-            let stride = T::NR * self.k_step;
+            let stride = self.sliver_stride();
             pack_b(
                 self.b.at(pc, jc),
                 kcur,
@@ -184,7 +189,7 @@ impl<T: Element> Job<T> {
                 pack_a(self.a.at(ic, pc), mcur, kcur, ap);
                 for s in slivers.clone() {
                     let col = jc + s * nr;
-                    let b = self.panel.add(s * nr * self.k_step);
+                    let b = self.panel.add(s * self.sliver_stride());
                     for r in 0..mcur.div_ceil(MR) {
                         let row = ic + r * MR;
                         let tile = Tile {
