@@ -328,6 +328,17 @@ impl<'a> TensorRef<'a> {
         })
     }
 
+    /// A copy in standard (row-major, contiguous) layout.
+    pub fn to_standard_owned(&self) -> Tensor {
+        match self {
+            TensorRef::Bool(a) => Tensor::Bool(a.as_standard_layout().into_owned()),
+            TensorRef::I32(a) => Tensor::I32(a.as_standard_layout().into_owned()),
+            TensorRef::I64(a) => Tensor::I64(a.as_standard_layout().into_owned()),
+            TensorRef::F32(a) => Tensor::F32(a.as_standard_layout().into_owned()),
+            TensorRef::F64(a) => Tensor::F64(a.as_standard_layout().into_owned()),
+        }
+    }
+
     pub fn to_owned(&self) -> Tensor {
         match self {
             TensorRef::Bool(a) => Tensor::Bool(a.to_owned()),

@@ -1,37 +1,247 @@
-//! Differential testing of the backends on random graphs: random ops, dtypes, shapes with
-//! broadcasting, views and reductions (`support/random_graph.rs`), compiled for the reference
-//! interpreter and for the CPU backend, with the optimizer on and off. The results must agree:
-//! exactly for integers and bools, within a few ulps (grown along a chain) for floats.
+//! Differential testing of the backends on random programs (`support/random_graph.rs`: ranks 0
+//! to 5, every broadcast pattern, views that are not contiguous, every dtype, elementwise,
+//! reduce, shape, matmul, select, cast and ifelse ops), run by the reference interpreter
+//! unoptimized (the oracle) and compared with the interpreter optimized, the CPU backend
+//! unoptimized (bit for bit where no inexact op is involved, signed zeros included) and
+//! optimized, and ahead-of-time objects (where every shape is known and there is no `ifelse`),
+//! loaded into this process.
+//!
+//! The programs come from a seed that changes from run to run; a failure prints it, and
+//! `KILN_RANDOM_SEED=<seed>` replays the same programs (`KILN_RANDOM_CASES` sets how many,
+//! `KILN_RANDOM_PROGRAM=<i>` runs only program `i`).
 
+#[path = "support/aot_lib.rs"]
+mod aot_lib;
 #[path = "support/random_graph.rs"]
 mod random_graph;
 
 use kiln::Backend;
-use proptest::prelude::*;
+use random_graph::Case;
 
-fn run(case: &random_graph::Case, backend: Backend, optimize: bool) -> Vec<kiln::Tensor> {
-    random_graph::run(case, backend, optimize).unwrap_or_else(|e| panic!("{e}"))
+/// Shards of the random programs, one test each, so that the test threads share them.
+const SHARDS: u64 = 4;
+
+/// The seed of this run: `KILN_RANDOM_SEED`, else the time.
+fn seed() -> u64 {
+    match std::env::var("KILN_RANDOM_SEED") {
+        Ok(s) => s.trim().parse().expect("KILN_RANDOM_SEED is a number"),
+        Err(_) => std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos() as u64)
+            .unwrap_or(1),
+    }
 }
 
-proptest! {
-    #![proptest_config(ProptestConfig::with_cases(32))]
+/// Programs per shard: `KILN_RANDOM_CASES` in all, else a default that keeps CI short.
+fn cases_per_shard(default_total: u64) -> u64 {
+    let total = std::env::var("KILN_RANDOM_CASES")
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(default_total);
+    total.div_ceil(SHARDS)
+}
 
-    #[test]
-    fn the_backends_agree_on_random_graphs(data in proptest::collection::vec(any::<u8>(), 4..80)) {
+/// The bytes of program `i` of `seed` (splitmix64 over the pair).
+fn program_bytes(seed: u64, i: u64) -> Vec<u8> {
+    let mut x = seed ^ i.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    let mut next = || {
+        x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = x;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    };
+    let len = 8 + (next() % 120) as usize;
+    (0..len).map(|_| next() as u8).collect()
+}
+
+fn describe(case: &Case, seed: u64, i: u64, what: &str) -> String {
+    format!(
+        "{what}\nseed {seed}, program {i} (KILN_RANDOM_SEED={seed} KILN_RANDOM_PROGRAM={i} replays it)\narguments: {}\n{}",
+        random_graph::layouts(case),
+        random_graph::text(case)
+    )
+}
+
+/// Runs shard `shard` of this run's programs through the in-process backends.
+fn run_shard(shard: u64) {
+    if std::env::var("KILN_BACKEND").is_ok_and(|b| b == "interp") {
+        eprintln!("skipped: the random programs choose their backends; the default run has them");
+        return;
+    }
+    let seed = seed();
+    let n = cases_per_shard(2000);
+    eprintln!("random programs, shard {shard}: seed {seed}, {n} programs");
+    let only: Option<u64> = std::env::var("KILN_RANDOM_PROGRAM")
+        .ok()
+        .and_then(|s| s.trim().parse().ok());
+    for k in 0..n {
+        let i = k * SHARDS + shard;
+        if only.is_some_and(|o| o != i) {
+            continue;
+        }
+        let data = program_bytes(seed, i);
         let case = random_graph::build(&data);
-        let reference = run(&case, Backend::Interp, false);
-        for (backend, optimize) in [(Backend::Interp, true), (Backend::Cpu, false), (Backend::Cpu, true)] {
-            let got = run(&case, backend, optimize);
-            for (i, (a, b)) in reference.iter().zip(&got).enumerate() {
-                let text = kiln::ir::text::print_func(
-                    &kiln::graph::to_ssa("case", &case.inputs, &case.outputs, &[]).unwrap().func,
-                );
-                prop_assert!(
-                    random_graph::agree(a, b, case.has_f32).is_ok(),
-                    "output {i} on {backend} (optimize {optimize}): {}\n{text}",
-                    random_graph::agree(a, b, case.has_f32).unwrap_err()
+        let reference = random_graph::run(&case, Backend::Interp, false)
+            .unwrap_or_else(|e| panic!("{}", describe(&case, seed, i, &e)));
+        for (backend, optimize) in [
+            (Backend::Cpu, false),
+            (Backend::Cpu, true),
+            (Backend::Interp, true),
+        ] {
+            let got = random_graph::run(&case, backend, optimize)
+                .unwrap_or_else(|e| panic!("{}", describe(&case, seed, i, &e)));
+            if let Err(e) = random_graph::compare(&case, &reference, &got, !optimize) {
+                panic!(
+                    "{}",
+                    describe(
+                        &case,
+                        seed,
+                        i,
+                        &format!("{backend} (optimize {optimize}): {e}")
+                    )
                 );
             }
         }
     }
+}
+
+#[test]
+fn random_programs_agree_0() {
+    run_shard(0)
+}
+
+#[test]
+fn random_programs_agree_1() {
+    run_shard(1)
+}
+
+#[test]
+fn random_programs_agree_2() {
+    run_shard(2)
+}
+
+#[test]
+fn random_programs_agree_3() {
+    run_shard(3)
+}
+
+/// Ahead-of-time objects of the random programs whose shapes are all known, linked into one
+/// library per batch and called in this process, against the interpreter.
+#[test]
+fn random_programs_agree_ahead_of_time() {
+    if std::env::var("KILN_BACKEND").is_ok_and(|b| b == "interp") {
+        eprintln!("skipped: the random programs choose their backends; the default run has them");
+        return;
+    }
+    if !aot_lib::have_cc() {
+        eprintln!("skipped: no `cc` to link the objects with");
+        return;
+    }
+    let seed = seed() ^ 0xa07;
+    let n = cases_per_shard(400) * SHARDS;
+    eprintln!("random programs ahead of time: seed {seed}, up to {n} programs");
+    let mut batch: Vec<(u64, Case, kiln::aot::AotArtifact, Vec<kiln::Tensor>)> = Vec::new();
+    let mut compiled = 0;
+    let flush = |batch: &mut Vec<(u64, Case, kiln::aot::AotArtifact, Vec<kiln::Tensor>)>| {
+        if batch.is_empty() {
+            return;
+        }
+        let dir = std::env::temp_dir().join(format!(
+            "kiln-aot-random-{}-{}",
+            std::process::id(),
+            batch[0].0
+        ));
+        let arts: Vec<&kiln::aot::AotArtifact> = batch.iter().map(|b| &b.2).collect();
+        let lib = aot_lib::link(&arts, &dir).unwrap_or_else(|e| panic!("linking: {e}"));
+        for (i, case, art, want) in batch.drain(..) {
+            let inputs: Vec<kiln::Tensor> = case.views().iter().map(|v| v.to_owned()).collect();
+            let got = lib
+                .call(&art, &inputs)
+                .unwrap_or_else(|e| panic!("{}", describe(&case, seed, i, &e)));
+            if let Err(e) = random_graph::compare(&case, &want, &got, false) {
+                panic!("{}", describe(&case, seed, i, &format!("aot: {e}")));
+            }
+        }
+    };
+    for i in 0..n {
+        let data = program_bytes(seed, i);
+        let case = random_graph::build(&data);
+        if !case.static_shapes || case.has_ifelse {
+            continue;
+        }
+        let ins: Vec<&kiln::Var> = case.inputs.iter().collect();
+        let outs: Vec<&kiln::Var> = case.outputs.iter().collect();
+        let options = kiln::aot::AotOptions {
+            symbol: Some(format!("random_{i}")),
+            compile: kiln::CompileOptions {
+                dump: Default::default(),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let art = match kiln::function(&ins, &outs).aot(&options) {
+            Ok(a) => a,
+            Err(e) => panic!("{}", describe(&case, seed, i, &format!("aot compile: {e}"))),
+        };
+        let want = random_graph::run(&case, Backend::Interp, false)
+            .unwrap_or_else(|e| panic!("{}", describe(&case, seed, i, &e)));
+        batch.push((i, case, art, want));
+        compiled += 1;
+        if batch.len() == 100 {
+            flush(&mut batch);
+        }
+    }
+    flush(&mut batch);
+    eprintln!("{compiled} programs ran ahead of time");
+    assert!(
+        compiled > 0 || n < 20,
+        "no random program was compiled ahead of time"
+    );
+}
+
+/// The generator produces what its docs promise: a generator that cannot produce a case cannot
+/// find its bug.
+#[test]
+fn the_generator_covers_ranks_broadcasts_layouts_dtypes_and_ops() {
+    use std::collections::BTreeSet;
+    let mut ranks = BTreeSet::new();
+    let mut dtypes = BTreeSet::new();
+    let mut layouts = BTreeSet::new();
+    let mut ops = BTreeSet::new();
+    let (mut unknown_dims, mut missing_axes, mut ones) = (0, 0, 0);
+    for i in 0..2000 {
+        let case = random_graph::build(&program_bytes(7, i));
+        ranks.insert(case.inputs[0].rank());
+        for (v, a) in case.inputs.iter().zip(&case.args) {
+            dtypes.insert(format!("{}", v.dtype()));
+            let kind = format!("{:?}", a.layout);
+            layouts.insert(kind.split('(').next().unwrap_or("").to_string());
+            unknown_dims += v.ty().shape.iter().filter(|d| d.is_none()).count();
+            missing_axes += (v.rank() < case.inputs[0].rank()) as usize;
+            ones += a.shape.contains(&1) as usize;
+        }
+        let text = random_graph::text(&case);
+        for line in text.lines() {
+            if let Some((_, rhs)) = line.split_once(" = ") {
+                if let Some(op) = rhs.split_whitespace().next() {
+                    ops.insert(op.to_string());
+                }
+            }
+        }
+    }
+    assert_eq!(ranks, (0..=5).collect(), "ranks");
+    assert_eq!(dtypes.len(), 5, "dtypes: {dtypes:?}");
+    for l in ["Plain", "Permuted", "Reversed", "Stepped", "Window", "Broadcast"] {
+        assert!(layouts.contains(l), "layout {l}: {layouts:?}");
+    }
+    for op in [
+        "add", "sub", "mul", "div", "maximum", "minimum", "floordiv", "mod", "pow", "exp",
+        "tanh", "neg", "abs", "not", "and", "or", "gt", "eq", "select", "cast", "sum", "prod",
+        "max", "min", "mean", "argmax", "argmin", "all", "any", "transpose", "reshape",
+        "broadcast_to", "expand_dims", "squeeze", "slice", "concat", "matmul", "ifelse", "const",
+    ] {
+        assert!(ops.contains(op), "op {op}: {ops:?}");
+    }
+    assert!(unknown_dims > 100 && missing_axes > 100 && ones > 100);
 }

@@ -497,8 +497,16 @@ impl VectorEntry {
                 continue;
             }
             let bc = b.ins().icmp_imm_s(IntCC::Equal, step_j, 0);
-            let either = b.ins().bor(contiguous, bc);
-            ok = b.ins().band(ok, either);
+            // The vector code reads an input as its type class says (a splat where it is
+            // broadcast along the row, plain vector loads where it never is), so the strides
+            // of the call must agree with that class, not merely allow a vector loop: a
+            // layout that surprises the types runs the scalar loop, never wrong code.
+            let fits = match known[j] {
+                Bcast::Always => bc,
+                Bcast::Never => contiguous,
+                Bcast::Unknown => b.ins().bor(contiguous, bc),
+            };
+            ok = b.ins().band(ok, fits);
             let wide = b.ins().uextend(mask_ty.lane_type(), bc);
             let all = b.ins().ineg(wide);
             bcast_mask.push(b.ins().splat(mask_ty, all));

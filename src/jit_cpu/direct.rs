@@ -13,7 +13,8 @@
 //! the work dwarfs the VM's bookkeeping, and the VM runs the kernel on all threads.
 
 use super::codegen::KernelFn;
-use super::{contiguous_strides_2d, uninit, JitCode, PARALLEL_MIN};
+use super::layout::{layout, Operand};
+use super::{uninit, JitCode, PARALLEL_MIN};
 use crate::error::Result;
 use crate::for_each_dtype;
 use crate::ir::{DType, Func, Value};
@@ -104,29 +105,32 @@ impl Direct {
             if n >= PARALLEL_MIN {
                 return None;
             }
-            let cols = shape.last().copied().unwrap_or(1);
-            let rows: usize = shape.iter().rev().skip(1).product();
+            let mut arg_slots = Vec::new();
+            let mut arg_shapes = Vec::new();
+            for &a in &step.args {
+                arg_slots.push(*at.get(&a)?);
+                let ty = func.ty(a);
+                arg_shapes.push((ty.known_shape()?, ty.dtype.size()));
+            }
+            let operands: Vec<Operand> = arg_shapes
+                .iter()
+                .map(|(s, size)| Operand::standard(s, *size))
+                .collect();
+            // Calls whose layout has planes (a broadcast the kernel's block cannot express
+            // in one call) go through the VM, which loops over them.
+            let l = layout(&shape, &operands, false);
+            if l.n_planes != 1 {
+                return None;
+            }
+            let (rows, cols) = (l.rows, l.cols);
             let mut call = Call {
                 f,
                 rows: rows as i64,
                 cols: cols as i64,
-                slots: Vec::new(),
-                outer: Vec::new(),
-                inner: Vec::new(),
+                slots: arg_slots,
+                outer: l.outer.to_vec(),
+                inner: l.inner.to_vec(),
             };
-            for &a in &step.args {
-                let slot = *at.get(&a)?;
-                let ty = func.ty(a);
-                let ts = ty.known_shape()?;
-                let (o, i) = if shape.is_empty() || ts.iter().product::<usize>() == 1 {
-                    (0, 0)
-                } else {
-                    contiguous_strides_2d(&ts, ty.dtype.size(), &shape, rows, cols)?
-                };
-                call.slots.push(slot);
-                call.outer.push(o);
-                call.inner.push(i);
-            }
             // The results, each of the step's shape (elementwise), after the arguments.
             for &r in &step.results {
                 let (dtype, rs) = known(r)?;

@@ -25,6 +25,7 @@ mod column_sum;
 mod direct;
 mod helpers;
 pub mod host_math;
+mod layout;
 mod math_clif;
 mod operand_table;
 mod reduce;
@@ -42,6 +43,7 @@ use crate::runtime::Thunk;
 use crate::tensor::{Tensor, TensorRef};
 use codegen::KernelFn;
 use cranelift_jit::JITModule;
+use layout::{Layout, Operand, Small};
 use std::sync::Arc;
 
 /// Owns the JIT memory the kernels live in; freed when the last kernel goes.
@@ -94,62 +96,30 @@ fn base_ptr(t: &Tensor) -> *mut u8 {
     for_each_dtype!(t, a => a.as_ptr() as *mut u8)
 }
 
-/// How the kernel reads one operand of a `rows x cols` view of the output: byte strides per
-/// row and per column, or `None` when the operand must be broadcast into a copy first.
-fn strides_2d(t: &TensorRef, shape: &[usize], rows: usize, cols: usize) -> Option<(i64, i64)> {
-    if t.len() == 1 {
-        return Some((0, 0));
-    }
-    if !t.is_standard_layout() {
-        return None;
-    }
-    contiguous_strides_2d(t.shape(), t.dtype().size(), shape, rows, cols)
-}
-
-/// `strides_2d` for a standard-layout operand of shape `ts` and element size `size` (more than
-/// one element).
-fn contiguous_strides_2d(
-    ts: &[usize],
-    size: usize,
-    shape: &[usize],
-    rows: usize,
-    cols: usize,
-) -> Option<(i64, i64)> {
-    let size = size as i64;
-    // The operand's shape aligned on the right of the output's (missing dims are 1).
-    let r = shape.len();
-    let dim = |i: usize| (i + ts.len()).checked_sub(r).map_or(1, |k| ts[k]);
-    let last = dim(r - 1);
-    let full_lead = (0..r - 1).all(|i| dim(i) == shape[i]);
-    let ones_lead = (0..r - 1).all(|i| dim(i) == 1);
-    match (full_lead, last == cols) {
-        (true, true) => Some((cols as i64 * size, size)),
-        // One value per row: a `[.., 1]` column.
-        (true, false) if last == 1 => Some((size, 0)),
-        // The same row for every row: a `[1, .., cols]` operand.
-        (false, true) if ones_lead || rows == 1 => Some((0, size)),
-        _ => None,
-    }
-}
-
-/// The inputs of a kernel call, placed for the kernel: the output's shape as `rows x cols`, and
-/// for each input its address and byte strides (after a broadcast copy where needed).
+/// The inputs of a kernel call, placed for the kernel: the call's layout (`layout.rs`) and
+/// each input's address. An input whose elements are not contiguous along its last axis (a
+/// transposed or strided view) is copied into standard layout first, so that the kernel's
+/// vector loop can read it; any other view (broadcast, sliced, reversed along other axes) is
+/// read where it is.
 struct Operands {
-    shape: Small<usize>,
-    rows: usize,
-    cols: usize,
+    layout: Layout,
     addrs: Small<usize>,
-    outer: Small<i64>,
-    inner: Small<i64>,
-    /// Broadcast copies the addresses may point into; kept alive with the plan.
+    /// Copies the addresses may point into; kept alive with the operands.
     _copies: Vec<Tensor>,
 }
 
-/// A few numbers per operand or dim, kept on the stack: a small kernel call allocates nothing
-/// for its bookkeeping (the call overhead of W7).
-type Small<T> = smallvec::SmallVec<[T; 8]>;
+/// Whether the kernel's vector loop could read `t` where it is: one element, or its last axis
+/// of extent above 1 (if any) at a step of one element.
+fn vector_readable(t: &TensorRef) -> bool {
+    let shape = t.shape();
+    let strides: Small<isize> = crate::for_each_ref!(t, a => a.strides().into());
+    match (0..shape.len()).rev().find(|&a| shape[a] > 1) {
+        None => true,
+        Some(a) => a == shape.len() - 1 && strides[a] == 1,
+    }
+}
 
-fn place(inputs: &[TensorRef]) -> Result<Operands> {
+fn place(inputs: &[TensorRef], keep_last: bool) -> Result<Operands> {
     let mut shape: Small<usize> = Small::new();
     for (k, t) in inputs.iter().enumerate() {
         let ts = t.shape();
@@ -161,71 +131,33 @@ fn place(inputs: &[TensorRef]) -> Result<Operands> {
                 .into();
         }
     }
-    // The output as a `rows x cols` matrix; a 0-d output is 1 x 1.
-    let cols = shape.last().copied().unwrap_or(1);
-    let rows: usize = shape.iter().rev().skip(1).product();
-    let mut copies: Vec<Tensor> = Vec::new();
-    let (mut addrs, mut outer, mut inner) = (Small::new(), Small::new(), Small::new());
-    for t in inputs {
-        let direct = if shape.is_empty() {
-            Some((0, 0))
-        } else {
-            strides_2d(t, &shape, rows, cols)
-        };
-        let (o, i) = match direct {
-            Some(st) => {
-                addrs.push(t.as_ptr() as usize);
-                st
-            }
-            None => {
-                let bad = || Error::Shape(format!("cannot broadcast {:?} to {shape:?}", t.shape()));
-                let c = t.broadcast_owned(&shape).ok_or_else(bad)?;
-                addrs.push(base_ptr(&c) as usize);
-                copies.push(c);
-                let size = t.dtype().size() as i64;
-                (cols as i64 * size, size)
-            }
-        };
-        outer.push(o);
-        inner.push(i);
-    }
+    let copies: Vec<Option<Tensor>> = inputs
+        .iter()
+        .map(|t| (!vector_readable(t)).then(|| t.to_standard_owned()))
+        .collect();
+    let views: Small<TensorRef> = inputs
+        .iter()
+        .zip(&copies)
+        .map(|(t, c)| c.as_ref().map_or_else(|| t.reborrow(), Tensor::view))
+        .collect();
+    let (layout, addrs) = {
+        let operands: Small<Operand> = views.iter().map(Operand::of).collect();
+        let layout = layout::layout(&shape, &operands, keep_last);
+        let addrs = views.iter().map(|t| t.as_ptr() as usize).collect();
+        (layout, addrs)
+    };
+    drop(views);
     Ok(Operands {
-        shape,
-        rows,
-        cols,
+        layout,
         addrs,
-        outer,
-        inner,
-        _copies: copies,
+        _copies: copies.into_iter().flatten().collect(),
     })
 }
 
-impl Operands {
-    /// The same operands as one row, where every input is the whole array in order (or one
-    /// value): an elementwise map does not care where rows end, and a matrix of short rows
-    /// (W5's 256 x 10 loss gradients) then runs as one vector loop instead of a loop a row.
-    /// The kernel's notion of which inputs are broadcast along the row is unchanged: a whole
-    /// input stays contiguous and a single value stays broadcast.
-    fn flat(mut self) -> Self {
-        let whole = |j: usize| match (self.outer[j], self.inner[j]) {
-            (0, 0) => true,
-            (o, i) => i != 0 && o == self.cols as i64 * i,
-        };
-        if self.rows > 1 && self.cols > 1 && (0..self.addrs.len()).all(whole) {
-            self.cols *= self.rows;
-            self.rows = 1;
-            for (o, i) in self.outer.iter_mut().zip(&self.inner) {
-                *o = self.cols as i64 * i;
-            }
-        }
-        self
-    }
-}
-
 impl MapKernel {
-    /// Runs the kernel on the block of rows `row0..row0 + nrows` and columns
-    /// `col0..col0 + ncols`, writing outputs at `outs` (addresses of element (row0, col0)) with
-    /// the given row strides (column strides are the element sizes).
+    /// Runs the kernel on the rows `row0..row0 + nrows` (counted across planes, see
+    /// `Layout::total_rows`) and columns `col0..col0 + ncols`, writing outputs at `outs`
+    /// (addresses of element (row0, col0), then the byte strides per row and per column).
     ///
     /// # Safety
     /// Every output address must have room for the block at its strides, and must not overlap
@@ -239,31 +171,41 @@ impl MapKernel {
         ncols: usize,
         outs: &[(usize, i64, i64)],
     ) {
-        let mut ptrs: Small<*mut u8> = (0..ops.addrs.len())
-            .map(|j| {
-                (ops.addrs[j] as i64 + row0 as i64 * ops.outer[j] + col0 as i64 * ops.inner[j])
-                    as usize as *mut u8
-            })
-            .collect();
-        let mut outer = ops.outer.clone();
-        let mut inner = ops.inner.clone();
-        for &(addr, o, i) in outs {
-            ptrs.push(addr as *mut u8);
+        let l = &ops.layout;
+        let m = ops.addrs.len();
+        let mut outer = l.outer.clone();
+        let mut inner = l.inner.clone();
+        for &(_, o, i) in outs {
             outer.push(o);
             inner.push(i);
         }
-        // SAFETY: inputs address the whole `rows x cols` view at their strides (their own shape,
-        // checked by `strides_2d`, or a broadcast copy; stride 0 where broadcast) and the block
-        // lies inside it; the caller vouches for the outputs; the code is alive.
-        unsafe {
-            (self.f)(
-                nrows as i64,
-                ncols as i64,
-                ptrs.as_ptr(),
-                outer.as_ptr(),
-                inner.as_ptr(),
-            )
-        };
+        let mut done = 0;
+        for (p, r, n) in l.segments(row0, nrows) {
+            let mut ptrs: Small<*mut u8> = (0..m)
+                .map(|j| {
+                    (ops.addrs[j] as i64
+                        + l.plane_offset(j, p)
+                        + r as i64 * l.outer[j]
+                        + col0 as i64 * l.inner[j]) as usize as *mut u8
+                })
+                .collect();
+            for &(addr, o, _) in outs {
+                ptrs.push((addr as i64 + done as i64 * o) as usize as *mut u8);
+            }
+            // SAFETY: inputs address their whole views at the layout's strides (stride 0
+            // where broadcast) and the segment lies inside one plane of them; the caller
+            // vouches for the outputs; the code is alive.
+            unsafe {
+                (self.f)(
+                    n as i64,
+                    ncols as i64,
+                    ptrs.as_ptr(),
+                    outer.as_ptr(),
+                    inner.as_ptr(),
+                )
+            };
+            done += n;
+        }
     }
 }
 
@@ -273,14 +215,14 @@ impl Thunk for MapKernel {
     }
 
     fn run_into(&self, inputs: &[TensorRef<'_>], dest: Option<Tensor>) -> Result<Vec<Tensor>> {
-        let ops = place(inputs)?.flat();
+        let ops = place(inputs, false)?;
         // The caller's buffer for output 0 where it fits. It is distinct from the inputs, or
         // (an in-place step) the buffer of an input of the output's shape and layout, whose
         // elements are each read before the same element is written. One that does not fit is
         // still kept until the inputs have been read, as `Thunk::run_into` asks.
         let fits = |d: &Tensor| {
             d.dtype() == self.out_dtypes[0]
-                && d.shape() == ops.shape.as_slice()
+                && d.shape() == ops.layout.shape.as_slice()
                 && for_each_dtype!(d, a => a.is_standard_layout())
         };
         let (mut dest, _unused) = match dest {
@@ -290,7 +232,7 @@ impl Thunk for MapKernel {
         let outs: Vec<Tensor> = self
             .out_dtypes
             .iter()
-            .map(|&d| dest.take().unwrap_or_else(|| uninit(d, &ops.shape)))
+            .map(|&d| dest.take().unwrap_or_else(|| uninit(d, &ops.layout.shape)))
             .collect();
         let bases: Small<(usize, usize)> = outs
             .iter()
@@ -312,8 +254,8 @@ impl Thunk for MapKernel {
         if self.out_dtypes.as_slice() != [dtype] {
             return Ok(false);
         }
-        let ops = place(inputs)?.flat();
-        if ops.shape.as_slice() != shape {
+        let ops = place(inputs, false)?;
+        if ops.layout.shape.as_slice() != shape {
             return Ok(false);
         }
         // SAFETY: the caller vouches for `out` (see `Thunk::run_into_raw`).
@@ -330,7 +272,7 @@ impl MapKernel {
     /// Each output must have room for the output's shape, and be distinct from the inputs or
     /// read only at the element being written.
     unsafe fn run_all(&self, ops: &Operands, outs: &[(usize, usize)]) {
-        let (rows, cols) = (ops.rows, ops.cols);
+        let (rows, cols) = (ops.layout.total_rows(), ops.layout.cols);
         // Output element (r, c) of a block starting at (row0, col0): addresses as integers, so
         // blocks can be handed to other threads.
         let out_at = |row0: usize, col0: usize| -> Small<(usize, i64, i64)> {
@@ -392,8 +334,8 @@ const REDUCE_BLOCK: usize = 1 << 14;
 
 impl Thunk for ReduceKernel {
     fn run(&self, inputs: &[TensorRef<'_>]) -> Result<Vec<Tensor>> {
-        let ops = place(inputs)?;
-        let (rows, cols) = (ops.rows, ops.cols);
+        let ops = place(inputs, true)?;
+        let (rows, cols) = (ops.layout.total_rows(), ops.layout.cols);
         let dtype = self.prologue.out_dtypes[0];
         let per = (REDUCE_BLOCK / cols.max(1)).max(1);
         let starts: Vec<usize> = (0..rows).step_by(per).collect();
@@ -435,10 +377,8 @@ impl Thunk for ReduceKernel {
             crate::perform::perform(&Op::Concat { axis: 0 }, &refs)?.remove(0)
         };
         // Back to the kept dims (and a 1 for the reduced one with keepdims).
-        let mut out_shape: Vec<i64> = ops.shape[..ops.shape.len() - 1]
-            .iter()
-            .map(|&d| d as i64)
-            .collect();
+        let shape = &ops.layout.shape;
+        let mut out_shape: Vec<i64> = shape[..shape.len() - 1].iter().map(|&d| d as i64).collect();
         if self.keepdims {
             out_shape.push(1);
         }

@@ -266,6 +266,35 @@ impl GenReduce {
 
 impl Thunk for GenReduce {
     fn run(&self, inputs: &[TensorRef<'_>]) -> Result<Vec<Tensor>> {
+        // The kernel reads an input whose type gives it an extent above 1 along the reduced
+        // axes as one that steps through memory there (its vector leaves load it whole). A
+        // view with stride 0 along such an axis (a broadcast view a caller passed) would be
+        // read past its end: it is copied into standard layout first.
+        if inputs.iter().any(has_stride_zero_axis) {
+            let copies: Vec<Option<Tensor>> = inputs
+                .iter()
+                .map(|t| has_stride_zero_axis(t).then(|| t.to_standard_owned()))
+                .collect();
+            let views: Vec<TensorRef> = inputs
+                .iter()
+                .zip(&copies)
+                .map(|(t, c)| c.as_ref().map_or_else(|| t.reborrow(), Tensor::view))
+                .collect();
+            return self.run_laid_out(&views);
+        }
+        self.run_laid_out(inputs)
+    }
+}
+
+/// Whether a view steps by 0 along an axis of extent above 1 (a broadcast view).
+fn has_stride_zero_axis(t: &TensorRef<'_>) -> bool {
+    let strides: Vec<isize> = for_each_ref!(t, v => v.strides().to_vec());
+    t.shape().iter().zip(strides).any(|(&n, s)| n > 1 && s == 0)
+}
+
+impl GenReduce {
+    /// `run` on inputs without broadcast views.
+    fn run_laid_out(&self, inputs: &[TensorRef<'_>]) -> Result<Vec<Tensor>> {
         let mut shape: Vec<usize> = Vec::new();
         for t in inputs {
             shape = crate::ir::broadcast_shapes(&shape, t.shape()).map_err(Error::Shape)?;

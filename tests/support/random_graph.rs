@@ -1,25 +1,124 @@
-//! Random graphs for differential testing of the backends, shared by `tests/backend_diff.rs` and
-//! the cargo-fuzz target `fuzz/fuzz_targets/backends.rs`: a byte string drives the choices.
+//! Random programs for differential testing of the backends, shared by `tests/backend_diff.rs`
+//! and the cargo-fuzz target `fuzz/fuzz_targets/backends.rs`: a byte string drives every
+//! choice, so any bytes make a well-typed program and a failure is replayed from its bytes.
 //!
-//! Every value has a shape that broadcasts to the base shape `[a, b]` (`[a, b]`, `[1, b]`,
-//! `[a, 1]`, `[b]`, `[]`), so any two values combine. Ops cover unary and binary elementwise
-//! work (integer division and mod by zero included), comparisons and `select`, reductions
-//! (argmax and argmin among them, over one axis or both) with and without fused producers,
-//! views (reversing and strided slices, transposes, reshapes, broadcasts, concatenation), casts
-//! between dtypes and matmul. Values that the backends may compute a few ulps apart
-//! (transcendentals, sums in another order) are marked inexact: no comparison, cast to an
-//! integer, rounding or integer division reads them, since one ulp there can flip a result.
+//! What the programs cover, because a generator that cannot produce a case cannot find its bug:
+//! - **Shapes.** A base shape of rank 0 to 5 with extents 0 to 4. Every value broadcasts to it:
+//!   each input lacks any number of leading axes and holds 1 on any subset of the rest, so
+//!   every broadcast pattern of two operands occurs. Input dims are declared known or `?`; a
+//!   `?` is only declared where the extent is that of the base (a `?` never broadcasts:
+//!   CONTRACTS.md §1b).
+//! - **Layouts.** Each argument is passed as a plain array or as a view that is not
+//!   contiguous: transposed, reversed along some axes, every other element, an offset window
+//!   of a larger array, or a broadcast view (stride 0) of a smaller one.
+//! - **Dtypes.** `bool i32 i64 f32 f64`, with NaN, infinities and -0.0 among the floats.
+//! - **Ops.** Unary and binary elementwise ops (integer division and mod by zero included),
+//!   comparisons, `and`/`or`/`not`, `select`, casts between every pair of dtypes, reductions
+//!   over any subset of axes with and without `keepdims` (and fused producers), views
+//!   (transpose, reshape, broadcast_to, expand_dims, squeeze, reversing slices, concat and
+//!   slice), batched `matmul` with broadcast batch dims, constants, and lazy `ifelse`.
+//!
+//! Values that backends may compute a few ulps apart (transcendentals, `pow`) are marked
+//! inexact: no comparison, cast to an integer or bool, rounding, integer division or argmax
+//! reads them, since one ulp there can flip a result, and no division by one.
 
 use kiln::{function, Backend, CompileOptions, DType, Graph, Tensor, TensorRef, Var};
-use ndarray::{ArrayD, IxDyn};
+use ndarray::{ArrayD, ArrayViewD, IxDyn, Slice};
 
-/// A function of two inputs and the arrays to call it on.
+/// How an argument is laid out in memory (see the module docs).
+#[derive(Clone, Debug)]
+pub enum Layout {
+    Plain,
+    /// Stored with its axes permuted (`storage axis i` is logical axis `perm[i]`).
+    Permuted(Vec<usize>),
+    /// Stored reversed along the marked axes (read with step -1).
+    Reversed(Vec<bool>),
+    /// Every other element along the marked axes of a storage twice as long.
+    Stepped(Vec<bool>),
+    /// A window starting at 1 along the marked axes of a storage one longer.
+    Window(Vec<bool>),
+    /// A broadcast view of a storage with extent 1 on the marked axes.
+    Broadcast(Vec<bool>),
+}
+
+/// One argument of a call: its storage and how the call sees it.
+pub struct Arg {
+    pub storage: Tensor,
+    pub layout: Layout,
+    pub shape: Vec<usize>,
+}
+
+fn view_of<'a, T>(a: &'a ArrayD<T>, layout: &Layout, shape: &[usize]) -> ArrayViewD<'a, T> {
+    let v = a.view();
+    match layout {
+        Layout::Plain => v,
+        Layout::Permuted(perm) => {
+            let mut inv = vec![0; perm.len()];
+            for (i, &p) in perm.iter().enumerate() {
+                inv[p] = i;
+            }
+            v.permuted_axes(IxDyn(&inv))
+        }
+        Layout::Reversed(m) => a.slice_each_axis(|ax| {
+            if m[ax.axis.index()] {
+                Slice::new(0, None, -1)
+            } else {
+                Slice::from(..)
+            }
+        }),
+        Layout::Stepped(m) => a.slice_each_axis(|ax| {
+            if m[ax.axis.index()] {
+                Slice::new(0, None, 2)
+            } else {
+                Slice::from(..)
+            }
+        }),
+        Layout::Window(m) => a.slice_each_axis(|ax| {
+            if m[ax.axis.index()] {
+                Slice::from(1..)
+            } else {
+                Slice::from(..)
+            }
+        }),
+        Layout::Broadcast(_) => a.broadcast(IxDyn(shape)).expect("a broadcastable storage"),
+    }
+}
+
+impl Arg {
+    /// The view the call gets.
+    pub fn view(&self) -> TensorRef<'_> {
+        let (l, s) = (&self.layout, self.shape.as_slice());
+        let v = match &self.storage {
+            Tensor::Bool(a) => TensorRef::Bool(view_of(a, l, s)),
+            Tensor::I32(a) => TensorRef::I32(view_of(a, l, s)),
+            Tensor::I64(a) => TensorRef::I64(view_of(a, l, s)),
+            Tensor::F32(a) => TensorRef::F32(view_of(a, l, s)),
+            Tensor::F64(a) => TensorRef::F64(view_of(a, l, s)),
+        };
+        debug_assert_eq!(v.shape(), s);
+        v
+    }
+}
+
+/// A program, the arguments to call it on, and what its outputs may be compared with.
 pub struct Case {
     pub inputs: Vec<Var>,
     pub outputs: Vec<Var>,
-    pub args: Vec<Tensor>,
+    pub args: Vec<Arg>,
+    /// Per output: whether it depends on no inexact value (integers and bools always).
+    pub exact: Vec<bool>,
     /// Whether some value is f32: an f64 result may then carry an f32 step's rounding.
     pub has_f32: bool,
+    /// Whether every input's shape is known (the ahead-of-time path needs it).
+    pub static_shapes: bool,
+    /// Whether the program has an `ifelse`.
+    pub has_ifelse: bool,
+}
+
+impl Case {
+    pub fn views(&self) -> Vec<TensorRef<'_>> {
+        self.args.iter().map(Arg::view).collect()
+    }
 }
 
 struct Bytes<'a> {
@@ -36,6 +135,9 @@ impl Bytes<'_> {
     fn pick(&mut self, n: usize) -> usize {
         self.next() as usize % n.max(1)
     }
+    fn chance(&mut self, one_in: usize) -> bool {
+        self.pick(one_in) == 0
+    }
     fn done(&self) -> bool {
         self.at >= self.data.len()
     }
@@ -47,106 +149,216 @@ struct Val {
     exact: bool,
 }
 
-const DTYPES: [DType; 4] = [DType::F32, DType::F64, DType::I32, DType::I64];
+const DTYPES: [DType; 5] = [DType::F32, DType::F64, DType::I32, DType::I64, DType::Bool];
 
 fn is_float(d: DType) -> bool {
     matches!(d, DType::F32 | DType::F64)
 }
 
-/// Input values: small integers, or floats in [-3, 3] with some specials.
-fn array(dtype: DType, shape: &[usize], seed: u64) -> Tensor {
-    let n: usize = shape.iter().product();
-    let x = |i: usize| kiln::random::uniform_f32(seed, i as u64) as f64 * 6.0 - 3.0;
+/// A deterministic stream of numbers for filling arrays.
+struct Fill(u64);
+
+impl Fill {
+    fn next(&mut self) -> u64 {
+        // splitmix64
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+    /// A float in [-3, 3] in steps of 1/8 (so that small sums and products are exact), or now
+    /// and then a special value.
+    fn float(&mut self) -> f64 {
+        let r = self.next();
+        match r % 23 {
+            0 => f64::NAN,
+            1 => -0.0,
+            2 => 0.0,
+            3 if r % 5 == 0 => f64::INFINITY,
+            4 if r % 5 == 0 => f64::NEG_INFINITY,
+            _ => ((r >> 8) % 49) as f64 / 8.0 - 3.0,
+        }
+    }
+    fn int(&mut self) -> i64 {
+        (self.next() % 9) as i64 - 4
+    }
+}
+
+/// An array of `shape` filled from `fill`.
+fn array(dtype: DType, shape: &[usize], fill: &mut Fill) -> Tensor {
     let sh = IxDyn(shape);
     match dtype {
-        DType::F32 => Tensor::F32(ArrayD::from_shape_fn(sh, |i| {
-            let k = flat(&i, shape);
-            match k % 17 {
-                16 if n > 4 => f32::NAN,
-                15 if n > 4 => -0.0,
-                _ => x(k) as f32,
+        DType::F32 => Tensor::F32(ArrayD::from_shape_simple_fn(sh, || fill.float() as f32)),
+        DType::F64 => Tensor::F64(ArrayD::from_shape_simple_fn(sh, || fill.float())),
+        DType::I32 => Tensor::I32(ArrayD::from_shape_simple_fn(sh, || fill.int() as i32)),
+        DType::I64 => Tensor::I64(ArrayD::from_shape_simple_fn(sh, || fill.int())),
+        DType::Bool => Tensor::Bool(ArrayD::from_shape_simple_fn(sh, || fill.next() % 2 == 0)),
+    }
+}
+
+/// An argument of logical `shape`, laid out as `r` chooses.
+fn argument(r: &mut Bytes, dtype: DType, shape: &[usize], fill: &mut Fill) -> Arg {
+    let rank = shape.len();
+    let mask = |r: &mut Bytes| -> Vec<bool> { (0..rank).map(|_| r.chance(2)).collect() };
+    let layout = if rank == 0 {
+        Layout::Plain
+    } else {
+        match r.pick(8) {
+            0 => {
+                let mut perm: Vec<usize> = (0..rank).collect();
+                for i in (1..rank).rev() {
+                    perm.swap(i, r.pick(i + 1));
+                }
+                Layout::Permuted(perm)
             }
-        })),
-        DType::F64 => Tensor::F64(ArrayD::from_shape_fn(sh, |i| x(flat(&i, shape)))),
-        DType::I32 => Tensor::I32(ArrayD::from_shape_fn(sh, |i| x(flat(&i, shape)) as i32)),
-        _ => Tensor::I64(ArrayD::from_shape_fn(sh, |i| x(flat(&i, shape)) as i64)),
+            1 => Layout::Reversed(mask(r)),
+            2 => Layout::Stepped(mask(r)),
+            3 => Layout::Window(mask(r)),
+            4 => Layout::Broadcast(mask(r)),
+            _ => Layout::Plain,
+        }
+    };
+    let storage_shape: Vec<usize> = match &layout {
+        Layout::Plain | Layout::Reversed(_) => shape.to_vec(),
+        Layout::Permuted(perm) => perm.iter().map(|&p| shape[p]).collect(),
+        Layout::Stepped(m) => (0..rank)
+            .map(|a| {
+                if m[a] {
+                    (2 * shape[a]).saturating_sub(1)
+                } else {
+                    shape[a]
+                }
+            })
+            .collect(),
+        Layout::Window(m) => (0..rank).map(|a| shape[a] + m[a] as usize).collect(),
+        Layout::Broadcast(m) => (0..rank)
+            .map(|a| if m[a] { 1.min(shape[a]) } else { shape[a] })
+            .collect(),
+    };
+    Arg {
+        storage: array(dtype, &storage_shape, fill),
+        layout,
+        shape: shape.to_vec(),
     }
 }
 
-fn flat(i: &IxDyn, shape: &[usize]) -> usize {
-    let mut k = 0;
-    for (d, &n) in shape.iter().enumerate() {
-        k = k * n + i[d];
-    }
-    k
+/// The shape a value of `rank` takes on the base's trailing axes, with extent 1 where `ones`.
+fn fit(base: &[usize], rank: usize, ones: &[bool]) -> Vec<usize> {
+    let lead = base.len() - rank;
+    (0..rank)
+        .map(|k| if ones[k] { 1 } else { base[lead + k] })
+        .collect()
 }
 
-/// Builds a random function from `data` (any bytes make a well-typed function).
+/// Whether the program may reduce with `max`/`min`/argmax over `shape`'s axes: no empty ones.
+fn has_empty(shape: &[usize]) -> bool {
+    shape.contains(&0)
+}
+
+/// Builds a random program from `data` (any bytes make a well-typed program).
 pub fn build(data: &[u8]) -> Case {
     let mut r = Bytes { data, at: 0 };
-    let (a, b) = (1 + r.pick(4), 1 + r.pick(5));
-    let dtype = DTYPES[r.pick(4)];
+    let rank = r.pick(6);
+    let base: Vec<usize> = (0..rank)
+        .map(|_| match r.pick(16) {
+            0 => 0,
+            1..=4 => 1,
+            k => 2 + k % 3,
+        })
+        .collect();
     let g = Graph::new();
-    let x = g.input("x", dtype, [Some(a), Some(b)]);
-    let y_shape: Vec<usize> = match r.pick(4) {
-        0 => vec![a, b],
-        1 => vec![1, b],
-        2 => vec![a, 1],
-        _ => vec![b],
+    let mut fill =
+        Fill(0x5eed ^ data.len() as u64 ^ ((data.first().copied().unwrap_or(0) as u64) << 8));
+    let n_inputs = 1 + r.pick(3);
+    let mut pool: Vec<Val> = Vec::new();
+    let mut inputs = Vec::new();
+    let mut args = Vec::new();
+    let mut static_shapes = true;
+    for i in 0..n_inputs {
+        let dtype = DTYPES[r.pick(DTYPES.len())];
+        let vrank = if i == 0 {
+            rank
+        } else {
+            rank - r.pick(rank + 1)
+        };
+        let ones: Vec<bool> = (0..vrank).map(|_| r.chance(3)).collect();
+        let shape = fit(&base, vrank, &ones);
+        let lead = rank - vrank;
+        // `?` only where the extent is the base's: such a dim never needs to broadcast.
+        let dims: Vec<Option<usize>> = (0..vrank)
+            .map(|k| {
+                let unknown = shape[k] == base[lead + k] && r.chance(3);
+                static_shapes &= !unknown;
+                (!unknown).then_some(shape[k])
+            })
+            .collect();
+        let v = g.input(&format!("in{i}"), dtype, dims);
+        args.push(argument(&mut r, dtype, &shape, &mut fill));
+        pool.push(Val {
+            v: v.clone(),
+            exact: true,
+        });
+        inputs.push(v);
+    }
+    let mut ctx = Ctx {
+        g: &g,
+        base: &base,
+        has_ifelse: false,
+        fill: &mut fill,
     };
-    let y_dtype = DTYPES[r.pick(4)];
-    let y = g.input(
-        "y",
-        y_dtype,
-        y_shape.iter().map(|&d| Some(d)).collect::<Vec<_>>(),
-    );
-    let mut pool = vec![
-        Val {
-            v: x.clone(),
-            exact: true,
-        },
-        Val {
-            v: y.clone(),
-            exact: true,
-        },
-    ];
     let mut steps = 0;
     while !r.done() && steps < 24 {
         steps += 1;
         let p = pool[r.pick(pool.len())].clone();
         let q = pool[r.pick(pool.len())].clone();
-        if let Some(v) = step(&mut r, &p, &q, a, b) {
+        if let Some(v) = ctx.step(&mut r, &p, &q, &pool) {
             if v.v.check().is_ok() {
                 pool.push(v);
             }
         }
     }
     let has_f32 = pool.iter().any(|v| v.v.ty().dtype == DType::F32);
-    // The last value, and every value (as f64) added up, so that nothing built is dead.
-    let mut all = pool[0].v.cast(DType::F64);
-    for v in &pool[1..] {
-        all = &all + &v.v.cast(DType::F64);
+    // The last value, a few others, and every value added up (as f64), so that nothing built
+    // is dead.
+    let mut outputs = vec![pool[pool.len() - 1].clone()];
+    for _ in 0..r.pick(4) {
+        outputs.push(pool[r.pick(pool.len())].clone());
     }
-    let outputs = vec![pool[pool.len() - 1].v.clone(), all];
-    let args = vec![
-        array(dtype, &[a, b], 1 + data.len() as u64),
-        array(y_dtype, &y_shape, 2 + data.len() as u64),
-    ];
+    if pool.len() > 1 {
+        let mut all = pool[0].v.cast(DType::F64);
+        let mut exact = pool[0].exact;
+        for v in &pool[1..] {
+            all = &all + &v.v.cast(DType::F64);
+            exact &= v.exact;
+        }
+        outputs.push(Val { v: all, exact });
+    }
     Case {
-        inputs: vec![x, y],
-        outputs,
+        inputs,
+        exact: outputs.iter().map(|o| o.exact).collect(),
+        outputs: outputs.into_iter().map(|o| o.v).collect(),
         args,
         has_f32,
+        static_shapes,
+        has_ifelse: ctx.has_ifelse,
     }
 }
 
-/// `q` in `p`'s dtype.
+struct Ctx<'a> {
+    g: &'a Graph,
+    base: &'a [usize],
+    has_ifelse: bool,
+    fill: &'a mut Fill,
+}
+
+/// `q` in `p`'s dtype, where the cast keeps what the comparison needs.
 fn like(p: &Val, q: &Val) -> Option<Val> {
     let (dp, dq) = (p.v.ty().dtype, q.v.ty().dtype);
     if dp == dq {
         return Some(q.clone());
     }
-    // A float cast to an integer truncates: one ulp apart can land on two integers.
+    // A float cast to an integer or bool: one ulp apart can land on two integers.
     if !is_float(dp) && is_float(dq) && !q.exact {
         return None;
     }
@@ -156,156 +368,378 @@ fn like(p: &Val, q: &Val) -> Option<Val> {
     })
 }
 
-fn step(r: &mut Bytes, p: &Val, q: &Val, a: usize, b: usize) -> Option<Val> {
-    let dt = p.v.ty().dtype;
-    let float = is_float(dt);
-    let full = p.v.ty().rank() == 2 && p.v.ty().shape == [Some(a), Some(b)];
-    let out = |v: Var, exact: bool| Some(Val { v, exact });
-    match r.pick(16) {
-        // Unary, by dtype.
-        0 if float => out(
-            match r.pick(7) {
-                0 => p.v.exp(),
-                1 => (p.v.abs() + 1.0).log(),
-                2 => p.v.sin(),
-                3 => p.v.tanh(),
-                4 => p.v.abs().sqrt(),
-                5 => p.v.sigmoid(),
-                _ => p.v.erf(),
-            },
-            false,
-        ),
-        0 => out(
-            match r.pick(3) {
-                0 => -&p.v,
-                1 => p.v.abs(),
-                _ => p.v.square(),
-            },
-            p.exact,
-        ),
-        // Arithmetic.
-        1 | 2 => {
-            let q = like(p, q)?;
-            let exact = p.exact && q.exact;
-            out(
-                match r.pick(6) {
-                    0 => &p.v + &q.v,
-                    1 => &p.v - &q.v,
-                    2 => &p.v * &q.v,
-                    3 => p.v.maximum(&q.v),
-                    4 => p.v.minimum(&q.v),
-                    _ if float => &p.v / &q.v,
-                    _ => p.v.maximum(&q.v),
+/// The known shape of `v` (values here always have one: the base's extents or 1; `?` dims of
+/// inputs are the base's).
+fn shape_of(v: &Var, base: &[usize]) -> Vec<usize> {
+    let ty = v.ty();
+    let lead = base.len() - ty.rank();
+    ty.shape
+        .iter()
+        .enumerate()
+        .map(|(k, d)| d.unwrap_or(base[lead + k]))
+        .collect()
+}
+
+impl Ctx<'_> {
+    fn step(&mut self, r: &mut Bytes, p: &Val, q: &Val, pool: &[Val]) -> Option<Val> {
+        let dt = p.v.ty().dtype;
+        let float = is_float(dt);
+        let out = |v: Var, exact: bool| Some(Val { v, exact });
+        let rank = p.v.ty().rank();
+        let shape = shape_of(&p.v, self.base);
+        match r.pick(20) {
+            // Unary, by dtype: exact ones on any float, rounding ones on exact values only.
+            0 if float => {
+                let k = r.pick(12);
+                let exact_in = p.exact;
+                match k {
+                    0 => out(p.v.exp(), false),
+                    1 => out(p.v.abs().log1p(), false),
+                    2 => out(p.v.sin(), false),
+                    3 => out(p.v.tanh(), false),
+                    4 => out(p.v.abs().sqrt(), false),
+                    5 => out(p.v.sigmoid(), false),
+                    6 => out(p.v.erf(), false),
+                    7 => out(p.v.relu(), p.exact),
+                    8 if exact_in => out(p.v.floor(), true),
+                    9 if exact_in => out(p.v.round(), true),
+                    10 if exact_in => out(p.v.sign(), true),
+                    _ => out(p.v.square(), p.exact),
+                }
+            }
+            0 if dt == DType::Bool => out(p.v.logical_not(), true),
+            0 => out(
+                match r.pick(4) {
+                    0 => -&p.v,
+                    1 => p.v.abs(),
+                    2 => p.v.sign(),
+                    _ => p.v.square(),
                 },
-                exact,
-            )
-        }
-        // Integer division and mod, by zero too.
-        3 if !float => {
-            let q = like(p, q)?;
-            let v = if r.pick(2) == 0 {
-                p.v.floordiv(&q.v)
-            } else {
-                p.v.modulo(&q.v)
-            };
-            out(v, p.exact && q.exact)
-        }
-        // Comparisons and select, on exact values only.
-        4 if p.exact && q.exact => {
-            let q = like(p, q)?;
-            let c = match r.pick(3) {
-                0 => p.v.gt(&q.v),
-                1 => p.v.le(&q.v),
-                _ => p.v.eq(&q.v),
-            };
-            out(kiln::select(&c, &p.v, &q.v), true)
-        }
-        // Reductions that keep the family of shapes: over one axis or both (several axes,
-        // which a transposed or broadcast view keeps from merging into one loop), max, min,
-        // sum, argmax and argmin (of exact values only: one ulp can move an index).
-        5 | 6 => {
-            let rank = p.v.ty().rank();
-            let kind = r.pick(5);
-            let both = rank == 2 && r.pick(3) == 0;
-            let axes: Option<Vec<i64>> = match rank {
-                2 if both => Some(vec![0, 1]),
-                2 => Some(vec![r.pick(2) as i64]),
-                _ => None,
-            };
-            let keep = rank == 2;
-            if kind >= 3 {
-                if !p.exact {
+                true,
+            ),
+            // Arithmetic on two values of one dtype.
+            1..=3 if dt != DType::Bool => {
+                let q = like(p, q)?;
+                let exact = p.exact && q.exact;
+                out(
+                    match r.pick(7) {
+                        0 => &p.v + &q.v,
+                        1 => &p.v - &q.v,
+                        2 => &p.v * &q.v,
+                        3 => p.v.maximum(&q.v),
+                        4 => p.v.minimum(&q.v),
+                        5 if float && q.exact => &p.v / &q.v,
+                        6 if float => {
+                            return out(p.v.abs().pow(&q.v), false);
+                        }
+                        _ => p.v.maximum(&q.v),
+                    },
+                    exact,
+                )
+            }
+            1..=3 => {
+                let q = like(p, q)?;
+                out(
+                    match r.pick(4) {
+                        0 => p.v.and(&q.v),
+                        1 => p.v.or(&q.v),
+                        2 => p.v.ne(&q.v),
+                        _ => p.v.eq(&q.v),
+                    },
+                    true,
+                )
+            }
+            // Integer (and exact float) division and mod, by zero too.
+            4 if dt != DType::Bool && p.exact && q.exact => {
+                let q = like(p, q)?;
+                let v = if r.chance(2) {
+                    p.v.floordiv(&q.v)
+                } else {
+                    p.v.modulo(&q.v)
+                };
+                out(v, true)
+            }
+            // Comparisons and select, on exact values only.
+            5 if p.exact && q.exact && dt != DType::Bool => {
+                let q = like(p, q)?;
+                let c = match r.pick(6) {
+                    0 => p.v.gt(&q.v),
+                    1 => p.v.le(&q.v),
+                    2 => p.v.lt(&q.v),
+                    3 => p.v.ge(&q.v),
+                    4 => p.v.ne(&q.v),
+                    _ => p.v.eq(&q.v),
+                };
+                out(c, true)
+            }
+            6 => {
+                let c = pool.iter().rev().find(|v| v.v.ty().dtype == DType::Bool)?;
+                let q = like(p, q)?;
+                out(kiln::select(&c.v, &p.v, &q.v), p.exact && q.exact)
+            }
+            // Casts between every pair of dtypes.
+            7 => {
+                let to = DTYPES[r.pick(DTYPES.len())];
+                if !is_float(to) && float && !p.exact {
                     return None;
                 }
-                let axis = axes.filter(|a| a.len() == 1).map(|a| a[0]);
-                // A fused producer too: `argmax(-x)` reads x once.
-                let x = if r.pick(2) == 0 { -&p.v } else { p.v.clone() };
-                let v = if kind == 3 {
-                    x.argmax(axis, keep)
-                } else {
-                    x.argmin(axis, keep)
+                out(p.v.cast(to), p.exact)
+            }
+            // Reductions over any subset of axes, back to a shape that broadcasts to the base.
+            8 | 9 => self.reduction(r, p, &shape),
+            // Views.
+            10 => out(p.v.broadcast_to(self.base), p.exact),
+            11 if rank >= 1 => {
+                let ranges: Vec<(Option<i64>, Option<i64>, i64)> = (0..rank)
+                    .map(|_| {
+                        if r.chance(2) {
+                            (None, None, -1)
+                        } else {
+                            (None, None, 1)
+                        }
+                    })
+                    .collect();
+                out(p.v.slice(&ranges), p.exact)
+            }
+            12 if rank >= 1 => {
+                // Transposed, an op on the transposed value, and back.
+                let mut perm: Vec<usize> = (0..rank).collect();
+                for i in (1..rank).rev() {
+                    perm.swap(i, r.pick(i + 1));
+                }
+                let mut inv = vec![0; rank];
+                for (i, &k) in perm.iter().enumerate() {
+                    inv[k] = i;
+                }
+                let t = p.v.transpose(&perm);
+                let (t, exact) = match r.pick(3) {
+                    0 if dt != DType::Bool => (&t + &t, p.exact),
+                    1 if float => (t.tanh(), false),
+                    _ => (t, p.exact),
                 };
-                return out(v, true);
+                out(t.transpose(&inv), exact)
             }
-            let v = match kind {
-                0 => p.v.max(axes.as_deref(), keep),
-                1 => p.v.min(axes.as_deref(), keep),
-                _ => p.v.sum(axes.as_deref(), keep),
-            };
-            // A sum of a fused producer: `sum(exp(x))` reads x once.
-            let v = if kind == 2 && float && r.pick(2) == 0 {
+            13 => {
+                // Flattened and back, or through expand_dims and squeeze.
+                let flat = p.v.reshape(&[-1]);
+                let dims: Vec<i64> = shape.iter().map(|&d| d as i64).collect();
+                let v = if r.chance(2) || shape.contains(&0) {
+                    flat.reshape(&dims)
+                } else {
+                    let e = p.v.expand_dims(&[0, -1]);
+                    e.squeeze(Some(&[0, -1]))
+                };
+                out(v, p.exact)
+            }
+            14 if rank >= 1 => {
+                // Rolled by one along an axis: slices concatenated.
+                let ax = r.pick(rank);
+                let n = shape[ax] as i64;
+                if n < 2 {
+                    return None;
+                }
+                let mut first = vec![(None, None, 1); rank];
+                let mut rest = vec![(None, None, 1); rank];
+                first[ax] = (Some(0), Some(1), 1);
+                rest[ax] = (Some(1), None, 1);
+                let (a, b) = (p.v.slice(&first), p.v.slice(&rest));
+                out(kiln::concat(&[&b, &a], ax as i64), p.exact)
+            }
+            // Batched matmul back to the base shape, batch dims broadcast.
+            15 if float && self.base.len() >= 2 => {
+                let q = like(p, q)?;
+                let b = self.base;
+                let n = b.len();
+                let (m, k) = (b[n - 2], b[n - 1]);
+                // Each operand keeps its own (possibly broadcast) batch dims.
+                let lead = |v: &Var| -> Vec<usize> {
+                    let s = shape_of(v, b);
+                    let l = s.len().saturating_sub(2);
+                    let mut out: Vec<usize> = s[..l].to_vec();
+                    if s.len() < 2 {
+                        out.clear();
+                    }
+                    out
+                };
+                let (lp, lq) = (lead(&p.v), lead(&q.v));
+                let pa = p.v.broadcast_to(&[lp.clone(), vec![m, k]].concat());
+                let qa = q.v.broadcast_to(&[lq.clone(), vec![m, k]].concat());
+                let mut qt_perm: Vec<usize> = (0..lq.len() + 2).collect();
+                let l = qt_perm.len();
+                qt_perm.swap(l - 1, l - 2);
+                let qt = qa.transpose(&qt_perm);
+                let v = pa.matmul(&qt).matmul(&qa);
+                out(v, false)
+            }
+            // Elementwise chains that fuse.
+            16 if float => {
+                let q = like(p, q)?;
+                out((&p.v * 0.5 + &q.v).tanh() * &p.v, false)
+            }
+            // A constant of a shape that broadcasts.
+            17 => {
+                let crank = r.pick(rank + 1);
+                let ones: Vec<bool> = (0..crank).map(|_| r.chance(2)).collect();
+                let cshape = fit(self.base, crank, &ones);
+                let c = array(dt, &cshape, self.fill);
+                let c = self.g.constant(c);
+                let v = match dt {
+                    DType::Bool => p.v.or(&c),
+                    _ => &p.v + &c,
+                };
+                out(v, p.exact)
+            }
+            // Lazy ifelse on a condition computed from exact values.
+            18 => self.conditional(r, p, q, pool),
+            _ if dt == DType::Bool => {
+                let q = like(p, q)?;
+                out(p.v.or(&q.v), true)
+            }
+            _ => {
+                let q = like(p, q)?;
+                out(&p.v + &q.v, p.exact && q.exact)
+            }
+        }
+    }
+
+    fn reduction(&mut self, r: &mut Bytes, p: &Val, shape: &[usize]) -> Option<Val> {
+        let dt = p.v.ty().dtype;
+        let rank = shape.len();
+        let keep = r.chance(2);
+        let mut axes: Vec<usize> = (0..rank).filter(|_| r.chance(2)).collect();
+        let all_axes = r.chance(4);
+        if all_axes {
+            axes = (0..rank).collect();
+        }
+        let empty = axes.iter().any(|&a| shape[a] == 0) || (all_axes && has_empty(shape));
+        let ax: Vec<i64> = axes.iter().map(|&a| a as i64).collect();
+        let axes_arg = if all_axes { None } else { Some(ax.as_slice()) };
+        let kind = r.pick(8);
+        let (v, exact) = match kind {
+            // Max and min need a non-empty axis; argmax an exact value and one axis.
+            0 | 1 if empty => return None,
+            0 => (p.v.max(axes_arg, keep), p.exact),
+            1 => (p.v.min(axes_arg, keep), p.exact),
+            2 | 3 if dt == DType::Bool => {
+                let v = if kind == 2 {
+                    p.v.all(axes_arg, keep)
+                } else {
+                    p.v.any(axes_arg, keep)
+                };
+                (v, true)
+            }
+            2 => (p.v.sum(axes_arg, keep), p.exact),
+            3 => (p.v.prod(axes_arg, keep), p.exact && !is_float(dt)),
+            4 if dt != DType::Bool => (p.v.mean(axes_arg, keep), false),
+            5 | 6 if p.exact && !empty && rank >= 1 && dt != DType::Bool => {
+                let a = r.pick(rank);
+                if shape[a] == 0 {
+                    return None;
+                }
+                axes = vec![a];
+                let x = if r.chance(2) { -&p.v } else { p.v.clone() };
+                let v = if kind == 5 {
+                    x.argmax(Some(a as i64), keep)
+                } else {
+                    x.argmin(Some(a as i64), keep)
+                };
+                (v, true)
+            }
+            // A sum of a fused producer.
+            _ if is_float(dt) => {
                 let e = p.v.tanh();
-                e.sum(axes.as_deref(), keep)
-            } else {
-                v
-            };
-            out(v, p.exact && kind < 2)
-        }
-        // Views.
-        7 => out(p.v.broadcast_to(&[a, b]), p.exact),
-        8 if full => out(p.v.slice(&[(None, None, -1)]), p.exact),
-        9 if full => out(
-            p.v.slice(&[(None, None, 1), (None, None, -1)])
-                .reshape(&[(a * b) as i64])
-                .reshape(&[a as i64, b as i64]),
-            p.exact,
-        ),
-        10 if full => out(p.v.t().expand_dims(&[0]).squeeze(Some(&[0])).t(), p.exact),
-        11 if full => {
-            let q = like(p, q)?;
-            let q = q.v.broadcast_to(&[a, b]);
-            let c = kiln::concat(&[&p.v, &q], 0);
-            out(c.slice(&[(Some(a as i64), None, 1)]), p.exact)
-        }
-        // Casts.
-        12 => {
-            let to = DTYPES[r.pick(4)];
-            if !is_float(to) && float && !p.exact {
-                return None;
+                (e.sum(axes_arg, keep), false)
             }
-            out(p.v.cast(to), p.exact)
+            _ => (p.v.sum(axes_arg, keep), p.exact),
+        };
+        // Back to a shape that broadcasts to the base: the reduced axes again, as 1s.
+        let v = if keep || axes.is_empty() && !all_axes {
+            v
+        } else {
+            let back: Vec<i64> = if all_axes && kind != 5 && kind != 6 {
+                (0..rank as i64).collect()
+            } else {
+                axes.iter().map(|&a| a as i64).collect()
+            };
+            if back.is_empty() {
+                v
+            } else {
+                v.expand_dims(&back)
+            }
+        };
+        Some(Val { v, exact })
+    }
+
+    fn conditional(&mut self, r: &mut Bytes, p: &Val, q: &Val, pool: &[Val]) -> Option<Val> {
+        // A 0-d bool from exact values: an `any` of a bool value, or two sums compared.
+        let c = match pool.iter().find(|v| v.v.ty().dtype == DType::Bool) {
+            Some(b) if r.chance(2) => b.v.any(None, false),
+            _ if p.exact && q.exact && p.v.ty().dtype != DType::Bool => {
+                let q2 = like(p, q)?;
+                p.v.sum(None, false).gt(q2.v.sum(None, false))
+            }
+            _ => return None,
+        };
+        let q = like(p, q)?;
+        let kinds = [
+            BRANCHES[r.pick(BRANCHES.len())],
+            BRANCHES[r.pick(BRANCHES.len())],
+        ];
+        // Both branches must yield one type; tried outside first (dead nodes, never run).
+        let (t, e) = (branch(kinds[0], &p.v, &q.v), branch(kinds[1], &q.v, &p.v));
+        if t.check().is_err() || e.check().is_err() || t.ty() != e.ty() {
+            return None;
         }
-        // Matmul back to the base shape.
-        13 if full && float => {
-            let q = like(p, q)?;
-            let q = q.v.broadcast_to(&[a, b]);
-            out(p.v.matmul(&q.t()).matmul(&q), false)
-        }
-        // Elementwise chains that fuse.
-        14 if float => {
-            let q = like(p, q)?;
-            out((&p.v * 0.5 + &q.v).tanh() * &p.v, false)
-        }
-        _ => {
-            let q = like(p, q)?;
-            out(&p.v + &q.v, p.exact && q.exact)
-        }
+        self.has_ifelse = true;
+        // The branches' values are built inside the closures: they are the regions, and only
+        // the taken one runs.
+        let (pv, qv) = (p.v.clone(), q.v.clone());
+        let (pv2, qv2) = (p.v.clone(), q.v.clone());
+        let outs = kiln::ifelse(
+            &c,
+            move || vec![branch(kinds[0], &pv, &qv)],
+            move || vec![branch(kinds[1], &qv2, &pv2)],
+        );
+        Some(Val {
+            v: outs.into_iter().next()?,
+            exact: p.exact && q.exact,
+        })
     }
 }
 
-/// Whether two results agree: integers and bools exactly, floats within a tolerance for the
-/// few ulps a chain of inexact steps may grow (NaN matches NaN, infinities match exactly).
-pub fn agree(a: &Tensor, b: &Tensor, has_f32: bool) -> Result<(), String> {
+/// What a branch of a generated `ifelse` computes from its two values.
+#[derive(Clone, Copy, Debug)]
+enum Branch {
+    Add,
+    Mul,
+    Max,
+    Neg,
+}
+
+const BRANCHES: [Branch; 4] = [Branch::Add, Branch::Mul, Branch::Max, Branch::Neg];
+
+/// A branch's body on values `a` and `b` of one dtype (`or`, `and` for bools).
+fn branch(kind: Branch, a: &Var, b: &Var) -> Var {
+    if a.ty().dtype == DType::Bool {
+        return match kind {
+            Branch::Add | Branch::Max => a.or(b),
+            Branch::Mul => a.and(b),
+            Branch::Neg => a.or(b).logical_not(),
+        };
+    }
+    match kind {
+        Branch::Add => a + b,
+        Branch::Mul => a * b,
+        Branch::Max => a.maximum(b),
+        Branch::Neg => -&(a + b),
+    }
+}
+
+/// Whether two results of one program agree: integers and bools exactly; exact floats bit for
+/// bit when `bits` (both sides ran the same ops, unoptimized: signed zeros must match too), else
+/// within a tolerance for the few ulps a chain of inexact steps (or a rewrite's rounding) may
+/// grow. NaN matches NaN.
+pub fn agree(a: &Tensor, b: &Tensor, exact: bool, bits: bool, has_f32: bool) -> Result<(), String> {
     if a.dtype() != b.dtype() || a.shape() != b.shape() {
         return Err(format!(
             "{}{:?} vs {}{:?}",
@@ -321,14 +755,16 @@ pub fn agree(a: &Tensor, b: &Tensor, has_f32: bool) -> Result<(), String> {
         DType::F64 => 1e-9,
         _ => 0.0,
     };
+    let bitwise = bits && exact;
     for (i, (x, y)) in a.to_f64_vec().into_iter().zip(b.to_f64_vec()).enumerate() {
         let same = (x.is_nan() && y.is_nan())
-            || x == y
-            || (x.is_finite()
+            || (x == y && (!bitwise || x.is_sign_negative() == y.is_sign_negative()))
+            || (!bitwise
+                && x.is_finite()
                 && y.is_finite()
                 && (x - y).abs() <= tol * x.abs().max(y.abs()).max(1.0));
         if !same {
-            return Err(format!("element {i}: {x} vs {y}"));
+            return Err(format!("element {i}: {x:?} vs {y:?}"));
         }
     }
     Ok(())
@@ -347,10 +783,38 @@ pub fn run(case: &Case, backend: Backend, optimize: bool) -> Result<Vec<Tensor>,
             ..Default::default()
         })
         .compile()
-        .map_err(|e| format!("{backend} does not compile a random graph: {e}"))?;
-    let args: Vec<TensorRef> = case.args.iter().map(|t| t.view()).collect();
+        .map_err(|e| format!("{backend} does not compile a random program: {e}"))?;
+    let args = case.views();
     f.call(&args)
-        .map_err(|e| format!("{backend} fails on a random graph: {e}"))?;
+        .map_err(|e| format!("{backend} fails on a random program: {e}"))?;
     f.call(&args)
-        .map_err(|e| format!("{backend} fails on a random graph: {e}"))
+        .map_err(|e| format!("{backend} fails on a random program: {e}"))
+}
+
+/// The program in the text form, for failure messages.
+pub fn text(case: &Case) -> String {
+    match kiln::graph::to_ssa("case", &case.inputs, &case.outputs, &[]) {
+        Ok(s) => kiln::ir::text::print_func(&s.func),
+        Err(e) => format!("(no text: {e})"),
+    }
+}
+
+/// How the arguments are laid out, for failure messages.
+pub fn layouts(case: &Case) -> String {
+    case.args
+        .iter()
+        .map(|a| format!("{:?} {:?}", a.shape, a.layout))
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+/// Compares `got` with `want` output by output.
+pub fn compare(case: &Case, want: &[Tensor], got: &[Tensor], bits: bool) -> Result<(), String> {
+    if want.len() != got.len() {
+        return Err(format!("{} outputs vs {}", want.len(), got.len()));
+    }
+    for (i, (a, b)) in want.iter().zip(got).enumerate() {
+        agree(a, b, case.exact[i], bits, case.has_f32).map_err(|e| format!("output {i}: {e}"))?;
+    }
+    Ok(())
 }

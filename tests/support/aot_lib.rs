@@ -1,0 +1,200 @@
+//! Ahead-of-time objects called in this process: many artifacts are linked by `cc` into one
+//! shared library, which is loaded with `dlopen`, and each entry point is called on arrays of
+//! this process. One link serves hundreds of random programs, where a C driver per program
+//! would cost a compile and a link each.
+#![allow(dead_code)]
+
+use kiln::aot::AotArtifact;
+use kiln::{DType, Tensor};
+use std::ffi::{c_char, c_int, c_void, CString};
+use std::path::{Path, PathBuf};
+
+#[link(name = "dl")]
+extern "C" {
+    fn dlopen(filename: *const c_char, flag: c_int) -> *mut c_void;
+    fn dlsym(handle: *mut c_void, symbol: *const c_char) -> *mut c_void;
+    fn dlclose(handle: *mut c_void) -> c_int;
+    fn dlerror() -> *const c_char;
+}
+
+const RTLD_NOW: c_int = 2;
+const RTLD_LOCAL: c_int = 0;
+
+/// Whether `cc` is there to link with.
+pub fn have_cc() -> bool {
+    std::process::Command::new("cc")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+/// A loaded library of entry points.
+pub struct Library {
+    handle: *mut c_void,
+    _dir: PathBuf,
+}
+
+impl Drop for Library {
+    fn drop(&mut self) {
+        // SAFETY: the handle came from dlopen and no entry point is running.
+        unsafe { dlclose(self.handle) };
+        let _ = std::fs::remove_dir_all(&self._dir);
+    }
+}
+
+fn dl_error() -> String {
+    // SAFETY: dlerror returns a C string or null.
+    unsafe {
+        let e = dlerror();
+        if e.is_null() {
+            "unknown dl error".into()
+        } else {
+            std::ffi::CStr::from_ptr(e).to_string_lossy().into_owned()
+        }
+    }
+}
+
+/// Writes the objects into `dir`, links them into one shared library and loads it.
+pub fn link(artifacts: &[&AotArtifact], dir: &Path) -> Result<Library, String> {
+    std::fs::create_dir_all(dir).map_err(|e| e.to_string())?;
+    let mut objects = Vec::new();
+    for (i, a) in artifacts.iter().enumerate() {
+        let p = dir.join(format!("k{i}.o"));
+        std::fs::write(&p, &a.object).map_err(|e| e.to_string())?;
+        objects.push(p);
+    }
+    let so = dir.join("programs.so");
+    let out = std::process::Command::new("cc")
+        .arg("-shared")
+        .args(&objects)
+        .arg("-o")
+        .arg(&so)
+        .arg("-lm")
+        .output()
+        .map_err(|e| format!("cc: {e}"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "cc -shared failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    let path = CString::new(so.to_string_lossy().as_bytes()).map_err(|e| e.to_string())?;
+    // SAFETY: a path to a library this test just linked.
+    let handle = unsafe { dlopen(path.as_ptr(), RTLD_NOW | RTLD_LOCAL) };
+    if handle.is_null() {
+        return Err(dl_error());
+    }
+    Ok(Library {
+        handle,
+        _dir: dir.to_path_buf(),
+    })
+}
+
+/// The bytes of a standard-layout tensor.
+fn bytes_ptr(t: &Tensor) -> *const u8 {
+    t.view().as_ptr()
+}
+
+type P = *mut u8;
+
+/// Calls `f` with `args` pointers (the entry points take only pointers).
+///
+/// # Safety
+/// `f` must be a C function taking exactly `args.len()` pointers.
+unsafe fn call_pointers(f: *mut c_void, a: &[P]) -> Result<(), String> {
+    macro_rules! arity {
+        ($($i:tt)*) => {{
+            let g: extern "C" fn($(arity_p!($i)),*) = unsafe { std::mem::transmute(f) };
+            g($(a[$i]),*)
+        }};
+    }
+    macro_rules! arity_p {
+        ($i:tt) => {
+            P
+        };
+    }
+    match a.len() {
+        1 => arity!(0),
+        2 => arity!(0 1),
+        3 => arity!(0 1 2),
+        4 => arity!(0 1 2 3),
+        5 => arity!(0 1 2 3 4),
+        6 => arity!(0 1 2 3 4 5),
+        7 => arity!(0 1 2 3 4 5 6),
+        8 => arity!(0 1 2 3 4 5 6 7),
+        9 => arity!(0 1 2 3 4 5 6 7 8),
+        10 => arity!(0 1 2 3 4 5 6 7 8 9),
+        11 => arity!(0 1 2 3 4 5 6 7 8 9 10),
+        12 => arity!(0 1 2 3 4 5 6 7 8 9 10 11),
+        n => return Err(format!("an entry point of {n} arguments")),
+    }
+    Ok(())
+}
+
+impl Library {
+    /// Calls the entry point of `art` on `inputs` (converted to standard layout) and returns
+    /// its outputs. Outputs and scratch start poisoned (NaN-like bytes), so an element left
+    /// unwritten shows.
+    pub fn call(&self, art: &AotArtifact, inputs: &[Tensor]) -> Result<Vec<Tensor>, String> {
+        let sym = CString::new(art.symbol.as_bytes()).map_err(|e| e.to_string())?;
+        // SAFETY: a symbol name of the loaded library.
+        let f = unsafe { dlsym(self.handle, sym.as_ptr()) };
+        if f.is_null() {
+            return Err(dl_error());
+        }
+        if inputs.len() != art.inputs.len() {
+            return Err(format!(
+                "{} inputs for {} parameters",
+                inputs.len(),
+                art.inputs.len()
+            ));
+        }
+        let owned: Vec<Tensor> = inputs
+            .iter()
+            .map(|t| t.view().to_standard_owned())
+            .collect();
+        for (t, a) in owned.iter().zip(&art.inputs) {
+            if t.dtype() != a.dtype || t.shape() != a.shape.as_slice() {
+                return Err(format!(
+                    "input {}: {}{:?} for {}{:?}",
+                    a.name,
+                    t.dtype(),
+                    t.shape(),
+                    a.dtype,
+                    a.shape
+                ));
+            }
+        }
+        let mut outs: Vec<Tensor> = art
+            .outputs
+            .iter()
+            .map(|o| poisoned(o.dtype, &o.shape))
+            .collect();
+        let mut scratch = vec![0xA5u8; art.scratch_bytes + 64];
+        let align = scratch.as_ptr().align_offset(64);
+        let mut ptrs: Vec<P> = owned.iter().map(|t| bytes_ptr(t) as P).collect();
+        for o in &mut outs {
+            ptrs.push(kiln::for_each_dtype!(o, a => a.as_mut_ptr() as P));
+        }
+        if art.scratch_bytes > 0 {
+            // SAFETY: `align` is within the 64 spare bytes.
+            ptrs.push(unsafe { scratch.as_mut_ptr().add(align) });
+        }
+        // SAFETY: the entry point takes one pointer per input, per output, and the scratch
+        // when it needs one (the artifact's own description); each points to memory of the
+        // dtype and shape it expects.
+        unsafe { call_pointers(f, &ptrs)? };
+        Ok(outs)
+    }
+}
+
+/// An array of `shape` filled with a pattern no computation is likely to produce.
+fn poisoned(dtype: DType, shape: &[usize]) -> Tensor {
+    match dtype {
+        DType::Bool => Tensor::zeros(DType::Bool, shape),
+        DType::I32 => Tensor::full(DType::I32, shape, -123_456_789.0),
+        DType::I64 => Tensor::full(DType::I64, shape, -123_456_789.0),
+        DType::F32 => Tensor::full(DType::F32, shape, 1.234_5e30),
+        DType::F64 => Tensor::full(DType::F64, shape, 1.234_5e300),
+    }
+}
