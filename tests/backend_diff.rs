@@ -92,8 +92,9 @@ fn run_shard(shard: u64) {
             let got = random_graph::run(&case, backend, optimize)
                 .unwrap_or_else(|e| panic!("{}", describe(&case, seed, i, &e)));
             if let Err(e) = random_graph::compare(&case, &reference, &got, !optimize) {
+                let first = random_graph::first_difference(&case, backend);
                 panic!(
-                    "{}",
+                    "{}\n{first}",
                     describe(
                         &case,
                         seed,

@@ -107,6 +107,18 @@ impl Func {
         self.values[v.index()].name.as_deref()
     }
 
+    /// How messages name `v`: `input `x`` for a parameter, `` `y` `` for a named value, its
+    /// number (`%7`) otherwise.
+    pub fn describe(&self, v: Value) -> String {
+        let param = self.params.contains(&v);
+        match (self.name_of(v), param) {
+            (Some(n), true) => format!("input `{n}`"),
+            (None, true) => format!("input {v}"),
+            (Some(n), false) => format!("`{n}`"),
+            (None, false) => v.to_string(),
+        }
+    }
+
     /// Builds an instruction with inferred result types, without appending it.
     pub fn make_inst(&mut self, op: Op, args: &[Value]) -> Result<Inst, String> {
         let tys: Vec<&TensorType> = args.iter().map(|&a| &self.values[a.index()].ty).collect();

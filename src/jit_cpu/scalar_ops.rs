@@ -379,8 +379,19 @@ impl<'x, 'f, M: Module> OpGen<'x, 'f, M> {
                 BinaryOp::Sub => self.b.ins().fsub(x, y),
                 BinaryOp::Mul => self.b.ins().fmul(x, y),
                 BinaryOp::Div => self.b.ins().fdiv(x, y),
-                BinaryOp::Maximum => self.b.ins().fmax(x, y),
-                BinaryOp::Minimum => self.b.ins().fmin(x, y),
+                // numpy's rule (see `perform::elementwise`): x where it is greater (smaller)
+                // or NaN, else y; Cranelift's fmax/fmin order -0.0 below +0.0 instead.
+                BinaryOp::Maximum | BinaryOp::Minimum => {
+                    let cc = if o == BinaryOp::Maximum {
+                        FloatCC::GreaterThan
+                    } else {
+                        FloatCC::LessThan
+                    };
+                    let wins = self.b.ins().fcmp(cc, x, y);
+                    let nan = self.b.ins().fcmp(FloatCC::Unordered, x, x);
+                    let keep = self.b.ins().bor(wins, nan);
+                    self.sel(keep, x, y)
+                }
                 _ => return Err(Error::Unsupported(format!("{} on {d}", o.name()))),
             },
             (_, o) => match o {

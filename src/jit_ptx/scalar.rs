@@ -243,9 +243,9 @@ fn binary<'ctx>(
     }
 }
 
-/// IEEE 754-2019 maximum/minimum, as Cranelift's `fmax`/`fmin`: NaN if either is NaN, and
-/// -0 < +0. (LLVM's `llvm.maximum` would do, but NVPTX lowers it natively only for f32 on
-/// sm_80+; this is the same on every target.)
+/// numpy's `maximum` / `minimum` (see `perform::elementwise`): `x` where it is greater
+/// (smaller) or NaN, else `y`. A NaN on either side propagates, and of two equal values
+/// (`+0.0` and `-0.0`) the second is returned.
 fn fminmax<'ctx>(
     g: &Gen<'ctx>,
     x: FloatValue<'ctx>,
@@ -253,32 +253,15 @@ fn fminmax<'ctx>(
     max: bool,
 ) -> Result<FloatValue<'ctx>> {
     let b = &g.b;
-    let ity = if x.get_type() == g.ctx.f32_type() {
-        g.i32()
+    let p = if max {
+        FloatPredicate::OGT
     } else {
-        g.i64()
+        FloatPredicate::OLT
     };
-    let (first, second) = if max {
-        (FloatPredicate::OGT, FloatPredicate::OLT)
-    } else {
-        (FloatPredicate::OLT, FloatPredicate::OGT)
-    };
-    let takes_x = bx(b.build_float_compare(first, x, y, ""))?;
-    let takes_y = bx(b.build_float_compare(second, x, y, ""))?;
-    // Equal: the same bits, or two zeros, where max clears a sign bit and min keeps one.
-    let xb = bx(b.build_bit_cast(x, ity, ""))?.into_int_value();
-    let yb = bx(b.build_bit_cast(y, ity, ""))?.into_int_value();
-    let eb = if max {
-        bx(b.build_and(xb, yb, ""))?
-    } else {
-        bx(b.build_or(xb, yb, ""))?
-    };
-    let equal = bx(b.build_bit_cast(eb, x.get_type(), ""))?.into_float_value();
-    let r = bx(b.build_select(takes_y, y, equal, ""))?.into_float_value();
-    let r = bx(b.build_select(takes_x, x, r, ""))?.into_float_value();
-    let nan = bx(b.build_float_compare(FloatPredicate::UNO, x, y, ""))?;
-    let quiet = bx(b.build_float_add(x, y, ""))?;
-    Ok(bx(b.build_select(nan, quiet, r, ""))?.into_float_value())
+    let wins = bx(b.build_float_compare(p, x, y, ""))?;
+    let nan = bx(b.build_float_compare(FloatPredicate::UNO, x, x, ""))?;
+    let keep = bx(b.build_or(wins, nan, ""))?;
+    Ok(bx(b.build_select(keep, x, y, ""))?.into_float_value())
 }
 
 /// numpy's `floor_divide` and `mod` of integers: 0 for a zero divisor, and `MIN / -1` wraps

@@ -89,6 +89,7 @@ fn fusion_at(func: &Func, steps: &[Step], i: usize) -> Option<(usize, Step)> {
         results: vec![r],
         inplace: Some(2),
         frees,
+        stretch: gemm.stretch.clone(),
     };
     Some((j, step))
 }

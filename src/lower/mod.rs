@@ -17,6 +17,7 @@
 mod fold_broadcasts;
 pub mod gemm_update;
 pub mod rows;
+pub mod stretch;
 
 use crate::ir::scalar::{ScalarInst, ScalarOp, ScalarProgram};
 use crate::ir::{Func, Inst, Op, ReduceOp, Value};
@@ -80,6 +81,9 @@ pub struct Step {
     pub inplace: Option<usize>,
     /// Values read here for the last time in this block.
     pub frees: Vec<Value>,
+    /// The arguments' `?`-typed axes that must not stretch (`stretch.rs`), checked by the
+    /// runtime before the step runs.
+    pub stretch: Option<stretch::StretchCheck>,
 }
 
 impl Step {
@@ -218,6 +222,7 @@ fn lower_block(func: &Func, body: &[Inst], kept: &[Value], opts: LowerOptions) -
             results: inst.results.clone(),
             inplace: inst.inplace,
             frees,
+            stretch: stretch::check_of(func, &inst.op, &inst.args),
         })
         .collect();
     let steps = if opts.gemm_updates {

@@ -116,6 +116,7 @@ fn flush(run: &mut Vec<Step>, roles: &mut Vec<Vec<Role>>, rows: usize, out: &mut
         results,
         inplace: None,
         frees,
+        stretch: None,
     });
 }
 

@@ -166,18 +166,20 @@ fn binary_float<F: Float>(op: BinaryOp, a: F, b: F) -> F {
         BinaryOp::FloorDiv => float_divmod(a, b).0,
         BinaryOp::Mod => float_divmod(a, b).1,
         BinaryOp::Pow => a.powf(b),
+        // numpy's: `a` where it is greater (smaller) or NaN, else `b`. So a NaN on either side
+        // propagates, and of two equal values (`+0.0` and `-0.0`) the second is returned.
         BinaryOp::Maximum => {
-            if a.is_nan() || b.is_nan() {
-                F::nan()
+            if a > b || a.is_nan() {
+                a
             } else {
-                a.max(b)
+                b
             }
         }
         BinaryOp::Minimum => {
-            if a.is_nan() || b.is_nan() {
-                F::nan()
+            if a < b || a.is_nan() {
+                a
             } else {
-                a.min(b)
+                b
             }
         }
         _ => F::nan(), // comparisons and logic are handled elsewhere

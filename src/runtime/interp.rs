@@ -277,6 +277,45 @@ fn fetch<'a>(func: &Func, env: &'a [Option<Tensor>], v: Value) -> Result<&'a Ten
     })
 }
 
+/// Checks a step's `?`-typed argument axes against the run-time shapes (`lower::stretch`):
+/// such a dim never broadcasts, so one of extent 1 meeting a larger extent is an error that
+/// names the operand and the axis. `shape_of` gives an argument's run-time shape.
+pub(super) fn check_stretch(
+    func: &Func,
+    step: &Step,
+    shape_of: impl Fn(Value) -> Result<smallvec::SmallVec<[usize; 6]>, Error>,
+) -> Result<(), Error> {
+    let Some(check) = &step.stretch else {
+        return Ok(());
+    };
+    let shapes = step
+        .args
+        .iter()
+        .map(|&a| shape_of(a))
+        .collect::<Result<smallvec::SmallVec<[_; 4]>, Error>>()?;
+    let refs: smallvec::SmallVec<[&[usize]; 4]> = shapes.iter().map(|s| s.as_slice()).collect();
+    check.check(&refs).map_err(|s| {
+        let operand = func.describe(step.args[s.arg]);
+        let what = match check.frame {
+            crate::lower::stretch::Frame::To(_) => "the target shape has",
+            _ => "the other operands have",
+        };
+        let why = if s.extent == 1 {
+            "; its type says `?` there, and a `?` dim never broadcasts (give it the type 1 to \
+             broadcast it)"
+        } else {
+            ""
+        };
+        Error::Shape(format!(
+            "{}: {operand} has extent {} on axis {} where {what} {}{why}",
+            step.op.display_name(),
+            s.extent,
+            s.axis,
+            s.target
+        ))
+    })
+}
+
 /// Runs the steps of one block (`top_level`: the function's own, where the custom ops' write
 /// requests apply).
 fn run_steps(
@@ -287,6 +326,18 @@ fn run_steps(
     state: &mut InterpState,
 ) -> Result<(), Error> {
     for inst in steps {
+        let env_shape = |v: Value| env.view(func, v).map(|t| t.shape().into());
+        check_stretch(func, inst, env_shape)?;
+        if let Kernel::Rows { steps: members, .. } = &inst.kernel {
+            // Members' arguments from outside the group are whole values here; results of
+            // earlier members have shapes their types know.
+            for m in members {
+                check_stretch(func, m, |v| match env.view(func, v) {
+                    Ok(t) => Ok(t.shape().into()),
+                    Err(e) => func.ty(v).known_shape().map(Into::into).ok_or(e),
+                })?;
+            }
+        }
         if let Kernel::IfElse { then, otherwise } = &inst.kernel {
             run_ifelse(func, inst, then, otherwise, env, state)?;
             release_dead(inst, env, state);

@@ -818,3 +818,49 @@ pub fn compare(case: &Case, want: &[Tensor], got: &[Tensor], bits: bool) -> Resu
     }
     Ok(())
 }
+
+/// For a failure report: the first instruction (top level) whose value the unoptimized
+/// `backend` computes differently from the reference, found by returning every value.
+pub fn first_difference(case: &Case, backend: Backend) -> String {
+    let Ok(ssa) = kiln::graph::to_ssa("case", &case.inputs, &case.outputs, &[]) else {
+        return String::new();
+    };
+    let mut func = ssa.func;
+    let values: Vec<kiln::ir::Value> = func
+        .body
+        .iter()
+        .flat_map(|i| i.results.iter().copied())
+        .collect();
+    func.outputs = values.clone();
+    let exact_all = case.exact.iter().all(|&e| e);
+    let run = |b: Backend| -> Result<Vec<Tensor>, String> {
+        let opts = CompileOptions {
+            backend: Some(b),
+            optimize: false,
+            dump: Default::default(),
+            ..Default::default()
+        };
+        let f = kiln::compile_func(func.clone(), &opts).map_err(|e| e.to_string())?;
+        f.call(&case.views()).map_err(|e| e.to_string())
+    };
+    let (Ok(want), Ok(got)) = (run(Backend::Interp), run(backend)) else {
+        return "(could not run every value)".into();
+    };
+    let text = kiln::ir::text::print_func(&func);
+    for (k, (a, b)) in want.iter().zip(&got).enumerate() {
+        if let Err(e) = agree(a, b, exact_all, false, case.has_f32) {
+            // The k-th top-level instruction (the printer names values its own way).
+            let line = text
+                .lines()
+                .filter(|l| l.starts_with("  %"))
+                .nth(k)
+                .unwrap_or("");
+            return format!(
+                "first value that differs ({:?}: {e}):\n  {}",
+                a.shape(),
+                line.trim()
+            );
+        }
+    }
+    "every value agrees when all are outputs".into()
+}
