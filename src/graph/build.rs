@@ -16,6 +16,7 @@ use std::ops;
 /// becomes a 0-d constant of the other operand's dtype) or an ndarray (a constant of its own
 /// dtype).
 pub trait Operand {
+    #[track_caller]
     fn into_var(self, like: &Var) -> Var;
 }
 
@@ -31,12 +32,62 @@ impl Operand for &Var {
     }
 }
 
-/// A literal number converted to `dtype` exactly where it can be (integers stay integers).
-fn literal(dtype: DType, int: Option<i64>, float: f64) -> Tensor {
-    match (dtype, int) {
-        (DType::I64, Some(i)) => Tensor::scalar(i),
-        (DType::I32, Some(i)) => Tensor::scalar(i as i32),
-        _ => Tensor::full(dtype, &[], float),
+/// A literal number in `dtype` (CONTRACTS.md §1b): integers must fit the dtype exactly (a
+/// fraction, a value out of range or an integer a float type cannot hold is an error, never a
+/// silent truncation); a float literal is rounded to a float dtype, and one beyond its range is
+/// an error. `int` is the literal when it was written as an integer.
+fn literal(dtype: DType, int: Option<i64>, float: f64) -> Result<Tensor, String> {
+    let shown = int.map_or_else(|| format!("{float:?}"), |i| i.to_string());
+    let integral = float.fract() == 0.0;
+    let cast = |to: &str| {
+        format!("the literal {shown} is not a {dtype} value: cast the other operand first (`.cast({to})`) or write a {dtype} literal")
+    };
+    match dtype {
+        DType::Bool => match int.map_or(float, |i| i as f64) {
+            0.0 => Ok(Tensor::scalar(false)),
+            1.0 => Ok(Tensor::scalar(true)),
+            _ => Err(format!(
+                "the literal {shown} is not a bool value (only 0 and 1 are)"
+            )),
+        },
+        DType::I32 => {
+            let v = match int {
+                Some(i) => i32::try_from(i).ok(),
+                None if integral && float >= i32::MIN as f64 && float <= i32::MAX as f64 => {
+                    Some(float as i32)
+                }
+                None => None,
+            };
+            v.map(Tensor::scalar).ok_or_else(|| {
+                cast(if integral && float.is_finite() { "kiln::i64" } else { "kiln::f64" })
+            })
+        }
+        DType::I64 => {
+            let v = match int {
+                Some(i) => Some(i),
+                // 2^63 is the first float above i64's range.
+                None if integral && float >= -(2f64.powi(63)) && float < 2f64.powi(63) => {
+                    Some(float as i64)
+                }
+                None => None,
+            };
+            v.map(Tensor::scalar).ok_or_else(|| cast("kiln::f64"))
+        }
+        DType::F32 => match int {
+            Some(i) if (i as f32) as i64 != i || (i as f32) as f64 != i as f64 => {
+                Err(cast("kiln::f64"))
+            }
+            Some(i) => Ok(Tensor::scalar(i as f32)),
+            None if float.is_finite() && (float as f32).is_infinite() => Err(cast("kiln::f64")),
+            None => Ok(Tensor::scalar(float as f32)),
+        },
+        DType::F64 => match int {
+            Some(i) if (i as f64) as i64 != i || i == i64::MAX => Err(format!(
+                "the literal {shown} is not exactly a f64 value: write it as a float or use an i64 operand"
+            )),
+            Some(i) => Ok(Tensor::scalar(i as f64)),
+            None => Ok(Tensor::scalar(float)),
+        },
     }
 }
 
@@ -44,8 +95,19 @@ macro_rules! number_operand {
     ($($t:ty => $int:expr),*) => {$(
         impl Operand for $t {
             #[allow(clippy::redundant_closure_call)]
+            #[track_caller]
             fn into_var(self, like: &Var) -> Var {
-                like.graph.constant(literal(like.dtype(), ($int)(self), self as f64))
+                match literal(like.dtype(), ($int)(self), self as f64) {
+                    Ok(t) => like.graph.constant(t),
+                    Err(msg) => like.graph.add_var(super::VarData {
+                        ty: TensorType::scalar(like.dtype()),
+                        name: None,
+                        kind: VarKind::Poisoned(Error::Type {
+                            msg,
+                            loc: Some(SourceLoc::caller()),
+                        }),
+                    }),
+                }
             }
         }
     )*};
