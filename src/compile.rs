@@ -115,10 +115,10 @@ impl FunctionBuilder {
     ///
     /// The old value is dropped after the call, so the optimizer may compute the new one in the
     /// variable's own buffer (`w - lr * g` overwrites `w` where it is, as Theano's in-place
-    /// updates do; `CompileOptions::inplace = false` turns this off). A call that fails
-    /// applies no update to variables updated out of place; a variable updated in place may
-    /// have been overwritten already, and then holds its new value, or zeros of its shape when
-    /// the new value is not known.
+    /// updates do; `CompileOptions::inplace = false` turns this off). Updates are all or
+    /// nothing: a call that returns an error leaves every shared variable exactly as it was
+    /// (the steps that overwrite a variable run after every step that may fail; where that
+    /// order is impossible, the variable is not overwritten in place).
     pub fn update(mut self, shared: &Var, value: impl Operand) -> Self {
         let value = value.into_var(shared);
         self.updates.push((shared.clone(), value));
@@ -186,10 +186,19 @@ impl FunctionBuilder {
             .collect();
         // The old value of a shared variable the function updates is dropped after the call:
         // the in-place pass may overwrite it (an SGD step updates the weights where they are).
+        //
+        // A call that fails applies no update (all or nothing): the in-place pass moves the
+        // overwriting steps after everything that may fail. An update whose type leaves a dim
+        // unknown is only checked against its variable after the run, so then no variable is
+        // overwritten in place.
+        let unchecked_update = self
+            .updates
+            .iter()
+            .any(|(_, v)| v.ty().known_shape().is_none());
         let updated: Vec<crate::ir::Value> = shared
             .iter()
             .enumerate()
-            .filter(|(_, b)| b.update.is_some())
+            .filter(|(_, b)| b.update.is_some() && !unchecked_update)
             .map(|(i, _)| ssa.func.params[n_inputs + i])
             .collect();
         let (func, destroyed) = optimize_donating(ssa.func, &self.options, &updated);

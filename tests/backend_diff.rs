@@ -233,14 +233,56 @@ fn the_generator_covers_ranks_broadcasts_layouts_dtypes_and_ops() {
     }
     assert_eq!(ranks, (0..=5).collect(), "ranks");
     assert_eq!(dtypes.len(), 5, "dtypes: {dtypes:?}");
-    for l in ["Plain", "Permuted", "Reversed", "Stepped", "Window", "Broadcast"] {
+    for l in [
+        "Plain",
+        "Permuted",
+        "Reversed",
+        "Stepped",
+        "Window",
+        "Broadcast",
+    ] {
         assert!(layouts.contains(l), "layout {l}: {layouts:?}");
     }
     for op in [
-        "add", "sub", "mul", "div", "maximum", "minimum", "floordiv", "mod", "pow", "exp",
-        "tanh", "neg", "abs", "not", "and", "or", "gt", "eq", "select", "cast", "sum", "prod",
-        "max", "min", "mean", "argmax", "argmin", "all", "any", "transpose", "reshape",
-        "broadcast_to", "expand_dims", "squeeze", "slice", "concat", "matmul", "ifelse", "const",
+        "add",
+        "sub",
+        "mul",
+        "div",
+        "maximum",
+        "minimum",
+        "floordiv",
+        "mod",
+        "pow",
+        "exp",
+        "tanh",
+        "neg",
+        "abs",
+        "not",
+        "and",
+        "or",
+        "gt",
+        "eq",
+        "select",
+        "cast",
+        "sum",
+        "prod",
+        "max",
+        "min",
+        "mean",
+        "argmax",
+        "argmin",
+        "all",
+        "any",
+        "transpose",
+        "reshape",
+        "broadcast_to",
+        "expand_dims",
+        "squeeze",
+        "slice",
+        "concat",
+        "matmul",
+        "ifelse",
+        "const",
     ] {
         assert!(ops.contains(op), "op {op}: {ops:?}");
     }

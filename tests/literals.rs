@@ -18,7 +18,10 @@ fn a_fraction_next_to_an_integer_tensor_is_a_type_error() {
     let e = err_of(&y);
     assert!(e.contains("2.5") && e.contains("i32"), "{e}");
     assert!(e.contains(".cast("), "suggests a cast: {e}");
-    assert!(e.contains(&format!("literals.rs:{line}")), "names the line: {e}");
+    assert!(
+        e.contains(&format!("literals.rs:{line}")),
+        "names the line: {e}"
+    );
     // The literal on the left too, and through compile.
     let z = 2.5 - &i;
     assert!(err_of(&z).contains("2.5"));

@@ -18,7 +18,10 @@ fn an_unknown_dim_of_one_does_not_stretch() {
         let x = g.input("x", kiln::f64, [None, None]);
         let b = g.input("b", kiln::f64, [None]);
         let y = (&x * &b).exp();
-        let f = function(&[&x, &b], &[&y]).backend(backend).compile().unwrap();
+        let f = function(&[&x, &b], &[&y])
+            .backend(backend)
+            .compile()
+            .unwrap();
         let err = f
             .call(&[ones(&[4, 3]).view(), ones(&[1]).view()])
             .unwrap_err()
@@ -28,9 +31,7 @@ fn an_unknown_dim_of_one_does_not_stretch() {
             "{backend}: {err}"
         );
         // The same function where `b` has the extent it meets.
-        let out = f
-            .call(&[ones(&[4, 3]).view(), ones(&[3]).view()])
-            .unwrap();
+        let out = f.call(&[ones(&[4, 3]).view(), ones(&[3]).view()]).unwrap();
         assert_eq!(out[0].shape(), &[4, 3]);
         // A `?` of extent 1 against another 1 is not a stretch.
         let out = f.call(&[ones(&[4, 1]).view(), ones(&[1]).view()]).unwrap();
@@ -45,10 +46,11 @@ fn a_dim_typed_one_broadcasts() {
         let x = g.input("x", kiln::f64, [None, Some(3)]);
         let b = g.input("b", kiln::f64, [Some(1)]);
         let y = &x * &b;
-        let f = function(&[&x, &b], &[&y]).backend(backend).compile().unwrap();
-        let out = f
-            .call(&[ones(&[4, 3]).view(), ones(&[1]).view()])
+        let f = function(&[&x, &b], &[&y])
+            .backend(backend)
+            .compile()
             .unwrap();
+        let out = f.call(&[ones(&[4, 3]).view(), ones(&[1]).view()]).unwrap();
         assert_eq!(out[0].shape(), &[4, 3], "{backend}");
     }
 }
@@ -61,19 +63,28 @@ fn explicit_broadcasts_and_batch_dims_follow_the_rule() {
         let y = b.broadcast_to(&[2, 3]);
         let f = function(&[&b], &[&y]).backend(backend).compile().unwrap();
         let err = f.call(&[ones(&[1]).view()]).unwrap_err().to_string();
-        assert!(err.contains("input `b`") && err.contains("axis 0"), "{backend}: {err}");
+        assert!(
+            err.contains("input `b`") && err.contains("axis 0"),
+            "{backend}: {err}"
+        );
         assert!(f.call(&[ones(&[3]).view()]).is_ok());
 
         let g = Graph::new();
         let a = g.input("a", kiln::f64, [None, Some(2), Some(2)]);
         let m = g.input("m", kiln::f64, [Some(4), Some(2), Some(2)]);
         let p = a.matmul(&m);
-        let f = function(&[&a, &m], &[&p]).backend(backend).compile().unwrap();
+        let f = function(&[&a, &m], &[&p])
+            .backend(backend)
+            .compile()
+            .unwrap();
         let err = f
             .call(&[ones(&[1, 2, 2]).view(), ones(&[4, 2, 2]).view()])
             .unwrap_err()
             .to_string();
-        assert!(err.contains("input `a`") && err.contains("axis 0"), "{backend}: {err}");
+        assert!(
+            err.contains("input `a`") && err.contains("axis 0"),
+            "{backend}: {err}"
+        );
         assert!(f
             .call(&[ones(&[4, 2, 2]).view(), ones(&[4, 2, 2]).view()])
             .is_ok());
@@ -91,7 +102,10 @@ fn fused_and_grouped_steps_check_too() {
         let z = &x + &b;
         let e = (&z - z.max(Some(&[1]), true)).exp();
         let y = &e / e.sum(Some(&[1]), true);
-        let f = function(&[&x, &b], &[&y]).backend(backend).compile().unwrap();
+        let f = function(&[&x, &b], &[&y])
+            .backend(backend)
+            .compile()
+            .unwrap();
         let xs = ArrayD::<f32>::zeros(IxDyn(&[64, 10]));
         let err = f
             .call(&[xs.view(), ArrayD::<f32>::zeros(IxDyn(&[1])).view()])
@@ -113,10 +127,11 @@ fn gradients_have_their_inputs_shape() {
         let b = g.input("b", kiln::f64, [None]);
         let loss = (&x * &b).sum(None, false);
         let gb = kiln::grad(&loss, &[&b]).unwrap().remove(0);
-        let f = function(&[&x, &b], &[&gb]).backend(backend).compile().unwrap();
-        let out = f
-            .call(&[ones(&[4, 3]).view(), ones(&[3]).view()])
+        let f = function(&[&x, &b], &[&gb])
+            .backend(backend)
+            .compile()
             .unwrap();
+        let out = f.call(&[ones(&[4, 3]).view(), ones(&[3]).view()]).unwrap();
         assert_eq!(out[0].shape(), &[3], "{backend}");
         assert_eq!(out[0].to_f64_vec(), vec![4.0; 3]);
         // Where the forward pass would have stretched `b`, the call is an error, not a

@@ -146,6 +146,20 @@ impl Func {
         Ok(self.push(op, args)?[0])
     }
 
+    /// Whether running `inst` may return an error at run time (`Op::may_fail`), an `ifelse`
+    /// when an instruction of either branch may.
+    pub fn may_fail(&self, inst: &Inst) -> bool {
+        if inst.op == Op::IfElse {
+            return inst
+                .regions
+                .iter()
+                .any(|r| r.body.iter().any(|i| self.may_fail(i)));
+        }
+        let args: Vec<&TensorType> = inst.args.iter().map(|&a| self.ty(a)).collect();
+        let results: Vec<&TensorType> = inst.results.iter().map(|&r| self.ty(r)).collect();
+        inst.op.may_fail(&args, &results)
+    }
+
     /// Number of instructions, nested ones included.
     pub fn inst_count(&self) -> usize {
         fn count(b: &[Inst]) -> usize {

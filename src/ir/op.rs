@@ -3,6 +3,7 @@
 //! Axes are stored normalized (non-negative, sorted) so that `[-1]` and `[1]` on a rank-2 input
 //! are the same op.
 
+use super::types::TensorType;
 use super::DType;
 use crate::custom::CustomOpRef;
 use crate::tensor::Tensor;
@@ -343,6 +344,15 @@ impl BinaryOp {
 }
 
 impl ReduceOp {
+    /// Whether the reduction of an empty axis has a value (`sum` 0, `prod` 1, `all` true, ...);
+    /// `max`, `min`, `argmax` and `argmin` of an empty axis are errors.
+    pub fn has_identity(self) -> bool {
+        !matches!(
+            self,
+            ReduceOp::Max | ReduceOp::Min | ReduceOp::ArgMax | ReduceOp::ArgMin
+        )
+    }
+
     pub const ALL: [ReduceOp; 9] = [
         ReduceOp::Sum,
         ReduceOp::Prod,
@@ -463,6 +473,37 @@ impl Op {
         match self {
             Op::Custom(c) => c.num_hidden_outputs(),
             _ => 0,
+        }
+    }
+
+    /// Whether running the op on arguments of these types, giving results of these types, may
+    /// return an error at run time (the run-time checks of a correct backend, not its bugs):
+    /// anything with a dim not known in the types (its extents may not fit), a reduction with
+    /// no identity over an empty axis, a custom op (user code), or `ifelse` (whose branches the
+    /// caller looks into: see `Func::may_fail`). Everything else is decided by type inference.
+    pub fn may_fail(&self, args: &[&TensorType], results: &[&TensorType]) -> bool {
+        if args
+            .iter()
+            .chain(results)
+            .any(|t| t.known_shape().is_none())
+        {
+            return true;
+        }
+        match self {
+            Op::Custom(_) | Op::IfElse => true,
+            Op::Reduce { op, axes, .. } | Op::FusedReduce { op, axes, .. }
+                if !op.has_identity() =>
+            {
+                let mut shape: Vec<Option<usize>> = Vec::new();
+                for t in args {
+                    shape = super::types::broadcast_dims(&shape, &t.shape).unwrap_or_default();
+                }
+                shape
+                    .iter()
+                    .enumerate()
+                    .any(|(a, &d)| d == Some(0) && axes.as_ref().is_none_or(|ax| ax.contains(&a)))
+            }
+            _ => false,
         }
     }
 

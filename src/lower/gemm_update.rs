@@ -8,6 +8,9 @@
 //! The fused step takes the gemm's place in the plan. That is sound when no step between the
 //! two reads `w` (it would see the new value) and the map was the product's only reader; the
 //! map's own arguments are then read last by the fused step, and the frees move with it.
+//! Where `w` is a parameter (a shared variable's old value) and a step between the two may
+//! fail, the fused step takes the map's place instead: a call that fails must leave its
+//! shared variables as they were (`rewrite::inplace` ordered the plan so).
 
 use super::{Kernel, Step};
 use crate::ir::scalar::{ScalarOp, ScalarProgram};
@@ -24,6 +27,13 @@ pub(super) fn fuse(func: &Func, mut steps: Vec<Step>) -> Vec<Step> {
     let mut i = 0;
     while i < steps.len() {
         if let Some((j, step)) = fusion_at(func, &steps, i) {
+            let w = step.args[2];
+            let fails_between = steps[i + 1..j].iter().any(|s| s.may_fail(func));
+            if func.params.contains(&w) && fails_between {
+                steps[j] = step;
+                steps.remove(i);
+                continue;
+            }
             steps[i] = step;
             steps.remove(j);
         }

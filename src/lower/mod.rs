@@ -87,6 +87,24 @@ pub struct Step {
 }
 
 impl Step {
+    /// Whether running the step may return an error at run time (`Op::may_fail`), looking
+    /// into branches and row groups.
+    pub fn may_fail(&self, func: &Func) -> bool {
+        match &self.kernel {
+            Kernel::IfElse { then, otherwise } => then
+                .steps
+                .iter()
+                .chain(&otherwise.steps)
+                .any(|s| s.may_fail(func)),
+            Kernel::Rows { steps, .. } => steps.iter().any(|s| s.may_fail(func)),
+            _ => {
+                let args: Vec<_> = self.args.iter().map(|&a| func.ty(a)).collect();
+                let results: Vec<_> = self.results.iter().map(|&r| func.ty(r)).collect();
+                self.op.may_fail(&args, &results)
+            }
+        }
+    }
+
     /// Every value the step reads, those of the steps inside it (a row group's members, an
     /// `ifelse`'s branches and what they yield) included.
     pub fn reads(&self) -> Vec<Value> {

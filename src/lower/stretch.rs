@@ -78,7 +78,13 @@ impl StretchCheck {
         let frames: Vec<&[usize]> = match &self.frame {
             Frame::MatmulBatch => shapes
                 .iter()
-                .map(|s| if s.len() >= 2 { &s[..s.len() - 2] } else { &s[..0] })
+                .map(|s| {
+                    if s.len() >= 2 {
+                        &s[..s.len() - 2]
+                    } else {
+                        &s[..0]
+                    }
+                })
                 .collect(),
             _ => shapes.to_vec(),
         };

@@ -42,10 +42,92 @@ pub fn insert_inplace(func: &mut Func, donated: &[Value]) -> Vec<Value> {
         donated,
     };
     mark_block(&scope, &mut body, &[], true, &mut destroyed);
-    func.body = body;
     destroyed.sort();
     destroyed.dedup();
+    if !destroyed.is_empty() && !commit_last(func, &mut body, &destroyed) {
+        // A call could fail after a variable was overwritten: the variables are left alone.
+        for inst in &mut body {
+            if inst
+                .inplace
+                .is_some_and(|k| destroyed.contains(&inst.args[k]))
+            {
+                inst.inplace = None;
+            }
+        }
+        destroyed.clear();
+    }
+    func.body = body;
     destroyed
+}
+
+/// Keeps a call's updates all or nothing: a call that returns an error must leave every
+/// shared variable as it was, so the instructions that overwrite a `destroyed` parameter
+/// (and what reads their results) are moved after every instruction that may fail at run time
+/// (`Func::may_fail`). Returns `false` when that is impossible: an instruction that may fail
+/// reads a new value (or must stay after one that does); the caller then overwrites nothing.
+///
+/// The move keeps each part in its order. An instruction that stays early must not overwrite,
+/// in place, a value a late instruction reads (it was that value's last reader): it moves too.
+fn commit_last(func: &Func, body: &mut Vec<Inst>, destroyed: &[Value]) -> bool {
+    let overwrites = |inst: &Inst| inst.inplace.map(|k| inst.args[k]);
+    let destroys = |inst: &Inst| overwrites(inst).is_some_and(|a| destroyed.contains(&a));
+    let Some(first) = body.iter().position(destroys) else {
+        return true;
+    };
+    if !body[first + 1..].iter().any(|i| func.may_fail(i)) {
+        return true;
+    }
+    let reads: Vec<Vec<Value>> = body
+        .iter()
+        .map(|inst| {
+            let mut out = inst.args.clone();
+            for r in &inst.regions {
+                reads_in_region(&r.body, &r.yields, &mut |v| out.push(v));
+            }
+            out
+        })
+        .collect();
+    let mut late: Vec<bool> = body.iter().map(destroys).collect();
+    loop {
+        let mut changed = false;
+        let mut late_results: Vec<Value> = Vec::new();
+        let mut late_reads: Vec<Value> = Vec::new();
+        for (i, inst) in body.iter().enumerate() {
+            if late[i] {
+                late_results.extend(&inst.results);
+                late_reads.extend(&reads[i]);
+            }
+        }
+        for (i, inst) in body.iter().enumerate() {
+            if late[i] {
+                continue;
+            }
+            let depends = reads[i].iter().any(|v| late_results.contains(v));
+            let clobbers = overwrites(inst).is_some_and(|v| late_reads.contains(&v));
+            if depends || clobbers {
+                late[i] = true;
+                changed = true;
+            }
+        }
+        if !changed {
+            break;
+        }
+    }
+    if body.iter().zip(&late).any(|(i, &l)| l && func.may_fail(i)) {
+        return false;
+    }
+    let all = std::mem::take(body);
+    let (mut early, mut rest): (Vec<Inst>, Vec<Inst>) = (Vec::new(), Vec::new());
+    for (inst, l) in all.into_iter().zip(late) {
+        if l {
+            rest.push(inst);
+        } else {
+            early.push(inst);
+        }
+    }
+    early.append(&mut rest);
+    *body = early;
+    true
 }
 
 /// Removes every in-place mark (the function as it would run without the pass).

@@ -181,13 +181,27 @@ impl Function {
         let mut outs = match ran {
             Ok(outs) => outs,
             Err(e) => {
-                // A buffer that was overwritten and not found again is lost: the variable keeps
-                // its shape, with zeros (see `FunctionBuilder::update`).
+                // Every donated buffer comes back untouched: the steps that overwrite one run
+                // after every step that may fail (`rewrite::inplace::commit_last`). A buffer not
+                // found again would be a bug; the variable then keeps its shape, with zeros, and
+                // the error says so rather than leave the state silently wrong.
+                let mut lost = Vec::new();
                 for (i, g) in guards.iter_mut().enumerate() {
                     if let (Some(shape), Some(Guard::Write(w))) = (&old_shapes[i], g.as_mut()) {
-                        let back = donated.get_mut(n_in + i).and_then(Option::take);
-                        **w = back.unwrap_or_else(|| Tensor::zeros(w.dtype(), shape));
+                        match donated.get_mut(n_in + i).and_then(Option::take) {
+                            Some(back) => **w = back,
+                            None => {
+                                **w = Tensor::zeros(w.dtype(), shape);
+                                lost.push(self.shared[i].name.clone());
+                            }
+                        }
                     }
+                }
+                if !lost.is_empty() {
+                    return Err(Error::Runtime(format!(
+                        "{e} (internal error: the failed call lost the value of shared variable(s) {}, now zeros)",
+                        lost.join(", ")
+                    )));
                 }
                 return Err(e);
             }
