@@ -420,7 +420,10 @@ fn max_shifted(eg: &KilnEGraph, x: Id) -> bool {
     })
 }
 
-/// `log(sum(exp(x)))` where `x` is not already max-shifted.
+/// `log(sum(exp(x)))` where `x` is not already max-shifted, over axes the types know are not
+/// empty: the shifted form takes a `max`, which has no value over an empty axis, where the
+/// naive form gives `-inf` (a rewrite must never turn a defined result into an error). Over a
+/// `?` axis the naive form stays.
 fn logsumexp(eg: &KilnEGraph, c: Id, n: &Node) -> Option<Caps> {
     if !is_float(eg, c) {
         return None;
@@ -428,7 +431,14 @@ fn logsumexp(eg: &KilnEGraph, c: Id, n: &Node) -> Option<Caps> {
     with_fam(eg, n.args[0], fam_reduce(ReduceOp::Sum)).find_map(|s| {
         let x = unary_in(eg, s.args[0], UnaryOp::Exp)?;
         let sop = s.op_id()?;
-        (!max_shifted(eg, x)).then(|| Caps {
+        let Op::Reduce { axes, .. } = eg.analysis.ops.get(sop) else {
+            return None;
+        };
+        let xt = ty(eg, x)?;
+        let nonempty = (0..xt.rank())
+            .filter(|a| axes.as_ref().is_none_or(|ax| ax.contains(a)))
+            .all(|a| xt.shape[a].is_some_and(|d| d > 0));
+        (nonempty && !max_shifted(eg, x)).then(|| Caps {
             ids: smallvec![x],
             ops: smallvec![sop],
         })
