@@ -24,7 +24,6 @@ use job::Job;
 use kernel::{Kernel, MR};
 use ndarray::{ArrayView2, ArrayViewMut2};
 use pack::Buffer;
-use std::cell::RefCell;
 
 /// Cache blocking: `mc` rows of A and `kc` of k per packed block, `nc` columns of B per
 /// packed panel. `gemm` rounds `mc` up to whole tiles (6 rows) and `nc` to whole slivers (the
@@ -351,23 +350,35 @@ unsafe fn run<T: Element>(
     });
 }
 
-thread_local! {
-    /// Packed B, kept by the calling thread between calls so steady-state calls allocate nothing.
-    static B_PANEL: RefCell<Buffer> = RefCell::new(Buffer::default());
-    /// Packed A, one per thread that runs a part.
-    static A_BLOCK: RefCell<Buffer> = RefCell::new(Buffer::default());
-    /// The sums of an update's earlier k chunks (`gemm_update`).
-    static C_SCRATCH: RefCell<Buffer> = RefCell::new(Buffer::default());
+/// Scratch buffers kept between products, taken by whichever thread needs one: packed B
+/// (one per product), packed A (one per thread that runs a part), and the sums of an update's
+/// earlier k chunks (`gemm_update`). A pool rather than one buffer per thread: which of
+/// rayon's threads runs a product varies from call to call, and a buffer per thread made a
+/// thread's first product allocate in what should be a steady state of calls (the flaky
+/// `tests/steady_state.rs`).
+struct Pool(std::sync::Mutex<Vec<Buffer>>);
+
+static B_PANEL: Pool = Pool::new();
+static A_BLOCK: Pool = Pool::new();
+static C_SCRATCH: Pool = Pool::new();
+
+impl Pool {
+    const fn new() -> Pool {
+        Pool(std::sync::Mutex::new(Vec::new()))
+    }
 }
 
-/// Runs `f` on the thread's buffer `key`, or on a fresh one where that is in use (a product
-/// started by a rayon job this thread picked up while waiting inside another).
-fn with_buffer<R>(
-    key: &'static std::thread::LocalKey<RefCell<Buffer>>,
-    f: impl FnOnce(&mut Buffer) -> R,
-) -> R {
-    key.with(|cell| match cell.try_borrow_mut() {
-        Ok(mut buf) => f(&mut buf),
-        Err(_) => f(&mut Buffer::default()),
-    })
+/// Buffers a pool keeps at most: more than the threads that take one at a time.
+const POOL_KEEP: usize = 64;
+
+/// Runs `f` on a buffer from `pool` (a new one when none is free) and gives it back.
+fn with_buffer<R>(pool: &'static Pool, f: impl FnOnce(&mut Buffer) -> R) -> R {
+    let lock = || pool.0.lock().unwrap_or_else(|e| e.into_inner());
+    let mut buf = lock().pop().unwrap_or_default();
+    let r = f(&mut buf);
+    let mut kept = lock();
+    if kept.len() < POOL_KEEP {
+        kept.push(buf);
+    }
+    r
 }
