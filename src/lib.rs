@@ -30,6 +30,7 @@ pub mod jit_cpu;
 pub mod jit_ptx;
 pub mod lower;
 pub mod math;
+pub mod npy;
 pub mod perform;
 pub mod random;
 pub mod rewrite;

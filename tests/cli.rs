@@ -194,7 +194,7 @@ fn user_errors_are_one_line_and_exit_1() {
         &[],
     );
     assert!(
-        String::from_utf8_lossy(&out.stderr).contains("not an .npy array of f32"),
+        String::from_utf8_lossy(&out.stderr).contains("where f32"),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
@@ -424,4 +424,214 @@ fn the_gpu_backend_names_the_missing_feature() {
         err.contains("--features gpu") && err.lines().count() == 1,
         "{err}"
     );
+}
+
+/// Runs `kiln` and returns (exit code, stderr), asserting the error is one line, no backtrace.
+fn one_line_error(args: &[&str]) -> String {
+    let out = kiln(args, &[]);
+    let err = String::from_utf8_lossy(&out.stderr).to_string();
+    assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+    assert!(
+        err.starts_with("kiln: ") && err.trim_end().lines().count() == 1,
+        "{args:?}: {err}"
+    );
+    err
+}
+
+#[test]
+fn hostile_inputs_end_in_one_line() {
+    let dir = tmpdir("hostile");
+    let d = dir.to_str().unwrap();
+    // A result larger than memory.
+    let zeros = dir.join("zeros.kir");
+    std::fs::write(
+        &zeros,
+        "func @f() -> (f32[100000000000]) {\n  %z = zeros {shape = [100000000000], dtype = f32}\n  return %z\n}\n",
+    )
+    .unwrap();
+    let e = one_line_error(&["run", zeros.to_str().unwrap(), "--out-dir", d]);
+    assert!(e.contains("`z`") && e.contains("400.0 GB"), "{e}");
+    // An .npy whose header claims 1e11 elements, and one whose header is garbage.
+    let g = dir.join("g.kir");
+    std::fs::write(
+        &g,
+        "func @f(%x: f32[?]) -> (f32[]) {\n  %s = sum %x\n  return %s\n}\n",
+    )
+    .unwrap();
+    let header = "{'descr': '<f4', 'fortran_order': False, 'shape': (100000000000,), }";
+    let mut huge = b"\x93NUMPY\x01\x00".to_vec();
+    huge.extend_from_slice(&(header.len() as u16).to_le_bytes());
+    huge.extend_from_slice(header.as_bytes());
+    huge.extend_from_slice(&[0; 16]);
+    std::fs::write(dir.join("huge.npy"), &huge).unwrap();
+    let input = format!("x={}", dir.join("huge.npy").display());
+    let e = one_line_error(&[
+        "run",
+        g.to_str().unwrap(),
+        "--input",
+        &input,
+        "--out-dir",
+        d,
+    ]);
+    assert!(e.contains("100000000000") && e.contains("16"), "{e}");
+    std::fs::write(
+        dir.join("bad.npy"),
+        b"\x93NUMPY\x01\x00\x08\x00{oops}  garbage",
+    )
+    .unwrap();
+    let input = format!("x={}", dir.join("bad.npy").display());
+    one_line_error(&[
+        "run",
+        g.to_str().unwrap(),
+        "--input",
+        &input,
+        "--out-dir",
+        d,
+    ]);
+    // Deep nesting in the text form.
+    let deep = dir.join("deep.kir");
+    std::fs::write(
+        &deep,
+        format!(
+            "func @f() -> (f32[]) {{\n  %c = const {}1.0{} : f32[]\n  return %c\n}}\n",
+            "[".repeat(50_000),
+            "]".repeat(50_000)
+        ),
+    )
+    .unwrap();
+    one_line_error(&["opt", deep.to_str().unwrap()]);
+    // One wrong annotation is one error.
+    let ann = dir.join("ann.kir");
+    std::fs::write(
+        &ann,
+        "func @f(%x: f32[3]) -> (f32[3]) {\n  %y = exp %x : f32[4]\n  return %y\n}\n",
+    )
+    .unwrap();
+    let e = one_line_error(&["opt", ann.to_str().unwrap()]);
+    assert!(e.contains("ann.kir:2:"), "{e}");
+    // A negative or missing output index names the valid ones.
+    let e = one_line_error(&["grad", g.to_str().unwrap(), "--wrt", "x", "--output", "-1"]);
+    assert!(e.contains("index 0"), "{e}");
+}
+
+#[test]
+fn runtime_errors_name_the_op_once_the_value_and_its_line() {
+    let dir = tmpdir("rterr");
+    let f = dir.join("r.kir");
+    std::fs::write(
+        &f,
+        "func @f(%x: f32[?, ?]) -> (f32[5]) {\n  %r = reshape %x {shape = [5]}\n  return %r\n}\n",
+    )
+    .unwrap();
+    let x = dir.join("x.npy");
+    write_npy(&x, &Tensor::F32(ArrayD::zeros(ndarray::IxDyn(&[2, 3]))));
+    let input = format!("x={}", x.display());
+    for backend in ["interp", "cpu"] {
+        let e = one_line_error(&[
+            "run",
+            f.to_str().unwrap(),
+            "--input",
+            &input,
+            "--backend",
+            backend,
+            "--out-dir",
+            dir.to_str().unwrap(),
+        ]);
+        assert!(
+            !e.contains("reshape: reshape") && e.contains("reshape computing"),
+            "{e}"
+        );
+        assert!(e.contains("`r`") && e.contains("r.kir:2:"), "{e}");
+    }
+}
+
+#[test]
+fn outputs_are_all_written_or_none() {
+    let dir = tmpdir("allornone");
+    let f = dir.join("two.kir");
+    std::fs::write(
+        &f,
+        "func @f(%x: f32[2]) -> (f32[2], f32[2]) {\n  %a = exp %x\n  %b = neg %x\n  return %a, %b\n}\n",
+    )
+    .unwrap();
+    let x = dir.join("x.npy");
+    write_npy(&x, &Tensor::F32(ArrayD::zeros(ndarray::IxDyn(&[2]))));
+    let out = dir.join("out");
+    std::fs::create_dir_all(out.join("out1.npy")).unwrap();
+    let input = format!("x={}", x.display());
+    one_line_error(&[
+        "run",
+        f.to_str().unwrap(),
+        "--input",
+        &input,
+        "--out-dir",
+        out.to_str().unwrap(),
+    ]);
+    let left: Vec<String> = std::fs::read_dir(&out)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(
+        left,
+        vec!["out1.npy".to_string()],
+        "only the directory in the way stays"
+    );
+}
+
+#[test]
+fn an_interrupted_write_leaves_no_file_behind() {
+    let dir = tmpdir("sigterm");
+    let f = dir.join("big.kir");
+    // 200M f32 (800 MB) to write: long enough to be interrupted in the middle.
+    std::fs::write(
+        &f,
+        "func @f() -> (f32[200000000], f32[2]) {\n  %z = ones {shape = [200000000], dtype = f32}\n  %s = zeros {shape = [2], dtype = f32}\n  return %z, %s\n}\n",
+    )
+    .unwrap();
+    let out = dir.join("out");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_kiln"))
+        .args([
+            "run",
+            f.to_str().unwrap(),
+            "--out-dir",
+            out.to_str().unwrap(),
+        ])
+        .spawn()
+        .unwrap();
+    // Wait for the temporary file to appear (the write has started), then interrupt.
+    let started = std::time::Instant::now();
+    let mut seen = false;
+    while started.elapsed() < std::time::Duration::from_secs(60) {
+        let any = std::fs::read_dir(&out)
+            .map(|d| {
+                d.flatten()
+                    .any(|e| e.file_name().to_string_lossy().contains(".tmp"))
+            })
+            .unwrap_or(false);
+        if any {
+            seen = true;
+            break;
+        }
+        if child.try_wait().unwrap().is_some() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    }
+    let pid = child.id().to_string();
+    let _ = Command::new("kill").args(["-TERM", &pid]).status();
+    let status = child.wait().unwrap();
+    let left: Vec<String> = std::fs::read_dir(&out)
+        .map(|d| {
+            d.flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    if seen && !status.success() {
+        assert!(left.is_empty(), "left behind: {left:?}");
+    } else {
+        // The run finished before the signal: then every output is complete.
+        assert!(left.iter().all(|n| !n.contains(".tmp")), "{left:?}");
+    }
 }

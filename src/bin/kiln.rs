@@ -5,8 +5,6 @@
 use kiln::ir::text::{parse, print_func};
 use kiln::ir::{DType, Func};
 use kiln::{compile_func, Backend, CompileOptions, Error, Tensor};
-use ndarray::ArrayD;
-use ndarray_npy::{ReadNpyExt, WriteNpyExt};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -20,6 +18,12 @@ const USAGE: &str = "usage:
 fn main() -> ExitCode {
     // A bug must still end as one line and exit 1, not a backtrace.
     std::panic::set_hook(Box::new(|_| {}));
+    // Interrupted (SIGINT, SIGTERM, SIGHUP) while writing outputs: no temporary file and no
+    // incomplete set of outputs stays behind.
+    let _ = ctrlc::set_handler(|| {
+        kiln::npy::remove_unfinished();
+        std::process::exit(130);
+    });
     let args: Vec<String> = std::env::args().skip(1).collect();
     match std::panic::catch_unwind(|| run(&args)) {
         Ok(Ok(())) => ExitCode::SUCCESS,
@@ -138,39 +142,7 @@ fn load(path: &str, func: Option<&str>) -> Result<Func, String> {
 }
 
 fn read_npy(path: &Path, dtype: DType) -> Result<Tensor, String> {
-    let file = std::fs::File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    let bad = |e: ndarray_npy::ReadNpyError| {
-        format!("{}: not an .npy array of {dtype}: {e}", path.display())
-    };
-    Ok(match dtype {
-        DType::Bool => Tensor::Bool(ArrayD::<bool>::read_npy(file).map_err(bad)?),
-        DType::I32 => Tensor::I32(ArrayD::<i32>::read_npy(file).map_err(bad)?),
-        DType::I64 => Tensor::I64(ArrayD::<i64>::read_npy(file).map_err(bad)?),
-        DType::F32 => Tensor::F32(ArrayD::<f32>::read_npy(file).map_err(bad)?),
-        DType::F64 => Tensor::F64(ArrayD::<f64>::read_npy(file).map_err(bad)?),
-    })
-}
-
-/// Writes `t` to `path` through a temporary file, so that `path` exists only when complete.
-fn write_npy(path: &Path, t: &Tensor) -> Result<(), String> {
-    let tmp = path.with_extension(format!("npy.tmp{}", std::process::id()));
-    let res = (|| -> Result<(), String> {
-        let file = std::fs::File::create(&tmp).map_err(|e| format!("{}: {e}", tmp.display()))?;
-        let w = std::io::BufWriter::new(file);
-        let r = match t {
-            Tensor::Bool(a) => a.write_npy(w),
-            Tensor::I32(a) => a.write_npy(w),
-            Tensor::I64(a) => a.write_npy(w),
-            Tensor::F32(a) => a.write_npy(w),
-            Tensor::F64(a) => a.write_npy(w),
-        };
-        r.map_err(|e| format!("{}: {e}", path.display()))?;
-        std::fs::rename(&tmp, path).map_err(|e| format!("{}: {e}", path.display()))
-    })();
-    if res.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    res
+    kiln::npy::read(path, dtype).map_err(|e| e.to_string())
 }
 
 fn cmd_run(f: &Flags) -> Result<(), String> {
@@ -220,10 +192,13 @@ fn cmd_run(f: &Flags) -> Result<(), String> {
     let outs = compiled.call(&refs).map_err(|e| format!("{path}: {e}"))?;
     let dir = PathBuf::from(f.get("--out-dir").unwrap_or("."));
     std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-    for (i, t) in outs.iter().enumerate() {
-        write_npy(&dir.join(format!("out{i}.npy")), t)?;
-    }
-    Ok(())
+    // Every output, or none.
+    let files: Vec<(PathBuf, &Tensor)> = outs
+        .iter()
+        .enumerate()
+        .map(|(i, t)| (dir.join(format!("out{i}.npy")), t))
+        .collect();
+    kiln::npy::write_all(&files).map_err(|e| e.to_string())
 }
 
 fn cmd_grad(f: &Flags) -> Result<(), String> {
@@ -235,11 +210,19 @@ fn cmd_grad(f: &Flags) -> Result<(), String> {
         .split(',')
         .map(|s| s.trim().trim_start_matches('%'))
         .collect();
+    let n_out = func.outputs.len();
     let k: usize = f
         .get("--output")
-        .map(|s| {
-            s.parse()
-                .map_err(|_| format!("--output `{s}` is not a number"))
+        .map(|s| match s.trim().parse::<i64>() {
+            Ok(k) if k >= 0 && (k as usize) < n_out => Ok(k as usize),
+            _ => Err(match n_out {
+                1 => format!("--output {s}: @{} has one output, index 0", func.name),
+                n => format!(
+                    "--output {s}: @{} has {n} outputs, indices 0 to {}",
+                    func.name,
+                    n - 1
+                ),
+            }),
         })
         .transpose()?
         .unwrap_or(0);

@@ -126,7 +126,7 @@ pub fn to_ssa(
         }
     }
     // Constants come first (they were emitted above), then the Applies.
-    let rest = emit(&applies, &g, &mut func, &mut map)?;
+    let rest = emit(&applies, &g, &mut func, &mut map, 0)?;
     func.body.extend(rest);
     func.outputs = roots
         .iter()
@@ -155,6 +155,7 @@ fn emit(
     g: &GraphData,
     func: &mut Func,
     map: &mut HashMap<VarId, Value>,
+    depth: usize,
 ) -> Result<Vec<Inst>> {
     let owned: HashSet<u32> = ids
         .iter()
@@ -173,6 +174,13 @@ fn emit(
         let ad = &g.applies[a.0 as usize];
         let mut regions = Vec::new();
         let args = if ad.op == Op::IfElse {
+            if depth == crate::ir::verify::MAX_REGION_DEPTH {
+                return Err(Error::Input(format!(
+                    "{}: ifelse branches nest deeper than {}",
+                    ad.loc,
+                    crate::ir::verify::MAX_REGION_DEPTH
+                )));
+            }
             let n = ad.outputs.len();
             for (k, range) in ad.regions.iter().enumerate() {
                 let sub: Vec<ApplyId> = ids
@@ -181,7 +189,7 @@ fn emit(
                     .filter(|x| range.contains(&x.0))
                     .collect();
                 let before: HashSet<VarId> = map.keys().copied().collect();
-                let inner = emit(&sub, g, func, map)?;
+                let inner = emit(&sub, g, func, map, depth + 1)?;
                 let yields = ad.inputs[1 + k * n..1 + (k + 1) * n]
                     .iter()
                     .map(|&y| lookup(map, g, y))
@@ -206,6 +214,7 @@ fn emit(
             .map(|&o| {
                 let d = &g.vars[o.0 as usize];
                 let v = func.new_value(d.ty.clone(), d.name.clone());
+                func.set_loc(v, ad.loc.to_string());
                 map.insert(o, v);
                 v
             })

@@ -29,6 +29,8 @@ pub struct ValueData {
     pub ty: TensorType,
     /// The name from the source (graph variable name or text-form name), if any.
     pub name: Option<String>,
+    /// Where the source built it (`src/main.rs:12:5`, `model.kir:3:8`), for messages.
+    pub loc: Option<String>,
 }
 
 /// A nested sequence of instructions that ends by yielding values (the branches of `ifelse`).
@@ -89,7 +91,11 @@ impl Func {
 
     /// A fresh value of type `ty`, not yet defined anywhere.
     pub fn new_value(&mut self, ty: TensorType, name: Option<String>) -> Value {
-        self.values.push(ValueData { ty, name });
+        self.values.push(ValueData {
+            ty,
+            name,
+            loc: None,
+        });
         Value(self.values.len() as u32 - 1)
     }
 
@@ -105,6 +111,20 @@ impl Func {
 
     pub fn name_of(&self, v: Value) -> Option<&str> {
         self.values[v.index()].name.as_deref()
+    }
+
+    /// Records where the source built `v`.
+    pub fn set_loc(&mut self, v: Value, loc: impl Into<String>) {
+        self.values[v.index()].loc = Some(loc.into());
+    }
+
+    /// `describe`, with where the source built `v` when that is known:
+    /// `` `h` (built at src/main.rs:12:5) ``.
+    pub fn describe_at(&self, v: Value) -> String {
+        match &self.values[v.index()].loc {
+            Some(l) => format!("{} (built at {l})", self.describe(v)),
+            None => self.describe(v),
+        }
     }
 
     /// How messages name `v`: `input `x`` for a parameter, `` `y` `` for a named value, its

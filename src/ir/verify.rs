@@ -6,6 +6,11 @@
 use super::infer::infer_ifelse;
 use super::{infer, Func, Inst, Op, Value};
 
+/// Regions (`ifelse` branches) nest at most this deep. Every stage walks regions by recursion,
+/// one call per level, so the limit keeps a hostile or generated program from overflowing the
+/// stack; the text form's parser and the graph's compile both meet it here.
+pub const MAX_REGION_DEPTH: usize = 64;
+
 pub fn verify(f: &Func) -> Result<(), Vec<String>> {
     let mut errs = Vec::new();
     let n = f.values.len();
@@ -25,7 +30,7 @@ pub fn verify(f: &Func) -> Result<(), Vec<String>> {
         }
         visible[p.index()] = true;
     }
-    block(f, &f.body, &mut defined, &mut visible, &mut errs, &name);
+    block(f, &f.body, 0, &mut defined, &mut visible, &mut errs, &name);
     for &o in &f.outputs {
         if o.index() >= n || !visible[o.index()] {
             errs.push(format!(
@@ -45,6 +50,7 @@ pub fn verify(f: &Func) -> Result<(), Vec<String>> {
 fn block(
     f: &Func,
     body: &[Inst],
+    depth: usize,
     defined: &mut [bool],
     visible: &mut Vec<bool>,
     errs: &mut Vec<String>,
@@ -65,10 +71,17 @@ fn block(
             }
         }
         let mut region_types = Vec::new();
+        if !inst.regions.is_empty() && depth == MAX_REGION_DEPTH {
+            errs.push(format!(
+                "@{}: {op} nests regions deeper than {MAX_REGION_DEPTH}",
+                f.name
+            ));
+            continue;
+        }
         for r in &inst.regions {
             // What a region defines is visible inside it only.
             let saved = visible.clone();
-            block(f, &r.body, defined, visible, errs, name);
+            block(f, &r.body, depth + 1, defined, visible, errs, name);
             for &y in &r.yields {
                 if y.index() >= n || !visible[y.index()] {
                     errs.push(format!(

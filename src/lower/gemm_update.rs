@@ -27,15 +27,26 @@ pub(super) fn fuse(func: &Func, mut steps: Vec<Step>) -> Vec<Step> {
     let mut i = 0;
     while i < steps.len() {
         if let Some((j, step)) = fusion_at(func, &steps, i) {
-            let w = step.args[2];
-            let fails_between = steps[i + 1..j].iter().any(|s| s.may_fail(func));
-            if func.params.contains(&w) && fails_between {
-                steps[j] = step;
-                steps.remove(i);
-                continue;
+            let (a, b, w) = (step.args[0], step.args[1], step.args[2]);
+            let between = &steps[i + 1..j];
+            if func.params.contains(&w) && between.iter().any(|s| s.may_fail(func)) {
+                // At the map's place the product's operands must still be there: no step in
+                // between may free them or overwrite them in place. Otherwise the two steps
+                // stay apart.
+                let keeps = |v: Value| {
+                    between
+                        .iter()
+                        .all(|s| !s.frees.contains(&v) && s.inplace.map(|k| s.args[k]) != Some(v))
+                };
+                if keeps(a) && keeps(b) {
+                    steps[j] = step;
+                    steps.remove(i);
+                    continue;
+                }
+            } else {
+                steps[i] = step;
+                steps.remove(j);
             }
-            steps[i] = step;
-            steps.remove(j);
         }
         i += 1;
     }

@@ -1,7 +1,8 @@
 //! Composite fusion: chains and trees of elementwise ops become one Composite op holding a
 //! scalar program, so a backend runs them as one loop with no intermediate arrays. A producer
 //! is fused into its consumer when the consumer is its only reader and it is not a function
-//! output; fused programs keep at most [`MAX_INPUTS`] inputs, and a group with costly math
+//! output; fused programs keep at most [`MAX_INPUTS`] inputs and [`MAX_PROGRAM_INSTS`]
+//! instructions, and a group with costly math
 //! (`UnaryOp::is_costly`, powers) is not fused into a consumer that broadcasts it, which would
 //! compute it again for every element it is broadcast to. A reduction takes its input's
 //! elementwise group as a prologue (`sum(exp(x - m))` reads `x` once and stores no `exp`).
@@ -15,6 +16,12 @@ use std::sync::Arc;
 
 /// The most inputs a fused Composite may read (a limit on registers and pointers per kernel).
 pub const MAX_INPUTS: usize = 8;
+
+/// The most scalar instructions a fused program may hold. Each fusion copies the program it
+/// grows, so without a limit a chain of n elementwise ops cost n^2 time and memory to fuse (a
+/// chain of 20,000 ran out of memory); longer chains become several kernels, each of which
+/// still reads its inputs once.
+pub const MAX_PROGRAM_INSTS: usize = 256;
 
 /// The scalar program of a single elementwise op, or `None` for other ops.
 pub fn program_of(op: &Op, func: &Func, args: &[Value], result: Value) -> Option<ScalarProgram> {
@@ -244,6 +251,9 @@ pub fn fuse(func: &Func) -> Func {
                 continue;
             }
             let (pp, pa, preads) = &fusable[&a];
+            if prog.insts.len() + pp.insts.len() > MAX_PROGRAM_INSTS {
+                break;
+            }
             let (np, na) = inline(&prog, &args, a, pp, pa);
             if na.len() > MAX_INPUTS {
                 break;

@@ -326,141 +326,187 @@ fn run_steps(
     state: &mut InterpState,
 ) -> Result<(), Error> {
     for inst in steps {
-        let env_shape = |v: Value| env.view(func, v).map(|t| t.shape().into());
-        check_stretch(func, inst, env_shape)?;
-        if let Kernel::Rows { steps: members, .. } = &inst.kernel {
-            // Members' arguments from outside the group are whole values here; results of
-            // earlier members have shapes their types know.
-            for m in members {
-                check_stretch(func, m, |v| match env.view(func, v) {
-                    Ok(t) => Ok(t.shape().into()),
-                    Err(e) => func.ty(v).known_shape().map(Into::into).ok_or(e),
-                })?;
-            }
-        }
-        if let Kernel::IfElse { then, otherwise } = &inst.kernel {
-            run_ifelse(func, inst, then, otherwise, env, state)?;
-            release_dead(inst, env, state);
-            continue;
-        }
-        if let Kernel::Rows { rows, steps, roles } = &inst.kernel {
-            if super::rows::run_rows(func, inst, *rows, steps, roles, env, state)? {
-                release_dead(inst, env, state);
-            } else {
-                run_steps(func, steps, top_level, env, state)?;
-            }
-            continue;
-        }
-        // An `add` that a custom op already computed with AddTo.
-        if let Some(&r) = top_level
-            .then(|| state.requests.skipped_adds.get(&inst.results[0]))
-            .flatten()
-        {
-            env.values[inst.results[0].index()] = env.values[r.index()].take();
-            continue;
-        }
-        // Matrix products read their operands where they are (transposed through strides
-        // where the plan folded a transpose) and write into a recycled buffer.
-        if let Kernel::Gemm { transposed, update } = inst.kernel {
-            run_gemm(func, inst, transposed, update, env, state)?;
-            release_dead(inst, env, state);
-            continue;
-        }
-        // A compiled thunk reads its arguments where they are.
-        if let Some(t) = state.thunks.get(inst.results[0].index()).cloned().flatten() {
-            let offered = take_offered(&mut env.dests, inst.results[0]);
-            let overwritten = match offered {
-                None => take_overwritten(func, inst, env)?,
-                Some(_) => None,
-            };
-            // SAFETY: the buffer moves into the thunk as `dest`, which keeps it alive while it
-            // reads its inputs (the `Thunk::run_into` contract), and the map kernels that run
-            // marked (elementwise) instructions write each element after reading it.
-            let alias = overwritten.as_ref().map(|(_, b)| unsafe { b.alias_view() });
-            let dest = match (overwritten, inst.results.len()) {
-                (Some((_, b)), _) => Some(b),
-                (None, 1) => offered.or_else(|| state.take_buffer(func.ty(inst.results[0]))),
-                (None, _) => None,
-            };
-            let args = inst
-                .args
-                .iter()
-                .map(|&a| match (&alias, inst.inplace) {
-                    (Some(v), Some(k)) if a == inst.args[k] => Ok(v.reborrow()),
-                    _ => env.view(func, a),
-                })
-                .collect::<Result<smallvec::SmallVec<[_; 4]>, _>>()?;
-            let outs = guarded(&inst.op, || t.run_into(&args, dest))?;
-            drop(args);
-            store_results(func, inst, outs, &mut env.values, state)?;
-            release_dead(inst, env, state);
-            continue;
-        }
-        for &a in &inst.args {
-            env.own(a);
-        }
-        // A marked instruction other than a custom op computes, then writes result 0 into the
-        // overwritten buffer (the reference runs every op out of place, but the buffer is the
-        // same).
-        let overwritten = match &inst.op {
-            Op::Custom(_) => None,
-            _ => take_overwritten(func, inst, env)?,
-        };
-        let env_values = &mut env.values;
-        // A custom op the in-place pass marked gets input 0's buffer as output 0's storage.
-        let donated = match &inst.op {
-            Op::Custom(_) if inst.inplace == Some(0) && !inst.args[1..].contains(&inst.args[0]) => {
-                env_values[inst.args[0].index()].take()
-            }
-            _ => None,
-        };
+        run_step(func, inst, top_level, env, state).map_err(|e| step_error(func, inst, e))?;
+    }
+    Ok(())
+}
 
-        // Buffers that custom-op outputs accumulate into (AddTo), taken before the arguments
-        // are borrowed; none of them is an argument of the op.
-        let mut accumulators = Vec::new();
-        if top_level && matches!(inst.op, Op::Custom(_)) {
-            for (i, r) in inst.results.iter().enumerate() {
-                if let Some((acc, _)) = state.requests.add_to.get(r) {
-                    if let Some(t) = env_values[acc.index()].take() {
-                        accumulators.push((i, t));
-                    }
-                }
-            }
+/// A step's error as a user reads it: the op once (messages from `perform` and from type
+/// inference may already start with it), then the value the step computes and the line that
+/// built it. Branches and row groups leave their members' messages as they are.
+fn step_error(func: &Func, step: &Step, e: Error) -> Error {
+    if matches!(step.kernel, Kernel::IfElse { .. } | Kernel::Rows { .. }) {
+        return e;
+    }
+    let (msg, shape) = match e {
+        Error::Shape(m) => (m, true),
+        Error::Runtime(m) => (m, false),
+        other => return other,
+    };
+    let name = step.op.display_name();
+    let prefix = format!("{name}: ");
+    let mut rest = msg.as_str();
+    while let Some(r) = rest.strip_prefix(&prefix) {
+        rest = r;
+    }
+    let what = step
+        .results
+        .first()
+        .map(|&r| format!(" computing {}", func.describe_at(r)))
+        .unwrap_or_default();
+    let msg = format!("{name}{what}: {rest}");
+    if shape {
+        Error::Shape(msg)
+    } else {
+        Error::Runtime(msg)
+    }
+}
+
+/// Runs one step of a block.
+fn run_step(
+    func: &Func,
+    inst: &Step,
+    top_level: bool,
+    env: &mut Env<'_, '_>,
+    state: &mut InterpState,
+) -> Result<(), Error> {
+    let env_shape = |v: Value| env.view(func, v).map(|t| t.shape().into());
+    check_stretch(func, inst, env_shape)?;
+    super::memory::check_fits(func, inst, &|v| {
+        env.view(func, v).ok().map(|t| t.shape().into())
+    })?;
+    if let Kernel::Rows { steps: members, .. } = &inst.kernel {
+        // Members' arguments from outside the group are whole values here; results of
+        // earlier members have shapes their types know.
+        for m in members {
+            check_stretch(func, m, |v| match env.view(func, v) {
+                Ok(t) => Ok(t.shape().into()),
+                Err(e) => func.ty(v).known_shape().map(Into::into).ok_or(e),
+            })?;
         }
-        let placeholder = donated.as_ref().map(|t| Tensor::empty(t.dtype()));
+    }
+    if let Kernel::IfElse { then, otherwise } = &inst.kernel {
+        run_ifelse(func, inst, then, otherwise, env, state)?;
+        release_dead(inst, env, state);
+        return Ok(());
+    }
+    if let Kernel::Rows { rows, steps, roles } = &inst.kernel {
+        if super::rows::run_rows(func, inst, *rows, steps, roles, env, state)? {
+            release_dead(inst, env, state);
+        } else {
+            run_steps(func, steps, top_level, env, state)?;
+        }
+        return Ok(());
+    }
+    // An `add` that a custom op already computed with AddTo.
+    if let Some(&r) = top_level
+        .then(|| state.requests.skipped_adds.get(&inst.results[0]))
+        .flatten()
+    {
+        env.values[inst.results[0].index()] = env.values[r.index()].take();
+        return Ok(());
+    }
+    // Matrix products read their operands where they are (transposed through strides
+    // where the plan folded a transpose) and write into a recycled buffer.
+    if let Kernel::Gemm { transposed, update } = inst.kernel {
+        run_gemm(func, inst, transposed, update, env, state)?;
+        release_dead(inst, env, state);
+        return Ok(());
+    }
+    // A compiled thunk reads its arguments where they are.
+    if let Some(t) = state.thunks.get(inst.results[0].index()).cloned().flatten() {
+        let offered = take_offered(&mut env.dests, inst.results[0]);
+        let overwritten = match offered {
+            None => take_overwritten(func, inst, env)?,
+            Some(_) => None,
+        };
+        // SAFETY: the buffer moves into the thunk as `dest`, which keeps it alive while it
+        // reads its inputs (the `Thunk::run_into` contract), and the map kernels that run
+        // marked (elementwise) instructions write each element after reading it.
+        let alias = overwritten.as_ref().map(|(_, b)| unsafe { b.alias_view() });
+        let dest = match (overwritten, inst.results.len()) {
+            (Some((_, b)), _) => Some(b),
+            (None, 1) => offered.or_else(|| state.take_buffer(func.ty(inst.results[0]))),
+            (None, _) => None,
+        };
         let args = inst
             .args
             .iter()
-            .enumerate()
-            .map(|(i, &a)| match (&placeholder, i, &overwritten) {
-                (Some(p), 0, _) => Ok(p),
-                (_, _, Some((v, b))) if *v == a => Ok(b),
-                _ => fetch(func, env_values, a),
+            .map(|&a| match (&alias, inst.inplace) {
+                (Some(v), Some(k)) if a == inst.args[k] => Ok(v.reborrow()),
+                _ => env.view(func, a),
             })
-            .collect::<Result<Vec<_>, _>>()?;
-        // perform is the oracle and must not panic, but a panic (a user's op, say) is turned
-        // into an error rather than taking the caller's process down.
-        let outs = guarded(&inst.op, || match &inst.op {
-            Op::Custom(c) => run_custom(c, inst, &args, donated, accumulators, state),
-            op => perform(op, &args),
-        })?;
-        let outs = match overwritten {
-            Some((_, mut buf)) => {
-                let mut outs = outs;
-                if let Some(o) = outs.first_mut() {
-                    let result = std::mem::replace(o, Tensor::empty(crate::ir::DType::Bool));
-                    if let Some(spare) = super::function::assign_or_replace(&mut buf, result) {
-                        state.keep_buffer(spare);
-                    }
-                    *o = buf;
-                }
-                outs
-            }
-            None => outs,
-        };
-        store_results(func, inst, outs, env_values, state)?;
+            .collect::<Result<smallvec::SmallVec<[_; 4]>, _>>()?;
+        let outs = guarded(&inst.op, || t.run_into(&args, dest))?;
+        drop(args);
+        store_results(func, inst, outs, &mut env.values, state)?;
         release_dead(inst, env, state);
+        return Ok(());
     }
+    for &a in &inst.args {
+        env.own(a);
+    }
+    // A marked instruction other than a custom op computes, then writes result 0 into the
+    // overwritten buffer (the reference runs every op out of place, but the buffer is the
+    // same).
+    let overwritten = match &inst.op {
+        Op::Custom(_) => None,
+        _ => take_overwritten(func, inst, env)?,
+    };
+    let env_values = &mut env.values;
+    // A custom op the in-place pass marked gets input 0's buffer as output 0's storage.
+    let donated = match &inst.op {
+        Op::Custom(_) if inst.inplace == Some(0) && !inst.args[1..].contains(&inst.args[0]) => {
+            env_values[inst.args[0].index()].take()
+        }
+        _ => None,
+    };
+
+    // Buffers that custom-op outputs accumulate into (AddTo), taken before the arguments
+    // are borrowed; none of them is an argument of the op.
+    let mut accumulators = Vec::new();
+    if top_level && matches!(inst.op, Op::Custom(_)) {
+        for (i, r) in inst.results.iter().enumerate() {
+            if let Some((acc, _)) = state.requests.add_to.get(r) {
+                if let Some(t) = env_values[acc.index()].take() {
+                    accumulators.push((i, t));
+                }
+            }
+        }
+    }
+    let placeholder = donated.as_ref().map(|t| Tensor::empty(t.dtype()));
+    let args = inst
+        .args
+        .iter()
+        .enumerate()
+        .map(|(i, &a)| match (&placeholder, i, &overwritten) {
+            (Some(p), 0, _) => Ok(p),
+            (_, _, Some((v, b))) if *v == a => Ok(b),
+            _ => fetch(func, env_values, a),
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    // perform is the oracle and must not panic, but a panic (a user's op, say) is turned
+    // into an error rather than taking the caller's process down.
+    let outs = guarded(&inst.op, || match &inst.op {
+        Op::Custom(c) => run_custom(c, inst, &args, donated, accumulators, state),
+        op => perform(op, &args),
+    })?;
+    let outs = match overwritten {
+        Some((_, mut buf)) => {
+            let mut outs = outs;
+            if let Some(o) = outs.first_mut() {
+                let result = std::mem::replace(o, Tensor::empty(crate::ir::DType::Bool));
+                if let Some(spare) = super::function::assign_or_replace(&mut buf, result) {
+                    state.keep_buffer(spare);
+                }
+                *o = buf;
+            }
+            outs
+        }
+        None => outs,
+    };
+    store_results(func, inst, outs, env_values, state)?;
+    release_dead(inst, env, state);
     Ok(())
 }
 

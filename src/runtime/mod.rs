@@ -2,6 +2,7 @@
 
 pub mod function;
 pub mod interp;
+mod memory;
 pub mod requests;
 mod rows;
 mod warm;

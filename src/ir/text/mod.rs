@@ -19,11 +19,19 @@ use crate::ir::Func;
 
 /// Parses `src` (named `file` in errors) into its functions, then verifies them.
 pub fn parse(file: &str, src: &str) -> Result<Vec<Func>, Vec<Error>> {
-    let funcs = parse_funcs(src).map_err(|es| {
+    let mut funcs = parse_funcs(src).map_err(|es| {
         es.into_iter()
             .map(|e| e.into_error(file))
             .collect::<Vec<_>>()
     })?;
+    // Values know their line and column; messages name the file too.
+    for f in &mut funcs {
+        for v in &mut f.values {
+            if let Some(l) = &mut v.loc {
+                *l = format!("{file}:{l}");
+            }
+        }
+    }
     for f in &funcs {
         crate::ir::verify::verify(f).map_err(|es| {
             es.into_iter()

@@ -40,6 +40,7 @@ pub fn parse_funcs(src: &str) -> Result<Vec<Func>, Vec<ParseError>> {
         pos: 0,
         errors: Vec::new(),
         scopes: Vec::new(),
+        lists: 0,
     };
     let mut funcs = Vec::new();
     while p.peek() != &Tok::Eof {
@@ -79,7 +80,13 @@ struct Parser {
     /// Type errors found so far; parsing goes on after them where it can.
     errors: Vec<ParseError>,
     scopes: Vec<HashMap<String, Value>>,
+    /// How deep the lists being parsed nest (constants and attributes).
+    lists: usize,
 }
+
+/// Lists in a constant or attribute nest at most this deep (a constant of rank 32). The parser
+/// descends one call per level, so a limit keeps hostile input from overflowing the stack.
+pub const MAX_LIST_DEPTH: usize = 32;
 
 impl Parser {
     fn peek(&self) -> &Tok {
@@ -428,7 +435,9 @@ impl Parser {
                         show(&d)
                     ),
                 });
-                d
+                // The value has the type its op gives: uses of it are checked against that,
+                // so one wrong annotation is one error, not a chain of follow-on ones.
+                t
             }
             (Ok(t), _) => t,
             // With a declared type the parse goes on, so later errors are reported too.
@@ -451,6 +460,7 @@ impl Parser {
         }
         for ((name, l, c), ty) in results.into_iter().zip(tys) {
             let v = f.new_value(ty, Some(name.clone()));
+            f.set_loc(v, format!("{line}:{col}"));
             self.define(name, v, l, c)?;
             inst.results.push(v);
         }
@@ -458,6 +468,13 @@ impl Parser {
     }
 
     fn region(&mut self, f: &mut Func) -> PResult<Region> {
+        // The function's own scope, then one per enclosing region.
+        if self.scopes.len() > crate::ir::verify::MAX_REGION_DEPTH {
+            return self.err(format!(
+                "regions nest at most {} deep",
+                crate::ir::verify::MAX_REGION_DEPTH
+            ));
+        }
         self.expect('{')?;
         self.scopes.push(HashMap::new());
         let body = self.block(f, &["yield"])?;
@@ -506,13 +523,16 @@ impl Parser {
             }),
             Tok::Str(s) => Ok(Attr::Str(s)),
             Tok::Punct('[') => {
+                self.enter_list()?;
                 let mut items = Vec::new();
                 if self.eat(']') {
+                    self.lists -= 1;
                     return Ok(Attr::List(items));
                 }
                 loop {
                     items.push(self.attr_value()?);
                     if self.eat(']') {
+                        self.lists -= 1;
                         return Ok(Attr::List(items));
                     }
                     self.expect(',')?;
@@ -528,6 +548,16 @@ impl Parser {
         }
     }
 
+    /// One more level of nested lists, or an error past `MAX_LIST_DEPTH` (at the `[`).
+    fn enter_list(&mut self) -> PResult<()> {
+        if self.lists == MAX_LIST_DEPTH {
+            self.pos -= 1;
+            return self.err(format!("lists nest at most {MAX_LIST_DEPTH} deep"));
+        }
+        self.lists += 1;
+        Ok(())
+    }
+
     /// A constant literal: a number, `true`/`false`, `nan`/`inf`, or nested lists of them.
     fn literal(&mut self) -> PResult<Lit> {
         match self.next() {
@@ -536,13 +566,16 @@ impl Parser {
                 Ok(Lit::Atom(s))
             }
             Tok::Punct('[') => {
+                self.enter_list()?;
                 let mut items = Vec::new();
                 if self.eat(']') {
+                    self.lists -= 1;
                     return Ok(Lit::List(items));
                 }
                 loop {
                     items.push(self.literal()?);
                     if self.eat(']') {
+                        self.lists -= 1;
                         return Ok(Lit::List(items));
                     }
                     self.expect(',')?;
@@ -564,6 +597,7 @@ pub fn parse_literal(src: &str, ty: &TensorType) -> Result<Tensor, String> {
         pos: 0,
         errors: Vec::new(),
         scopes: Vec::new(),
+        lists: 0,
     };
     let lit = p.literal().map_err(|e| e.msg)?;
     if p.peek() != &Tok::Eof {

@@ -1,0 +1,355 @@
+//! `.npy` files in and out, for the command-line tool and for programs that keep arrays on
+//! disk: reading checks the header against the file before anything is allocated (a header
+//! may claim any shape), every error is one line, and writing several files is all or
+//! nothing (each goes to a temporary file first; the temporary files, and the finished ones
+//! of an incomplete set, are removed on failure or by [`remove_unfinished`] from a signal
+//! handler).
+//!
+//! The format (numpy's `format.py`): the magic `\x93NUMPY`, a version byte pair, the header's
+//! length (2 bytes in version 1, 4 in 2 and 3), then a Python dict literal with `descr`,
+//! `fortran_order` and `shape`, then the data. Written by hand rather than through
+//! `ndarray-npy`, whose reader allocates what the header claims before reading the data and
+//! whose errors span several lines.
+
+use crate::error::{Error, Result};
+use crate::ir::DType;
+use crate::tensor::Tensor;
+use ndarray::{ArrayD, IxDyn, ShapeBuilder};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+const MAGIC: &[u8] = b"\x93NUMPY";
+
+/// The fields of a header that matter here.
+#[derive(Clone, Debug, PartialEq)]
+struct Header {
+    descr: String,
+    fortran: bool,
+    shape: Vec<usize>,
+}
+
+fn err(path: &Path, msg: impl std::fmt::Display) -> Error {
+    Error::Io(format!("{}: {msg}", path.display()))
+}
+
+/// The `descr` numpy writes for `dtype` (little-endian).
+fn descr_of(dtype: DType) -> &'static str {
+    match dtype {
+        DType::Bool => "|b1",
+        DType::I32 => "<i4",
+        DType::I64 => "<i8",
+        DType::F32 => "<f4",
+        DType::F64 => "<f8",
+    }
+}
+
+/// The header and the offset of the data.
+fn parse_header(bytes: &[u8]) -> std::result::Result<(Header, usize), String> {
+    if bytes.len() < 10 || &bytes[..6] != MAGIC {
+        return Err("not an .npy file (no \\x93NUMPY magic)".into());
+    }
+    let (len, start) = match bytes[6] {
+        1 => (u16::from_le_bytes([bytes[8], bytes[9]]) as usize, 10usize),
+        2 | 3 if bytes.len() >= 12 => (
+            u32::from_le_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]) as usize,
+            12,
+        ),
+        v => return Err(format!("unsupported .npy version {v}")),
+    };
+    let end = start
+        .checked_add(len)
+        .filter(|&e| e <= bytes.len())
+        .ok_or("the header runs past the end of the file")?;
+    let text = std::str::from_utf8(&bytes[start..end]).map_err(|_| "the header is not text")?;
+    Ok((parse_dict(text.trim())?, end))
+}
+
+/// Parses the header's dict literal: `{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }`.
+fn parse_dict(text: &str) -> std::result::Result<Header, String> {
+    let inner = text
+        .strip_prefix('{')
+        .and_then(|t| t.trim_end().strip_suffix('}'))
+        .ok_or("the header is not a dict")?;
+    let (mut descr, mut fortran, mut shape) = (None, None, None);
+    let mut rest = inner.trim();
+    while !rest.is_empty() {
+        let (key, after) = quoted(rest).ok_or("a header key is not a quoted string")?;
+        let after = after
+            .trim_start()
+            .strip_prefix(':')
+            .ok_or("a header key has no value")?
+            .trim_start();
+        let after = match key.as_str() {
+            "descr" => {
+                let (v, a) = quoted(after).ok_or("`descr` is not a string")?;
+                descr = Some(v);
+                a
+            }
+            "fortran_order" => {
+                let (v, a) = if let Some(a) = after.strip_prefix("True") {
+                    (true, a)
+                } else if let Some(a) = after.strip_prefix("False") {
+                    (false, a)
+                } else {
+                    return Err("`fortran_order` is not True or False".into());
+                };
+                fortran = Some(v);
+                a
+            }
+            "shape" => {
+                let body = after.strip_prefix('(').ok_or("`shape` is not a tuple")?;
+                let close = body.find(')').ok_or("`shape` is not a tuple")?;
+                let dims: std::result::Result<Vec<usize>, String> = body[..close]
+                    .split(',')
+                    .map(str::trim)
+                    .filter(|d| !d.is_empty())
+                    .map(|d| {
+                        d.trim_end_matches('L')
+                            .parse::<usize>()
+                            .map_err(|_| format!("`shape` holds `{d}`, not a size"))
+                    })
+                    .collect();
+                shape = Some(dims?);
+                &body[close + 1..]
+            }
+            other => return Err(format!("unknown header key `{other}`")),
+        };
+        rest = after.trim_start();
+        rest = rest.strip_prefix(',').unwrap_or(rest).trim_start();
+    }
+    Ok(Header {
+        descr: descr.ok_or("the header has no `descr`")?,
+        fortran: fortran.ok_or("the header has no `fortran_order`")?,
+        shape: shape.ok_or("the header has no `shape`")?,
+    })
+}
+
+/// A `'...'` or `"..."` string at the start of `s`, and what follows it.
+fn quoted(s: &str) -> Option<(String, &str)> {
+    let q = s.chars().next().filter(|&c| c == '\'' || c == '"')?;
+    let end = s[1..].find(q)? + 1;
+    Some((s[1..end].to_string(), &s[end + 1..]))
+}
+
+/// Reads an array of `dtype` from the `.npy` file at `path`.
+pub fn read(path: &Path, dtype: DType) -> Result<Tensor> {
+    let bytes = std::fs::read(path).map_err(|e| err(path, e))?;
+    let (h, data_at) = parse_header(&bytes).map_err(|e| err(path, e))?;
+    if h.descr != descr_of(dtype) {
+        let also = matches!(
+            (dtype, h.descr.as_str()),
+            (DType::Bool, "<b1" | ">b1" | "b1")
+        );
+        if !also {
+            return Err(err(
+                path,
+                format!(
+                    "holds `{}` elements where {dtype} (`{}`) is expected",
+                    h.descr,
+                    descr_of(dtype)
+                ),
+            ));
+        }
+    }
+    let data = &bytes[data_at..];
+    let need = h
+        .shape
+        .iter()
+        .try_fold(dtype.size(), |n, &d| n.checked_mul(d))
+        .filter(|&n| n <= isize::MAX as usize);
+    match need {
+        Some(n) if n == data.len() => {}
+        Some(n) => {
+            return Err(err(
+                path,
+                format!(
+                    "the header's shape {:?} needs {n} bytes of data, the file holds {}",
+                    h.shape,
+                    data.len()
+                ),
+            ))
+        }
+        None => {
+            return Err(err(
+                path,
+                format!("the header's shape {:?} is too large", h.shape),
+            ))
+        }
+    }
+    let shape = IxDyn(&h.shape).set_f(h.fortran);
+    let bad = |e: ndarray::ShapeError| err(path, e);
+    macro_rules! decode {
+        ($t:ty, $v:ident, $n:expr) => {{
+            let xs: Vec<$t> = data
+                .chunks_exact($n)
+                .map(|c| <$t>::from_le_bytes(c.try_into().expect("chunks of the element size")))
+                .collect();
+            Tensor::$v(ArrayD::from_shape_vec(shape, xs).map_err(bad)?)
+        }};
+    }
+    Ok(match dtype {
+        DType::Bool => {
+            if let Some(b) = data.iter().find(|&&b| b > 1) {
+                return Err(err(path, format!("a bool element holds the byte {b}")));
+            }
+            let xs: Vec<bool> = data.iter().map(|&b| b == 1).collect();
+            Tensor::Bool(ArrayD::from_shape_vec(shape, xs).map_err(bad)?)
+        }
+        DType::I32 => decode!(i32, I32, 4),
+        DType::I64 => decode!(i64, I64, 8),
+        DType::F32 => decode!(f32, F32, 4),
+        DType::F64 => decode!(f64, F64, 8),
+    })
+}
+
+/// The header of `t`'s `.npy` file (version 1, C order).
+fn header_of(t: &Tensor) -> Vec<u8> {
+    let shape: Vec<String> = t.shape().iter().map(|d| d.to_string()).collect();
+    let shape = match shape.len() {
+        1 => format!("({},)", shape[0]),
+        _ => format!("({})", shape.join(", ")),
+    };
+    let mut header = format!(
+        "{{'descr': '{}', 'fortran_order': False, 'shape': {shape}, }}",
+        descr_of(t.dtype())
+    );
+    // Magic, version, length and header padded with spaces to a multiple of 64, ending in \n.
+    let unpadded = MAGIC.len() + 4 + header.len() + 1;
+    header.push_str(&" ".repeat(unpadded.next_multiple_of(64) - unpadded));
+    header.push('\n');
+    let mut out = Vec::with_capacity(header.len() + 10);
+    out.extend_from_slice(MAGIC);
+    out.extend_from_slice(&[1, 0]);
+    out.extend_from_slice(&(header.len() as u16).to_le_bytes());
+    out.extend_from_slice(header.as_bytes());
+    out
+}
+
+/// Writes `t` as an `.npy` file to `w`, through a buffer: each system call writes a few
+/// megabytes, so a signal that ends the process is handled within one of them, not after
+/// the whole array.
+pub fn write_to(w: impl std::io::Write, t: &Tensor) -> std::io::Result<()> {
+    use std::io::Write;
+    let mut w = std::io::BufWriter::with_capacity(1 << 22, w);
+    w.write_all(&header_of(t))?;
+    macro_rules! encode {
+        ($a:expr) => {
+            for x in $a.iter() {
+                w.write_all(&x.to_le_bytes())?;
+            }
+        };
+    }
+    match t {
+        Tensor::Bool(a) => encode!(a.mapv(u8::from)),
+        Tensor::I32(a) => encode!(a),
+        Tensor::I64(a) => encode!(a),
+        Tensor::F32(a) => encode!(a),
+        Tensor::F64(a) => encode!(a),
+    }
+    w.flush()
+}
+
+/// The bytes of `t` as a version 1 `.npy` file (C order).
+pub fn to_bytes(t: &Tensor) -> Vec<u8> {
+    let mut out = Vec::new();
+    write_to(&mut out, t).expect("writing to memory does not fail");
+    out
+}
+
+/// Files of a write in progress: temporary files, and the finished files of a set not yet
+/// complete. A signal handler removes them with [`remove_unfinished`].
+static UNFINISHED: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
+
+fn unfinished() -> std::sync::MutexGuard<'static, Vec<PathBuf>> {
+    UNFINISHED.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Removes the files of writes in progress (for a signal handler that ends the process: no
+/// half-written file and no incomplete set stays behind). Later writes in this process fail.
+pub fn remove_unfinished() {
+    let mut files = unfinished();
+    for f in files.drain(..) {
+        let _ = std::fs::remove_file(f);
+    }
+    // Held until the process ends: a write that has not registered its files yet waits, and a
+    // rename cannot slip in after the removal.
+    std::mem::forget(files);
+}
+
+/// Writes every `(path, array)` as an `.npy` file, all or nothing: each is written whole to a
+/// temporary file next to it, then all are renamed into place; after a failure none of the
+/// paths holds a new file (an old file at one of them may be gone).
+pub fn write_all(files: &[(PathBuf, &Tensor)]) -> Result<()> {
+    let tmp = |p: &Path| {
+        let mut name = p.file_name().unwrap_or_default().to_os_string();
+        name.push(format!(".tmp{}", std::process::id()));
+        p.with_file_name(name)
+    };
+    let temps: Vec<PathBuf> = files.iter().map(|(p, _)| tmp(p)).collect();
+    unfinished().extend(temps.iter().cloned());
+    let cleanup = |done: &[PathBuf]| {
+        let mut list = unfinished();
+        for t in temps.iter().chain(done) {
+            let _ = std::fs::remove_file(t);
+            list.retain(|x| x != t);
+        }
+    };
+    for ((p, t), tp) in files.iter().zip(&temps) {
+        let written = std::fs::File::create(tp).and_then(|f| write_to(f, t));
+        if let Err(e) = written {
+            cleanup(&[]);
+            return Err(err(p, e));
+        }
+    }
+    let mut done: Vec<PathBuf> = Vec::new();
+    for ((p, _), tp) in files.iter().zip(&temps) {
+        let renamed = {
+            let mut list = unfinished();
+            let r = std::fs::rename(tp, p);
+            if r.is_ok() {
+                list.retain(|x| x != tp);
+                list.push(p.clone());
+            }
+            r
+        };
+        if let Err(e) = renamed {
+            cleanup(&done);
+            return Err(err(p, e));
+        }
+        done.push(p.clone());
+    }
+    unfinished().retain(|x| !done.contains(x));
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn headers_parse_in_numpy_spellings() {
+        let h = parse_dict("{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }").unwrap();
+        assert_eq!(h.shape, vec![2, 3]);
+        let h = parse_dict("{'descr': '<i8', 'fortran_order': True, 'shape': (5,)}").unwrap();
+        assert!(h.fortran);
+        assert_eq!(h.shape, vec![5]);
+        let h = parse_dict("{'descr': '|b1', 'fortran_order': False, 'shape': ()}").unwrap();
+        assert!(h.shape.is_empty());
+        assert!(parse_dict("{'descr': '<f4', 'shape': (2,)}").is_err());
+        assert!(parse_dict("{'descr': '<f4', 'fortran_order': False, 'shape': (x,)}").is_err());
+    }
+
+    #[test]
+    fn arrays_round_trip() {
+        let dir = std::env::temp_dir().join(format!("kiln-npy-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let t = Tensor::F64(ArrayD::from_shape_fn(IxDyn(&[2, 3]), |i| {
+            (i[0] * 3 + i[1]) as f64
+        }));
+        let p = dir.join("a.npy");
+        write_all(&[(p.clone(), &t)]).unwrap();
+        assert_eq!(read(&p, DType::F64).unwrap(), t);
+        assert!(read(&p, DType::F32).is_err());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

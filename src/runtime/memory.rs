@@ -1,0 +1,94 @@
+//! Results too large for memory are errors, not aborts. Rust aborts the process when an
+//! allocation fails, and the arrays a step allocates are made inside `perform`, ndarray and
+//! the kernels, so before a step runs the VM works out the size of each result it can (from
+//! the types, or from the run-time shapes of an elementwise step's or a product's operands)
+//! and, for large ones, asks the allocator whether that much can be had: a request beyond
+//! what the machine can give fails at once, and the call returns an error naming the value
+//! instead of taking the process down.
+
+use crate::error::Error;
+use crate::ir::{Func, Op, Value};
+use crate::lower::{Kernel, Step};
+use smallvec::SmallVec;
+
+/// Results at least this large are checked with the allocator (a probe is a map and an unmap
+/// of untouched memory; smaller requests are left to fail, if ever, as Rust fails them).
+const PROBE_BYTES: usize = 1 << 28;
+
+type Shape = SmallVec<[usize; 6]>;
+
+/// The shape of `step`'s result `k` as far as it is known before the step runs.
+fn result_shape(
+    func: &Func,
+    step: &Step,
+    k: usize,
+    arg_shape: &dyn Fn(Value) -> Option<Shape>,
+) -> Option<Shape> {
+    let r = *step.results.get(k)?;
+    if let Some(s) = func.ty(r).known_shape() {
+        return Some(s.into());
+    }
+    let args: Option<Vec<Shape>> = step.args.iter().map(|&a| arg_shape(a)).collect();
+    let args = args?;
+    let elementwise = matches!(step.kernel, Kernel::Map { .. }) || step.op.is_elementwise();
+    if elementwise {
+        let mut out: Vec<usize> = Vec::new();
+        for s in &args {
+            out = crate::ir::broadcast_shapes(&out, s).ok()?;
+        }
+        return Some(out.into());
+    }
+    if step.op == Op::MatMul && args.len() >= 2 && args[0].len() >= 2 && args[1].len() >= 2 {
+        let (a, b) = (&args[0], &args[1]);
+        let batch = crate::ir::broadcast_shapes(&a[..a.len() - 2], &b[..b.len() - 2]).ok()?;
+        let mut out: Shape = batch.into();
+        out.push(a[a.len() - 2]);
+        out.push(b[b.len() - 1]);
+        return Some(out);
+    }
+    None
+}
+
+/// Checks that `step`'s results can be allocated (see the module docs).
+pub(super) fn check_fits(
+    func: &Func,
+    step: &Step,
+    arg_shape: &dyn Fn(Value) -> Option<Shape>,
+) -> Result<(), Error> {
+    if matches!(step.kernel, Kernel::IfElse { .. }) {
+        return Ok(());
+    }
+    for k in 0..step.results.len() {
+        let Some(shape) = result_shape(func, step, k, arg_shape) else {
+            continue;
+        };
+        let r = step.results[k];
+        let size = func.ty(r).dtype.size();
+        let bytes = shape
+            .iter()
+            .try_fold(size, |n, &d| n.checked_mul(d))
+            .filter(|&b| b <= isize::MAX as usize);
+        let fits = match bytes {
+            None => false,
+            Some(b) if b >= PROBE_BYTES => {
+                let mut probe: Vec<u8> = Vec::new();
+                probe.try_reserve_exact(b).is_ok()
+            }
+            Some(_) => true,
+        };
+        if !fits {
+            let need = match bytes {
+                Some(b) => format!("{:.1} GB", b as f64 / 1e9),
+                None => "more bytes than an address holds".into(),
+            };
+            return Err(Error::Runtime(format!(
+                "{}: its result {} of shape {:?} ({}) needs {need}, more than can be allocated",
+                step.op.display_name(),
+                func.describe(r),
+                shape.as_slice(),
+                func.ty(r).dtype,
+            )));
+        }
+    }
+    Ok(())
+}
