@@ -4,6 +4,7 @@
 //! optimizer off and on. Neither may panic or fail, and the results must agree (bit for bit
 //! where the unoptimized CPU backend runs only exact ops, within a few ulps otherwise).
 #![no_main]
+#![allow(dead_code)]
 
 #[path = "../../tests/support/random_graph.rs"]
 mod random_graph;
