@@ -156,10 +156,23 @@ fn random_programs_agree_ahead_of_time() {
         let arts: Vec<&kiln::aot::AotArtifact> = batch.iter().map(|b| &b.2).collect();
         let lib = aot_lib::link(&arts, &dir).unwrap_or_else(|e| panic!("linking: {e}"));
         for (i, case, art, want) in batch.drain(..) {
-            let inputs: Vec<kiln::Tensor> = case.views().iter().map(|v| v.to_owned()).collect();
-            let got = lib
-                .call(&art, &inputs)
-                .unwrap_or_else(|e| panic!("{}", describe(&case, seed, i, &e)));
+            let mut inputs: Vec<kiln::Tensor> = case.views().iter().map(|v| v.to_owned()).collect();
+            // The entry point takes a shared variable's value and returns its new one, the
+            // caller keeping the state: two calls, as the other backends run.
+            let call = |inputs: &[kiln::Tensor]| {
+                lib.call(&art, inputs)
+                    .unwrap_or_else(|e| panic!("{}", describe(&case, seed, i, &e)))
+            };
+            let shared = case
+                .shared
+                .as_ref()
+                .filter(|_| art.inputs.len() > inputs.len());
+            if let Some(s) = shared {
+                inputs.push(s.initial.clone());
+                let first = call(&inputs);
+                *inputs.last_mut().unwrap() = first.last().unwrap().clone();
+            }
+            let got = call(&inputs);
             if let Err(e) = random_graph::compare(&case, &want, &got, false) {
                 panic!("{}", describe(&case, seed, i, &format!("aot: {e}")));
             }
@@ -181,7 +194,11 @@ fn random_programs_agree_ahead_of_time() {
             },
             ..Default::default()
         };
-        let art = match kiln::function(&ins, &outs).aot(&options) {
+        let mut builder = kiln::function(&ins, &outs);
+        if let Some(s) = &case.shared {
+            builder = builder.update(&s.var, &s.update);
+        }
+        let art = match builder.aot(&options) {
             Ok(a) => a,
             Err(e) => panic!("{}", describe(&case, seed, i, &format!("aot compile: {e}"))),
         };
@@ -210,7 +227,7 @@ fn the_generator_covers_ranks_broadcasts_layouts_dtypes_and_ops() {
     let mut dtypes = BTreeSet::new();
     let mut layouts = BTreeSet::new();
     let mut ops = BTreeSet::new();
-    let (mut unknown_dims, mut missing_axes, mut ones) = (0, 0, 0);
+    let (mut unknown_dims, mut missing_axes, mut ones, mut shared) = (0, 0, 0, 0);
     for i in 0..2000 {
         let case = random_graph::build(&program_bytes(7, i));
         ranks.insert(case.inputs[0].rank());
@@ -222,6 +239,7 @@ fn the_generator_covers_ranks_broadcasts_layouts_dtypes_and_ops() {
             missing_axes += (v.rank() < case.inputs[0].rank()) as usize;
             ones += a.shape.contains(&1) as usize;
         }
+        shared += case.shared.is_some() as usize;
         let text = random_graph::text(&case);
         for line in text.lines() {
             if let Some((_, rhs)) = line.split_once(" = ") {
@@ -287,4 +305,5 @@ fn the_generator_covers_ranks_broadcasts_layouts_dtypes_and_ops() {
         assert!(ops.contains(op), "op {op}: {ops:?}");
     }
     assert!(unknown_dims > 100 && missing_axes > 100 && ones > 100);
+    assert!(shared > 100, "programs with a shared variable: {shared}");
 }

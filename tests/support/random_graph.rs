@@ -17,6 +17,9 @@
 //!   over any subset of axes with and without `keepdims` (and fused producers), views
 //!   (transpose, reshape, broadcast_to, expand_dims, squeeze, reversing slices, concat and
 //!   slice), batched `matmul` with broadcast batch dims, constants, and lazy `ifelse`.
+//! - **State.** Now and then a shared variable the program reads and updates (in place where
+//!   the optimizer may, by an elementwise step or a matrix product the CPU backend fuses into
+//!   one GEMM step); its value after the calls is compared too.
 //!
 //! Values that backends may compute a few ulps apart (transcendentals, `pow`) are marked
 //! inexact: no comparison, cast to an integer or bool, rounding, integer division or argmax
@@ -113,6 +116,16 @@ pub struct Case {
     pub static_shapes: bool,
     /// Whether the program has an `ifelse`.
     pub has_ifelse: bool,
+    /// A shared variable the program reads and updates, if any.
+    pub shared: Option<Shared>,
+}
+
+/// A shared variable of a random program: its first value and its update. Its value after the
+/// calls is compared as one more output.
+pub struct Shared {
+    pub var: Var,
+    pub initial: Tensor,
+    pub update: Var,
 }
 
 impl Case {
@@ -301,6 +314,25 @@ pub fn build(data: &[u8]) -> Case {
         });
         inputs.push(v);
     }
+    // Now and then a shared variable the program reads and updates (in place where the
+    // optimizer may): of the base shape, or `[k, k]` for an update by a matrix product (the
+    // CPU backend fuses those into one GEMM step).
+    let product = base.len() >= 2 && r.chance(2);
+    let shared = r.chance(3).then(|| {
+        let dtype = if r.chance(2) { DType::F32 } else { DType::F64 };
+        let k = base.last().copied().unwrap_or(1);
+        let shape = if product { vec![k, k] } else { base.clone() };
+        let initial = array(dtype, &shape, &mut fill);
+        let var = g.shared("state", initial.clone());
+        // Its value at the second call is the first call's update, which may be inexact.
+        if !product {
+            pool.push(Val {
+                v: var.clone(),
+                exact: false,
+            });
+        }
+        (var, initial)
+    });
     let mut ctx = Ctx {
         g: &g,
         base: &base,
@@ -318,6 +350,38 @@ pub fn build(data: &[u8]) -> Case {
             }
         }
     }
+    let shared = shared.and_then(|(var, initial)| {
+        let dtype = initial.dtype();
+        let p = pool
+            .iter()
+            .rev()
+            .find(|v| is_float(v.v.ty().dtype))?
+            .clone();
+        let q = pool[r.pick(pool.len())].clone();
+        let q = if is_float(q.v.ty().dtype) {
+            q
+        } else {
+            p.clone()
+        };
+        let (update, exact) = if product {
+            let n = base.len();
+            let (m, k) = (base[n - 2], base[n - 1]);
+            let full = |v: &Val| v.v.cast(dtype).broadcast_to(&[m, k]);
+            let g = full(&p).t().matmul(&full(&q));
+            (&var - &(g * 0.25), false)
+        } else {
+            (&var - &(p.v.cast(dtype) * 0.5), p.exact)
+        };
+        update.check().ok()?;
+        Some((
+            Shared {
+                var,
+                initial,
+                update,
+            },
+            exact,
+        ))
+    });
     let has_f32 = pool.iter().any(|v| v.v.ty().dtype == DType::F32);
     // The last value, a few others, and every value added up (as f64), so that nothing built
     // is dead.
@@ -334,9 +398,14 @@ pub fn build(data: &[u8]) -> Case {
         }
         outputs.push(Val { v: all, exact });
     }
+    let mut exact: Vec<bool> = outputs.iter().map(|o| o.exact).collect();
+    if let Some((_, e)) = &shared {
+        exact.push(*e);
+    }
     Case {
         inputs,
-        exact: outputs.iter().map(|o| o.exact).collect(),
+        exact,
+        shared: shared.map(|(s, _)| s),
         outputs: outputs.into_iter().map(|o| o.v).collect(),
         args,
         has_f32,
@@ -775,25 +844,41 @@ pub fn agree(a: &Tensor, b: &Tensor, exact: bool, bits: bool, has_f32: bool) -> 
 pub fn run(case: &Case, backend: Backend, optimize: bool) -> Result<Vec<Tensor>, String> {
     let ins: Vec<&Var> = case.inputs.iter().collect();
     let outs: Vec<&Var> = case.outputs.iter().collect();
-    let f = function(&ins, &outs)
-        .options(CompileOptions {
-            backend: Some(backend),
-            optimize,
-            dump: Default::default(),
-            ..Default::default()
-        })
+    let mut builder = function(&ins, &outs).options(CompileOptions {
+        backend: Some(backend),
+        optimize,
+        dump: Default::default(),
+        ..Default::default()
+    });
+    if let Some(s) = &case.shared {
+        builder = builder.update(&s.var, &s.update);
+        s.var
+            .set_value(s.initial.clone())
+            .map_err(|e| e.to_string())?;
+    }
+    let f = builder
         .compile()
         .map_err(|e| format!("{backend} does not compile a random program: {e}"))?;
     let args = case.views();
     f.call(&args)
         .map_err(|e| format!("{backend} fails on a random program: {e}"))?;
-    f.call(&args)
-        .map_err(|e| format!("{backend} fails on a random program: {e}"))
+    let mut outs = f
+        .call(&args)
+        .map_err(|e| format!("{backend} fails on a random program: {e}"))?;
+    if let Some(s) = &case.shared {
+        outs.push(s.var.value().ok_or("the shared variable has no value")?);
+    }
+    Ok(outs)
 }
 
 /// The program in the text form, for failure messages.
 pub fn text(case: &Case) -> String {
-    match kiln::graph::to_ssa("case", &case.inputs, &case.outputs, &[]) {
+    let updates: Vec<(Var, Var)> = case
+        .shared
+        .iter()
+        .map(|s| (s.var.clone(), s.update.clone()))
+        .collect();
+    match kiln::graph::to_ssa("case", &case.inputs, &case.outputs, &updates) {
         Ok(s) => kiln::ir::text::print_func(&s.func),
         Err(e) => format!("(no text: {e})"),
     }
@@ -841,7 +926,16 @@ pub fn first_difference(case: &Case, backend: Backend) -> String {
             ..Default::default()
         };
         let f = kiln::compile_func(func.clone(), &opts).map_err(|e| e.to_string())?;
-        f.call(&case.views()).map_err(|e| e.to_string())
+        // A shared variable the program reads is one more parameter here.
+        let mut args = case.views();
+        if let Some(s) = case
+            .shared
+            .as_ref()
+            .filter(|_| func.params.len() > args.len())
+        {
+            args.push(s.initial.view());
+        }
+        f.call(&args).map_err(|e| e.to_string())
     };
     let (Ok(want), Ok(got)) = (run(Backend::Interp), run(backend)) else {
         return "(could not run every value)".into();
