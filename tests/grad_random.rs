@@ -148,7 +148,7 @@ fn build(seed: u64, i: u64) -> Program {
                     .reshape(&[-1])
                     .reshape(&dims)
             }
-            _ => kiln::select(&p.gt(0.3), &p, &q.square()),
+            _ => kiln::select(&p.gt(0.3), &p, q.square()),
         };
         if v.check().is_ok() {
             pool.push(v);
@@ -209,7 +209,7 @@ fn check(p: &Program, backend: Backend) -> Result<(), String> {
             ));
         }
         let sym = sym.to_f64_vec();
-        for j in 0..point.len() {
+        for (j, &sym_j) in sym.iter().enumerate() {
             let mut pts = p.points.clone();
             let at = |a: &mut ArrayD<f64>| a.as_slice_mut().expect("standard layout")[j];
             let x0 = at(&mut pts[k]);
@@ -218,10 +218,9 @@ fn check(p: &Program, backend: Backend) -> Result<(), String> {
             pts[k].as_slice_mut().unwrap()[j] = x0 - eps;
             let down = loss_at(&pts)?;
             let num = (up - down) / (2.0 * eps);
-            if (sym[j] - num).abs() > 1e-4 + 1e-4 * num.abs() {
+            if (sym_j - num).abs() > 1e-4 + 1e-4 * num.abs() {
                 return Err(format!(
-                    "d loss / d x{k}[{j}]: symbolic {} vs finite differences {num}",
-                    sym[j]
+                    "d loss / d x{k}[{j}]: symbolic {sym_j} vs finite differences {num}"
                 ));
             }
         }
@@ -245,9 +244,10 @@ fn random_programs_have_the_gradients_finite_differences_give() {
         let p = build(seed, i);
         for backend in [Backend::Interp, Backend::Cpu] {
             if let Err(e) = check(&p, backend) {
-                let text = kiln::graph::to_ssa("case", &p.inputs, &[p.loss.clone()], &[])
-                    .map(|s| kiln::ir::text::print_func(&s.func))
-                    .unwrap_or_default();
+                let text =
+                    kiln::graph::to_ssa("case", &p.inputs, std::slice::from_ref(&p.loss), &[])
+                        .map(|s| kiln::ir::text::print_func(&s.func))
+                        .unwrap_or_default();
                 panic!(
                     "{backend}: {e}\nseed {seed}, program {i} (KILN_RANDOM_SEED={seed} replays it)\n{text}"
                 );
