@@ -1065,3 +1065,36 @@ fn kiln_aot_writes_the_object_and_header_or_nothing() {
     assert!(!obj2.exists());
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn float_sums_have_the_references_bits() {
+    need_cc!();
+    // Row lengths on each side of the pairwise sum's leaf and split sizes.
+    for n in [3usize, 8, 61, 128, 129, 1000, 4099] {
+        let f = parse1(&format!(
+            "func @s(%x: f32[3, {n}], %y: f64[{n}]) -> (f32[3], f64[], f32[3]) {{
+  %a = sum %x {{axes = [1]}}
+  %b = sum %y
+  %c = mean %x {{axes = [1]}}
+  return %a, %b, %c
+}}"
+        ));
+        let inputs = vec![
+            Tensor::F32(normal(7, &[3, n], 1.0)),
+            Tensor::F64(normal(8, &[n], 1.0).mapv(|v| v as f64 * 1.1)),
+        ];
+        let got = run_c(&aot(&f), &inputs, &format!("sums{n}"));
+        let want = {
+            let opts = CompileOptions {
+                backend: Some(Backend::Interp),
+                ..CompileOptions::default()
+            };
+            let g = compile_func(f.clone(), &opts).unwrap();
+            let refs: Vec<kiln::TensorRef> = inputs.iter().map(|t| t.view()).collect();
+            g.call(&refs).unwrap()
+        };
+        for (k, (a, b)) in got.iter().zip(&want).enumerate() {
+            assert!(a.bit_eq(b), "n {n}, output {k}: {a:?} vs {b:?}");
+        }
+    }
+}

@@ -25,8 +25,9 @@ pub const LIBM_NAMES: &[&str] = &[
     "cosf", "tan", "tanf", "tanh", "tanhf", "erf", "erff", "pow", "powf", "fmod", "fmodf",
 ];
 
-/// Below this many elements a float sum is a plain loop (the reference's `PAIRWISE_BLOCK`).
-const PAIRWISE_BLOCK: i64 = 64;
+/// Up to this many elements a float sum is one leaf of eight partial sums; above, it splits
+/// (`perform::reduce::pairwise_sum`, whose order of operations the generated sum follows).
+const PAIRWISE_BLOCK: i64 = crate::perform::reduce::PAIRWISE_BLOCK as i64;
 
 /// Depth of the k blocks of the matrix product.
 pub const KB: i64 = 256;
@@ -79,14 +80,19 @@ pub fn define_reducer<M: Module>(
             Linkage::Local,
             sig,
             |module, me, b, p| {
+                // The reference's order (`perform::reduce::pairwise_sum`): fewer than 8
+                // elements in one running sum; up to PAIRWISE_BLOCK, element `i` into partial
+                // sum `i % 8` (whole groups of 8), the partials added pairwise, then the rest
+                // one by one; above, split at half rounded down to a multiple of 8.
                 let (xs, n) = (p[0], p[1]);
-                let small = b.create_block();
+                let tiny = b.create_block();
+                let not_tiny = b.create_block();
+                let leaf = b.create_block();
                 let big = b.create_block();
-                let is_small = b
-                    .ins()
-                    .icmp_imm_s(IntCC::SignedLessThanOrEqual, n, PAIRWISE_BLOCK);
-                b.ins().brif(is_small, small, &[], big, &[]);
-                b.switch_to_block(small);
+                let is_tiny = b.ins().icmp_imm_s(IntCC::SignedLessThan, n, 8);
+                b.ins().brif(is_tiny, tiny, &[], not_tiny, &[]);
+
+                b.switch_to_block(tiny);
                 let acc = b.declare_var(ty);
                 let z = fconst(b, ty, 0.0);
                 b.def_var(acc, z);
@@ -101,9 +107,52 @@ pub fn define_reducer<M: Module>(
                 })?;
                 let a = b.use_var(acc);
                 b.ins().return_(&[a]);
+
+                b.switch_to_block(not_tiny);
+                let is_leaf = b
+                    .ins()
+                    .icmp_imm_s(IntCC::SignedLessThanOrEqual, n, PAIRWISE_BLOCK);
+                b.ins().brif(is_leaf, leaf, &[], big, &[]);
+
+                b.switch_to_block(leaf);
+                let parts: Vec<_> = (0..8).map(|_| b.declare_var(ty)).collect();
+                for &v in &parts {
+                    let z = fconst(b, ty, 0.0);
+                    b.def_var(v, z);
+                }
+                let zero = b.ins().iconst(types::I64, 0);
+                let rest = for_fits(b, zero, n, 8, |b, i| {
+                    for (j, &v) in parts.iter().enumerate() {
+                        let at = offset(b, xs, i, size);
+                        let x = b.ins().load(ty, mem(), at, j as i32 * size as i32);
+                        let a = b.use_var(v);
+                        let s = b.ins().fadd(a, x);
+                        b.def_var(v, s);
+                    }
+                    Ok(())
+                })?;
+                let v: Vec<Value> = parts.iter().map(|&p| b.use_var(p)).collect();
+                let (s01, s23) = (b.ins().fadd(v[0], v[1]), b.ins().fadd(v[2], v[3]));
+                let (s45, s67) = (b.ins().fadd(v[4], v[5]), b.ins().fadd(v[6], v[7]));
+                let (lo, hi) = (b.ins().fadd(s01, s23), b.ins().fadd(s45, s67));
+                let head = b.ins().fadd(lo, hi);
+                let tail = b.declare_var(ty);
+                b.def_var(tail, head);
+                for_lt(b, rest, n, 1, |b, i| {
+                    let at = offset(b, xs, i, size);
+                    let x = b.ins().load(ty, mem(), at, 0);
+                    let a = b.use_var(tail);
+                    let s = b.ins().fadd(a, x);
+                    b.def_var(tail, s);
+                    Ok(())
+                })?;
+                let t = b.use_var(tail);
+                b.ins().return_(&[t]);
+
                 b.switch_to_block(big);
                 let me_ref = module.declare_func_in_func(me, b.func);
-                let mid = b.ins().sshr_imm_s(n, 1);
+                let half = b.ins().sshr_imm_s(n, 1);
+                let mid = b.ins().band_imm_s(half, !7);
                 let lo = b.ins().call(me_ref, &[xs, mid]);
                 let lo = b.inst_results(lo)[0];
                 let hi_ptr = offset(b, xs, mid, size);
