@@ -112,13 +112,7 @@ fn infer_types(op: &Op, inputs: &[&TensorType]) -> Result<Vec<TensorType>, Strin
                     return Err(format!("{name} takes one axis or none, got {}", ax.len()));
                 }
             }
-            let dt = match r {
-                ReduceOp::Sum | ReduceOp::Prod if t.dtype == DType::Bool => DType::I64,
-                ReduceOp::Mean if !t.dtype.is_float() => DType::F64,
-                ReduceOp::ArgMax | ReduceOp::ArgMin => DType::I64,
-                ReduceOp::All | ReduceOp::Any => DType::Bool,
-                _ => t.dtype,
-            };
+            let dt = r.result_dtype(t.dtype);
             let reduced = |i: usize| axes.as_ref().is_none_or(|a| a.contains(&i));
             let mut shape = Vec::new();
             for (i, &d) in t.shape.iter().enumerate() {

@@ -344,6 +344,19 @@ impl BinaryOp {
 }
 
 impl ReduceOp {
+    /// The dtype of the reduction of values of `input` (CONTRACTS.md §1b): `sum` and `prod`
+    /// keep the dtype (bool sums to i64), `mean` of integers is f64, `argmax`/`argmin` give
+    /// i64, `all`/`any` bool. Type inference, `perform` and every backend read this.
+    pub fn result_dtype(self, input: DType) -> DType {
+        match self {
+            ReduceOp::Sum | ReduceOp::Prod if input == DType::Bool => DType::I64,
+            ReduceOp::Mean if !input.is_float() => DType::F64,
+            ReduceOp::ArgMax | ReduceOp::ArgMin => DType::I64,
+            ReduceOp::All | ReduceOp::Any => DType::Bool,
+            _ => input,
+        }
+    }
+
     /// Whether the reduction of an empty axis has a value (`sum` 0, `prod` 1, `all` true, ...);
     /// `max`, `min`, `argmax` and `argmin` of an empty axis are errors.
     pub fn has_identity(self) -> bool {

@@ -48,19 +48,13 @@ use cranelift_module::{FuncId, Linkage, Module};
 pub type ReduceFn =
     unsafe extern "C" fn(i64, i64, i64, *const *mut u8, *const i64, *const i64, *const i64, i64);
 
-/// Ranges longer than this are split in two (the reference's `PAIRWISE_BLOCK`).
-const PAIRWISE_BLOCK: i64 = 128;
+/// Ranges longer than this are split in two (the reference's, read from there).
+const PAIRWISE_BLOCK: i64 = crate::perform::reduce::PAIRWISE_BLOCK as i64;
 
 /// The dtype a reduction returns, for a value of dtype `vd`: the dtype it accumulates in, or
 /// for argmax and argmin the index's (`i64`, the value compared in its own dtype).
 pub fn acc_dtype(op: ReduceOp, vd: DType) -> Option<DType> {
-    Some(match op {
-        ReduceOp::Sum | ReduceOp::Prod if vd == DType::Bool => DType::I64,
-        ReduceOp::Mean if !vd.is_float() => DType::F64,
-        ReduceOp::All | ReduceOp::Any => DType::Bool,
-        ReduceOp::ArgMax | ReduceOp::ArgMin => DType::I64,
-        _ => vd,
-    })
+    Some(op.result_dtype(vd))
 }
 
 /// Whether `op` is argmax or argmin (`argreduce_codegen`).
