@@ -840,7 +840,8 @@ pub fn agree(a: &Tensor, b: &Tensor, exact: bool, bits: bool, has_f32: bool) -> 
 }
 
 /// Compiles the case for `backend` (optimizer on or off) and calls it twice: the second call
-/// runs on the buffers the first left (pools, in-place steps). Returns the second call's outputs.
+/// runs on the buffers the first left (pools, in-place steps) and writes into the first call's
+/// output arrays (`call_into`). Returns the second call's outputs.
 pub fn run(case: &Case, backend: Backend, optimize: bool) -> Result<Vec<Tensor>, String> {
     let ins: Vec<&Var> = case.inputs.iter().collect();
     let outs: Vec<&Var> = case.outputs.iter().collect();
@@ -860,10 +861,11 @@ pub fn run(case: &Case, backend: Backend, optimize: bool) -> Result<Vec<Tensor>,
         .compile()
         .map_err(|e| format!("{backend} does not compile a random program: {e}"))?;
     let args = case.views();
-    f.call(&args)
-        .map_err(|e| format!("{backend} fails on a random program: {e}"))?;
     let mut outs = f
         .call(&args)
+        .map_err(|e| format!("{backend} fails on a random program: {e}"))?;
+    // The second call writes into the first call's arrays (the caller's buffers path).
+    f.call_into(&args, &mut outs)
         .map_err(|e| format!("{backend} fails on a random program: {e}"))?;
     if let Some(s) = &case.shared {
         outs.push(s.var.value().ok_or("the shared variable has no value")?);
