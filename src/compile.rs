@@ -77,6 +77,18 @@ pub struct CompileOptions {
     pub inplace: bool,
 }
 
+impl CompileOptions {
+    /// The optimizer's part of these options.
+    pub fn optimizer(&self) -> crate::rewrite::OptimizeOptions {
+        crate::rewrite::OptimizeOptions {
+            dump: self.dump.clone(),
+            optimize: self.optimize,
+            fast_math: self.fast_math,
+            inplace: self.inplace,
+        }
+    }
+}
+
 impl Default for CompileOptions {
     fn default() -> Self {
         CompileOptions {
@@ -320,48 +332,17 @@ pub fn compile_func(func: Func, options: &CompileOptions) -> Result<Function> {
     Ok(Function::new(func, n_in, n_out, Vec::new(), exec))
 }
 
-/// The optimizer's stages, in order: the e-graph pass (dumped as `egraph`, with what each phase
-/// did as comments above the function), merging inside regions with the values around them
-/// (`rewrite::merge_regions`), fusion (`fused`), then the in-place pass (`inplace`), which
-/// overwrites no parameter.
+/// The optimizer's stages with `options`' switches (`rewrite::optimize`).
 pub fn optimize(func: Func, options: &CompileOptions) -> Func {
-    optimize_donating(func, options, &[]).0
+    crate::rewrite::optimize(func, &options.optimizer())
 }
 
 /// `optimize`, letting the in-place pass overwrite the `donated` parameters; also returns the
-/// donated parameters it does overwrite. In-place marks in `func` (from the text form, say) are
-/// never trusted: the pass computes them again, and without the optimizer there are none.
+/// donated parameters it does overwrite (`rewrite::optimize_donating`).
 pub fn optimize_donating(
-    mut func: Func,
+    func: Func,
     options: &CompileOptions,
     donated: &[crate::ir::Value],
 ) -> (Func, Vec<crate::ir::Value>) {
-    if !options.optimize {
-        crate::rewrite::inplace::clear_inplace(&mut func);
-        return (func, Vec::new());
-    }
-    let egraph_options = crate::rewrite::egraph::Options {
-        fast_math: options.fast_math,
-        ..Default::default()
-    };
-    let (mut rewritten, report) = crate::rewrite::egraph::run_owned(func, &egraph_options);
-    options.dump.dump(&rewritten.name, "egraph", || {
-        format!("{report}{}", crate::ir::text::print_func(&rewritten))
-    });
-    // The e-graph sees each region apart from the values around it; merge across.
-    crate::rewrite::merge_regions(&mut rewritten);
-    let mut fused = crate::rewrite::fuse(&rewritten);
-    options
-        .dump
-        .dump(&fused.name, "fused", || crate::ir::text::print_func(&fused));
-    let destroyed = if options.inplace {
-        crate::rewrite::inplace::insert_inplace(&mut fused, donated)
-    } else {
-        crate::rewrite::inplace::clear_inplace(&mut fused);
-        Vec::new()
-    };
-    options.dump.dump(&fused.name, "inplace", || {
-        crate::ir::text::print_func(&fused)
-    });
-    (fused, destroyed)
+    crate::rewrite::optimize_donating(func, &options.optimizer(), donated)
 }

@@ -16,6 +16,7 @@
 //! See README.md for a tour and DESIGN.md (in the shared docs) for the architecture.
 
 pub mod aot;
+pub mod codegen;
 pub mod compile;
 pub mod custom;
 pub mod dump;
@@ -23,6 +24,7 @@ pub mod error;
 #[cfg(target_arch = "x86_64")]
 pub mod gemm;
 pub mod grad;
+pub mod gradcheck;
 pub mod graph;
 pub mod ir;
 pub mod jit_cpu;
@@ -40,6 +42,7 @@ pub mod tensor;
 pub use compile::{compile_func, function, Backend, CompileOptions, FunctionBuilder};
 pub use error::{Error, Result, SourceLoc};
 pub use grad::grad;
+pub use gradcheck::{verify_grad, VerifyOptions};
 pub use graph::{
     concat, debugprint, elementwise, ifelse, select, Apply, Graph, Operand, Scalar, Var,
 };

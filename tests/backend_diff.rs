@@ -188,7 +188,7 @@ fn random_programs_agree_ahead_of_time() {
         let outs: Vec<&kiln::Var> = case.outputs.iter().collect();
         let options = kiln::aot::AotOptions {
             symbol: Some(format!("random_{i}")),
-            compile: kiln::CompileOptions {
+            optimizer: kiln::rewrite::OptimizeOptions {
                 dump: Default::default(),
                 ..Default::default()
             },

@@ -206,7 +206,7 @@ fn branch_values_stay_in_their_branch_and_types_must_agree() {
 
 #[test]
 fn gradients_through_ifelse_match_finite_differences_when_the_adjoint_depends_on_the_input() {
-    use kiln::grad::{verify_grad, VerifyOptions};
+    use kiln::{verify_grad, VerifyOptions};
     for taken in [true, false] {
         let pts = [
             ArrayD::from_shape_vec(IxDyn(&[3]), vec![0.3, -0.8, 1.1]).unwrap(),
@@ -229,7 +229,7 @@ fn gradients_through_ifelse_match_finite_differences_when_the_adjoint_depends_on
 
 #[test]
 fn lambda_gradients_match_finite_differences_with_a_non_constant_adjoint() {
-    use kiln::grad::{verify_grad, VerifyOptions};
+    use kiln::{verify_grad, VerifyOptions};
     let f = kiln::elementwise("f", |a: kiln::Scalar, b: kiln::Scalar| {
         (a.clone() * b).tanh() + a
     });

@@ -5,33 +5,49 @@
 //! for inputs it cannot take (strided views), and allocate nothing per call: that is what
 //! tells the direct path from the VM, which allocates its bookkeeping on every call.
 //!
-//! A counting global allocator sees every allocation of this test binary, so the tests run one
-//! at a time behind a lock.
+//! A counting global allocator counts each thread's allocations. A direct call runs on the
+//! calling thread, so that thread's count is what a call allocates; the threads of earlier
+//! compiles (rayon's workers winding down) may still allocate while a test measures, which a
+//! count over all threads saw now and then on a loaded machine. The tests also run one at a
+//! time behind a lock.
 
 use kiln::{compile_func, Backend, CompileOptions, Function, Tensor, TensorRef};
 use ndarray::{ArrayD, IxDyn};
 use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::cell::Cell;
 use std::sync::Mutex;
 
 struct Counting;
 
-static ALLOCS: AtomicUsize = AtomicUsize::new(0);
+thread_local! {
+    /// Allocations made by this thread (a const initializer: reading it never allocates).
+    static ALLOCS: Cell<usize> = const { Cell::new(0) };
+}
+
+fn count() {
+    // `try_with`: a thread being torn down has no counter left, and its allocations are not
+    // a call's.
+    let _ = ALLOCS.try_with(|c| c.set(c.get() + 1));
+}
+
+fn allocations_on_this_thread() -> usize {
+    ALLOCS.with(Cell::get)
+}
 
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        ALLOCS.fetch_add(1, Ordering::Relaxed);
+        count();
         System.alloc(layout)
     }
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
         System.dealloc(ptr, layout)
     }
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        ALLOCS.fetch_add(1, Ordering::Relaxed);
+        count();
         System.alloc_zeroed(layout)
     }
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        ALLOCS.fetch_add(1, Ordering::Relaxed);
+        count();
         System.realloc(ptr, layout, new_size)
     }
 }
@@ -62,11 +78,11 @@ fn values(seed: u64, shape: &[usize]) -> ArrayD<f32> {
 /// Allocations made by `f.call_into` once warm.
 fn allocations_per_call(f: &Function, inputs: &[TensorRef<'_>], outs: &mut [Tensor]) -> usize {
     f.call_into(inputs, outs).unwrap();
-    let before = ALLOCS.load(Ordering::Relaxed);
+    let before = allocations_on_this_thread();
     for _ in 0..10 {
         f.call_into(inputs, outs).unwrap();
     }
-    (ALLOCS.load(Ordering::Relaxed) - before).div_ceil(10)
+    (allocations_on_this_thread() - before).div_ceil(10)
 }
 
 fn assert_same(got: &[Tensor], want: &[Tensor]) {

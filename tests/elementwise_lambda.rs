@@ -1,9 +1,9 @@
 //! User lambdas become Composite ops: they broadcast, adopt dtypes, differentiate through their
 //! scalar ops, print and parse in the text form, and report type errors with the caller's line.
 
-use kiln::grad::{verify_grad, VerifyOptions};
 use kiln::ir::text::{parse, print_func};
 use kiln::{elementwise, function, Graph, Scalar};
+use kiln::{verify_grad, VerifyOptions};
 use ndarray::{array, ArrayD, IxDyn};
 
 #[test]

@@ -6,8 +6,9 @@
 #[path = "../examples/custom_ops/ops.rs"]
 mod ops;
 
-use kiln::grad::{grad_with, verify_grad, Disconnected, GradOptions, VerifyOptions};
+use kiln::grad::{grad_with, Disconnected, GradOptions};
 use kiln::{function, grad, Graph, Var};
+use kiln::{verify_grad, VerifyOptions};
 use ndarray::{ArrayD, IxDyn};
 
 type UnaryBuild = fn(&Var) -> Var;

@@ -8,7 +8,7 @@ use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
 use cranelift_module::{FuncId, Linkage, Module};
 
 /// The Cranelift type of one element of a dtype (bools are a byte), as the JIT has it.
-pub use crate::jit_cpu::scalar_ops::clif_type;
+pub use crate::codegen::clif::scalar_ops::clif_type;
 
 /// Loads and stores that trap on nothing and assume no alignment beyond the element's.
 pub fn mem() -> MemFlagsData {

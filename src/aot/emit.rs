@@ -1,5 +1,5 @@
 //! From a static plan to an object file: constants as read-only data, one map kernel per
-//! distinct scalar program (`jit_cpu::codegen::define_map_kernel`, the JIT's own), the
+//! distinct scalar program (`codegen::clif::map::define_map_kernel`, the JIT's own), the
 //! library kernels of `kernels`, and the entry point, which walks the plan's steps with
 //! compile-time shapes and strides, building each kernel call's pointer and stride arrays in
 //! a stack slot.
@@ -7,10 +7,10 @@
 use super::clif::{define, for_lt, mem, offset, signature};
 use super::kernels::{define_helpers, define_matmul, define_reducer};
 use super::plan::{collapse, contiguous_strides, Loc, Plan, RowReduce, Step, View};
+use crate::codegen::clif::map::define_map_kernel;
 use crate::error::{Error, Result};
 use crate::ir::scalar::ScalarProgram;
 use crate::ir::DType;
-use crate::jit_cpu::codegen::define_map_kernel;
 use cranelift_codegen::ir::{
     types, FuncRef, InstBuilder, StackSlotData, StackSlotKind, Type, Value,
 };

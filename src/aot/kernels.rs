@@ -27,7 +27,7 @@ pub const LIBM_NAMES: &[&str] = &[
 
 /// Up to this many elements a float sum is one leaf of eight partial sums; above, it splits
 /// (`perform::reduce::pairwise_sum`, whose order of operations the generated sum follows).
-const PAIRWISE_BLOCK: i64 = crate::perform::reduce::PAIRWISE_BLOCK as i64;
+const PAIRWISE_BLOCK: i64 = crate::ir::PAIRWISE.block as i64;
 
 /// Depth of the k blocks of the matrix product.
 pub const KB: i64 = 256;

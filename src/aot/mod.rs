@@ -19,7 +19,7 @@
 //!
 //! # How it is compiled
 //!
-//! The function is optimized as for the JIT (`compile::optimize`: folding, rewrites, fusion
+//! The function is optimized as for the JIT (`rewrite::optimize`: folding, rewrites, fusion
 //! into Composite and FusedReduce ops), then planned statically (`plan`): every shape must be
 //! known (an unknown dim is an error naming the value), so view ops (`transpose`, `reshape` of
 //! contiguous data, `broadcast_to`, `expand_dims`, `squeeze`, `slice`) only change offsets and
@@ -45,9 +45,9 @@ mod target;
 
 pub use header::{c_ident, c_type};
 
-use crate::compile::{optimize, CompileOptions};
 use crate::error::{Error, Result};
 use crate::ir::{DType, Func};
+use crate::rewrite::{optimize, OptimizeOptions};
 use std::path::Path;
 
 /// Options of an ahead-of-time compilation.
@@ -58,8 +58,8 @@ pub struct AotOptions {
     pub target: Option<String>,
     /// The entry point's C name; the function's name (made a C identifier) when `None`.
     pub symbol: Option<String>,
-    /// Optimizer switch and dumps, as for the JIT (`name` and `backend` are not used).
-    pub compile: CompileOptions,
+    /// Optimizer switches and dumps, as for the JIT.
+    pub optimizer: OptimizeOptions,
 }
 
 /// One argument of the entry point.
@@ -124,7 +124,7 @@ pub fn compile_func(func: &Func, options: &AotOptions) -> Result<AotArtifact> {
 /// Like [`compile_func`], with the arguments' names and notes given.
 pub fn compile_named(func: &Func, names: &AotNames, options: &AotOptions) -> Result<AotArtifact> {
     crate::ir::verify::verify(func).map_err(|es| Error::Input(es.join("; ")))?;
-    let dump = &options.compile.dump;
+    let dump = &options.optimizer.dump;
     dump.dump(&func.name, "input", || crate::ir::text::print_func(func));
     let symbol = c_ident(options.symbol.as_deref().unwrap_or(&func.name));
     // The object defines local helpers and calls libm by these names.
@@ -157,7 +157,7 @@ pub fn compile_named(func: &Func, names: &AotNames, options: &AotOptions) -> Res
         .collect();
     let out_names = unique_names(&out_wanted, &mut taken);
 
-    let optimized = optimize(func.clone(), &options.compile);
+    let optimized = optimize(func.clone(), &options.optimizer);
     let plan = plan::build(&optimized, &in_names, &out_names)?;
     dump.dump(&func.name, "schedule", || plan.text());
     let emitted = emit::emit(&plan, &symbol, target.isa)?;

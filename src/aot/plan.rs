@@ -7,9 +7,8 @@
 
 use crate::error::{Error, Result};
 use crate::ir::infer::slice_bounds;
-use crate::ir::scalar::{ScalarInst, ScalarOp, ScalarProgram};
+use crate::ir::scalar::{program_of, ScalarInst, ScalarOp, ScalarProgram};
 use crate::ir::{DType, Func, Inst, Op, ReduceOp, Value};
-use crate::rewrite::fuse::program_of;
 use crate::tensor::Tensor;
 use std::collections::HashMap;
 use std::fmt::Write as _;

@@ -4,145 +4,24 @@
 //! built-in ops do: type checking (`make_node`), interpretation (`perform`), gradients,
 //! shape inference, in-place planning (`destroy_map`/`view_map`) and merging of duplicates
 //! (equality and hashing through [`CustomOp::params`]).
+//!
+//! This is the graph's half. The IR holds ops as [`CustomOpRef`]s over
+//! [`CustomKernel`](crate::ir::custom::CustomKernel), the same trait without the gradient
+//! (which builds graph variables, a layer above the IR); every `CustomOp` is a `CustomKernel`
+//! through the forwarding impl below, so users implement one trait.
 
-mod registry;
-
-pub use registry::{lookup_custom_op, register_custom_op, CustomOpFactory};
+pub use crate::ir::custom::{
+    lookup_custom_op, register_custom_op, Arity, CustomOpFactory, CustomOpRef, OpParams,
+    PerformContext, Resource, WriteRequest,
+};
 
 use crate::error::Error;
 use crate::graph::Var;
+use crate::ir::custom::CustomKernel;
 use crate::ir::TensorType;
 use crate::tensor::Tensor;
 use std::fmt;
-use std::hash::{Hash, Hasher};
 use std::sync::Arc;
-
-/// How many inputs or outputs an op takes (libnd4j's declaration).
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
-pub enum Arity {
-    Exactly(usize),
-    AtLeast(usize),
-    Any,
-}
-
-impl Arity {
-    pub fn accepts(self, n: usize) -> bool {
-        match self {
-            Arity::Exactly(k) => n == k,
-            Arity::AtLeast(k) => n >= k,
-            Arity::Any => true,
-        }
-    }
-}
-
-impl fmt::Display for Arity {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Arity::Exactly(k) => write!(f, "{k}"),
-            Arity::AtLeast(k) => write!(f, "at least {k}"),
-            Arity::Any => write!(f, "any number of"),
-        }
-    }
-}
-
-/// The parameters of an op: they define its equality and hash (two ops with the same name and
-/// parameters do the same thing and are merged) and its attributes in the text form.
-#[derive(Clone, Debug, Default)]
-pub struct OpParams {
-    /// Integer arguments (libnd4j's iArgs), named for the text form.
-    pub ints: Vec<(String, Vec<i64>)>,
-    /// Float arguments (libnd4j's tArgs), compared by bits.
-    pub floats: Vec<(String, Vec<f64>)>,
-}
-
-impl OpParams {
-    pub fn new() -> OpParams {
-        OpParams::default()
-    }
-
-    pub fn int(mut self, name: &str, v: impl Into<Vec<i64>>) -> OpParams {
-        self.ints.push((name.to_string(), v.into()));
-        self
-    }
-
-    pub fn float(mut self, name: &str, v: impl Into<Vec<f64>>) -> OpParams {
-        self.floats.push((name.to_string(), v.into()));
-        self
-    }
-
-    pub fn get_ints(&self, name: &str) -> Option<&[i64]> {
-        self.ints
-            .iter()
-            .find(|(n, _)| n == name)
-            .map(|(_, v)| &v[..])
-    }
-
-    pub fn get_floats(&self, name: &str) -> Option<&[f64]> {
-        self.floats
-            .iter()
-            .find(|(n, _)| n == name)
-            .map(|(_, v)| &v[..])
-    }
-}
-
-impl PartialEq for OpParams {
-    fn eq(&self, o: &OpParams) -> bool {
-        self.ints == o.ints
-            && self.floats.len() == o.floats.len()
-            && self.floats.iter().zip(&o.floats).all(|((a, x), (b, y))| {
-                a == b
-                    && x.len() == y.len()
-                    && x.iter().zip(y).all(|(p, q)| p.to_bits() == q.to_bits())
-            })
-    }
-}
-impl Eq for OpParams {}
-impl Hash for OpParams {
-    fn hash<H: Hasher>(&self, h: &mut H) {
-        self.ints.hash(h);
-        for (n, v) in &self.floats {
-            n.hash(h);
-            v.iter().for_each(|x| x.to_bits().hash(h));
-        }
-    }
-}
-
-/// MXNet's write request: how a kernel writes one output.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
-pub enum WriteRequest {
-    /// Write the output; its storage holds nothing of value (`kWriteTo`).
-    WriteTo,
-    /// The output storage already holds the input this output may overwrite (`kWriteInplace`):
-    /// for an op whose `inplace()` is true, output 0's storage holds input 0's data, moved there
-    /// because nothing reads it afterwards, and `inputs[0]` is then an empty placeholder. Read
-    /// the input from the output storage and overwrite it.
-    WriteInplace,
-    /// Add the result to what the output storage already holds (`kAddTo`), used to accumulate
-    /// gradients into an existing buffer.
-    AddTo,
-    /// The output is not needed; skip it (`kNullOp`).
-    Null,
-}
-
-/// Resources an op may ask for (MXNet's `ResourceRequest`).
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
-pub enum Resource {
-    /// Scratch memory of this many bytes for the duration of one `perform`.
-    TempSpace(usize),
-    /// A random generator seeded per call from the function's seed and the op's position.
-    Random,
-}
-
-/// What `perform` gets besides its inputs.
-pub struct PerformContext<'a> {
-    /// One write request per output (hidden outputs included).
-    pub requests: &'a [WriteRequest],
-    /// Scratch space, if the op asked for [`Resource::TempSpace`].
-    pub temp: &'a mut Vec<u8>,
-    /// A counter-based generator key, if the op asked for [`Resource::Random`]: use it with
-    /// `kiln::random` (`uniform_f32(seed, i)` ...).
-    pub seed: u64,
-}
 
 /// The gradient of one input.
 #[derive(Clone, Debug)]
@@ -251,38 +130,75 @@ pub trait CustomOp: Send + Sync + fmt::Debug + 'static {
     }
 }
 
-/// A shared handle to a custom op, compared and hashed by name and parameters.
-#[derive(Clone, Debug)]
-pub struct CustomOpRef(pub Arc<dyn CustomOp>);
+/// Every user op is a kernel for the IR: the methods forward (the gradient stays here).
+impl<T: CustomOp> CustomKernel for T {
+    fn name(&self) -> &str {
+        CustomOp::name(self)
+    }
+    fn params(&self) -> OpParams {
+        CustomOp::params(self)
+    }
+    fn num_inputs(&self) -> Arity {
+        CustomOp::num_inputs(self)
+    }
+    fn make_node(&self, inputs: &[&TensorType]) -> Result<Vec<TensorType>, String> {
+        CustomOp::make_node(self, inputs)
+    }
+    fn perform(
+        &self,
+        inputs: &[&Tensor],
+        outputs: &mut [Option<Tensor>],
+        ctx: &mut PerformContext<'_>,
+    ) -> Result<(), String> {
+        CustomOp::perform(self, inputs, outputs, ctx)
+    }
+    fn infer_shape(&self, input_types: &[&TensorType]) -> Result<Vec<Vec<usize>>, String> {
+        CustomOp::infer_shape(self, input_types)
+    }
+    fn destroy_map(&self) -> Vec<(usize, usize)> {
+        CustomOp::destroy_map(self)
+    }
+    fn view_map(&self) -> Vec<(usize, usize)> {
+        CustomOp::view_map(self)
+    }
+    fn num_hidden_outputs(&self) -> usize {
+        CustomOp::num_hidden_outputs(self)
+    }
+    fn default_output(&self) -> usize {
+        CustomOp::default_output(self)
+    }
+    fn inplace(&self) -> bool {
+        CustomOp::inplace(self)
+    }
+    fn supports_add_to(&self) -> bool {
+        CustomOp::supports_add_to(self)
+    }
+    fn resources(&self) -> Vec<Resource> {
+        CustomOp::resources(self)
+    }
+}
+
+/// The user's op behind `r`, when `r` was made from a [`CustomOp`] (as every handle that the
+/// public API makes is).
+pub fn user_op(r: &CustomOpRef) -> Option<&dyn CustomOp> {
+    r.user().downcast_ref::<Arc<dyn CustomOp>>().map(|op| &**op)
+}
+
+/// The handle of a user's op.
+pub fn custom_op_ref<T: CustomOp>(op: T) -> CustomOpRef {
+    let op = Arc::new(op);
+    let user: Arc<dyn CustomOp> = op.clone();
+    CustomOpRef::from_parts(op, Arc::new(user))
+}
 
 impl CustomOpRef {
     pub fn new(op: impl CustomOp) -> CustomOpRef {
-        CustomOpRef(Arc::new(op))
+        custom_op_ref(op)
     }
 }
 
 impl<T: CustomOp> From<T> for CustomOpRef {
     fn from(op: T) -> CustomOpRef {
-        CustomOpRef(Arc::new(op))
-    }
-}
-
-impl PartialEq for CustomOpRef {
-    fn eq(&self, o: &CustomOpRef) -> bool {
-        self.0.name() == o.0.name() && self.0.params() == o.0.params()
-    }
-}
-impl Eq for CustomOpRef {}
-impl Hash for CustomOpRef {
-    fn hash<H: Hasher>(&self, h: &mut H) {
-        self.0.name().hash(h);
-        self.0.params().hash(h);
-    }
-}
-
-impl std::ops::Deref for CustomOpRef {
-    type Target = dyn CustomOp;
-    fn deref(&self) -> &(dyn CustomOp + 'static) {
-        &*self.0
+        custom_op_ref(op)
     }
 }

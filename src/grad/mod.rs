@@ -23,11 +23,8 @@
 //! stretched dims. Only dims known to be 1 in the type broadcast for differentiation, as in
 //! Theano's broadcastable pattern.
 
-mod check;
 mod control;
 mod rules;
-
-pub use check::{verify_grad, VerifyOptions};
 
 use crate::error::{Error, Result};
 use crate::graph::{to_ssa, Graph, Var, VarId};

@@ -78,7 +78,13 @@ pub fn input_grads(
     let op = a.op();
     if let Op::Custom(c) = &op {
         let visible = y.len() - c.num_hidden_outputs();
-        let grads = c.grad(x, &y[..visible], &gy[..visible])?;
+        let user = crate::custom::user_op(c).ok_or_else(|| {
+            Error::Grad(format!(
+                "{}: the op has no gradient (not a CustomOp)",
+                c.name()
+            ))
+        })?;
+        let grads = user.grad(x, &y[..visible], &gy[..visible])?;
         if grads.len() != x.len() {
             return Err(Error::Grad(format!(
                 "{}: grad gave {} gradients for {} inputs",

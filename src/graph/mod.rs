@@ -22,15 +22,14 @@ pub use debugprint::debugprint;
 pub use lambda::{elementwise, unfold_program, Elementwise, Lambda, Scalar, ScalarOperand};
 pub use to_ssa::{to_ssa, SsaFunction};
 
-use crate::custom::CustomOpRef;
 use crate::error::{Error, Result, SourceLoc};
+use crate::ir::custom::CustomOpRef;
 use crate::ir::{infer, DType, Op, TensorType};
 use crate::tensor::Tensor;
 use std::fmt;
 use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
-/// Storage of a shared variable: state kept inside compiled functions and updated by them.
-pub type SharedCell = Arc<RwLock<Tensor>>;
+pub use crate::tensor::SharedCell;
 
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct VarId(pub(crate) u32);

@@ -3,9 +3,9 @@
 //! Axes are stored normalized (non-negative, sorted) so that `[-1]` and `[1]` on a rank-2 input
 //! are the same op.
 
+use super::custom::CustomOpRef;
 use super::types::TensorType;
 use super::DType;
-use crate::custom::CustomOpRef;
 use crate::tensor::Tensor;
 use std::hash::{Hash, Hasher};
 
@@ -182,7 +182,7 @@ pub enum Op {
         keepdims: bool,
         program: std::sync::Arc<super::scalar::ScalarProgram>,
     },
-    /// A user-defined op (see `crate::custom`).
+    /// A user-defined op (see `custom`).
     Custom(CustomOpRef),
 }
 
@@ -451,7 +451,7 @@ impl Op {
                 Some(program.input_dtypes().len())
             }
             Op::Custom(c) => match c.num_inputs() {
-                crate::custom::Arity::Exactly(n) => Some(n),
+                super::custom::Arity::Exactly(n) => Some(n),
                 _ => None,
             },
         }

@@ -4,7 +4,7 @@
 //! backends compile them into loop bodies.
 
 use super::infer::infer;
-use super::{BinaryOp, DType, F64Bits, Op, TensorType, UnaryOp};
+use super::{BinaryOp, DType, F64Bits, Func, Op, TensorType, UnaryOp, Value};
 use std::fmt;
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -211,4 +211,40 @@ pub fn parse_program(src: &str) -> Result<ScalarProgram, String> {
     }
     p.check()?;
     Ok(p)
+}
+
+/// The scalar program of a single elementwise op, or `None` for other ops.
+pub fn program_of(op: &Op, func: &Func, args: &[Value], result: Value) -> Option<ScalarProgram> {
+    let dt = |v: Value| func.ty(v).dtype;
+    let out = dt(result);
+    let inputs: Vec<ScalarInst> = args
+        .iter()
+        .enumerate()
+        .map(|(i, &a)| ScalarInst {
+            op: ScalarOp::Input(i),
+            args: vec![],
+            dtype: dt(a),
+        })
+        .collect();
+    let n = inputs.len();
+    let body = match op {
+        Op::Unary(u) => ScalarOp::Unary(*u),
+        Op::Binary(b) => ScalarOp::Binary(*b),
+        Op::Select => ScalarOp::Select,
+        Op::Cast { to } => ScalarOp::Cast(*to),
+        Op::Composite { program, .. } if program.outputs.len() == 1 => {
+            return Some((**program).clone())
+        }
+        _ => return None,
+    };
+    let mut insts = inputs;
+    insts.push(ScalarInst {
+        op: body,
+        args: (0..n).collect(),
+        dtype: out,
+    });
+    Some(ScalarProgram {
+        insts,
+        outputs: vec![n],
+    })
 }

@@ -7,8 +7,9 @@
 //! `share_key`) go to the same shard, so each kernel is still generated once. The dumps come
 //! out in the plan's order whatever the sharding.
 
-use super::codegen::{self, KernelFn};
-use super::{reduce, reduce_codegen, JitCode, MapKernel, ReduceKernel};
+use super::{reduce, JitCode, MapKernel, ReduceKernel};
+use crate::codegen::clif::map::{self as codegen, KernelFn};
+use crate::codegen::clif::reduce as reduce_codegen;
 use crate::dump::DumpOptions;
 use crate::error::{Error, Result};
 use crate::ir::{DType, Func, Op, Value};

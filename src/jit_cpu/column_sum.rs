@@ -1,7 +1,7 @@
 //! Float sums down a strided axis into a contiguous run of outputs (a bias gradient's sum over
 //! the batch), in the reference's pairwise order, reading the input row by row.
 //!
-//! The generated column leaves (`reduce_codegen`, `Leaf::Col`) keep one vector of outputs in
+//! The generated column leaves (`codegen::clif::reduce`, `Leaf::Col`) keep one vector of outputs in
 //! registers and walk the whole column for it: every row's cache line is fetched again for
 //! each vector of four outputs, at a stride the prefetcher follows badly. Here the eight
 //! partial sums of each output live in a small block in L1 instead, and each row is read
@@ -16,8 +16,14 @@ use num_traits::Float;
 /// Outputs summed together: the partial sums take 8 x this many elements (16 KiB of f64).
 const BLOCK: usize = 256;
 
-// Longer runs of rows are split in two, as the reference splits its sums.
-use crate::perform::reduce::{pairwise_mid, PAIRWISE_BLOCK};
+use crate::ir::PAIRWISE;
+
+/// A float sum's leaf length and split point ([`PAIRWISE`], the reference's order): longer
+/// runs of rows are split in two, as the reference splits its sums.
+const PAIRWISE_BLOCK: usize = PAIRWISE.block;
+fn pairwise_mid(n: usize) -> usize {
+    PAIRWISE.mid(n)
+}
 
 /// `column_sum` on two of rayon's threads: each sums half of the rows (read contiguously,
 /// where blocks of columns would read a strided piece of every row), split where the

@@ -12,9 +12,9 @@
 //! Only kernels too small to be split across threads qualify: above `PARALLEL_MIN` elements
 //! the work dwarfs the VM's bookkeeping, and the VM runs the kernel on all threads.
 
-use super::codegen::KernelFn;
 use super::layout::{layout, Operand};
 use super::{uninit, JitCode, PARALLEL_MIN};
+use crate::codegen::clif::map::KernelFn;
 use crate::error::Result;
 use crate::for_each_dtype;
 use crate::ir::{DType, Func, Value};

@@ -1,4 +1,4 @@
-//! Running generated reductions (`reduce_codegen`): the call-time part. The operands, seen in
+//! Running generated reductions (`codegen::clif::reduce`): the call-time part. The operands, seen in
 //! the reduction's full (broadcast) shape, are brought to a `[O, N, I]` loop nest by merging
 //! dims, and the kernel runs on blocks of outputs, on rayon's threads when the input is large.
 //!
@@ -9,8 +9,8 @@
 //! results), axes out of range, and reduced dims that do not merge for a kernel generated
 //! without cursor leaves (which cannot happen: those have one reduced axis).
 
-use super::reduce_codegen::ReduceFn;
 use super::{uninit, JitCode, PARALLEL_MIN};
+use crate::codegen::clif::reduce::ReduceFn;
 use crate::error::{Error, Result};
 use crate::for_each_ref;
 use crate::ir::scalar::ScalarProgram;
@@ -333,7 +333,8 @@ impl GenReduce {
         let es: Vec<i64> = inputs.iter().map(|t| t.dtype().size() as i64).collect();
         let column = i.size > 1;
         // Argmax keeps positions in lanes as wide as the values' (i32 next to f32).
-        let fits_lanes = !super::reduce_codegen::is_arg(self.op) || n.size <= i32::MAX as usize;
+        let fits_lanes =
+            !crate::codegen::clif::reduce::is_arg(self.op) || n.size <= i32::MAX as usize;
         let vector = self.lanes.is_some()
             && fits_lanes
             && if !column {

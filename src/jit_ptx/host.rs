@@ -112,12 +112,12 @@ pub fn executable(func: &Func) -> Result<Box<dyn Executable>> {
 /// A `Function` of `func` running its kernels on the host (optimized first when `optimize`).
 pub fn compile_func(func: Func, optimize: bool) -> Result<crate::Function> {
     crate::ir::verify::verify(&func).map_err(|es| Error::Input(es.join("; ")))?;
-    let options = crate::CompileOptions {
+    let options = crate::rewrite::OptimizeOptions {
         optimize,
         dump: crate::dump::DumpOptions::default(),
-        ..crate::CompileOptions::default()
+        ..Default::default()
     };
-    let func = crate::compile::optimize(func, &options);
+    let func = crate::rewrite::optimize(func, &options);
     let exec = executable(&func)?;
     let (n_in, n_out) = (func.params.len(), func.outputs.len());
     Ok(crate::Function::new(func, n_in, n_out, Vec::new(), exec))

@@ -20,8 +20,7 @@ use super::kernel::{counted_loop, declare_kernel, load, offsets, store};
 use super::scalar::{emit_program, konst};
 use crate::error::{Error, Result};
 use crate::ir::scalar::ScalarProgram;
-use crate::ir::{DType, ReduceOp};
-use crate::jit_cpu::reduce_codegen::acc_dtype;
+use crate::ir::{DType, ReduceOp, Reduction, Scalar};
 use inkwell::module::Linkage;
 use inkwell::values::{BasicValueEnum, IntValue};
 use inkwell::{FloatPredicate, IntPredicate};
@@ -46,12 +45,7 @@ pub fn out_dtype(spec: &ReduceSpec) -> Result<DType> {
         ));
     }
     let vd = p.insts[p.outputs[0]].dtype;
-    acc_dtype(spec.op, vd).ok_or_else(|| {
-        Error::Unsupported(format!(
-            "ptx backend: {} runs on the host, not as a kernel",
-            spec.op.name()
-        ))
-    })
+    Ok(Reduction::of(spec.op, vd).result)
 }
 
 /// Defines the reduce kernel `name` in `g`'s module.
@@ -186,30 +180,15 @@ fn if_then<'ctx>(
     Ok(())
 }
 
-/// The reduction's identity in the accumulator's dtype.
+/// The reduction's starting value (`Reduction::start`) in the accumulator's dtype; argmax and
+/// argmin (whose partials start from an element) get 0.
 fn identity<'ctx>(g: &Gen<'ctx>, op: ReduceOp, ad: DType) -> BasicValueEnum<'ctx> {
-    let v = match (op, ad) {
-        (ReduceOp::Prod | ReduceOp::All, _) => 1.0,
-        (ReduceOp::Max, DType::F32 | DType::F64) => f64::NEG_INFINITY,
-        (ReduceOp::Min, DType::F32 | DType::F64) => f64::INFINITY,
-        (ReduceOp::Max, DType::Bool) => 0.0,
-        (ReduceOp::Min, DType::Bool) => 1.0,
-        (ReduceOp::Max | ReduceOp::Min, _) => {
-            let max = op == ReduceOp::Max;
-            return match ad {
-                DType::I32 => g
-                    .c32(if max {
-                        i32::MIN as i64
-                    } else {
-                        i32::MAX as i64
-                    })
-                    .into(),
-                _ => g.c64(if max { i64::MIN } else { i64::MAX }).into(),
-            };
-        }
-        _ => 0.0,
-    };
-    konst(g, ad, v)
+    match Reduction::of(op, ad).start {
+        Some(Scalar::I32(v)) => g.c32(v as i64).into(),
+        Some(Scalar::I64(v)) => g.c64(v).into(),
+        Some(s) => konst(g, ad, s.to_f64()),
+        None => konst(g, ad, 0.0),
+    }
 }
 
 /// The value `x` (dtype `vd`) as the accumulator's dtype `ad`, as the CPU backend converts.

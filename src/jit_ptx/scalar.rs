@@ -1,5 +1,5 @@
 //! Lowering of scalar-program instructions to LLVM IR, one element at a time. Each op computes
-//! what `src/jit_cpu/scalar_ops.rs` computes (and so what the interpreter computes):
+//! what `src/codegen/clif/scalar_ops.rs` computes (and so what the interpreter computes):
 //! wrapping integer arithmetic, integer division and mod by zero giving 0 (and `MIN / -1`
 //! wrapping instead of trapping), NaN-propagating `maximum`/`minimum` with -0 < +0, float to
 //! integer casts that truncate, saturate and send NaN to 0, and the transcendental functions
@@ -14,7 +14,6 @@ use super::pow::pow_f32;
 use crate::error::{Error, Result};
 use crate::ir::scalar::{ScalarOp, ScalarProgram};
 use crate::ir::{BinaryOp, DType, UnaryOp};
-use crate::jit_cpu::scalar_ops::math_fn;
 use crate::math::Prec;
 use inkwell::values::{BasicValueEnum, FloatValue, IntValue};
 use inkwell::{FloatPredicate, IntPredicate};
@@ -111,7 +110,7 @@ fn unary<'ctx>(
         return Ok(v.into());
     }
     let x = x.into_float_value();
-    if let Some(f) = math_fn(u) {
+    if let Some(f) = crate::math::of_unary(u) {
         return Ok(emit_math(g, f, prec(d), x)?.into());
     }
     let ty = x.get_type();

@@ -366,7 +366,7 @@ fn kernel_of(func: &Func, inst: &Inst, opts: LowerOptions) -> Kernel {
             update: None,
         },
         op if op.is_elementwise() && inst.results.len() == 1 => {
-            match crate::rewrite::fuse::program_of(op, func, &inst.args, inst.results[0]) {
+            match crate::ir::scalar::program_of(op, func, &inst.args, inst.results[0]) {
                 Some(p) => Kernel::Map {
                     program: Arc::new(p),
                 },

@@ -12,8 +12,15 @@
 //! would be out-of-line calls in code compiled without AVX.
 
 use super::{unary_inline as unary, Emit, Eval32, Eval64, MathFn, Prec};
-use crate::perform::reduce::{pairwise_mid, PAIRWISE_BLOCK};
+use crate::ir::PAIRWISE;
+
 use std::arch::x86_64::*;
+
+/// A float sum's leaf length and split point ([`PAIRWISE`], the reference's order).
+const PAIRWISE_BLOCK: usize = PAIRWISE.block;
+fn pairwise_mid(n: usize) -> usize {
+    PAIRWISE.mid(n)
+}
 
 /// How far ahead of what it reads a shifted sum (`sum(f(x - c))`, logsumexp's and softmax's
 /// `sum(exp(x - max))`) prefetches, in elements: one block of a row group
@@ -602,7 +609,7 @@ macro_rules! buffer_fns {
         /// The sum of `f(src[i] - shift)` in the reference's pairwise order
         /// (`perform::reduce::pairwise_sum`): runs longer than `PAIRWISE_BLOCK` split in two at
         /// a multiple of 8; a run of at most that many is a leaf (see
-        /// `jit_cpu::reduce_codegen`): element `i` into partial sum `i % 8` (lane `i % 8` of
+        /// `codegen::clif::reduce`): element `i` into partial sum `i % 8` (lane `i % 8` of
         /// the accumulators), the partials combined as `((p0 + p1) + (p2 + p3)) + ((p4 + p5) +
         /// (p6 + p7))`, then the last `n % 8` elements added one at a time.
         #[target_feature(enable = "avx2,fma")]

@@ -20,6 +20,8 @@
 //! `tests/math_ulp.rs`, `docs/math.md`): at most 1.45 ulp for every function in f32 and f64 (sin/cos
 //! ~1.4, sigmoid ~1.3, all others below 1).
 
+use crate::ir::UnaryOp;
+
 mod emit;
 pub use emit::*;
 
@@ -105,4 +107,23 @@ fn unary_inline<E: Emit>(e: &mut E, f: MathFn, x: E::F) -> E::F {
 /// op without one).
 pub fn has_expansion(_f: MathFn) -> bool {
     true
+}
+
+/// The expansion that computes the elementwise op `u`, if there is one (every code generator
+/// asks here).
+pub fn of_unary(u: UnaryOp) -> Option<MathFn> {
+    let f = match u {
+        UnaryOp::Exp => MathFn::Exp,
+        UnaryOp::Expm1 => MathFn::Expm1,
+        UnaryOp::Log => MathFn::Log,
+        UnaryOp::Log1p => MathFn::Log1p,
+        UnaryOp::Sin => MathFn::Sin,
+        UnaryOp::Cos => MathFn::Cos,
+        UnaryOp::Tan => MathFn::Tan,
+        UnaryOp::Tanh => MathFn::Tanh,
+        UnaryOp::Sigmoid => MathFn::Sigmoid,
+        UnaryOp::Erf => MathFn::Erf,
+        _ => return None,
+    };
+    has_expansion(f).then_some(f)
 }

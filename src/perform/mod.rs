@@ -14,8 +14,8 @@ pub use linalg::{matmul_into, matmul_update};
 pub use reduce::pairwise_sum;
 pub use shape::resolve_reshape;
 
-use crate::custom::{PerformContext, WriteRequest};
 use crate::error::Error;
+use crate::ir::custom::{PerformContext, WriteRequest};
 use crate::ir::infer::arange_len;
 use crate::ir::{DType, Op, TensorType};
 use crate::tensor::Tensor;
@@ -104,7 +104,7 @@ pub fn perform(op: &Op, inputs: &[&Tensor]) -> Result<Vec<Tensor>, Error> {
             let requests = vec![WriteRequest::WriteTo; n];
             let mut temp = Vec::new();
             for r in c.resources() {
-                if let crate::custom::Resource::TempSpace(bytes) = r {
+                if let crate::ir::custom::Resource::TempSpace(bytes) = r {
                     temp = vec![0u8; bytes];
                 }
             }

@@ -2,7 +2,7 @@
 //! major), and each row is reduced; this keeps every reduction one simple loop over a slice.
 
 use crate::error::Error;
-use crate::ir::ReduceOp;
+use crate::ir::{ReduceOp, PAIRWISE};
 use crate::tensor::Tensor;
 use ndarray::{ArrayD, IxDyn};
 use num_traits::Float;
@@ -12,24 +12,17 @@ use std::borrow::Cow;
 /// Reductions over fewer elements stay on the calling thread.
 const PARALLEL_MIN: usize = 1 << 16;
 
-/// Below this many elements a float sum runs in eight interleaved partial sums (numpy's
-/// base case); above, it splits in two halves, so the rounding error grows with log(n) rather
-/// than n (pairwise summation, as numpy does). Eight independent sums also let the compiler
-/// keep them in vector registers.
-pub(crate) const PAIRWISE_BLOCK: usize = 128;
-
-/// Where a pairwise sum of `n > PAIRWISE_BLOCK` elements splits: half, rounded down to a
-/// multiple of 8, as numpy does. Every summing loop that must give these bits splits here.
-pub(crate) fn pairwise_mid(n: usize) -> usize {
-    (n / 2) & !7
-}
-
+/// A float sum in numpy's pairwise order ([`PAIRWISE`], which says it as data): the rounding
+/// error grows with log(n) rather than n, and the eight interleaved partial sums of a block
+/// let the compiler keep them in vector registers.
 pub fn pairwise_sum<F: Float>(xs: &[F]) -> F {
-    if xs.len() < 8 {
+    if xs.len() < PAIRWISE.lanes {
         xs.iter().fold(F::zero(), |acc, &x| acc + x)
-    } else if xs.len() <= PAIRWISE_BLOCK {
-        let mut acc = [F::zero(); 8];
-        let chunks = xs.chunks_exact(8);
+    } else if xs.len() <= PAIRWISE.block {
+        // The tree of partial sums below is written out for eight lanes.
+        const { assert!(PAIRWISE.lanes == 8) };
+        let mut acc = [F::zero(); PAIRWISE.lanes];
+        let chunks = xs.chunks_exact(PAIRWISE.lanes);
         let rest = chunks.remainder();
         for c in chunks {
             for (a, &x) in acc.iter_mut().zip(c) {
@@ -40,7 +33,7 @@ pub fn pairwise_sum<F: Float>(xs: &[F]) -> F {
             ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
         rest.iter().fold(head, |s, &x| s + x)
     } else {
-        let mid = pairwise_mid(xs.len());
+        let mid = PAIRWISE.mid(xs.len());
         pairwise_sum(&xs[..mid]) + pairwise_sum(&xs[mid..])
     }
 }

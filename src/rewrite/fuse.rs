@@ -8,7 +8,7 @@
 //! elementwise group as a prologue (`sum(exp(x - m))` reads `x` once and stores no `exp`).
 //! Constants of one value (0-d, or broadcast by folding) go into the programs as that value.
 
-use crate::ir::scalar::{ScalarInst, ScalarOp, ScalarProgram};
+use crate::ir::scalar::{program_of, ScalarInst, ScalarOp, ScalarProgram};
 use crate::ir::{F64Bits, Func, Inst, Op, Value};
 use crate::tensor::Tensor;
 use std::collections::HashMap;
@@ -22,42 +22,6 @@ pub const MAX_INPUTS: usize = 8;
 /// chain of 20,000 ran out of memory); longer chains become several kernels, each of which
 /// still reads its inputs once.
 pub const MAX_PROGRAM_INSTS: usize = 256;
-
-/// The scalar program of a single elementwise op, or `None` for other ops.
-pub fn program_of(op: &Op, func: &Func, args: &[Value], result: Value) -> Option<ScalarProgram> {
-    let dt = |v: Value| func.ty(v).dtype;
-    let out = dt(result);
-    let inputs: Vec<ScalarInst> = args
-        .iter()
-        .enumerate()
-        .map(|(i, &a)| ScalarInst {
-            op: ScalarOp::Input(i),
-            args: vec![],
-            dtype: dt(a),
-        })
-        .collect();
-    let n = inputs.len();
-    let body = match op {
-        Op::Unary(u) => ScalarOp::Unary(*u),
-        Op::Binary(b) => ScalarOp::Binary(*b),
-        Op::Select => ScalarOp::Select,
-        Op::Cast { to } => ScalarOp::Cast(*to),
-        Op::Composite { program, .. } if program.outputs.len() == 1 => {
-            return Some((**program).clone())
-        }
-        _ => return None,
-    };
-    let mut insts = inputs;
-    insts.push(ScalarInst {
-        op: body,
-        args: (0..n).collect(),
-        dtype: out,
-    });
-    Some(ScalarProgram {
-        insts,
-        outputs: vec![n],
-    })
-}
 
 /// `consumer` with every input reading `value` replaced by `producer` (whose inputs are
 /// `producer_args`), over the combined argument list, which is returned with the program.

@@ -137,7 +137,9 @@ fn apply(body: &mut Vec<Inst>, rename: &HashMap<Value, Value>, dropped: &HashSet
 #[cfg(test)]
 mod tests {
     use super::merge_regions;
-    use crate::custom::{register_custom_op, CustomOp, CustomOpRef, PerformContext, Resource};
+    use crate::ir::custom::{
+        register_custom_op, CustomKernel, CustomOpRef, PerformContext, Resource,
+    };
     use crate::ir::text::{parse, print_func};
     use crate::ir::TensorType;
     use crate::tensor::Tensor;
@@ -215,7 +217,7 @@ mod tests {
         random: bool,
     }
 
-    impl CustomOp for Drawn {
+    impl CustomKernel for Drawn {
         fn name(&self) -> &str {
             if self.random {
                 "merge_regions_random"
@@ -248,7 +250,12 @@ mod tests {
     fn custom_ops_merge_only_without_their_own_random_stream() {
         for random in [false, true] {
             let name = Drawn { random }.name().to_string();
-            register_custom_op(&name, move |_| Ok(CustomOpRef::new(Drawn { random })));
+            register_custom_op(&name, move |_| {
+                Ok(CustomOpRef::from_parts(
+                    std::sync::Arc::new(Drawn { random }),
+                    std::sync::Arc::new(()),
+                ))
+            });
             let (text, n) = merged(&format!(
                 "func @f(%c: bool[], %x: f64[2]) -> (f64[2], f64[2]) {{
                    %a = custom \"{name}\" %x

@@ -1,4 +1,4 @@
-//! Rewrites of SSA functions, run in this order by `compile::optimize`: the e-graph pass
+//! Rewrites of SSA functions, run in this order by [`optimize`] (`pipeline.rs`): the e-graph pass
 //! ([`egraph`]: merging duplicates, folding constants, canonicalizing, stabilizing and
 //! specializing rules, extraction by cost), merging inside regions with the values around them
 //! ([`merge_regions`]), Composite fusion ([`fuse`]), then the in-place pass ([`inplace`]).
@@ -7,10 +7,12 @@ pub mod egraph;
 pub mod fuse;
 pub mod inplace;
 pub mod merge_regions;
+mod pipeline;
 
 pub use egraph::simplify;
 pub use fuse::fuse;
 pub use merge_regions::merge_regions;
+pub use pipeline::{optimize, optimize_donating, OptimizeOptions};
 
 use crate::ir::{Func, Inst, Value};
 use std::collections::HashSet;

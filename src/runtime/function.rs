@@ -2,8 +2,8 @@
 
 use super::Executable;
 use crate::error::{Error, Result};
-use crate::graph::SharedCell;
 use crate::ir::Func;
+use crate::tensor::SharedCell;
 use crate::tensor::{Tensor, TensorRef};
 use std::sync::{RwLockReadGuard, RwLockWriteGuard};
 

@@ -1,7 +1,7 @@
 //! The reference interpreter: runs an SSA function op by op with each op's `perform`.
 
-use crate::custom::{CustomOpRef, PerformContext, Resource, WriteRequest};
 use crate::error::Error;
+use crate::ir::custom::{CustomOpRef, PerformContext, Resource, WriteRequest};
 use crate::ir::{Func, Op, Value};
 use crate::lower::{lower, Branch, Kernel, Plan, Step};
 use crate::perform::perform;

@@ -61,7 +61,10 @@ pub(super) fn check_fits(
     for k in 0..step.results.len() {
         // Most results have a known type small enough to need no probe: no work past this.
         let ty = func.ty(step.results[k]);
-        let known_bytes = ty.shape.iter().try_fold(ty.dtype.size(), |n, d| n.checked_mul((*d)?));
+        let known_bytes = ty
+            .shape
+            .iter()
+            .try_fold(ty.dtype.size(), |n, d| n.checked_mul((*d)?));
         if known_bytes.is_some_and(|b| b < PROBE_BYTES) {
             continue;
         }

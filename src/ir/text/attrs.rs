@@ -1,6 +1,6 @@
 //! Attribute values of the text form, and how each op's parameters are written as attributes.
 
-use crate::custom::{lookup_custom_op, OpParams};
+use crate::ir::custom::{lookup_custom_op, OpParams};
 use crate::ir::types::{normalize_axes, normalize_axis};
 use crate::ir::{BinaryOp, DType, F64Bits, Op, RandomDist, ReduceOp, TensorType, UnaryOp};
 use std::fmt::Write;

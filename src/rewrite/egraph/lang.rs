@@ -13,7 +13,7 @@
 //! folding never disagrees with running), and whether every element is one number (`splat`),
 //! which is what the algebraic rules test.
 
-use crate::custom::Resource;
+use crate::ir::custom::Resource;
 use crate::ir::{infer, BinaryOp, Op, ReduceOp, TensorType, UnaryOp};
 use crate::perform::perform;
 use crate::tensor::Tensor;

@@ -1,4 +1,5 @@
 //! Theano's `verify_grad`: the symbolic gradient against central finite differences in f64.
+//! It compiles functions, so it sits above the compiler driver, not in `grad`.
 
 use crate::compile::{function, Backend};
 use crate::error::{Error, Result};

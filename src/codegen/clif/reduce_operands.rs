@@ -1,5 +1,5 @@
 //! How a reduction's leaf reads its inputs at a position `n` along the reduced axes, shared by
-//! the reductions (`reduce_codegen`) and argmax/argmin (`argreduce_codegen`).
+//! the reductions (`reduce`) and argmax/argmin (`argreduce`).
 //!
 //! Two ways, chosen when the kernel is generated:
 //! - **strided**: the reduced dims merged into one (`N`), input `j`'s element `n` at
@@ -17,7 +17,7 @@
 //! inner) of `sizes`, input `j`'s byte stride along dim `d` at `strides[d * m + j]`, and
 //! `inner[j] = strides[(k - 1) * m + j]` repeated for the generated code.
 
-use super::codegen::{body, Bcast};
+use super::map::{body, Bcast};
 use super::operand_table::OperandTable;
 use super::scalar_ops::{clif_type, lane_type, uses_math, Lanes, OpGen};
 use crate::error::{Error, Result};

@@ -57,20 +57,7 @@ pub(super) fn suffix(d: DType) -> &'static str {
 
 /// The expansion in `crate::math` that computes `u`, if there is one.
 pub fn math_fn(u: UnaryOp) -> Option<MathFn> {
-    let f = match u {
-        UnaryOp::Exp => MathFn::Exp,
-        UnaryOp::Expm1 => MathFn::Expm1,
-        UnaryOp::Log => MathFn::Log,
-        UnaryOp::Log1p => MathFn::Log1p,
-        UnaryOp::Sin => MathFn::Sin,
-        UnaryOp::Cos => MathFn::Cos,
-        UnaryOp::Tan => MathFn::Tan,
-        UnaryOp::Tanh => MathFn::Tanh,
-        UnaryOp::Sigmoid => MathFn::Sigmoid,
-        UnaryOp::Erf => MathFn::Erf,
-        _ => return None,
-    };
-    math::has_expansion(f).then_some(f)
+    math::of_unary(u)
 }
 
 /// Whether `program` expands any math (whose vector constants come from an operand table).

@@ -29,13 +29,13 @@
 //! bits whichever leaf computes it: scalar, lanes along `N`, or vectors of outputs along `I`,
 //! strided or through the cursor (which visits `N` in the same flat order).
 
-use super::codegen::{counted_loop, zero_of, Bcast};
 use super::host_math;
+use super::map::{counted_loop, zero_of, Bcast};
 use super::reduce_operands::{passes_directly, Leaf, LeafInputs};
 use super::scalar_ops::{clif_type, vector_lanes, Lanes};
 use crate::error::{Error, Result};
 use crate::ir::scalar::ScalarProgram;
-use crate::ir::{DType, ReduceOp};
+use crate::ir::{DType, ReduceOp, Reduction, Scalar};
 use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
 use cranelift_codegen::ir::{
     types, AbiParam, Block, Endianness, InstBuilder, MemFlagsData, StackSlotData, StackSlotKind,
@@ -49,17 +49,18 @@ pub type ReduceFn =
     unsafe extern "C" fn(i64, i64, i64, *const *mut u8, *const i64, *const i64, *const i64, i64);
 
 /// Ranges longer than this are split in two (the reference's, read from there).
-const PAIRWISE_BLOCK: i64 = crate::perform::reduce::PAIRWISE_BLOCK as i64;
+const PAIRWISE_BLOCK: i64 = crate::ir::PAIRWISE.block as i64;
 
-/// The dtype a reduction returns, for a value of dtype `vd`: the dtype it accumulates in, or
-/// for argmax and argmin the index's (`i64`, the value compared in its own dtype).
+/// The dtype a reduction returns, for a value of dtype `vd` (`Reduction::result`): what it
+/// accumulates in, or for argmax and argmin the index's (`i64`, the value compared in its own
+/// dtype).
 pub fn acc_dtype(op: ReduceOp, vd: DType) -> Option<DType> {
-    Some(op.result_dtype(vd))
+    Some(Reduction::of(op, vd).result)
 }
 
 /// Whether `op` is argmax or argmin (`argreduce_codegen`).
 pub fn is_arg(op: ReduceOp) -> bool {
-    matches!(op, ReduceOp::ArgMax | ReduceOp::ArgMin)
+    Reduction::of(op, DType::F64).is_arg()
 }
 
 /// What was generated for one reduction.
@@ -137,7 +138,7 @@ pub fn define_reduce_kernel<M: Module>(
     let mut leaf = |module: &mut M, suffix: &str, kind: Leaf, lanes: Option<Lanes>, cursor| {
         let name = format!("{name}_{suffix}");
         let r = if is_arg(op) {
-            super::argreduce_codegen::define_arg_leaf(module, &name, &spec, kind, lanes, cursor)
+            super::argreduce::define_arg_leaf(module, &name, &spec, kind, lanes, cursor)
         } else {
             define_leaf(module, &name, &spec, kind, lanes, cursor)
         };
@@ -235,7 +236,7 @@ pub(super) fn finish<M: Module>(
     name: &str,
     ctx: &mut cranelift_codegen::Context,
 ) -> Result<(FuncId, String)> {
-    let text = super::codegen::define_in(module, id, name, ctx)?;
+    let text = super::map::define_in(module, id, name, ctx)?;
     Ok((id, text))
 }
 
@@ -248,35 +249,14 @@ pub(super) fn vec_type(lanes: Lanes, d: DType) -> Type {
     }
 }
 
-/// The reduction's identity, of type `ty` (a vector is splat).
+/// The reduction's starting value (`Reduction::start`), of type `ty` (a vector is splat).
 fn identity(b: &mut FunctionBuilder, op: ReduceOp, ad: DType, ty: Type) -> Value {
-    let max = op == ReduceOp::Max;
-    let s = match (op, ad) {
-        (ReduceOp::Sum | ReduceOp::Mean, DType::F32) => b.ins().f32const(0.0),
-        (ReduceOp::Sum | ReduceOp::Mean, DType::F64) => b.ins().f64const(0.0),
-        (ReduceOp::Prod, DType::F32) => b.ins().f32const(1.0),
-        (ReduceOp::Prod, DType::F64) => b.ins().f64const(1.0),
-        (ReduceOp::Max | ReduceOp::Min, DType::F32) => b.ins().f32const(if max {
-            f32::NEG_INFINITY
-        } else {
-            f32::INFINITY
-        }),
-        (ReduceOp::Max | ReduceOp::Min, DType::F64) => b.ins().f64const(if max {
-            f64::NEG_INFINITY
-        } else {
-            f64::INFINITY
-        }),
-        (ReduceOp::Max | ReduceOp::Min, DType::I32) => b
-            .ins()
-            .iconst(types::I32, if max { i32::MIN } else { i32::MAX } as i64),
-        (ReduceOp::Max | ReduceOp::Min, DType::I64) => b
-            .ins()
-            .iconst(types::I64, if max { i64::MIN } else { i64::MAX }),
-        (ReduceOp::Max | ReduceOp::Min, _) => b.ins().iconst(types::I8, (!max) as i64),
-        (ReduceOp::All, _) => b.ins().iconst(types::I8, 1),
-        (ReduceOp::Any, _) => b.ins().iconst(types::I8, 0),
-        (ReduceOp::Prod, d) => b.ins().iconst(clif_type(d), 1),
-        (_, d) => b.ins().iconst(clif_type(d), 0),
+    let start = Reduction::of(op, ad).start;
+    let s = match start.expect("arg reductions have their own leaves") {
+        Scalar::F32(v) => b.ins().f32const(v),
+        Scalar::F64(v) => b.ins().f64const(v),
+        Scalar::Bool(v) => b.ins().iconst(types::I8, v as i64),
+        c => b.ins().iconst(clif_type(c.dtype()), c.to_bits()),
     };
     if ty.is_vector() {
         b.ins().splat(ty, s)
@@ -536,7 +516,7 @@ fn define_leaf<M: Module>(
             let n = b.block_params(head8)[0];
             let stop = b.ins().iadd_imm_s(end8, -(8 * rounds - 8));
             let more = b.ins().icmp(IntCC::SignedLessThan, n, stop);
-            super::codegen::loop_branch(&mut b, more, body8, last8, n);
+            super::map::loop_branch(&mut b, more, body8, last8, n);
             b.switch_to_block(body8);
             // Vector loop bodies read the math's operand constants from a table.
             inputs.table.enter(&mut b, module)?;

@@ -1,4 +1,4 @@
-//! Cranelift leaves for argmax and argmin, called by the reduction entry of `reduce_codegen`
+//! Cranelift leaves for argmax and argmin, called by the reduction entry of `reduce`
 //! (same nest, same leaf signature; the leaf stores the `i64` index at the output itself).
 //!
 //! # What the index is
@@ -20,7 +20,7 @@
 //! caller uses them only for `N < 2^31` (`reduce.rs`); integers compare signed, bools (scalar
 //! only) as `false < true`.
 
-use super::reduce_codegen::{finish, leaf_signature, vec_type, Spec};
+use super::reduce::{finish, leaf_signature, vec_type, Spec};
 use super::reduce_operands::{Leaf, LeafInputs};
 use super::scalar_ops::Lanes;
 use crate::error::{Error, Result};
@@ -121,7 +121,7 @@ fn splat_index(b: &mut FunctionBuilder, lanes: Lanes, n: Value) -> Value {
     b.ins().splat(index_type(lanes), lane)
 }
 
-/// A leaf for argmax/argmin (signature and arguments as `reduce_codegen`'s leaves; `out`
+/// A leaf for argmax/argmin (signature and arguments as `reduce`'s leaves; `out`
 /// receives the index as `i64`, or for `Col` one `i64` per lane).
 pub(super) fn define_arg_leaf<M: Module>(
     module: &mut M,

@@ -1,0 +1,23 @@
+//! The Cranelift code generator, for any `cranelift_module::Module`: the JIT's module and
+//! object files alike.
+//!
+//! - `map`: map kernels (128-bit SIMD loops with a scalar tail, inline vector math from
+//!   `crate::math`) over a `rows x cols` block with per-operand strides.
+//! - `reduce`, `argreduce`, `reduce_operands`: reductions over any set of axes (pairwise float
+//!   sums in the reference's order, NaN-propagating max and min, argmax and argmin with the
+//!   reference's index, wrapping integers), and the operand walk their leaves share.
+//! - `scalar_ops`, `math_clif`, `operand_table`: one scalar op, the `Emit` implementation of
+//!   the math expansions, and the table of vector constants kernels read.
+//! - `helpers`: the `kiln_*` functions generated code calls (integer division, pow, libm), and
+//!   `host_math`: staged math, which calls the host's AVX2 buffer functions by address (JIT
+//!   only: objects are generated with it off).
+
+pub mod argreduce;
+pub mod helpers;
+pub mod host_math;
+pub mod map;
+pub mod math_clif;
+pub mod operand_table;
+pub mod reduce;
+pub mod reduce_operands;
+pub mod scalar_ops;
