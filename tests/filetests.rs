@@ -193,6 +193,17 @@ fn run_file(path: &Path, backend: Backend) -> Result<usize, String> {
                 func.clone(),
                 &CompileOptions::default(),
             )),
+            // The plan of the optimized function: plain (the reference backend's), or with
+            // every lowering choice the CPU backend makes (`schedule all`).
+            Some(p @ ("schedule" | "schedule all")) => {
+                let opt = kiln::compile::optimize(func.clone(), &CompileOptions::default());
+                let opts = if p == "schedule all" {
+                    kiln::lower::LowerOptions::all()
+                } else {
+                    kiln::lower::LowerOptions::default()
+                };
+                kiln::lower::lower_with(&opt, opts).to_string()
+            }
             // The whole optimizer, with the named parameters donated to the in-place pass.
             Some(p) if p.starts_with("inplace") => {
                 let names: Vec<&str> = p["inplace".len()..]

@@ -47,6 +47,7 @@ fn gen_spec(step: &crate::lower::Step) -> Option<GenSpec> {
         keepdims,
         program,
         fused,
+        ..
     } = &step.kernel
     else {
         return None;
@@ -64,34 +65,22 @@ fn gen_spec(step: &crate::lower::Step) -> Option<GenSpec> {
     })
 }
 
-/// For each argument of a reduction over `axes` (of the arguments' broadcast shape; `None`:
-/// all), what its type says about its broadcasting along those axes: always when its extent is
-/// 1 on every one, never when it is a known size above 1 on one, unknown otherwise.
-fn broadcast_along(func: &Func, args: &[Value], axes: Option<&[usize]>) -> Vec<codegen::Bcast> {
-    let rank = args_rank(func, args);
-    let all: Vec<usize> = (0..rank).collect();
+/// For each argument of a reduction over `axes` (of its index space; `None`: all), whether the
+/// plan reads it broadcast along every one of those axes (always) or along none (never); the
+/// plan's access decides (`lower::access`), not the types.
+fn broadcast_along(step: &Step, axes: Option<&[usize]>) -> Vec<codegen::Bcast> {
+    let crate::lower::Kernel::Reduce { access, space, .. } = &step.kernel else {
+        unreachable!("only reductions are generated here")
+    };
+    let all: Vec<usize> = (0..space.len()).collect();
     let axes = axes.unwrap_or(&all);
-    args.iter()
-        .map(|&a| {
-            let ty = func.ty(a);
-            let lead = rank - ty.rank();
-            // The argument's extent on each reduced axis (1 where it has no such axis).
-            let dims: Vec<Option<usize>> = axes
-                .iter()
-                .map(|&ax| {
-                    if ax < lead {
-                        Some(1)
-                    } else {
-                        ty.shape[ax - lead]
-                    }
-                })
-                .collect();
-            if dims.iter().any(|d| matches!(d, Some(n) if *n > 1)) {
-                codegen::Bcast::Never
-            } else if dims.iter().all(|d| *d == Some(1)) {
+    access
+        .iter()
+        .map(|a| {
+            if axes.iter().all(|&ax| a.broadcast_on(ax)) {
                 codegen::Bcast::Always
             } else {
-                codegen::Bcast::Unknown
+                codegen::Bcast::Never
             }
         })
         .collect()
@@ -109,15 +98,7 @@ const KERNELS_PER_SHARD: usize = 3;
 
 /// `compile` without the machine-code listing.
 fn compile_kernels(func: &Func, dump: &DumpOptions) -> Result<Box<dyn Executable>> {
-    let plan = crate::lower::lower_with(
-        func,
-        crate::lower::LowerOptions {
-            fold_transposes: true,
-            row_groups: true,
-            gemm_updates: true,
-            fold_broadcasts: true,
-        },
-    );
+    let plan = crate::lower::lower_with(func, crate::lower::LowerOptions::all());
     dump.dump(&func.name, "schedule", || plan.to_string());
     // The steps with a kernel to generate: maps and reductions with one result.
     let candidates: Vec<&Step> = plan
@@ -264,7 +245,7 @@ fn reduce_key(
     spec: &GenSpec,
     contiguous: &HashSet<Value>,
 ) -> (String, ReduceShape) {
-    let along_n = broadcast_along(func, &step.args, spec.axes.as_deref());
+    let along_n = broadcast_along(step, spec.axes.as_deref());
     // Cursor leaves for reduced dims that do not merge: only several reduced axes can fail
     // to merge.
     let rank = args_rank(func, &step.args);
@@ -322,11 +303,20 @@ fn vector_leaves(
 }
 
 /// What a map kernel's code depends on: the arguments' broadcasting along the rows its
-/// vectors run on, and the program.
-fn map_bcast(func: &Func, step: &Step) -> Vec<codegen::Bcast> {
-    step.args
+/// vectors run on (the plan's access), and the program.
+fn map_bcast(step: &Step) -> Vec<codegen::Bcast> {
+    let crate::lower::Kernel::Map { access, .. } = &step.kernel else {
+        unreachable!("only maps have map kernels")
+    };
+    access
         .iter()
-        .map(|&a| codegen::Bcast::along_last(func.ty(a)))
+        .map(|a| {
+            if a.broadcast_on_last() {
+                codegen::Bcast::Always
+            } else {
+                codegen::Bcast::Never
+            }
+        })
         .collect()
 }
 
@@ -352,10 +342,10 @@ fn share_key(func: &Func, step: &Step, contiguous: &HashSet<Value>) -> (String, 
     }
     let program = match (&step.op, &step.kernel) {
         (Op::FusedReduce { program, .. }, _) => program,
-        (_, crate::lower::Kernel::Map { program }) => program,
+        (_, crate::lower::Kernel::Map { program, .. }) => program,
         _ => return (format!("step {}", step.results[0]), 1),
     };
-    (map_key(step, &map_bcast(func, step), program), 1)
+    (map_key(step, &map_bcast(step), program), 1)
 }
 
 /// For each candidate, the shard that generates it: steps with one key together, keys in
@@ -508,12 +498,12 @@ fn compile_shard(
                 ((**program).clone(), Some((*op, *keepdims)))
             }
             _ => match &step.kernel {
-                crate::lower::Kernel::Map { program } => ((**program).clone(), None),
+                crate::lower::Kernel::Map { program, .. } => ((**program).clone(), None),
                 _ => continue,
             },
         };
         let name = format!("{}_k{k}", func.name);
-        let bcast = map_bcast(func, step);
+        let bcast = map_bcast(step);
         let key = map_key(step, &bcast, &program);
         let id = match generated_map.get(&key) {
             Some(&id) => id,

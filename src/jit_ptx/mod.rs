@@ -133,8 +133,8 @@ pub(crate) fn define_step(
         other => other,
     };
     let (kind, rank, name, out_dtypes, reduce) = match &step.kernel {
-        Kernel::Map { program } => {
-            let rank = func.ty(step.results[0]).rank();
+        Kernel::Map { program, space, .. } => {
+            let rank = space.len();
             let name = format!("{name}_map");
             let spec = map::MapSpec {
                 program,
@@ -159,25 +159,15 @@ pub(crate) fn define_step(
             axes,
             keepdims,
             program,
+            space,
             ..
         } => {
-            let rank = step
-                .args
-                .iter()
-                .map(|&a| func.ty(a).rank())
-                .max()
-                .unwrap_or(0);
-            let mut axes: Vec<usize> = match axes {
+            // The plan's index space; its axes are normalized (sorted, in range) by the IR.
+            let rank = space.len();
+            let axes: Vec<usize> = match axes {
                 Some(a) => a.clone(),
                 None => (0..rank).collect(),
             };
-            axes.sort_unstable();
-            axes.dedup();
-            if let Some(bad) = axes.iter().find(|&&a| a >= rank) {
-                return Err(context(Error::Unsupported(format!(
-                    "axis {bad} of a rank-{rank} value"
-                ))));
-            }
             let name = format!("{name}_reduce");
             let spec = reduce::ReduceSpec {
                 op: *op,

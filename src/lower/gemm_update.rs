@@ -72,7 +72,7 @@ fn fusion_at(func: &Func, steps: &[Step], i: usize) -> Option<(usize, Step)> {
     if !map.frees.contains(&g) || (j + 1..steps.len()).any(|k| steps[k].reads().contains(&g)) {
         return None;
     }
-    let Kernel::Map { program } = &map.kernel else {
+    let Kernel::Map { program, .. } = &map.kernel else {
         return None;
     };
     let (&[x, y], &[r]) = (map.args.as_slice(), map.results.as_slice()) else {

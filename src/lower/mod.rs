@@ -14,13 +14,16 @@
 //! allocation. A value read inside a branch counts as read by the `ifelse` step; a block's
 //! yields and the function's outputs are never freed.
 
+pub mod access;
 mod fold_broadcasts;
 pub mod gemm_update;
 pub mod rows;
 pub mod stretch;
 
 use crate::ir::scalar::{ScalarInst, ScalarOp, ScalarProgram};
-use crate::ir::{Func, Inst, Op, ReduceOp, Value};
+pub use access::Access;
+
+use crate::ir::{Dim, Func, Inst, Op, ReduceOp, Reduction, Value};
 use std::collections::HashMap;
 use std::fmt::{self, Write};
 use std::sync::Arc;
@@ -29,7 +32,13 @@ use std::sync::Arc;
 #[derive(Clone, Debug)]
 pub enum Kernel {
     /// Each output element from the same-index elements of the (broadcast) inputs.
-    Map { program: Arc<ScalarProgram> },
+    Map {
+        program: Arc<ScalarProgram>,
+        /// The index space: the result's shape.
+        space: Vec<Dim>,
+        /// Per argument, how it is read over `space` (`access.rs`).
+        access: Vec<Access>,
+    },
     /// A reduction over `axes` (`None`: all) of the value `program` computes elementwise from
     /// the inputs: the identity for a plain reduction, a fused producer otherwise.
     Reduce {
@@ -39,6 +48,12 @@ pub enum Kernel {
         program: Arc<ScalarProgram>,
         /// Whether the program is a fused producer (`fused_reduce`) rather than the identity.
         fused: bool,
+        /// The index space: the arguments' broadcast shape, before reducing.
+        space: Vec<Dim>,
+        /// Per argument, how it is read over `space` (`access.rs`).
+        access: Vec<Access>,
+        /// The reduction's semantics (accumulator, start, combiner, order), as data.
+        reduction: Reduction,
     },
     /// Matrix multiplication (numpy's `matmul`) through the GEMM library. `transposed[k]`:
     /// argument `k` is read with its last two dims swapped (a folded `transpose`, which then
@@ -169,6 +184,18 @@ pub struct LowerOptions {
     /// Drop a `broadcast_to` whose elementwise readers broadcast its input themselves
     /// (`fold_broadcasts.rs`).
     pub fold_broadcasts: bool,
+}
+
+impl LowerOptions {
+    /// Every choice on: what the CPU backend asks for.
+    pub fn all() -> LowerOptions {
+        LowerOptions {
+            fold_transposes: true,
+            row_groups: true,
+            gemm_updates: true,
+            fold_broadcasts: true,
+        }
+    }
 }
 
 /// Lowers `func` (optimized, verified) to its plan, every instruction a step of its own.
@@ -342,39 +369,66 @@ fn kernel_of(func: &Func, inst: &Inst, opts: LowerOptions) -> Kernel {
                 otherwise: branch(1),
             }
         }
-        Op::Reduce { op, axes, keepdims } if inst.args.len() == 1 => Kernel::Reduce {
-            op: *op,
-            axes: axes.clone(),
-            keepdims: *keepdims,
-            program: Arc::new(identity(func.ty(inst.args[0]).dtype)),
-            fused: false,
-        },
+        Op::Reduce { op, axes, keepdims } if inst.args.len() == 1 => {
+            let program = identity(func.ty(inst.args[0]).dtype);
+            let (space, access) = space_and_access(func, &inst.args);
+            Kernel::Reduce {
+                op: *op,
+                axes: axes.clone(),
+                keepdims: *keepdims,
+                reduction: Reduction::of(*op, program.insts[0].dtype),
+                program: Arc::new(program),
+                fused: false,
+                space,
+                access,
+            }
+        }
         Op::FusedReduce {
             op,
             axes,
             keepdims,
             program,
-        } if program.outputs.len() == 1 => Kernel::Reduce {
-            op: *op,
-            axes: axes.clone(),
-            keepdims: *keepdims,
-            program: program.clone(),
-            fused: true,
-        },
+        } if program.outputs.len() == 1 => {
+            let (space, access) = space_and_access(func, &inst.args);
+            Kernel::Reduce {
+                op: *op,
+                axes: axes.clone(),
+                keepdims: *keepdims,
+                reduction: Reduction::of(*op, program.insts[program.outputs[0]].dtype),
+                program: program.clone(),
+                fused: true,
+                space,
+                access,
+            }
+        }
         Op::MatMul => Kernel::Gemm {
             transposed: [false; 2],
             update: None,
         },
         op if op.is_elementwise() && inst.results.len() == 1 => {
             match crate::ir::scalar::program_of(op, func, &inst.args, inst.results[0]) {
-                Some(p) => Kernel::Map {
-                    program: Arc::new(p),
-                },
+                Some(p) => {
+                    let space = func.ty(inst.results[0]).shape.clone();
+                    let args: Vec<_> = inst.args.iter().map(|&a| func.ty(a)).collect();
+                    Kernel::Map {
+                        program: Arc::new(p),
+                        access: access::accesses(space.len(), &args),
+                        space,
+                    }
+                }
                 None => Kernel::Perform,
             }
         }
         _ => Kernel::Perform,
     }
+}
+
+/// The index space of a reduction over `args` (their broadcast shape) and each one's access.
+fn space_and_access(func: &Func, args: &[Value]) -> (Vec<Dim>, Vec<Access>) {
+    let types: Vec<_> = args.iter().map(|&a| func.ty(a)).collect();
+    let space = access::index_space(&types);
+    let access = access::accesses(space.len(), &types);
+    (space, access)
 }
 
 /// The program that reads input 0.
@@ -393,8 +447,8 @@ fn identity(dtype: crate::ir::DType) -> ScalarProgram {
 ///
 /// ```text
 /// plan @f(%0, %1) {
-///   %2 = map %0, %1 {%0 = input 0 : f32; ...; return %3} inplace 0 ; frees %0
-///   %4 = reduce sum axes [1] keepdims %2 {%0 = input 0 : f32; return %0} ; frees %2
+///   %2 = map %0, %1 {%0 = input 0 : f32; ...; return %3} over [2, 4] reads (0, 1), (_, 0) inplace 0 ; frees %0
+///   %4 = reduce sum axes [1] keepdims %2 {%0 = input 0 : f32; return %0} over [2, 4] reads (0, 1) acc f32 from 0 pairwise 128x8 ; frees %2
 ///   %5 = gemm %4, %1
 ///   %6 = perform transpose %5
 ///   return %6
@@ -420,20 +474,51 @@ fn list(vs: &[Value]) -> String {
         .join(", ")
 }
 
+/// ` over [?, 4] reads (0, 1), (_, 0)`: the index space, then each argument's access.
+fn write_access(out: &mut String, space: &[Dim], access: &[Access]) {
+    let reads: Vec<String> = access.iter().map(Access::to_string).collect();
+    let _ = write!(
+        out,
+        " over {} reads {}",
+        crate::ir::types::ShapeDisplay(space),
+        reads.join(", ")
+    );
+}
+
+/// ` acc f32 from 0 pairwise 128x8`: what the reduction accumulates in, its starting value and
+/// its order (`ir::reduce`).
+fn write_reduction(out: &mut String, r: &Reduction) {
+    let _ = write!(out, " acc {}", r.acc);
+    if let Some(start) = r.start {
+        let _ = write!(out, " from {}", start.to_f64());
+    }
+    if let crate::ir::reduce::Order::Pairwise(p) = r.order {
+        let _ = write!(out, " pairwise {}x{}", p.block, p.lanes);
+    }
+}
+
 fn write_steps(steps: &[Step], depth: usize, out: &mut String) {
     let pad = "  ".repeat(depth);
     for s in steps {
         let _ = write!(out, "{pad}{} = ", list(&s.results));
         let args = list(&s.args);
         match &s.kernel {
-            Kernel::Map { program } => {
+            Kernel::Map {
+                program,
+                space,
+                access,
+            } => {
                 let _ = write!(out, "map {args} {{{program}}}");
+                write_access(out, space, access);
             }
             Kernel::Reduce {
                 op,
                 axes,
                 keepdims,
                 program,
+                space,
+                access,
+                reduction,
                 ..
             } => {
                 let _ = write!(out, "reduce {}", op.name());
@@ -444,6 +529,8 @@ fn write_steps(steps: &[Step], depth: usize, out: &mut String) {
                     out.push_str(" keepdims");
                 }
                 let _ = write!(out, " {args} {{{program}}}");
+                write_access(out, space, access);
+                write_reduction(out, reduction);
             }
             Kernel::Gemm { transposed, update } => {
                 let marks: Vec<String> = s
