@@ -262,14 +262,16 @@ mod tests {
         let (a, b) = (values(m, k, 1), values(k, n, 2));
         let run = |interleave: bool| -> Vec<f32> {
             let mut c = vec![f32::NAN; m * n];
-            let mut panel = vec![0.0f32; n * blocking.kc];
+            // Aligned as `gemm`'s panels are: the kernels load B's slivers with aligned
+            // loads (a `Vec<f32>` is only 16-byte aligned, and crashed now and then).
+            let mut panel = super::super::pack::Buffer::default();
             let job = Job::new(
                 mat(a.as_ptr(), m, k),
                 mat(b.as_ptr(), k, n),
                 mat(c.as_mut_ptr(), m, n),
                 None,
                 blocking,
-                panel.as_mut_ptr(),
+                panel.get::<f32>(n * blocking.kc),
                 4,
             );
             assert!(job.own_columns);
