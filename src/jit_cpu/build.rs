@@ -13,7 +13,7 @@ use crate::codegen::clif::reduce as reduce_codegen;
 use crate::dump::DumpOptions;
 use crate::error::{Error, Result};
 use crate::ir::{DType, Func, Op, Value};
-use crate::lower::Step;
+use crate::lower::{Step, StepId};
 use crate::runtime::interp::Interpreter;
 use crate::runtime::{Executable, Thunk};
 use cranelift_jit::JITModule;
@@ -172,8 +172,8 @@ fn compile_kernels(func: &Func, dump: &DumpOptions) -> Result<Box<dyn Executable
             .filter_map(|s| s.module.0.take())
             .collect(),
     ));
-    let mut kernels: HashMap<Value, Arc<dyn Thunk>> = HashMap::new();
-    let mut plain_maps: HashMap<Value, (KernelFn, usize)> = HashMap::new();
+    let mut kernels: HashMap<StepId, Arc<dyn Thunk>> = HashMap::new();
+    let mut plain_maps: HashMap<StepId, (KernelFn, usize)> = HashMap::new();
     for shard in shards {
         for (v, p, out_dtypes, reduce) in shard.maps {
             // SAFETY: `p` is the finalized code of a kernel generated with `KernelFn`'s
@@ -377,7 +377,7 @@ fn assign_shards(
 /// A map kernel (or a fused reduction's prologue) generated for a step: the step's result,
 /// the kernel (`F`: its id, then its address), its outputs' dtypes, and the reduction that
 /// follows the prologue, if any.
-type Generated<F> = (Value, F, Vec<DType>, Option<(crate::ir::ReduceOp, bool)>);
+type Generated<F> = (StepId, F, Vec<DType>, Option<(crate::ir::ReduceOp, bool)>);
 
 /// A module that moves from the thread that generated it to the one that assembles the
 /// executable, once, and is never shared.
@@ -391,7 +391,7 @@ unsafe impl Send for Owned {}
 struct Shard {
     module: Owned,
     maps: Vec<Generated<usize>>,
-    reductions: Vec<(Value, usize, GenSpec)>,
+    reductions: Vec<(StepId, usize, GenSpec)>,
     lines: Vec<(usize, String)>,
     clif: Vec<(usize, String)>,
 }
@@ -406,13 +406,13 @@ fn compile_shard(
 ) -> Result<Shard> {
     let mut module = codegen::new_module()?;
     type Pending = (
-        Value,
+        StepId,
         FuncId,
         Vec<DType>,
         Option<(crate::ir::ReduceOp, bool)>,
     );
     let mut pending: Vec<Pending> = Vec::new();
-    let mut reductions: Vec<(Value, FuncId, GenSpec)> = Vec::new();
+    let mut reductions: Vec<(StepId, FuncId, GenSpec)> = Vec::new();
     let mut lines = Vec::new();
     let mut clif = Vec::new();
     // Kernels already generated, by what determines their code (kind, program, inputs): equal
@@ -424,7 +424,7 @@ fn compile_shard(
         if owner[k] != me {
             continue;
         }
-        let value = step.results[0];
+        let value = step.id;
         // Reductions over any axes: a generated loop nest (a prologue with several outputs
         // keeps the reference or the prologue-then-perform kernel).
         if let Some(spec) = gen_spec(step) {

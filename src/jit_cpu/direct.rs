@@ -18,7 +18,7 @@ use crate::codegen::clif::map::KernelFn;
 use crate::error::Result;
 use crate::for_each_dtype;
 use crate::ir::{DType, Func, Value};
-use crate::lower::{Kernel, Plan};
+use crate::lower::{Kernel, Plan, StepId};
 use crate::runtime::interp::Interpreter;
 use crate::runtime::Executable;
 use crate::tensor::{Tensor, TensorRef};
@@ -58,14 +58,14 @@ pub(super) struct Direct {
 
 impl Direct {
     /// The direct form of `func`, whose plan is `plan`, when it qualifies: every step is a map
-    /// kernel of `kernels` (the compiled map kernels and their number of results, by first
-    /// result) over a shape
+    /// kernel of `kernels` (the compiled map kernels and their number of results, by step) over
+    /// a shape
     /// known here and smaller than `PARALLEL_MIN`, reading inputs and earlier results, and
     /// every output is a distinct step result.
     pub(super) fn plan(
         func: &Func,
         plan: &Plan,
-        kernels: &HashMap<Value, (KernelFn, usize)>,
+        kernels: &HashMap<StepId, (KernelFn, usize)>,
         code: Arc<JitCode>,
     ) -> Option<Direct> {
         let known = |v: Value| {
@@ -96,7 +96,7 @@ impl Direct {
             let (Kernel::Map { .. }, Some(r)) = (&step.kernel, step.results.first()) else {
                 return None;
             };
-            let &(f, n_out) = kernels.get(r)?;
+            let &(f, n_out) = kernels.get(&step.id)?;
             if n_out != step.results.len() {
                 return None;
             }

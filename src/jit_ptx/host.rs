@@ -79,7 +79,8 @@ pub fn executable(func: &Func) -> Result<Box<dyn Executable>> {
     let plan = crate::lower::lower(func);
     let base = symbol_base(func);
     let mut kernels = Vec::new();
-    for (k, step) in plan.all_steps().into_iter().enumerate() {
+    for step in plan.all_steps() {
+        let k = step.id.index();
         if let Some(info) = define_step(&g, func, step, &format!("{base}_{k}"))? {
             define_entry(&g, &info.name)?;
             kernels.push(info);
@@ -99,7 +100,7 @@ pub fn executable(func: &Func) -> Result<Box<dyn Executable>> {
             .map_err(|e| Error::Unsupported(format!("host oracle: {}: {e}", info.name)))?;
         // SAFETY: the address of a function defined by `define_entry` with `Entry`'s signature.
         let f = unsafe { std::mem::transmute::<usize, Entry>(addr) };
-        thunks.insert(info.result, Arc::new(HostKernel { f, info }));
+        thunks.insert(info.step, Arc::new(HostKernel { f, info }));
     }
     std::mem::forget(ee);
     Ok(Box::new(Interpreter::with_thunks(

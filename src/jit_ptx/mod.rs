@@ -31,7 +31,7 @@ pub use target::{ARCHS, DEFAULT_ARCH};
 use crate::dump::DumpOptions;
 use crate::error::{Error, Result};
 use crate::ir::{DType, Func, ReduceOp, Value};
-use crate::lower::{Kernel, Plan, Step};
+use crate::lower::{Kernel, Plan, Step, StepId};
 use inkwell::context::Context;
 
 /// What a kernel computes.
@@ -47,6 +47,8 @@ pub struct KernelInfo {
     /// The `.entry` name.
     pub name: String,
     pub kind: KernelKind,
+    /// The step it computes.
+    pub step: StepId,
     /// The step's first result.
     pub result: Value,
     /// Rank of the index space (map: the output; reduce: the value before reduction).
@@ -87,7 +89,8 @@ pub fn ptx_for_plan(func: &Func, plan: &Plan, arch: &str) -> Result<PtxModule> {
     let g = gen::Gen::new(&ctx, &func.name);
     let base = symbol_base(func);
     let mut kernels = Vec::new();
-    for (k, step) in plan.all_steps().into_iter().enumerate() {
+    for step in plan.all_steps() {
+        let k = step.id.index();
         if let Some(info) = define_step(&g, func, step, &format!("{base}_{k}"))? {
             kernels.push(info);
         }
@@ -190,6 +193,7 @@ pub(crate) fn define_step(
     Ok(Some(KernelInfo {
         name,
         kind,
+        step: step.id,
         result: step.results[0],
         rank,
         out_dtypes,

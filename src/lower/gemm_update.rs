@@ -101,6 +101,7 @@ fn fusion_at(func: &Func, steps: &[Step], i: usize) -> Option<(usize, Step)> {
         }
     }
     let step = Step {
+        id: super::StepId::UNNUMBERED,
         kernel: Kernel::Gemm {
             transposed,
             update: Some(GemmUpdate { scale }),

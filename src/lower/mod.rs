@@ -84,9 +84,25 @@ pub struct Branch {
     pub yields: Vec<Value>,
 }
 
+/// A step's index in its plan (`Plan::all_steps` order: each step, then the steps inside it), as Cranelift's entity handles index their tables. The runtime
+/// keys what it keeps per step (compiled thunks, a custom op's storage) by it.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct StepId(pub u32);
+
+impl StepId {
+    /// The id a step has until lowering numbers its plan.
+    pub const UNNUMBERED: StepId = StepId(u32::MAX);
+
+    pub fn index(self) -> usize {
+        self.0 as usize
+    }
+}
+
 /// One step: an instruction of the function with the kernel that computes it.
 #[derive(Clone, Debug)]
 pub struct Step {
+    /// The step's index in the plan.
+    pub id: StepId,
     pub kernel: Kernel,
     /// The instruction's op (for `perform`, and for messages).
     pub op: Op,
@@ -142,6 +158,12 @@ impl Step {
 #[derive(Clone, Debug)]
 pub struct Plan {
     pub name: String,
+    /// How many steps the plan has, those inside row groups and branches included: the ids
+    /// run from 0 to this.
+    pub n_steps: usize,
+    /// A number no other plan of this process has (clones share it: they are the same plan),
+    /// so that what the runtime derives from a plan can say which plan it was made for.
+    pub serial: u64,
     pub params: Vec<Value>,
     pub steps: Vec<Step>,
     pub outputs: Vec<Value>,
@@ -205,14 +227,36 @@ pub fn lower(func: &Func) -> Plan {
 
 /// Lowers `func` with the given choices.
 pub fn lower_with(func: &Func, opts: LowerOptions) -> Plan {
+    let mut steps = lower_block(func, &func.body, &func.outputs, opts);
+    let n_steps = number(&mut steps, 0);
+    static SERIAL: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     Plan {
         name: func.name.clone(),
+        n_steps,
+        serial: SERIAL.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
         params: func.params.clone(),
-        steps: lower_block(func, &func.body, &func.outputs, opts),
+        steps,
         outputs: func.outputs.clone(),
     }
 }
 
+/// Gives `steps` and the steps inside them ids from `next` on, in `Plan::all_steps` order
+/// (each step, then the steps inside it); returns the next free id.
+fn number(steps: &mut [Step], mut next: usize) -> usize {
+    for s in steps.iter_mut() {
+        s.id = StepId(next as u32);
+        next += 1;
+        match &mut s.kernel {
+            Kernel::IfElse { then, otherwise } => {
+                next = number(&mut then.steps, next);
+                next = number(&mut otherwise.steps, next);
+            }
+            Kernel::Rows { steps, .. } => next = number(steps, next),
+            _ => {}
+        }
+    }
+    next
+}
 fn lower_block(func: &Func, body: &[Inst], kept: &[Value], opts: LowerOptions) -> Vec<Step> {
     let unbroadcast;
     let body = if opts.fold_broadcasts {
@@ -252,6 +296,7 @@ fn lower_block(func: &Func, body: &[Inst], kept: &[Value], opts: LowerOptions) -
         .iter()
         .zip(frees)
         .map(|(inst, frees)| Step {
+            id: StepId::UNNUMBERED,
             kernel: match (
                 kernel_of(func, inst, opts),
                 transposed.get(&inst.results[0]),
@@ -584,6 +629,37 @@ mod tests {
     fn plan_of(src: &str) -> Plan {
         let f = crate::ir::text::parse("t.kir", src).unwrap().remove(0);
         lower(&f)
+    }
+
+    #[test]
+    fn step_ids_are_positions_in_all_steps_branches_and_groups_included() {
+        let f = crate::ir::text::parse(
+            "t.kir",
+            "func @f(%c: bool[], %x: f32[8, 4]) -> (f32[8, 4], f32[8]) {
+               %a = exp %x
+               %s = sum %a {axes = [1]}
+               %r = ifelse %c {
+                 %p = neg %a
+                 %q = tanh %p
+                 yield %q
+               } else {
+                 %n = sin %a
+                 yield %n
+               }
+               %m = max %r {axes = [1]}
+               return %r, %m
+             }",
+        )
+        .unwrap()
+        .remove(0);
+        for opts in [LowerOptions::default(), LowerOptions::all()] {
+            let p = lower_with(&f, opts);
+            let all = p.all_steps();
+            assert_eq!(all.len(), p.n_steps);
+            for (k, s) in all.iter().enumerate() {
+                assert_eq!(s.id, StepId(k as u32), "{p}");
+            }
+        }
     }
 
     #[test]

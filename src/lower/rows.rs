@@ -106,6 +106,7 @@ fn flush(run: &mut Vec<Step>, roles: &mut Vec<Vec<Role>>, rows: usize, out: &mut
         .collect();
     let op = members[0].op.clone();
     out.push(Step {
+        id: super::StepId::UNNUMBERED,
         kernel: Kernel::Rows {
             rows,
             steps: members,

@@ -3,7 +3,7 @@
 use crate::error::Error;
 use crate::ir::custom::{CustomOpRef, PerformContext, Resource, WriteRequest};
 use crate::ir::{Func, Op, Value};
-use crate::lower::{lower, Branch, Kernel, Plan, Step};
+use crate::lower::{lower, Branch, Kernel, Plan, Step, StepId};
 use crate::perform::perform;
 use crate::tensor::{Tensor, TensorRef};
 use std::collections::HashMap;
@@ -11,21 +11,19 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Mutex;
 
 /// What the interpreter keeps between calls: the output storage of ops that may reuse it
-/// (custom ops, hidden outputs), keyed by the op's first result, and a call counter that seeds
+/// (custom ops, hidden outputs), keyed by their step, and a call counter that seeds
 /// the random resource.
 #[derive(Default)]
 pub struct InterpState {
-    /// Compiled thunks by the first result of their instruction (indexed by value: a lookup
-    /// per instruction and call, so no hashing).
+    /// Compiled thunks by step (indexed by the step's id: a lookup per step and call, so no
+    /// hashing).
     pub(super) thunks: std::sync::Arc<ThunkTable>,
-    storage: HashMap<Value, Vec<Option<Tensor>>>,
+    storage: HashMap<StepId, Vec<Option<Tensor>>>,
     calls: u64,
     /// Write requests planned for the custom ops of the function being run.
     requests: std::sync::Arc<super::requests::WritePlan>,
-    /// Which plan `requests` and `param_index` were made for (by address).
-    planned_for: usize,
-    /// The plan `run_func_into` lowered last, and the function it lowered (by address).
-    lowered: Option<(usize, std::sync::Arc<Plan>)>,
+    /// Which plan `requests` and `param_index` were made for (its serial number).
+    planned_for: Option<u64>,
     /// For each value, its position among the parameters, if it is one.
     param_index: Vec<Option<usize>>,
     /// The value slots of a call, kept (empty) for the next one.
@@ -112,7 +110,8 @@ pub fn run_func_with(
 /// `run_func_with`, offering `dests[i]` as the storage of output `i` to compiled thunks that
 /// can write into it, and running on the `donated` buffers of parameters (see
 /// `Executable::run_into`; `donated` may be shorter than the parameters). The function is
-/// lowered to its plan once per state.
+/// lowered on every call: this is the reference path for a bare function (an `Interpreter`
+/// lowers once and keeps its plan).
 pub fn run_func_into(
     func: &Func,
     inputs: &[TensorRef<'_>],
@@ -120,15 +119,7 @@ pub fn run_func_into(
     donated: &mut [Option<Tensor>],
     state: &mut InterpState,
 ) -> Result<Vec<Tensor>, Error> {
-    let key = func as *const Func as usize;
-    let plan = match &state.lowered {
-        Some((k, p)) if *k == key => p.clone(),
-        _ => {
-            let p = std::sync::Arc::new(lower(func));
-            state.lowered = Some((key, p.clone()));
-            p
-        }
-    };
+    let plan = lower(func);
     run_plan_into(func, &plan, inputs, dests, donated, state)
 }
 
@@ -152,13 +143,13 @@ pub fn run_plan_into(
         )));
     }
     state.calls += 1;
-    if state.planned_for != plan as *const Plan as usize {
+    if state.planned_for != Some(plan.serial) {
         state.param_index = vec![None; func.values.len()];
         for (i, &p) in func.params.iter().enumerate() {
             state.param_index[p.index()] = Some(i);
         }
         state.requests = std::sync::Arc::new(super::requests::plan(func));
-        state.planned_for = plan as *const Plan as usize;
+        state.planned_for = Some(plan.serial);
     }
     let param_index = std::mem::take(&mut state.param_index);
     let mut offered = Offered::new();
@@ -414,7 +405,7 @@ fn run_step(
         return Ok(());
     }
     // A compiled thunk reads its arguments where they are.
-    if let Some(t) = state.thunks.get(inst.results[0].index()).cloned().flatten() {
+    if let Some(t) = state.thunks.get(inst.id.index()).cloned().flatten() {
         let offered = take_offered(&mut env.dests, inst.results[0]);
         let overwritten = match offered {
             None => take_overwritten(func, inst, env)?,
@@ -696,7 +687,7 @@ fn run_custom(
     accumulators: Vec<(usize, Tensor)>,
     state: &mut InterpState,
 ) -> Result<Vec<Tensor>, Error> {
-    let key = inst.results[0];
+    let key = inst.id;
     let calls = state.calls;
     let slot = state
         .storage
@@ -787,10 +778,10 @@ pub struct Interpreter {
     parallel_steps: usize,
 }
 
-/// Compiled thunks by the first result of their instruction.
-pub type Thunks = HashMap<Value, std::sync::Arc<dyn super::Thunk>>;
+/// Compiled thunks by the step they run.
+pub type Thunks = HashMap<StepId, std::sync::Arc<dyn super::Thunk>>;
 
-/// `Thunks` indexed by value.
+/// `Thunks` indexed by step id.
 type ThunkTable = Vec<Option<std::sync::Arc<dyn super::Thunk>>>;
 
 /// Buffers offered for outputs, by value.
@@ -810,9 +801,9 @@ impl Interpreter {
     /// An interpreter that runs `plan` (the lowered `func`) with the given compiled thunks
     /// instead of `perform` for their steps.
     pub fn with_thunks(func: Func, plan: Plan, thunks: Thunks) -> Interpreter {
-        let mut table: ThunkTable = vec![None; func.values.len()];
-        for (v, t) in thunks {
-            if let Some(slot) = table.get_mut(v.index()) {
+        let mut table: ThunkTable = vec![None; plan.n_steps];
+        for (id, t) in thunks {
+            if let Some(slot) = table.get_mut(id.index()) {
                 *slot = Some(t);
             }
         }

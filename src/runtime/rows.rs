@@ -59,7 +59,7 @@ pub(super) fn run_rows(
 ) -> Result<bool, Error> {
     let thunks: Option<SmallVec<[Arc<dyn Thunk>; 8]>> = members
         .iter()
-        .map(|m| state.thunks.get(m.results[0].index()).cloned().flatten())
+        .map(|m| state.thunks.get(m.id.index()).cloned().flatten())
         .collect();
     let Some(thunks) = thunks else {
         return Ok(false);
