@@ -120,7 +120,8 @@ fn define_map_kernel_staged<M: Module>(
     define(module, name, program, bcast, None, None)
 }
 
-/// Whether an input is broadcast along the vector axis (stride 0), as its type tells.
+/// Whether an input is broadcast along the vector axis (stride 0), as the plan's access says
+/// (`lower::access`); `Unknown` where the caller has no plan to say it (AOT's maps).
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Bcast {
     /// Not known before the call: the kernel checks.
@@ -129,17 +130,6 @@ pub enum Bcast {
     Never,
     /// Always: its extent there is 1 (or it has no such axis).
     Always,
-}
-
-impl Bcast {
-    /// The class of an input along the last axis of the output, from the input's type.
-    pub fn along_last(ty: &crate::ir::TensorType) -> Bcast {
-        match ty.shape.last() {
-            None | Some(Some(1)) => Bcast::Always,
-            Some(Some(_)) => Bcast::Never,
-            Some(None) => Bcast::Unknown,
-        }
-    }
 }
 
 fn define<M: Module>(

@@ -54,8 +54,8 @@ const PAIRWISE_BLOCK: i64 = crate::ir::PAIRWISE.block as i64;
 /// The dtype a reduction returns, for a value of dtype `vd` (`Reduction::result`): what it
 /// accumulates in, or for argmax and argmin the index's (`i64`, the value compared in its own
 /// dtype).
-pub fn acc_dtype(op: ReduceOp, vd: DType) -> Option<DType> {
-    Some(Reduction::of(op, vd).result)
+pub fn acc_dtype(op: ReduceOp, vd: DType) -> DType {
+    Reduction::of(op, vd).result
 }
 
 /// Whether `op` is argmax or argmin (`argreduce_codegen`).
@@ -119,8 +119,8 @@ pub fn define_reduce_kernel<M: Module>(
         return Err(unsupported("a reduction of several values"));
     }
     let vd = program.insts[program.outputs[0]].dtype;
-    let ad = acc_dtype(op, vd).ok_or_else(|| unsupported("no generated code for this op"))?;
-    let pairwise = ad.is_float() && matches!(op, ReduceOp::Sum | ReduceOp::Mean);
+    let ad = acc_dtype(op, vd);
+    let pairwise = Reduction::of(op, vd).is_pairwise();
     let spec = Spec {
         op,
         program,
