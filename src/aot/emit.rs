@@ -99,6 +99,62 @@ enum StepFns {
         reducer: FuncId,
     },
     MatMul(FuncId),
+    IfElse(Vec<StepFns>, Vec<StepFns>),
+}
+
+impl Library {
+    /// Defines the kernels `steps` call (those of branches included) and notes in `max_ops`
+    /// the most operands a kernel call passes.
+    fn declare(
+        &mut self,
+        module: &mut ObjectModule,
+        symbol: &str,
+        steps: &[Step],
+        max_ops: &mut usize,
+    ) -> Result<Vec<StepFns>> {
+        let mut fns = Vec::new();
+        for step in steps {
+            fns.push(match step {
+                Step::Map {
+                    what,
+                    program,
+                    inputs,
+                    outputs,
+                    ..
+                } => {
+                    *max_ops = (*max_ops).max(inputs.len() + outputs.len());
+                    StepFns::Map(self.map(module, symbol, program, inputs.len(), what)?)
+                }
+                Step::Reduce {
+                    what,
+                    program,
+                    inputs,
+                    row,
+                    row_dtype,
+                    tmp,
+                    ..
+                } => {
+                    *max_ops = (*max_ops).max(inputs.len() + 1);
+                    let prologue = match tmp {
+                        Some(_) => Some(self.map(module, symbol, program, inputs.len(), what)?),
+                        None => None,
+                    };
+                    StepFns::Reduce {
+                        prologue,
+                        reducer: self.reducer(module, symbol, *row, *row_dtype)?,
+                    }
+                }
+                Step::MatMul { dtype, .. } => StepFns::MatMul(self.matmul(module, symbol, *dtype)?),
+                Step::IfElse {
+                    then, otherwise, ..
+                } => StepFns::IfElse(
+                    self.declare(module, symbol, then, max_ops)?,
+                    self.declare(module, symbol, otherwise, max_ops)?,
+                ),
+            });
+        }
+        Ok(fns)
+    }
 }
 
 /// Emits the object for `plan` with the entry point `symbol`.
@@ -141,44 +197,8 @@ pub fn emit(plan: &Plan, symbol: &str, isa: OwnedTargetIsa) -> Result<Emitted> {
         kernels: String::new(),
         clif: String::new(),
     };
-    let mut fns = Vec::new();
     let mut max_ops = 1;
-    for step in &plan.steps {
-        fns.push(match step {
-            Step::Map {
-                what,
-                program,
-                inputs,
-                outputs,
-                ..
-            } => {
-                max_ops = max_ops.max(inputs.len() + outputs.len());
-                StepFns::Map(lib.map(&mut module, symbol, program, inputs.len(), what)?)
-            }
-            Step::Reduce {
-                what,
-                program,
-                inputs,
-                row,
-                row_dtype,
-                tmp,
-                ..
-            } => {
-                max_ops = max_ops.max(inputs.len() + 1);
-                let prologue = match tmp {
-                    Some(_) => Some(lib.map(&mut module, symbol, program, inputs.len(), what)?),
-                    None => None,
-                };
-                StepFns::Reduce {
-                    prologue,
-                    reducer: lib.reducer(&mut module, symbol, *row, *row_dtype)?,
-                }
-            }
-            Step::MatMul { dtype, .. } => {
-                StepFns::MatMul(lib.matmul(&mut module, symbol, *dtype)?)
-            }
-        });
-    }
+    let fns = lib.declare(&mut module, symbol, &plan.steps, &mut max_ops)?;
 
     // The entry point.
     let n_in = plan.inputs.len();
@@ -212,9 +232,7 @@ pub fn emit(plan: &Plan, symbol: &str, isa: OwnedTargetIsa) -> Result<Emitted> {
                 max_ops,
                 ptr,
             };
-            for (step, f) in plan.steps.iter().zip(&fns) {
-                d.step(module, plan, step, f)?;
-            }
+            d.steps(module, plan, &plan.steps, &fns)?;
             d.b.ins().return_(&[]);
             Ok(())
         },
@@ -288,6 +306,19 @@ impl Driver<'_, '_> {
         } else {
             self.b.ins().iadd_imm_s(root, v.offset)
         })
+    }
+
+    fn steps(
+        &mut self,
+        module: &mut ObjectModule,
+        plan: &Plan,
+        steps: &[Step],
+        fns: &[StepFns],
+    ) -> Result<()> {
+        for (step, f) in steps.iter().zip(fns) {
+            self.step(module, plan, step, f)?;
+        }
+        Ok(())
     }
 
     fn step(
@@ -431,6 +462,32 @@ impl Driver<'_, '_> {
                     Ok(())
                 };
                 nest(self.b, &bsh, &bst, bases, &mut call)
+            }
+            (
+                Step::IfElse {
+                    cond,
+                    then,
+                    otherwise,
+                    ..
+                },
+                StepFns::IfElse(then_fns, else_fns),
+            ) => {
+                // Only the chosen branch runs (lazily, as on the JIT).
+                let at = self.base(plan, cond)?;
+                let taken = self.b.ins().load(types::I8, mem(), at, 0);
+                let (yes, no, join) = (
+                    self.b.create_block(),
+                    self.b.create_block(),
+                    self.b.create_block(),
+                );
+                self.b.ins().brif(taken, yes, &[], no, &[]);
+                for (block, steps, fns) in [(yes, then, then_fns), (no, otherwise, else_fns)] {
+                    self.b.switch_to_block(block);
+                    self.steps(module, plan, steps, fns)?;
+                    self.b.ins().jump(join, &[]);
+                }
+                self.b.switch_to_block(join);
+                Ok(())
             }
             _ => Err(Error::Unsupported(
                 "internal: a step and its kernels do not match".into(),

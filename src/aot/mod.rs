@@ -20,8 +20,9 @@
 //! # How it is compiled
 //!
 //! The function is optimized as for the JIT (`rewrite::optimize`: folding, rewrites, fusion
-//! into Composite and FusedReduce ops), then planned statically (`plan`): every shape must be
-//! known (an unknown dim is an error naming the value), so view ops (`transpose`, `reshape` of
+//! into Composite and FusedReduce ops), lowered to the kernel plan every backend reads
+//! (`lower::lower`, every instruction a step of its own), then planned statically (`plan`):
+//! every shape must be known (an unknown dim is an error naming the value), so view ops (`transpose`, `reshape` of
 //! contiguous data, `broadcast_to`, `expand_dims`, `squeeze`, `slice`) only change offsets and
 //! strides, and the rest becomes steps: map kernels (the JIT's own `define_map_kernel`, one per
 //! distinct scalar program, called on `rows x cols` blocks with loops over any further dims),
@@ -33,8 +34,10 @@
 //!
 //! Everything the code calls is in the object (the `kiln_*` helpers that map kernels import
 //! are generated as small functions; the float ones call libm's `expf`, `sin`, ...), so the
-//! only library to link is libm. Not supported ahead of time: `ifelse`, random ops and custom
-//! ops (errors that name the op). The code runs on one thread.
+//! only library to link is libm. An `ifelse` becomes a branch in the entry point: only the
+//! chosen branch's steps run, as on the JIT, and each copies what it yields into the same
+//! result buffers. Not supported ahead of time: random ops and custom ops (errors that name
+//! the op). The code runs on one thread.
 
 mod clif;
 mod emit;

@@ -1,14 +1,16 @@
-//! The static plan of an ahead-of-time function: every shape is known, so every value is a
-//! strided view of some storage (an input, a constant in the object, or a buffer the plan
-//! computes into), view ops only change offsets and strides, and the rest is a list of steps
-//! (map kernels, reductions, matrix products) over views. Buffers are then placed: a buffer
+//! The static plan of an ahead-of-time function, made from its lowered plan (`lower::Plan`):
+//! every shape is known, so every value is a strided view of some storage (an input, a
+//! constant in the object, or a buffer the plan computes into), view ops (the plan's
+//! `perform` steps that only move data) change offsets and strides, and the rest is a list of
+//! steps (map kernels, reductions, matrix products, `ifelse` branches) over views. Buffers are then placed: a buffer
 //! that is a function output whole goes straight into the caller's output array, the others
 //! into the scratch area at 64-byte-aligned offsets, reused once nothing reads them any more.
 
 use crate::error::{Error, Result};
 use crate::ir::infer::slice_bounds;
-use crate::ir::scalar::{program_of, ScalarInst, ScalarOp, ScalarProgram};
-use crate::ir::{DType, Func, Inst, Op, ReduceOp, Value};
+use crate::ir::scalar::{ScalarInst, ScalarOp, ScalarProgram};
+use crate::ir::{DType, Func, Op, ReduceOp, Value};
+use crate::lower::{self, Kernel};
 use crate::tensor::Tensor;
 use std::collections::HashMap;
 use std::fmt::Write as _;
@@ -189,6 +191,32 @@ pub enum Step {
         b: View,
         c: View,
     },
+    /// `ifelse`: the steps of the branch that `cond` (one bool) chooses run; each ends by
+    /// copying what it yields into the same result buffers.
+    IfElse {
+        what: String,
+        cond: View,
+        then: Vec<Step>,
+        otherwise: Vec<Step>,
+    },
+}
+
+/// Visits `steps` and the steps inside them in the order they are laid out (each step, then
+/// its branches), with positions counted from `*pos`: the clock buffer lifetimes are measured
+/// in. A buffer read in one branch and written in the other is alive over both, which is
+/// more than needed (only one runs) but never too little.
+pub fn walk<'s>(steps: &'s [Step], pos: &mut usize, f: &mut dyn FnMut(usize, &'s Step)) {
+    for s in steps {
+        f(*pos, s);
+        *pos += 1;
+        if let Step::IfElse {
+            then, otherwise, ..
+        } = s
+        {
+            walk(then, pos, f);
+            walk(otherwise, pos, f);
+        }
+    }
 }
 
 impl Step {
@@ -209,6 +237,7 @@ impl Step {
                 (inputs.iter().collect(), w)
             }
             Step::MatMul { a, b, c, .. } => (vec![a, b], vec![c.root]),
+            Step::IfElse { cond, .. } => (vec![cond], vec![]),
         }
     }
 }
@@ -231,7 +260,7 @@ pub struct Plan {
     pub scratch_bytes: usize,
 }
 
-fn describe(func: &Func, inst: &Inst) -> String {
+fn describe(func: &Func, inst: &lower::Step) -> String {
     let r = inst
         .results
         .first()
@@ -420,14 +449,16 @@ impl Builder<'_> {
         out
     }
 
-    fn inst(&mut self, inst: &Inst) -> Result<()> {
+    /// Plans the lowered `steps` into `self.steps`.
+    fn steps(&mut self, steps: &[lower::Step]) -> Result<()> {
+        steps.iter().try_for_each(|s| self.step(s))
+    }
+
+    /// Plans one lowered step: its kernel becomes a map, reduction or product over views; a
+    /// view op only makes a new view; an `ifelse` becomes a branch over two step lists.
+    fn step(&mut self, inst: &lower::Step) -> Result<()> {
         let func = self.func;
         let what = describe(func, inst);
-        if !inst.regions.is_empty() || inst.op == Op::IfElse {
-            return Err(Error::Unsupported(format!(
-                "{what}: ifelse is not supported ahead of time"
-            )));
-        }
         let mut shapes = Vec::new();
         for &r in &inst.results {
             shapes.push(known(func, r, &value_name(func, r))?);
@@ -441,13 +472,9 @@ impl Builder<'_> {
         let set = |me: &mut Self, v: View| {
             me.views.insert(inst.results[0], v);
         };
-        match &inst.op {
-            op if op.is_elementwise() => {
-                let program = match op {
-                    Op::Composite { program, .. } => (**program).clone(),
-                    _ => program_of(op, func, &inst.args, inst.results[0])
-                        .ok_or_else(|| Error::Unsupported(format!("{what}: no scalar program")))?,
-                };
+        match &inst.kernel {
+            Kernel::Map { program, .. } => {
+                let program = (**program).clone();
                 let outs: Vec<View> = (0..inst.results.len())
                     .map(|i| self.buffer(rdt(i), &shapes[i]))
                     .collect();
@@ -462,28 +489,119 @@ impl Builder<'_> {
                     outputs: outs,
                 });
             }
-            Op::Reduce { op, axes, .. } | Op::FusedReduce { op, axes, .. } => {
-                let program = match &inst.op {
-                    Op::FusedReduce { program, .. } => (**program).clone(),
-                    _ => copy_program(args[0].dtype, args[0].dtype),
-                };
-                let full: Vec<usize> = match &inst.op {
-                    Op::FusedReduce { .. } => {
-                        let mut s: Vec<usize> = Vec::new();
-                        for a in &args {
-                            s = crate::ir::broadcast_shapes(&s, &a.shape)
-                                .map_err(|e| Error::Unsupported(format!("{what}: {e}")))?;
-                        }
-                        s
-                    }
-                    _ => args[0].shape.clone(),
-                };
-                self.reduce(what, program, args, full, *op, axes, inst)?;
+            Kernel::Reduce {
+                op,
+                axes,
+                program,
+                space,
+                ..
+            } => {
+                let full: Vec<usize> = space.iter().map(|d| d.unwrap_or(0)).collect();
+                self.reduce(what, (**program).clone(), args, full, *op, axes, inst)?;
             }
-            Op::MatMul => {
-                let c = self.matmul(&what, &args[0], &args[1], rdt(0), &shapes[0])?;
+            Kernel::Gemm {
+                transposed,
+                update: None,
+            } => {
+                // A folded transpose is read through swapped strides, as the JIT's GEMM does.
+                let swapped = |v: &View, t: bool| {
+                    let mut v = v.clone();
+                    let r = v.shape.len();
+                    if t && r >= 2 {
+                        v.shape.swap(r - 2, r - 1);
+                        v.strides.swap(r - 2, r - 1);
+                    }
+                    v
+                };
+                let (a, b) = (
+                    swapped(&args[0], transposed[0]),
+                    swapped(&args[1], transposed[1]),
+                );
+                let c = self.matmul(&what, &a, &b, rdt(0), &shapes[0])?;
                 set(self, c);
             }
+            Kernel::IfElse { then, otherwise } => {
+                self.ifelse(&what, inst, &args, then, otherwise)?
+            }
+            Kernel::Perform => self.perform(inst, &what, args, &shapes)?,
+            Kernel::Gemm {
+                update: Some(_), ..
+            }
+            | Kernel::Rows { .. } => {
+                return Err(Error::Unsupported(format!(
+                    "{what}: internal: ahead of time the plan has no fused updates or row groups"
+                )))
+            }
+        }
+        Ok(())
+    }
+
+    /// An `ifelse`: each branch planned into a step list of its own, ending with copies of
+    /// what it yields into the results' buffers (which both branches write).
+    fn ifelse(
+        &mut self,
+        what: &str,
+        inst: &lower::Step,
+        args: &[View],
+        then: &lower::Branch,
+        otherwise: &lower::Branch,
+    ) -> Result<()> {
+        let func = self.func;
+        let results: Vec<View> = inst
+            .results
+            .iter()
+            .map(|&r| {
+                let shape = known(func, r, &value_name(func, r))?;
+                Ok(self.buffer(func.ty(r).dtype, &shape))
+            })
+            .collect::<Result<_>>()?;
+        let branch = |me: &mut Self, br: &lower::Branch| -> Result<Vec<Step>> {
+            let outer = std::mem::take(&mut me.steps);
+            let planned = me.steps(&br.steps).and_then(|()| {
+                for (y, out) in br.yields.iter().zip(&results) {
+                    let v = me.view(*y)?;
+                    me.steps.push(Step::Map {
+                        what: format!("{what}: yield"),
+                        program: copy_program(v.dtype, out.dtype),
+                        shape: out.shape.clone(),
+                        inputs: vec![v],
+                        outputs: vec![out.clone()],
+                    });
+                }
+                Ok(())
+            });
+            let inner = std::mem::replace(&mut me.steps, outer);
+            planned.map(|()| inner)
+        };
+        let then = branch(self, then)?;
+        let otherwise = branch(self, otherwise)?;
+        self.steps.push(Step::IfElse {
+            what: what.to_string(),
+            cond: args[0].clone(),
+            then,
+            otherwise,
+        });
+        for (r, v) in inst.results.iter().zip(results) {
+            self.views.insert(*r, v);
+        }
+        Ok(())
+    }
+
+    /// A step that runs `perform` on the JIT: ahead of time, view ops become views, constants
+    /// data in the object and `concat` copies; what needs the run time is refused.
+    fn perform(
+        &mut self,
+        inst: &lower::Step,
+        what: &str,
+        args: Vec<View>,
+        shapes: &[Vec<usize>],
+    ) -> Result<()> {
+        let what = what.to_string();
+        let rdt = |i: usize| self.func.ty(inst.results[i]).dtype;
+        let set = |me: &mut Self, v: View| {
+            me.views.insert(inst.results[0], v);
+        };
+        match &inst.op {
             Op::Transpose { perm } => {
                 let a = &args[0];
                 let v = a.with(
@@ -632,7 +750,7 @@ impl Builder<'_> {
         full: Vec<usize>,
         op: ReduceOp,
         axes: &Option<Vec<usize>>,
-        inst: &Inst,
+        inst: &lower::Step,
     ) -> Result<()> {
         let rank = full.len();
         let red: Vec<usize> = match axes {
@@ -825,9 +943,10 @@ pub fn build(func: &Func, in_names: &[String], out_names: &[String]) -> Result<P
             shape,
         });
     }
-    for inst in &func.body {
-        b.inst(inst)?;
-    }
+    // Every instruction a step of its own: views need no folding, and no step fuses work
+    // that only the JIT's runtime can run (row groups, the GEMM's fused update).
+    let lowered = lower::lower(func);
+    b.steps(&lowered.steps)?;
     // Outputs: a buffer that is the output whole is computed straight into the caller's
     // array; anything else (an input, a constant, a view, a value returned twice) is copied.
     let mut outputs = Vec::new();
@@ -863,14 +982,15 @@ pub fn build(func: &Func, in_names: &[String], out_names: &[String]) -> Result<P
         }
     }
     // Lifetimes of buffers: from the first step that touches them to the last.
-    for (t, s) in b.steps.iter().enumerate() {
+    let roots = &mut b.roots;
+    walk(&b.steps, &mut 0, &mut |t, s| {
         let (reads, writes) = s.views();
         for r in reads.iter().map(|v| v.root).chain(writes) {
-            let root = &mut b.roots[r];
+            let root = &mut roots[r];
             root.first = root.first.min(t);
             root.last = root.last.max(t);
         }
-    }
+    });
     let scratch_bytes = layout(&mut b.roots);
     Ok(Plan {
         roots: b.roots,
@@ -940,7 +1060,7 @@ impl Plan {
                 r.last
             );
         }
-        for (t, st) in self.steps.iter().enumerate() {
+        walk(&self.steps, &mut 0, &mut |t, st| {
             let _ = match st {
                 Step::Map {
                     what,
@@ -987,8 +1107,20 @@ impl Plan {
                     view(b),
                     view(c)
                 ),
+                Step::IfElse {
+                    what, cond, then, ..
+                } => {
+                    let mut end = t + 1;
+                    walk(then, &mut end, &mut |_, _| {});
+                    writeln!(
+                        s,
+                        "{t}: ifelse ({what}) on {}: then steps {}..{end}, else steps {end}..",
+                        view(cond),
+                        t + 1
+                    )
+                }
             };
-        }
+        });
         let _ = writeln!(s, "scratch: {} bytes", self.scratch_bytes);
         s
     }
