@@ -234,6 +234,23 @@ fn run_c(art: &AotArtifact, inputs: &[Tensor], name: &str) -> Vec<Tensor> {
     outs
 }
 
+/// Whether two tensors are the same bits (any NaN matches any NaN: payloads are not kept).
+fn same_bits(a: &Tensor, b: &Tensor) -> bool {
+    a.dtype() == b.dtype()
+        && a.shape() == b.shape()
+        && bytes_of(a)
+            .chunks(a.dtype().size().max(1))
+            .zip(bytes_of(b).chunks(b.dtype().size().max(1)))
+            .all(|(x, y)| {
+                let nan = |c: &[u8]| match c.len() {
+                    4 if a.dtype().is_float() => f32::from_le_bytes(c.try_into().unwrap()).is_nan(),
+                    8 if a.dtype().is_float() => f64::from_le_bytes(c.try_into().unwrap()).is_nan(),
+                    _ => false,
+                };
+                x == y || (nan(x) && nan(y))
+            })
+}
+
 /// Asserts that `got` is `want` within `rel * |want| + abs` (floats; NaN matches NaN and
 /// infinities must be equal), exactly for integers and bools.
 fn assert_close(got: &Tensor, want: &Tensor, rel: f64, abs: f64, what: &str) {
@@ -633,6 +650,17 @@ fn the_op_corpus_runs_ahead_of_time() {
             (Ok(x), false) => x,
         };
         let got = run_c(&art, &inputs, &name);
+        // The JIT reads the same plan with the same generator: the same bits.
+        let jitted = jit(&f, &inputs);
+        for (i, (a, j)) in got.iter().zip(&jitted).enumerate() {
+            if !same_bits(a, j) {
+                failures.push(format!(
+                    "{name}: output {i}: ahead of time {}, the JIT {}",
+                    kiln::ir::text::literal(a),
+                    kiln::ir::text::literal(j)
+                ));
+            }
+        }
         let wants = split_top(outs);
         for (i, w) in wants.iter().enumerate() {
             let want = parse_literal(w, f.ty(f.outputs[i])).unwrap();

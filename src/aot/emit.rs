@@ -5,12 +5,14 @@
 //! a stack slot.
 
 use super::clif::{define, for_lt, mem, offset, signature};
-use super::kernels::{define_helpers, define_matmul, define_reducer};
-use super::plan::{collapse, contiguous_strides, Loc, Plan, RowReduce, Step, View};
-use crate::codegen::clif::map::define_map_kernel;
+use super::kernels::{define_helpers, define_matmul};
+use super::plan::{collapse, Loc, Plan, Step, View};
+use crate::codegen::clif::map::{define_map_kernel, Bcast};
+use crate::codegen::clif::reduce::{define_reduce_kernel, is_arg, ReduceKernelInfo, VectorLeaves};
+use crate::codegen::clif::reduce_call::{output_strides, plan_call, KernelOffers};
 use crate::error::{Error, Result};
 use crate::ir::scalar::ScalarProgram;
-use crate::ir::DType;
+use crate::ir::{DType, ReduceOp};
 use cranelift_codegen::ir::{
     types, FuncRef, InstBuilder, StackSlotData, StackSlotKind, Type, Value,
 };
@@ -33,7 +35,8 @@ pub struct Emitted {
 /// Kernels and library functions, defined once each.
 struct Library {
     maps: HashMap<(ScalarProgram, usize), FuncId>,
-    reducers: HashMap<(RowReduce, DType), FuncId>,
+    /// Reduction kernels by op, prologue and input count.
+    reductions: HashMap<(ReduceOp, ScalarProgram, usize), ReduceKernelInfo>,
     matmuls: HashMap<DType, FuncId>,
     kernels: String,
     clif: String,
@@ -62,21 +65,44 @@ impl Library {
         Ok(id)
     }
 
-    fn reducer(
+    /// The JIT's reduction kernel for `op` of what `program` computes from `n_in` inputs,
+    /// with cursor leaves for reduced dims that do not merge, and without host math.
+    fn reduction(
         &mut self,
         module: &mut ObjectModule,
         symbol: &str,
-        row: RowReduce,
-        e: DType,
-    ) -> Result<FuncId> {
-        if let Some(&id) = self.reducers.get(&(row, e)) {
-            return Ok(id);
+        op: ReduceOp,
+        program: &ScalarProgram,
+        n_in: usize,
+        what: &str,
+    ) -> Result<ReduceKernelInfo> {
+        let key = (op, program.clone(), n_in);
+        if let Some(info) = self.reductions.get(&key) {
+            return Ok(info.clone());
         }
-        let name = format!("{symbol}_{}_{e}", format!("{row:?}").to_lowercase());
-        let id = define_reducer(module, &name, row, e, &mut self.clif)?;
-        let _ = writeln!(self.kernels, "{name}: row reduction {row:?} of {e}");
-        self.reducers.insert((row, e), id);
-        Ok(id)
+        let name = format!("{symbol}_r{}", self.reductions.len());
+        // Nothing about the operands' layout is assumed: the kernel checks at run time.
+        let along = vec![Bcast::Unknown; n_in];
+        let info = define_reduce_kernel(
+            module,
+            &name,
+            op,
+            program,
+            &along,
+            true,
+            VectorLeaves::Both,
+            false,
+        )
+        .map_err(|e| Error::Unsupported(format!("{what}: cannot compile the kernel: {e}")))?;
+        let _ = writeln!(
+            self.kernels,
+            "{name}: reduce {}, {n_in} inputs: {program}",
+            op.name()
+        );
+        self.clif.push_str(&info.clif);
+        self.clif.push('\n');
+        self.reductions.insert(key, info.clone());
+        Ok(info)
     }
 
     fn matmul(&mut self, module: &mut ObjectModule, symbol: &str, d: DType) -> Result<FuncId> {
@@ -94,10 +120,7 @@ impl Library {
 /// The functions one step calls, declared beforehand.
 enum StepFns {
     Map(FuncId),
-    Reduce {
-        prologue: Option<FuncId>,
-        reducer: FuncId,
-    },
+    Reduce(ReduceKernelInfo),
     MatMul(FuncId),
     IfElse(Vec<StepFns>, Vec<StepFns>),
 }
@@ -127,23 +150,18 @@ impl Library {
                 }
                 Step::Reduce {
                     what,
+                    op,
                     program,
                     inputs,
-                    row,
-                    row_dtype,
-                    tmp,
                     ..
-                } => {
-                    *max_ops = (*max_ops).max(inputs.len() + 1);
-                    let prologue = match tmp {
-                        Some(_) => Some(self.map(module, symbol, program, inputs.len(), what)?),
-                        None => None,
-                    };
-                    StepFns::Reduce {
-                        prologue,
-                        reducer: self.reducer(module, symbol, *row, *row_dtype)?,
-                    }
-                }
+                } => StepFns::Reduce(self.reduction(
+                    module,
+                    symbol,
+                    *op,
+                    program,
+                    inputs.len(),
+                    what,
+                )?),
                 Step::MatMul { dtype, .. } => StepFns::MatMul(self.matmul(module, symbol, *dtype)?),
                 Step::IfElse {
                     then, otherwise, ..
@@ -192,7 +210,7 @@ pub fn emit(plan: &Plan, symbol: &str, isa: OwnedTargetIsa) -> Result<Emitted> {
     // Kernels.
     let mut lib = Library {
         maps: HashMap::new(),
-        reducers: HashMap::new(),
+        reductions: HashMap::new(),
         matmuls: HashMap::new(),
         kernels: String::new(),
         clif: String::new(),
@@ -354,64 +372,40 @@ impl Driver<'_, '_> {
             }
             (
                 Step::Reduce {
-                    inputs,
-                    kept,
+                    what,
+                    op,
+                    space,
                     reduced,
-                    row_dtype,
-                    out_dtype,
-                    tmp,
+                    inputs,
                     out,
                     ..
                 },
-                StepFns::Reduce { prologue, reducer },
+                StepFns::Reduce(info),
             ) => {
-                let nk = kept.len();
-                let reducer = self.func_ref(module, *reducer);
-                let prologue = prologue.map(|p| self.func_ref(module, p));
+                let f = self.func_ref(module, info.entry);
+                let mut strides: Vec<Vec<i64>> = inputs.iter().map(|v| v.strides.clone()).collect();
+                let es_out = out.dtype.size() as i64;
+                strides.push(output_strides(space, reduced, es_out));
+                let es: Vec<i64> = inputs
+                    .iter()
+                    .map(|v| v.dtype.size() as i64)
+                    .chain([es_out])
+                    .collect();
+                let offers = KernelOffers {
+                    lanes: info.lanes,
+                    nd: info.nd,
+                    arg: is_arg(*op),
+                };
+                let call = plan_call(space, reduced, &strides, &es, offers).ok_or_else(|| {
+                    Error::Unsupported(format!(
+                        "{what}: internal: no kernel call for an empty space"
+                    ))
+                })?;
                 let mut bases = Vec::new();
-                let mut kept_st = Vec::new();
-                let mut red_st = Vec::new();
-                for v in inputs {
+                for v in inputs.iter().chain([out]) {
                     bases.push(self.base(plan, v)?);
-                    kept_st.push(v.strides[..nk].to_vec());
-                    red_st.push(v.strides[nk..].to_vec());
                 }
-                bases.push(self.base(plan, out)?);
-                kept_st.push(contiguous_strides(kept, out_dtype.size()));
-                let tmp_base = match tmp {
-                    Some(r) => {
-                        let v = View {
-                            root: *r,
-                            dtype: *row_dtype,
-                            offset: 0,
-                            shape: reduced.clone(),
-                            strides: contiguous_strides(reduced, row_dtype.size()),
-                        };
-                        Some((self.base(plan, &v)?, v.strides))
-                    }
-                    None => None,
-                };
-                let Some((ksh, kst)) = collapse(kept, &kept_st) else {
-                    return Ok(());
-                };
-                let row_len: usize = reduced.iter().product();
-                let (slot, max_ops, n_in) = (self.slot, self.max_ops, inputs.len());
-                let mut row = |b: &mut FunctionBuilder, ptrs: &[Value]| -> Result<()> {
-                    let row_ptr = match (&tmp_base, prologue) {
-                        (Some((t, tst)), Some(p)) => {
-                            let mut ops: Vec<(Value, Vec<i64>)> =
-                                (0..n_in).map(|j| (ptrs[j], red_st[j].clone())).collect();
-                            ops.push((*t, tst.clone()));
-                            map_call(b, p, slot, max_ops, reduced, &ops)?;
-                            *t
-                        }
-                        _ => ptrs[0],
-                    };
-                    let n = b.ins().iconst(types::I64, row_len as i64);
-                    b.ins().call(reducer, &[row_ptr, n, ptrs[n_in]]);
-                    Ok(())
-                };
-                nest(self.b, &ksh, &kst, bases, &mut row)
+                reduce_call(self.b, f, &call, bases)
             }
             (
                 Step::MatMul {
@@ -573,4 +567,65 @@ fn map_call(
         Ok(())
     };
     nest(b, &sh[..lead], &lead_st, bases, &mut call)
+}
+
+/// Calls reduction kernel `f` as `call` says (`reduce_call`): the stride arrays are stored once
+/// in a stack slot of their own, the operands' pointers for each index of the outer kept dims.
+fn reduce_call(
+    b: &mut FunctionBuilder,
+    f: FuncRef,
+    call: &crate::codegen::clif::reduce_call::ReduceCall,
+    bases: Vec<Value>,
+) -> Result<()> {
+    let n_ops = bases.len();
+    // Pointers, then the strides along O, then along I, then `sn`.
+    let words = 3 * n_ops + call.sn.len();
+    let slot = b.create_sized_stack_slot(StackSlotData::new(
+        StackSlotKind::ExplicitSlot,
+        (8 * words) as u32,
+        3,
+    ));
+    let ptr_ty = b.func.dfg.value_type(bases[0]);
+    let at = |k: usize| 8 * k as i32;
+    let consts: Vec<i64> = call
+        .o
+        .strides
+        .iter()
+        .chain(&call.i.strides)
+        .chain(&call.sn)
+        .copied()
+        .collect();
+    for (k, &c) in consts.iter().enumerate() {
+        let v = b.ins().iconst(types::I64, c);
+        b.ins().stack_store(ptr_ty, v, slot, at(n_ops + k));
+    }
+    let sizes: Vec<usize> = call.outer.iter().map(|d| d.size).collect();
+    let strides: Vec<Vec<i64>> = (0..n_ops)
+        .map(|j| call.outer.iter().map(|d| d.strides[j]).collect())
+        .collect();
+    let (o, n, i, mode) = (
+        call.o.size as i64,
+        call.n.size as i64,
+        call.i.size as i64,
+        call.mode,
+    );
+    let mut inner = |b: &mut FunctionBuilder, ptrs: &[Value]| -> Result<()> {
+        for (j, &p) in ptrs.iter().enumerate() {
+            b.ins().stack_store(ptr_ty, p, slot, at(j));
+        }
+        let addr = |b: &mut FunctionBuilder, k: usize| b.ins().stack_addr(ptr_ty, slot, at(k));
+        let args = [
+            b.ins().iconst(types::I64, o),
+            b.ins().iconst(types::I64, n),
+            b.ins().iconst(types::I64, i),
+            addr(b, 0),
+            addr(b, n_ops),
+            addr(b, 3 * n_ops),
+            addr(b, 2 * n_ops),
+            b.ins().iconst(types::I64, mode),
+        ];
+        b.ins().call(f, &args);
+        Ok(())
+    };
+    nest(b, &sizes, &strides, bases, &mut inner)
 }

@@ -1,8 +1,6 @@
 //! The library kernels an ahead-of-time object carries, generated as Cranelift functions into
 //! the object itself (so that the user links nothing but the object and libm):
 //!
-//! - row reductions, with the reference's semantics and order of operations (pairwise float
-//!   sums, NaN-propagating max/min, first-occurrence argmax/argmin, wrapping integers);
 //! - matrix products: a cache-blocked loop nest (k in blocks of [`KB`], 4-row by 2-vector
 //!   register tiles accumulated in order along k), not a tuned GEMM;
 //! - the helper functions map kernels import by name (`kiln_exp_f32`, `kiln_floordiv_i64`, ...),
@@ -11,9 +9,10 @@
 //!   JIT calls call too.
 
 use super::clif::{clif_type, define, for_fits, for_lt, mem, offset, signature};
-use super::plan::{row_out_dtype, RowReduce};
+use crate::codegen::clif::math_clif::ClifMath;
 use crate::error::{Error, Result};
 use crate::ir::DType;
+use crate::math::arith;
 use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
 use cranelift_codegen::ir::{types, InstBuilder, Signature, Type, Value};
 use cranelift_frontend::FunctionBuilder;
@@ -24,10 +23,6 @@ pub const LIBM_NAMES: &[&str] = &[
     "exp", "expf", "log", "logf", "log1p", "log1pf", "expm1", "expm1f", "sin", "sinf", "cos",
     "cosf", "tan", "tanf", "tanh", "tanhf", "erf", "erff", "pow", "powf", "fmod", "fmodf",
 ];
-
-/// Up to this many elements a float sum is one leaf of eight partial sums; above, it splits
-/// (`perform::reduce::pairwise_sum`, whose order of operations the generated sum follows).
-const PAIRWISE_BLOCK: i64 = crate::ir::PAIRWISE.block as i64;
 
 /// Depth of the k blocks of the matrix product.
 pub const KB: i64 = 256;
@@ -56,236 +51,6 @@ fn call_import<M: Module>(
     let f = module.declare_func_in_func(id, b.func);
     let inst = b.ins().call(f, args);
     Ok(b.inst_results(inst)[0])
-}
-
-/// `fn(ptr, n: i64, out: ptr)`: reduces the `n` elements of dtype `e` at `ptr` (contiguous)
-/// and stores the result at `out`.
-pub fn define_reducer<M: Module>(
-    module: &mut M,
-    name: &str,
-    row: RowReduce,
-    e: DType,
-    text: &mut String,
-) -> Result<FuncId> {
-    let ptr = module.target_config().pointer_type();
-    let ty = clif_type(e);
-    let size = e.size() as i64;
-    let float = e.is_float();
-    // The pairwise sum, a recursive function of its own.
-    let pairwise = if float && matches!(row, RowReduce::Sum | RowReduce::Mean) {
-        let sig = signature(module, &[ptr, types::I64], &[ty]);
-        let (id, t) = define(
-            module,
-            &format!("{name}_pairwise"),
-            Linkage::Local,
-            sig,
-            |module, me, b, p| {
-                // The reference's order (`perform::reduce::pairwise_sum`): fewer than 8
-                // elements in one running sum; up to PAIRWISE_BLOCK, element `i` into partial
-                // sum `i % 8` (whole groups of 8), the partials added pairwise, then the rest
-                // one by one; above, split at half rounded down to a multiple of 8.
-                let (xs, n) = (p[0], p[1]);
-                let tiny = b.create_block();
-                let not_tiny = b.create_block();
-                let leaf = b.create_block();
-                let big = b.create_block();
-                let is_tiny = b.ins().icmp_imm_s(IntCC::SignedLessThan, n, 8);
-                b.ins().brif(is_tiny, tiny, &[], not_tiny, &[]);
-
-                b.switch_to_block(tiny);
-                let acc = b.declare_var(ty);
-                let z = fconst(b, ty, 0.0);
-                b.def_var(acc, z);
-                let zero = b.ins().iconst(types::I64, 0);
-                for_lt(b, zero, n, 1, |b, i| {
-                    let at = offset(b, xs, i, size);
-                    let x = b.ins().load(ty, mem(), at, 0);
-                    let a = b.use_var(acc);
-                    let s = b.ins().fadd(a, x);
-                    b.def_var(acc, s);
-                    Ok(())
-                })?;
-                let a = b.use_var(acc);
-                b.ins().return_(&[a]);
-
-                b.switch_to_block(not_tiny);
-                let is_leaf = b
-                    .ins()
-                    .icmp_imm_s(IntCC::SignedLessThanOrEqual, n, PAIRWISE_BLOCK);
-                b.ins().brif(is_leaf, leaf, &[], big, &[]);
-
-                b.switch_to_block(leaf);
-                let parts: Vec<_> = (0..8).map(|_| b.declare_var(ty)).collect();
-                for &v in &parts {
-                    let z = fconst(b, ty, 0.0);
-                    b.def_var(v, z);
-                }
-                let zero = b.ins().iconst(types::I64, 0);
-                let rest = for_fits(b, zero, n, 8, |b, i| {
-                    for (j, &v) in parts.iter().enumerate() {
-                        let at = offset(b, xs, i, size);
-                        let x = b.ins().load(ty, mem(), at, j as i32 * size as i32);
-                        let a = b.use_var(v);
-                        let s = b.ins().fadd(a, x);
-                        b.def_var(v, s);
-                    }
-                    Ok(())
-                })?;
-                let v: Vec<Value> = parts.iter().map(|&p| b.use_var(p)).collect();
-                let (s01, s23) = (b.ins().fadd(v[0], v[1]), b.ins().fadd(v[2], v[3]));
-                let (s45, s67) = (b.ins().fadd(v[4], v[5]), b.ins().fadd(v[6], v[7]));
-                let (lo, hi) = (b.ins().fadd(s01, s23), b.ins().fadd(s45, s67));
-                let head = b.ins().fadd(lo, hi);
-                let tail = b.declare_var(ty);
-                b.def_var(tail, head);
-                for_lt(b, rest, n, 1, |b, i| {
-                    let at = offset(b, xs, i, size);
-                    let x = b.ins().load(ty, mem(), at, 0);
-                    let a = b.use_var(tail);
-                    let s = b.ins().fadd(a, x);
-                    b.def_var(tail, s);
-                    Ok(())
-                })?;
-                let t = b.use_var(tail);
-                b.ins().return_(&[t]);
-
-                b.switch_to_block(big);
-                let me_ref = module.declare_func_in_func(me, b.func);
-                let half = b.ins().sshr_imm_s(n, 1);
-                let mid = b.ins().band_imm_s(half, !7);
-                let lo = b.ins().call(me_ref, &[xs, mid]);
-                let lo = b.inst_results(lo)[0];
-                let hi_ptr = offset(b, xs, mid, size);
-                let rest = b.ins().isub(n, mid);
-                let hi = b.ins().call(me_ref, &[hi_ptr, rest]);
-                let hi = b.inst_results(hi)[0];
-                let s = b.ins().fadd(lo, hi);
-                b.ins().return_(&[s]);
-                Ok(())
-            },
-        )?;
-        text.push_str(&t);
-        Some(id)
-    } else {
-        None
-    };
-    let out_ty = clif_type(row_out_dtype(row, e));
-    let sig = signature(module, &[ptr, types::I64, ptr], &[]);
-    let (id, t) = define(module, name, Linkage::Local, sig, |module, _, b, p| {
-        let (xs, n, out) = (p[0], p[1], p[2]);
-        let zero = b.ins().iconst(types::I64, 0);
-        let result = match row {
-            RowReduce::Sum | RowReduce::Mean if float => {
-                let f = module.declare_func_in_func(pairwise.expect("defined above"), b.func);
-                let call = b.ins().call(f, &[xs, n]);
-                let s = b.inst_results(call)[0];
-                if row == RowReduce::Mean {
-                    let nf = b.ins().fcvt_from_sint(ty, n);
-                    b.ins().fdiv(s, nf)
-                } else {
-                    s
-                }
-            }
-            RowReduce::Sum | RowReduce::Prod => {
-                let acc = b.declare_var(ty);
-                let init = match (row, float) {
-                    (RowReduce::Sum, _) => b.ins().iconst(ty, 0),
-                    (_, true) => fconst(b, ty, 1.0),
-                    (_, false) => b.ins().iconst(ty, 1),
-                };
-                b.def_var(acc, init);
-                for_lt(b, zero, n, 1, |b, i| {
-                    let at = offset(b, xs, i, size);
-                    let x = b.ins().load(ty, mem(), at, 0);
-                    let a = b.use_var(acc);
-                    let r = match (row, float) {
-                        (RowReduce::Sum, _) => b.ins().iadd(a, x),
-                        (_, true) => b.ins().fmul(a, x),
-                        (_, false) => b.ins().imul(a, x),
-                    };
-                    b.def_var(acc, r);
-                    Ok(())
-                })?;
-                b.use_var(acc)
-            }
-            RowReduce::Max | RowReduce::Min | RowReduce::ArgMax | RowReduce::ArgMin => {
-                let max = matches!(row, RowReduce::Max | RowReduce::ArgMax);
-                let best = b.declare_var(ty);
-                let at = b.declare_var(types::I64);
-                let x0 = b.ins().load(ty, mem(), xs, 0);
-                b.def_var(best, x0);
-                b.def_var(at, zero);
-                let one = b.ins().iconst(types::I64, 1);
-                for_lt(b, one, n, 1, |b, i| {
-                    let p = offset(b, xs, i, size);
-                    let x = b.ins().load(ty, mem(), p, 0);
-                    let cur = b.use_var(best);
-                    // Strictly better (the first of equals wins); the first NaN wins and stays.
-                    let take = if float {
-                        let cc = if max {
-                            FloatCC::GreaterThan
-                        } else {
-                            FloatCC::LessThan
-                        };
-                        let better = b.ins().fcmp(cc, x, cur);
-                        let x_nan = b.ins().fcmp(FloatCC::Unordered, x, x);
-                        let cur_ok = b.ins().fcmp(FloatCC::Ordered, cur, cur);
-                        let first_nan = b.ins().band(x_nan, cur_ok);
-                        b.ins().bor(better, first_nan)
-                    } else {
-                        let cc = if max {
-                            IntCC::SignedGreaterThan
-                        } else {
-                            IntCC::SignedLessThan
-                        };
-                        b.ins().icmp(cc, x, cur)
-                    };
-                    let nb = b.ins().select(take, x, cur);
-                    b.def_var(best, nb);
-                    let a = b.use_var(at);
-                    let na = b.ins().select(take, i, a);
-                    b.def_var(at, na);
-                    Ok(())
-                })?;
-                if matches!(row, RowReduce::Max | RowReduce::Min) {
-                    b.use_var(best)
-                } else {
-                    b.use_var(at)
-                }
-            }
-            RowReduce::All | RowReduce::Any => {
-                let all = row == RowReduce::All;
-                let acc = b.declare_var(types::I8);
-                let init = b.ins().iconst(types::I8, all as i64);
-                b.def_var(acc, init);
-                for_lt(b, zero, n, 1, |b, i| {
-                    let p = offset(b, xs, i, size);
-                    let x = b.ins().load(ty, mem(), p, 0);
-                    let nz = b.ins().icmp_imm_s(IntCC::NotEqual, x, 0);
-                    let a = b.use_var(acc);
-                    let r = if all {
-                        b.ins().band(a, nz)
-                    } else {
-                        b.ins().bor(a, nz)
-                    };
-                    b.def_var(acc, r);
-                    Ok(())
-                })?;
-                b.use_var(acc)
-            }
-            RowReduce::Mean => {
-                return Err(Error::Unsupported(format!(
-                    "internal: mean of {e} rows (they are converted to f64 first)"
-                )))
-            }
-        };
-        debug_assert_eq!(b.func.dfg.value_type(result), out_ty);
-        b.ins().store(mem(), result, out, 0);
-        b.ins().return_(&[]);
-        Ok(())
-    })?;
-    text.push_str(&t);
-    Ok(id)
 }
 
 /// `fn(m, n, k, a, a_rs, a_cs, b, b_rs, c)`: `c = a @ b` with `a` an `m x k` matrix at byte
@@ -497,6 +262,14 @@ pub fn define_helpers<M: Module>(module: &mut M, text: &mut String) -> Result<Ve
         .collect();
     let mut names = Vec::new();
     for (name, sig) in wanted {
+        if name == ND_SEEK {
+            let (_, t) = define(module, &name, Linkage::Local, sig, |_, _, b, p| {
+                nd_seek(b, p)
+            })?;
+            text.push_str(&t);
+            names.push(name);
+            continue;
+        }
         let (op, ty) = name["kiln_".len()..]
             .rsplit_once('_')
             .ok_or_else(|| unknown_helper(&name))?;
@@ -512,6 +285,71 @@ pub fn define_helpers<M: Module>(module: &mut M, text: &mut String) -> Result<Ve
         names.push(name);
     }
     Ok(names)
+}
+
+/// The reduction kernels' cursor helper (`codegen::clif::reduce_operands`), which the JIT has
+/// as a Rust function (`codegen::clif::helpers`).
+const ND_SEEK: &str = "kiln_nd_seek";
+
+/// `kiln_nd_seek(desc, bases, pos, state)`: the addresses of flat position `pos` over the
+/// reduced dims the N-d descriptor `desc` lists (`[k, m, m innermost strides, k sizes, k * m
+/// strides]`), from the operands' `bases`, into `state[1..=m]`, and into `state[0]` how many
+/// positions are left in the innermost dim from there: the Rust helper's computation, in CLIF.
+fn nd_seek(b: &mut FunctionBuilder, p: &[Value]) -> Result<()> {
+    let (desc, bases, pos, state) = (p[0], p[1], p[2], p[3]);
+    let k = b.ins().load(types::I64, mem(), desc, 0);
+    let m = b.ins().load(types::I64, mem(), desc, 8);
+    // sizes at desc + 8 * (2 + m), strides at desc + 8 * (2 + m + k).
+    let sizes = {
+        let two_m = b.ins().iadd_imm_s(m, 2);
+        offset(b, desc, two_m, 8)
+    };
+    let strides = offset(b, sizes, k, 8);
+    let zero = b.ins().iconst(types::I64, 0);
+    for_lt(b, zero, m, 1, |b, j| {
+        let from = offset(b, bases, j, 8);
+        let base = b.ins().load(types::I64, mem(), from, 0);
+        let to = offset(b, state, j, 8);
+        b.ins().store(mem(), base, to, 8);
+        Ok(())
+    })?;
+    let rest = b.declare_var(types::I64);
+    b.def_var(rest, pos);
+    for_lt(b, zero, k, 1, |b, t| {
+        // d = k - 1 - t: the innermost dim first.
+        let d = {
+            let km1 = b.ins().iadd_imm_s(k, -1);
+            b.ins().isub(km1, t)
+        };
+        let at = offset(b, sizes, d, 8);
+        let size = b.ins().load(types::I64, mem(), at, 0);
+        let r = b.use_var(rest);
+        let i = b.ins().srem(r, size);
+        let q = b.ins().sdiv(r, size);
+        b.def_var(rest, q);
+        let innermost = b.ins().icmp_imm_s(IntCC::Equal, t, 0);
+        let (yes, join) = (b.create_block(), b.create_block());
+        b.ins().brif(innermost, yes, &[], join, &[]);
+        b.switch_to_block(yes);
+        let left = b.ins().isub(size, i);
+        b.ins().store(mem(), left, state, 0);
+        b.ins().jump(join, &[]);
+        b.switch_to_block(join);
+        let row = b.ins().imul(d, m);
+        let row = offset(b, strides, row, 8);
+        for_lt(b, zero, m, 1, |b, j| {
+            let at = offset(b, row, j, 8);
+            let st = b.ins().load(types::I64, mem(), at, 0);
+            let slot = offset(b, state, j, 8);
+            let cur = b.ins().load(types::I64, mem(), slot, 8);
+            let step = b.ins().imul(i, st);
+            let next = b.ins().iadd(cur, step);
+            b.ins().store(mem(), next, slot, 8);
+            Ok(())
+        })
+    })?;
+    b.ins().return_(&[]);
+    Ok(())
 }
 
 fn unknown_helper(name: &str) -> Error {
@@ -560,22 +398,28 @@ fn helper_body<M: Module>(
         }
         return match op {
             "sigmoid" => Some(sigmoid(module, b, ty, &libm("exp"), p[0])),
-            "floordiv" | "mod" => Some(float_divmod(
-                module,
-                b,
-                ty,
-                &libm("fmod"),
-                p[0],
-                p[1],
-                op == "mod",
-            )),
+            "floordiv" | "mod" => Some(expand(module, b, d, |e| {
+                let (q, m) = arith::float_divmod(e, p[0], p[1]);
+                if op == "mod" {
+                    m
+                } else {
+                    q
+                }
+            })),
             _ => None,
         };
     }
     if d.is_int() {
         return match op {
-            "floordiv" | "mod" => Some(Ok(int_divmod(b, ty, p[0], p[1], op == "mod"))),
-            "pow" => Some(int_pow(b, ty, p[0], p[1])),
+            "floordiv" | "mod" => Some(expand(module, b, d, |e| {
+                let (q, m) = arith::int_divmod(e, p[0], p[1]);
+                if op == "mod" {
+                    m
+                } else {
+                    q
+                }
+            })),
+            "pow" => Some(expand(module, b, d, |e| arith::int_pow(e, p[0], p[1]))),
             _ => None,
         };
     }
@@ -602,132 +446,22 @@ fn sigmoid<M: Module>(
     Ok(b.ins().fdiv(num, den))
 }
 
-/// numpy's float floor division and modulo (the reference's `float_divmod`).
-#[allow(clippy::too_many_arguments)]
-fn float_divmod<M: Module>(
+/// A shared expansion of `math::arith` for dtype `d` (integers in the emitter's integer
+/// lanes: `i32` with an `f32` emitter, `i64` with an `f64` one), as scalar code.
+fn expand<M: Module>(
     module: &mut M,
     b: &mut FunctionBuilder,
-    ty: Type,
-    fmod: &str,
-    a: Value,
-    d: Value,
-    want_mod: bool,
+    d: DType,
+    f: impl FnOnce(&mut ClifMath<'_, '_, M>) -> Value,
 ) -> Result<Value> {
-    let zero = fconst(b, ty, 0.0);
-    let one = fconst(b, ty, 1.0);
-    let half = fconst(b, ty, 0.5);
-    let m0 = call_import(module, b, fmod, ty, &[a, d])?;
-    let d_zero = b.ins().fcmp(FloatCC::Equal, d, zero);
-    let a_over_d = b.ins().fdiv(a, d);
-    // m != 0: fix the sign of the remainder to the divisor's.
-    let am = b.ins().fsub(a, m0);
-    let div0 = b.ins().fdiv(am, d);
-    let m_nz = b.ins().fcmp(FloatCC::NotEqual, m0, zero);
-    let d_neg = b.ins().fcmp(FloatCC::LessThan, d, zero);
-    let m_neg = b.ins().fcmp(FloatCC::LessThan, m0, zero);
-    let signs_differ = b.ins().bxor(d_neg, m_neg);
-    let fix = b.ins().band(m_nz, signs_differ);
-    let m_fixed = b.ins().fadd(m0, d);
-    let div_fixed = b.ins().fsub(div0, one);
-    let signed_zero = b.ins().fcopysign(zero, d);
-    let m1 = b.ins().select(fix, m_fixed, m0);
-    let m = b.ins().select(m_nz, m1, signed_zero);
-    let div = b.ins().select(fix, div_fixed, div0);
-    // q = floor(div), rounded up when div is more than half above it; 0 with a / b's sign
-    // when div is 0.
-    let fl = b.ins().floor(div);
-    let frac = b.ins().fsub(div, fl);
-    let up = b.ins().fcmp(FloatCC::GreaterThan, frac, half);
-    let fl1 = b.ins().fadd(fl, one);
-    let q1 = b.ins().select(up, fl1, fl);
-    let div_nz = b.ins().fcmp(FloatCC::NotEqual, div, zero);
-    let q0 = b.ins().fcopysign(zero, a_over_d);
-    let q = b.ins().select(div_nz, q1, q0);
-    // Division by zero: (a / b, fmod(a, b)).
-    Ok(if want_mod {
-        b.ins().select(d_zero, m0, m)
-    } else {
-        b.ins().select(d_zero, a_over_d, q)
-    })
-}
-
-/// numpy's integer floor division and modulo; 0 for a zero divisor, wrapping `MIN / -1`.
-fn int_divmod(b: &mut FunctionBuilder, ty: Type, a: Value, d: Value, want_mod: bool) -> Value {
-    let zero = b.ins().iconst(ty, 0);
-    let one = b.ins().iconst(ty, 1);
-    let d_zero = b.ins().icmp_imm_s(IntCC::Equal, d, 0);
-    let d_m1 = b.ins().icmp_imm_s(IntCC::Equal, d, -1);
-    // sdiv traps on 0 and on MIN / -1: divide by 1 there and patch the result.
-    let special = b.ins().bor(d_zero, d_m1);
-    let safe = b.ins().select(special, one, d);
-    let q0 = b.ins().sdiv(a, safe);
-    let r0 = b.ins().srem(a, safe);
-    let neg_a = b.ins().ineg(a);
-    let q = b.ins().select(d_m1, neg_a, q0);
-    let r = b.ins().select(d_m1, zero, r0);
-    let r_nz = b.ins().icmp_imm_s(IntCC::NotEqual, r, 0);
-    let out = if want_mod {
-        let r_neg = b.ins().icmp_imm_s(IntCC::SignedLessThan, r, 0);
-        let d_neg = b.ins().icmp_imm_s(IntCC::SignedLessThan, d, 0);
-        let differ = b.ins().bxor(r_neg, d_neg);
-        let fix = b.ins().band(r_nz, differ);
-        let rd = b.ins().iadd(r, d);
-        b.ins().select(fix, rd, r)
-    } else {
-        let a_neg = b.ins().icmp_imm_s(IntCC::SignedLessThan, a, 0);
-        let d_neg = b.ins().icmp_imm_s(IntCC::SignedLessThan, d, 0);
-        let differ = b.ins().bxor(a_neg, d_neg);
-        let fix = b.ins().band(r_nz, differ);
-        let q1 = b.ins().iadd_imm_s(q, -1);
-        b.ins().select(fix, q1, q)
+    let fty = match d {
+        DType::F32 | DType::I32 => types::F32,
+        _ => types::F64,
     };
-    b.ins().select(d_zero, zero, out)
-}
-
-/// Integer power by squaring, wrapping; negative exponents as the reference (1 for a base of
-/// 1, +-1 for -1, else 0).
-fn int_pow(b: &mut FunctionBuilder, ty: Type, base: Value, e: Value) -> Result<Value> {
-    let acc = b.declare_var(ty);
-    let bb = b.declare_var(ty);
-    let ee = b.declare_var(ty);
-    let one = b.ins().iconst(ty, 1);
-    b.def_var(acc, one);
-    b.def_var(bb, base);
-    b.def_var(ee, e);
-    let header = b.create_block();
-    let body = b.create_block();
-    let done = b.create_block();
-    b.ins().jump(header, &[]);
-    b.switch_to_block(header);
-    let ev = b.use_var(ee);
-    let more = b.ins().icmp_imm_s(IntCC::SignedGreaterThan, ev, 0);
-    b.ins().brif(more, body, &[], done, &[]);
-    b.switch_to_block(body);
-    let ev = b.use_var(ee);
-    let bv = b.use_var(bb);
-    let av = b.use_var(acc);
-    let odd = b.ins().band_imm_s(ev, 1);
-    let odd = b.ins().icmp_imm_s(IntCC::NotEqual, odd, 0);
-    let mul = b.ins().imul(av, bv);
-    let na = b.ins().select(odd, mul, av);
-    b.def_var(acc, na);
-    let sq = b.ins().imul(bv, bv);
-    b.def_var(bb, sq);
-    let half = b.ins().sshr_imm_s(ev, 1);
-    b.def_var(ee, half);
-    b.ins().jump(header, &[]);
-    b.switch_to_block(done);
-    let pos = b.use_var(acc);
-    // e < 0: 1 for base 1; for base -1, 1 when e is even, else -1; 0 otherwise.
-    let e_neg = b.ins().icmp_imm_s(IntCC::SignedLessThan, e, 0);
-    let zero = b.ins().iconst(ty, 0);
-    let minus = b.ins().iconst(ty, -1);
-    let is_one = b.ins().icmp_imm_s(IntCC::Equal, base, 1);
-    let is_m1 = b.ins().icmp_imm_s(IntCC::Equal, base, -1);
-    let e_odd = b.ins().band_imm_s(e, 1);
-    let e_odd = b.ins().icmp_imm_s(IntCC::NotEqual, e_odd, 0);
-    let m1_result = b.ins().select(e_odd, minus, one);
-    let r = b.ins().select(is_m1, m1_result, zero);
-    let neg = b.ins().select(is_one, one, r);
-    Ok(b.ins().select(e_neg, neg, pos))
+    let mut e = ClifMath::new(b, module, fty, None);
+    let v = f(&mut e);
+    match e.error {
+        Some(msg) => Err(Error::Unsupported(msg)),
+        None => Ok(v),
+    }
 }

@@ -26,8 +26,9 @@
 //! contiguous data, `broadcast_to`, `expand_dims`, `squeeze`, `slice`) only change offsets and
 //! strides, and the rest becomes steps: map kernels (the JIT's own `define_map_kernel`, one per
 //! distinct scalar program, called on `rows x cols` blocks with loops over any further dims),
-//! reductions over any axes (the prologue kernel fills one row, a generated row reduction with
-//! the reference's order of operations reduces it), and matrix products (a cache-blocked loop
+//! reductions over any axes (the JIT's own reduction kernels, `define_reduce_kernel`, called
+//! as `codegen::clif::reduce_call` lays the call out for the static strides, so that the
+//! object computes the JIT's bits), and matrix products (a cache-blocked loop
 //! nest generated into the object, not a tuned GEMM). Intermediate buffers live in the scratch
 //! area at 64-byte-aligned offsets, reused once their last reader has run; a buffer that is an
 //! output whole is computed straight into the caller's array.

@@ -8,8 +8,9 @@
 
 use crate::error::{Error, Result};
 use crate::ir::infer::slice_bounds;
+use crate::ir::reduce::Finish;
 use crate::ir::scalar::{ScalarInst, ScalarOp, ScalarProgram};
-use crate::ir::{DType, Func, Op, ReduceOp, Value};
+use crate::ir::{DType, F64Bits, Func, Op, ReduceOp, Reduction, Value};
 use crate::lower::{self, Kernel};
 use crate::tensor::Tensor;
 use std::collections::HashMap;
@@ -133,23 +134,6 @@ impl View {
     }
 }
 
-/// How a row of a reduction is reduced (over elements of the row's dtype).
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
-pub enum RowReduce {
-    /// Pairwise sum (floats), as the reference does; wrapping sum (integers).
-    Sum,
-    Prod,
-    /// The pairwise sum divided by the row length (floats only).
-    Mean,
-    /// NaN-propagating (floats); bool rows use `Any`/`All` instead.
-    Max,
-    Min,
-    ArgMax,
-    ArgMin,
-    All,
-    Any,
-}
-
 /// One step of the plan.
 #[derive(Clone, Debug)]
 pub enum Step {
@@ -162,20 +146,16 @@ pub enum Step {
         inputs: Vec<View>,
         outputs: Vec<View>,
     },
-    /// For every index of the kept dims, the row of reduced elements is computed by `program`
-    /// (from `inputs`, permuted to kept dims then reduced dims) into `tmp`, or read in place
-    /// when `tmp` is `None` (then the row is contiguous), and reduced into one element of
-    /// `out` (contiguous over the kept dims).
+    /// The reduction `op` over the axes `reduced` of `space` of the value `program` computes
+    /// from `inputs` (each read over `space`, stride 0 where broadcast), into `out` (dense
+    /// over the kept axes): a call of the JIT's reduction kernel.
     Reduce {
         what: String,
+        op: ReduceOp,
         program: ScalarProgram,
+        space: Vec<usize>,
+        reduced: Vec<bool>,
         inputs: Vec<View>,
-        kept: Vec<usize>,
-        reduced: Vec<usize>,
-        row: RowReduce,
-        row_dtype: DType,
-        out_dtype: DType,
-        tmp: Option<RootId>,
         out: View,
     },
     /// `c[batch, m, n] = a[batch, m, k] @ b[batch, k, n]`; `b` reads its rows with unit
@@ -229,13 +209,7 @@ impl Step {
                 inputs.iter().collect(),
                 outputs.iter().map(|v| v.root).collect(),
             ),
-            Step::Reduce {
-                inputs, tmp, out, ..
-            } => {
-                let mut w = vec![out.root];
-                w.extend(tmp.iter().copied());
-                (inputs.iter().collect(), w)
-            }
+            Step::Reduce { inputs, out, .. } => (inputs.iter().collect(), vec![out.root]),
             Step::MatMul { a, b, c, .. } => (vec![a, b], vec![c.root]),
             Step::IfElse { cond, .. } => (vec![cond], vec![]),
         }
@@ -323,39 +297,6 @@ fn copy_program(from: DType, to: DType) -> ScalarProgram {
         p.outputs = vec![1];
     }
     p
-}
-
-/// The row element dtype (after an optional conversion of the reduced values) and the row
-/// reduction for a reduce `op` over values of dtype `d`.
-fn row_reduce(op: ReduceOp, d: DType) -> (DType, RowReduce) {
-    use RowReduce as R;
-    let float = d.is_float();
-    match op {
-        ReduceOp::Sum if d == DType::Bool => (DType::I64, R::Sum),
-        ReduceOp::Sum => (d, R::Sum),
-        ReduceOp::Prod if d == DType::Bool => (DType::I64, R::Prod),
-        ReduceOp::Prod => (d, R::Prod),
-        ReduceOp::Mean if float => (d, R::Mean),
-        ReduceOp::Mean => (DType::F64, R::Mean),
-        ReduceOp::Max if d == DType::Bool => (d, R::Any),
-        ReduceOp::Min if d == DType::Bool => (d, R::All),
-        ReduceOp::Max => (d, R::Max),
-        ReduceOp::Min => (d, R::Min),
-        ReduceOp::ArgMax if d == DType::Bool => (DType::I32, R::ArgMax),
-        ReduceOp::ArgMin if d == DType::Bool => (DType::I32, R::ArgMin),
-        ReduceOp::ArgMax => (d, R::ArgMax),
-        ReduceOp::ArgMin => (d, R::ArgMin),
-        ReduceOp::All => (DType::Bool, R::All),
-        ReduceOp::Any => (DType::Bool, R::Any),
-    }
-}
-
-/// The dtype a row reduction gives.
-pub fn row_out_dtype(row: RowReduce, e: DType) -> DType {
-    match row {
-        RowReduce::ArgMax | RowReduce::ArgMin => DType::I64,
-        _ => e,
-    }
 }
 
 /// Merges adjacent dims that every operand walks as one (and drops size-1 dims): the shape
@@ -741,106 +682,86 @@ impl Builder<'_> {
         Ok(())
     }
 
+    /// A reduction over `axes` of what `program` computes from `args` over `space`: one step
+    /// that calls the JIT's own reduction kernel (`codegen::clif::reduce`), or, when the
+    /// reduced axes are empty, a fill with the reduction's value of nothing.
     #[allow(clippy::too_many_arguments)]
     fn reduce(
         &mut self,
         what: String,
-        mut program: ScalarProgram,
+        program: ScalarProgram,
         args: Vec<View>,
-        full: Vec<usize>,
+        space: Vec<usize>,
         op: ReduceOp,
         axes: &Option<Vec<usize>>,
         inst: &lower::Step,
     ) -> Result<()> {
-        let rank = full.len();
-        let red: Vec<usize> = match axes {
-            Some(a) => a.clone(),
-            None => (0..rank).collect(),
-        };
-        let kept: Vec<usize> = (0..rank).filter(|d| !red.contains(d)).collect();
-        let prog_dtype = program.insts[program.outputs[0]].dtype;
-        let (row_dtype, row) = row_reduce(op, prog_dtype);
-        if row_dtype != prog_dtype {
-            let o = program.outputs[0];
-            program.insts.push(ScalarInst {
-                op: ScalarOp::Cast(row_dtype),
-                args: vec![o],
-                dtype: row_dtype,
+        let reduced: Vec<bool> = (0..space.len())
+            .map(|a| axes.as_ref().is_none_or(|ax| ax.contains(&a)))
+            .collect();
+        let value = program.insts[program.outputs[0]].dtype;
+        let reduction = Reduction::of(op, value);
+        let out_shape = known(self.func, inst.results[0], "the result")?;
+        let out = self.buffer(reduction.result, &out_shape);
+        self.views.insert(inst.results[0], out.clone());
+        let n_out: usize = out_shape.iter().product();
+        let n_reduced: usize = (0..space.len())
+            .filter(|&a| reduced[a])
+            .map(|a| space[a])
+            .product();
+        if n_out == 0 {
+            return Ok(());
+        }
+        if n_reduced == 0 {
+            // The value of an empty reduction (`Reduction`'s start and finish), or the
+            // reference's error.
+            let start = reduction.start.filter(|_| reduction.empty_has_value);
+            let Some(start) = start else {
+                return Err(Error::Unsupported(format!(
+                    "{what}: {} of an empty axis has no identity",
+                    op.name()
+                )));
+            };
+            let v = match reduction.finish {
+                Finish::None => start.to_f64(),
+                Finish::DivideByCount => f64::NAN,
+            };
+            let fill = ScalarProgram {
+                insts: vec![ScalarInst {
+                    op: ScalarOp::Const(F64Bits(v)),
+                    args: vec![],
+                    dtype: reduction.result,
+                }],
+                outputs: vec![0],
+            };
+            self.steps.push(Step::Map {
+                what,
+                program: fill,
+                shape: out_shape,
+                inputs: vec![],
+                outputs: vec![out],
             });
-            program.outputs = vec![program.insts.len() - 1];
+            return Ok(());
         }
-        let out_dtype = self.func.ty(inst.results[0]).dtype;
-        if row_out_dtype(row, row_dtype) != out_dtype {
-            return Err(Error::Unsupported(format!(
-                "{what}: internal: the row reduction gives {}, the op {out_dtype}",
-                row_out_dtype(row, row_dtype)
-            )));
-        }
-        let kept_shape: Vec<usize> = kept.iter().map(|&d| full[d]).collect();
-        let red_shape: Vec<usize> = red.iter().map(|&d| full[d]).collect();
-        let row_len: usize = red_shape.iter().product();
-        let n_rows: usize = kept_shape.iter().product();
-        if row_len == 0
-            && n_rows > 0
-            && matches!(
-                op,
-                ReduceOp::Max | ReduceOp::Min | ReduceOp::ArgMax | ReduceOp::ArgMin
-            )
-        {
-            return Err(Error::Unsupported(format!(
-                "{what}: {} of an empty axis has no identity",
-                op.name()
-            )));
-        }
-        // Each argument read over the full shape, its dims permuted to kept then reduced.
-        let perm: Vec<usize> = kept.iter().chain(&red).copied().collect();
         let mut inputs = Vec::new();
         for a in &args {
-            let st = a.broadcast_strides(&full).ok_or_else(|| {
+            let st = a.broadcast_strides(&space).ok_or_else(|| {
                 Error::Unsupported(format!(
-                    "{what}: cannot broadcast {:?} to {full:?}",
+                    "{what}: cannot broadcast {:?} to {space:?}",
                     a.shape
                 ))
             })?;
-            inputs.push(a.with(
-                perm.iter().map(|&d| full[d]).collect(),
-                perm.iter().map(|&d| st[d]).collect(),
-                a.offset,
-            ));
+            inputs.push(a.with(space.clone(), st, a.offset));
         }
-        let out_shape = known(self.func, inst.results[0], "the result")?;
-        let out = self.buffer(out_dtype, &out_shape);
-        // The row can be read in place when nothing needs computing and it is contiguous.
-        let identity = program.insts.len() == 1 && program.outputs == [0];
-        let nk = kept.len();
-        let row_contiguous = {
-            let st: Vec<i64> = inputs[0].strides[nk..].to_vec();
-            match collapse(&red_shape, &[st]) {
-                None => true,
-                Some((sh, st)) => {
-                    sh.is_empty() || (sh.len() == 1 && st[0][0] == row_dtype.size() as i64)
-                }
-            }
-        };
-        let tmp = if identity && row_contiguous {
-            None
-        } else {
-            Some(self.buffer(row_dtype, &[row_len]).root)
-        };
         self.steps.push(Step::Reduce {
             what,
+            op,
             program,
+            space,
+            reduced,
             inputs,
-            kept: kept_shape,
-            reduced: red_shape,
-            row,
-            row_dtype,
-            out_dtype,
-            tmp,
-            out: out.clone(),
+            out,
         });
-        // With or without keepdims, the output is contiguous over the kept dims.
-        self.views.insert(inst.results[0], out);
         Ok(())
     }
 
@@ -1076,17 +997,17 @@ impl Plan {
                 ),
                 Step::Reduce {
                     what,
-                    kept,
+                    op,
+                    space,
                     reduced,
-                    row,
-                    tmp,
                     inputs,
                     out,
                     ..
                 } => writeln!(
                     s,
-                    "{t}: reduce {row:?} rows of {reduced:?} for each of {kept:?} ({what}){}: {} -> {}",
-                    tmp.map(|r| format!(" through r{r}")).unwrap_or_default(),
+                    "{t}: reduce {} over {space:?} axes {:?} ({what}): {} -> {}",
+                    op.name(),
+                    (0..space.len()).filter(|&a| reduced[a]).collect::<Vec<_>>(),
                     inputs.iter().map(view).collect::<Vec<_>>().join(", "),
                     view(out)
                 ),

@@ -437,6 +437,7 @@ fn compile_shard(
                     &shape.along_n,
                     shape.nd,
                     shape.vectors,
+                    true,
                 )
                 .inspect(|info| {
                     clif.push((k, info.clif.clone()));

@@ -11,6 +11,9 @@
 
 use super::{uninit, JitCode, PARALLEL_MIN};
 use crate::codegen::clif::reduce::ReduceFn;
+use crate::codegen::clif::reduce_call::{
+    outer_offsets, output_strides, plan_call, KernelOffers, ReduceCall,
+};
 use crate::error::{Error, Result};
 use crate::for_each_ref;
 use crate::ir::scalar::ScalarProgram;
@@ -97,43 +100,6 @@ pub(super) struct GenReduce {
     pub _code: Arc<JitCode>,
 }
 
-/// One dim of the loop nest: its size and each operand's byte stride (inputs, then the output).
-#[derive(Clone, Debug)]
-struct Dim {
-    size: usize,
-    strides: Vec<i64>,
-}
-
-/// Splits `dims` (outer to inner) into runs that each merge into one dim (every operand steps
-/// through the run as through one dim), outer to inner.
-fn groups(dims: &[Dim], n_ops: usize) -> Vec<Dim> {
-    let mut out: Vec<Dim> = Vec::new();
-    for d in dims.iter().rev() {
-        match out.last_mut() {
-            Some(acc) if (0..n_ops).all(|j| d.strides[j] == acc.size as i64 * acc.strides[j]) => {
-                acc.size *= d.size
-            }
-            _ => out.push(d.clone()),
-        }
-    }
-    out.reverse();
-    out
-}
-
-/// The loop nest of a call: `[O, N, I]` with strides (the output has none along `N`), the
-/// reduced dims when they do not merge into `N`, and the kept dims outside `O` and `I`.
-struct Nest {
-    o: Dim,
-    /// All the reduced elements: the merged dim, or with `nd` their count and the innermost
-    /// dim's strides.
-    n: Dim,
-    i: Dim,
-    /// The reduced dims, outer to inner, when there are several runs (the cursor leaves).
-    nd: Option<Vec<Dim>>,
-    /// Kept dims that merge neither into `O` nor into `I`: the caller loops over them.
-    outer: Vec<Dim>,
-}
-
 impl GenReduce {
     fn fallback(&self, inputs: &[TensorRef<'_>]) -> Result<Vec<Tensor>> {
         let owned: Vec<Tensor> = inputs.iter().map(|t| t.to_owned()).collect();
@@ -155,112 +121,40 @@ impl GenReduce {
         crate::perform::perform(&op, &refs)
     }
 
-    /// The nest for these inputs and output shape, or `None` when the reduced dims do not
-    /// merge into one and the kernel has no cursor leaves (then perform runs it).
-    fn nest(&self, inputs: &[TensorRef<'_>], shape: &[usize], es_out: i64) -> Option<Nest> {
+    /// The kernel call for these inputs (`reduce_call`), or `None` when the reduced dims do
+    /// not merge into one and the kernel has no cursor leaves (then perform runs it).
+    fn call(&self, inputs: &[TensorRef<'_>], shape: &[usize], es_out: i64) -> Option<ReduceCall> {
         let r = shape.len();
-        let m = inputs.len();
-        let reduced = |a: usize| self.axes.as_ref().is_none_or(|ax| ax.contains(&a));
-        // Output strides of the kept dims (standard layout).
-        let mut out_strides = vec![0i64; r];
-        let mut step = es_out;
-        for a in (0..r).rev() {
-            if !reduced(a) {
-                out_strides[a] = step;
-                step *= shape[a] as i64;
-            }
-        }
-        let mut kept = Vec::new();
-        let mut red = Vec::new();
-        for a in 0..r {
-            if shape[a] == 1 {
-                continue;
-            }
-            let mut strides = Vec::with_capacity(m + 1);
-            for t in inputs {
+        let reduced: Vec<bool> = (0..r)
+            .map(|a| self.axes.as_ref().is_none_or(|ax| ax.contains(&a)))
+            .collect();
+        // Each input's byte strides over the full shape (0 where it is broadcast).
+        let mut strides: Vec<Vec<i64>> = inputs
+            .iter()
+            .map(|t| {
                 let rank = t.shape().len();
                 let es = t.dtype().size() as i64;
-                let st = if a + rank < r {
-                    0
-                } else {
-                    let k = a + rank - r;
-                    if t.shape()[k] == 1 {
-                        0
-                    } else {
-                        for_each_ref!(t, v => v.strides()[k] as i64) * es
-                    }
-                };
-                strides.push(st);
-            }
-            strides.push(out_strides[a]);
-            let d = Dim {
-                size: shape[a],
-                strides,
-            };
-            if reduced(a) {
-                red.push(d);
-            } else {
-                kept.push(d);
-            }
-        }
-        let n_ops = m + 1;
-        let one = Dim {
-            size: 1,
-            strides: vec![0; n_ops],
-        };
-        // The reduced dims in axis order: the flat index over them is the reference's order.
-        let red = groups(&red, n_ops);
-        let (n, nd) = match red.len() {
-            0 => (one.clone(), None),
-            1 => (red[0].clone(), None),
-            _ if self.nd => {
-                let n = Dim {
-                    size: red.iter().map(|d| d.size).product(),
-                    strides: red[red.len() - 1].strides.clone(),
-                };
-                (n, Some(red))
-            }
-            _ => return None,
-        };
+                let own: Vec<isize> = for_each_ref!(t, v => v.strides().to_vec());
+                (0..r)
+                    .map(|a| match (a + rank).checked_sub(r) {
+                        Some(k) if t.shape()[k] != 1 => own[k] as i64 * es,
+                        _ => 0,
+                    })
+                    .collect()
+            })
+            .collect();
+        strides.push(output_strides(shape, &reduced, es_out));
         let es: Vec<i64> = inputs
             .iter()
             .map(|t| t.dtype().size() as i64)
             .chain([es_out])
             .collect();
-        let along = |d: &Dim, outputs: bool| {
-            (0..n_ops)
-                .filter(|&j| j < m || outputs)
-                .all(|j| d.strides[j] == 0 || d.strides[j] == es[j])
+        let offers = KernelOffers {
+            lanes: self.lanes,
+            nd: self.nd,
+            arg: crate::codegen::clif::reduce::is_arg(self.op),
         };
-        let kept = groups(&kept, n_ops);
-        let p = kept.len();
-        let row = Nest {
-            o: kept.last().cloned().unwrap_or_else(|| one.clone()),
-            n: n.clone(),
-            i: one.clone(),
-            nd: nd.clone(),
-            outer: kept[..p.saturating_sub(1)].to_vec(),
-        };
-        let col = (p >= 1).then(|| Nest {
-            o: if p >= 2 {
-                kept[p - 2].clone()
-            } else {
-                one.clone()
-            },
-            n,
-            i: kept[p - 1].clone(),
-            nd,
-            outer: kept[..p.saturating_sub(2)].to_vec(),
-        });
-        // Lanes along a contiguous reduced axis, else vectors of outputs along a contiguous
-        // kept axis, else the nest with the fewest loops outside it (scalar leaves).
-        Some(match col {
-            _ if row.nd.is_none() && along(&row.n, false) => row,
-            Some(c) if along(&c.i, true) => c,
-            _ if p <= 1 => row,
-            Some(c) => c,
-            None => row,
-        })
+        plan_call(shape, &reduced, &strides, &es, offers)
     }
 }
 
@@ -321,7 +215,7 @@ impl GenReduce {
             })
             .collect();
         let es_out = self.out_dtype.size() as i64;
-        let Some(nest) = self.nest(inputs, &shape, es_out) else {
+        let Some(call) = self.call(inputs, &shape, es_out) else {
             return self.fallback(inputs);
         };
         let out = uninit(self.out_dtype, &out_shape);
@@ -329,52 +223,20 @@ impl GenReduce {
         let out_base = super::base_ptr(&out) as usize;
         let mut bases: Vec<usize> = inputs.iter().map(|t| t.as_ptr() as usize).collect();
         bases.push(out_base);
-        let Nest { o, n, i, nd, outer } = nest;
-        let es: Vec<i64> = inputs.iter().map(|t| t.dtype().size() as i64).collect();
-        let column = i.size > 1;
-        // Argmax keeps positions in lanes as wide as the values' (i32 next to f32).
-        let fits_lanes =
-            !crate::codegen::clif::reduce::is_arg(self.op) || n.size <= i32::MAX as usize;
-        let vector = self.lanes.is_some()
-            && fits_lanes
-            && if !column {
-                nd.is_none() && (0..m).all(|j| n.strides[j] == 0 || n.strides[j] == es[j])
-            } else {
-                (0..m).all(|j| i.strides[j] == 0 || i.strides[j] == es[j]) && i.strides[m] == es_out
-            };
-        // Along `N`: each input's stride, or the N-d descriptor (`reduce_operands`).
-        let sn: Vec<i64> = match &nd {
-            None => n.strides.clone(),
-            Some(dims) => {
-                let mut d = vec![dims.len() as i64, m as i64];
-                d.extend(&dims[dims.len() - 1].strides[..m]);
-                d.extend(dims.iter().map(|d| d.size as i64));
-                for dim in dims {
-                    d.extend(&dim.strides[..m]);
-                }
-                d
-            }
-        };
-        let mode = vector as i64 | (column as i64) << 1 | (nd.is_some() as i64) << 2;
+        let (vector, column, nd) = (call.vector(), call.columns(), call.nd());
+        let ReduceCall {
+            o,
+            n,
+            i,
+            outer,
+            sn,
+            mode,
+        } = call;
         // A plain float sum down columns reads row by row on the host (`column_sum`).
-        let down_columns =
-            vector && column && m == 1 && nd.is_none() && inputs[0].dtype() == self.out_dtype;
+        let down_columns = vector && column && m == 1 && !nd && inputs[0].dtype() == self.out_dtype;
         let column_sum = self.column_sum.filter(|_| down_columns);
         // Each operand's offset for every index of the outer kept dims.
-        let mut offsets: Vec<Vec<i64>> = vec![vec![0; m + 1]];
-        for d in &outer {
-            offsets = offsets
-                .iter()
-                .flat_map(|c| {
-                    (0..d.size).map(move |k| {
-                        c.iter()
-                            .zip(&d.strides)
-                            .map(|(a, s)| a + k as i64 * s)
-                            .collect()
-                    })
-                })
-                .collect();
-        }
+        let offsets = outer_offsets(&outer, m + 1);
         let n_outer = offsets.len();
         let work = n_outer * o.size * n.size * i.size;
         let threads = rayon::current_num_threads();

@@ -1,63 +1,13 @@
-//! numpy's `floor_divide` and `mod` of floats, as the interpreter's `float_divmod` computes
-//! them, on the GPU, where there is no libm `fmod`: the remainder `fmod(a, b)` is exact, by
-//! long division of the significands (one subtraction and shift per binade between `a` and
-//! `b`, at most ~2100 for f64), then the same corrections as the reference.
+//! C's `fmod` on the GPU, where there is no libm: exact, by long division of the significands
+//! (one subtraction and shift per binade between `a` and `b`, at most ~2100 for f64). It is
+//! the GPU emitter's `fmod` primitive; numpy's corrections on top of it (`floor_divide` and
+//! `mod`) are the shared expansion, `math::arith::float_divmod`.
 
 use super::gen::{bx, Gen};
 use crate::error::{Error, Result};
 use inkwell::types::IntType;
 use inkwell::values::{FloatValue, IntValue};
 use inkwell::{FloatPredicate, IntPredicate};
-
-/// `(floor_divide(a, b), mod(a, b))`.
-pub fn float_divmod<'ctx>(
-    g: &Gen<'ctx>,
-    a: FloatValue<'ctx>,
-    b: FloatValue<'ctx>,
-) -> Result<(FloatValue<'ctx>, FloatValue<'ctx>)> {
-    let bl = &g.b;
-    let ty = a.get_type();
-    let zero = ty.const_float(0.0);
-    let one = ty.const_float(1.0);
-    let sel =
-        |c: IntValue<'ctx>, x: FloatValue<'ctx>, y: FloatValue<'ctx>| -> Result<FloatValue<'ctx>> {
-            Ok(bx(bl.build_select(c, x, y, ""))?.into_float_value())
-        };
-    let cmp = |p: FloatPredicate, x: FloatValue<'ctx>, y: FloatValue<'ctx>| {
-        bx(bl.build_float_compare(p, x, y, ""))
-    };
-    let fm = fmod(g, a, b)?;
-    let quot = bx(bl.build_float_div(a, b, "quot"))?;
-    // m = fmod(a, b); div = (a - m) / b
-    let diff = bx(bl.build_float_sub(a, fm, ""))?;
-    let div = bx(bl.build_float_div(diff, b, "div"))?;
-    // m != 0 and of the other sign than b: m + b, div - 1; m == 0: copysign(0, b).
-    let m_nz = cmp(FloatPredicate::UNE, fm, zero)?;
-    let b_neg = cmp(FloatPredicate::OLT, b, zero)?;
-    let m_neg = cmp(FloatPredicate::OLT, fm, zero)?;
-    let differ = bx(bl.build_xor(b_neg, m_neg, ""))?;
-    let adjust = bx(bl.build_and(m_nz, differ, ""))?;
-    let m_adj = bx(bl.build_float_add(fm, b, ""))?;
-    let div_adj = bx(bl.build_float_sub(div, one, ""))?;
-    let signed_zero_b = g.fcall("copysign", &[zero, b])?;
-    let m = sel(adjust, m_adj, fm)?;
-    let m = sel(m_nz, m, signed_zero_b)?;
-    let div = sel(adjust, div_adj, div)?;
-    // q = floor(div), plus 1 when div - floor(div) > 0.5; div == 0: copysign(0, a / b).
-    let fl = g.fcall("floor", &[div])?;
-    let frac = bx(bl.build_float_sub(div, fl, ""))?;
-    let up = cmp(FloatPredicate::OGT, frac, ty.const_float(0.5))?;
-    let fl1 = bx(bl.build_float_add(fl, one, ""))?;
-    let q = sel(up, fl1, fl)?;
-    let div_nz = cmp(FloatPredicate::UNE, div, zero)?;
-    let signed_zero_q = g.fcall("copysign", &[zero, quot])?;
-    let q = sel(div_nz, q, signed_zero_q)?;
-    // b == 0: (a / b, a % b) = (+-inf or NaN, NaN); fmod gives the NaN already.
-    let b_zero = cmp(FloatPredicate::OEQ, b, zero)?;
-    let q = sel(b_zero, quot, q)?;
-    let m = sel(b_zero, fm, m)?;
-    Ok((q, m))
-}
 
 /// The layout of the float format: total bits, stored significand bits, exponent mask.
 fn layout<'ctx>(g: &Gen<'ctx>, ty: inkwell::types::FloatType<'ctx>) -> (IntType<'ctx>, u32, u64) {

@@ -13,6 +13,7 @@
 
 use super::gen::{bx, Gen};
 use crate::error::{Error, Result};
+use crate::math::arith::ArithEmit;
 use crate::math::{self, Emit, MathFn, Prec};
 use inkwell::types::{FloatType, IntType};
 use inkwell::values::{FloatValue, IntValue};
@@ -36,6 +37,21 @@ pub fn emit_math<'ctx>(
 ) -> Result<FloatValue<'ctx>> {
     let mut e = LlvmMath::new(g, prec);
     let y = math::unary(&mut e, f, x);
+    match e.error {
+        Some(err) => Err(err),
+        None => Ok(y),
+    }
+}
+
+/// Runs a shared arithmetic expansion (`math::arith`) at precision `prec` (integers: `i32`
+/// lanes with `F32`, `i64` with `F64`).
+pub fn emit_arith<'ctx, T>(
+    g: &Gen<'ctx>,
+    prec: Prec,
+    f: impl FnOnce(&mut LlvmMath<'_, 'ctx>) -> T,
+) -> Result<T> {
+    let mut e = LlvmMath::new(g, prec);
+    let y = f(&mut e);
     match e.error {
         Some(err) => Err(err),
         None => Ok(y),
@@ -317,5 +333,28 @@ impl<'ctx> Emit for LlvmMath<'_, 'ctx> {
             Ok(phi.as_basic_value().into_float_value())
         })();
         self.keep(r, fast)
+    }
+}
+
+/// `fmod` is the exact long division of `float_divmod.rs` (there is no libm on the GPU);
+/// LLVM's `sdiv` and `srem` are never reached with a zero divisor or `MIN / -1` (the
+/// expansions select those away).
+impl<'ctx> ArithEmit for LlvmMath<'_, 'ctx> {
+    fn fmod(&mut self, a: Self::F, b: Self::F) -> Self::F {
+        let r = super::float_divmod::fmod(self.g, a, b);
+        let undef = self.fty.get_undef();
+        self.keep(r, undef)
+    }
+    fn idiv(&mut self, a: Self::I, b: Self::I) -> Self::I {
+        let r = self.g.b.build_int_signed_div(a, b, "");
+        self.i(r)
+    }
+    fn irem(&mut self, a: Self::I, b: Self::I) -> Self::I {
+        let r = self.g.b.build_int_signed_rem(a, b, "");
+        self.i(r)
+    }
+    fn imul(&mut self, a: Self::I, b: Self::I) -> Self::I {
+        let r = self.g.b.build_int_mul(a, b, "");
+        self.i(r)
     }
 }

@@ -7,14 +7,13 @@
 //!
 //! Bools are `i1` in registers (one byte in memory, converted by the kernel's loads/stores).
 
-use super::float_divmod::float_divmod;
 use super::gen::{bx, Gen};
-use super::math_llvm::emit_math;
+use super::math_llvm::{emit_arith, emit_math};
 use super::pow::pow_f32;
 use crate::error::{Error, Result};
 use crate::ir::scalar::{ScalarOp, ScalarProgram};
 use crate::ir::{BinaryOp, DType, UnaryOp};
-use crate::math::Prec;
+use crate::math::{arith, Prec};
 use inkwell::values::{BasicValueEnum, FloatValue, IntValue};
 use inkwell::{FloatPredicate, IntPredicate};
 
@@ -209,8 +208,14 @@ fn binary<'ctx>(
                 BinaryOp::Mul => bx(b.build_float_mul(x, y, ""))?,
                 BinaryOp::Div => bx(b.build_float_div(x, y, ""))?,
                 BinaryOp::Pow if d == DType::F32 => pow_f32(g, x, y)?,
-                BinaryOp::FloorDiv => float_divmod(g, x, y)?.0,
-                BinaryOp::Mod => float_divmod(g, x, y)?.1,
+                BinaryOp::FloorDiv | BinaryOp::Mod => {
+                    let (q, m) = emit_arith(g, prec_of(d), |e| arith::float_divmod(e, x, y))?;
+                    if o == BinaryOp::Mod {
+                        m
+                    } else {
+                        q
+                    }
+                }
                 BinaryOp::Maximum => fminmax(g, x, y, true)?,
                 BinaryOp::Minimum => fminmax(g, x, y, false)?,
                 _ => return Err(unsupported(format!("{} on {d}", o.name()))),
@@ -232,9 +237,15 @@ fn binary<'ctx>(
                     let c = bx(b.build_int_compare(p, x, y, ""))?;
                     bx(b.build_select(c, x, y, ""))?.into_int_value()
                 }
-                BinaryOp::FloorDiv => int_divmod(g, x, y)?.0,
-                BinaryOp::Mod => int_divmod(g, x, y)?.1,
-                BinaryOp::Pow => int_pow(g, x, y)?,
+                BinaryOp::FloorDiv | BinaryOp::Mod => {
+                    let (q, m) = emit_arith(g, prec_of(d), |e| arith::int_divmod(e, x, y))?;
+                    if o == BinaryOp::Mod {
+                        m
+                    } else {
+                        q
+                    }
+                }
+                BinaryOp::Pow => emit_arith(g, prec_of(d), |e| arith::int_pow(e, x, y))?,
                 _ => return Err(unsupported(format!("{} on {d}", o.name()))),
             }
             .into())
@@ -263,94 +274,12 @@ fn fminmax<'ctx>(
     Ok(bx(b.build_select(keep, x, y, ""))?.into_float_value())
 }
 
-/// numpy's `floor_divide` and `mod` of integers: 0 for a zero divisor, and `MIN / -1` wraps
-/// (LLVM's `sdiv` would be undefined there, the hardware's result arbitrary).
-pub fn int_divmod<'ctx>(
-    g: &Gen<'ctx>,
-    a: IntValue<'ctx>,
-    d: IntValue<'ctx>,
-) -> Result<(IntValue<'ctx>, IntValue<'ctx>)> {
-    let b = &g.b;
-    let ty = a.get_type();
-    let zero = ty.const_zero();
-    let one = ty.const_int(1, false);
-    let minus_one = ty.const_all_ones();
-    let is_zero = bx(b.build_int_compare(IntPredicate::EQ, d, zero, "div_by_zero"))?;
-    let is_m1 = bx(b.build_int_compare(IntPredicate::EQ, d, minus_one, ""))?;
-    let special = bx(b.build_or(is_zero, is_m1, ""))?;
-    let safe = bx(b.build_select(special, one, d, ""))?.into_int_value();
-    let q = bx(b.build_int_signed_div(a, safe, ""))?;
-    let r = bx(b.build_int_signed_rem(a, safe, ""))?;
-    // By -1: the quotient is -a (wrapping), the remainder 0; by 0: both 0.
-    let neg_a = bx(b.build_int_sub(zero, a, ""))?;
-    let q = bx(b.build_select(is_m1, neg_a, q, ""))?.into_int_value();
-    let q = bx(b.build_select(is_zero, zero, q, ""))?.into_int_value();
-    let r = bx(b.build_select(special, zero, r, ""))?.into_int_value();
-    // Round toward minus infinity: a nonzero remainder of the other sign than the divisor.
-    let r_nz = bx(b.build_int_compare(IntPredicate::NE, r, zero, ""))?;
-    let r_neg = bx(b.build_int_compare(IntPredicate::SLT, r, zero, ""))?;
-    let d_neg = bx(b.build_int_compare(IntPredicate::SLT, d, zero, ""))?;
-    let differ = bx(b.build_xor(r_neg, d_neg, ""))?;
-    let adjust = bx(b.build_and(r_nz, differ, ""))?;
-    let q1 = bx(b.build_int_sub(q, one, ""))?;
-    let r1 = bx(b.build_int_add(r, d, ""))?;
-    let q = bx(b.build_select(adjust, q1, q, ""))?.into_int_value();
-    let r = bx(b.build_select(adjust, r1, r, ""))?.into_int_value();
-    Ok((q, r))
-}
-
-/// Integer power by squaring, wrapping; a negative exponent gives 1 for a base of 1, +-1 for
-/// -1 (by parity), else 0 (the interpreter's `ipow`).
-fn int_pow<'ctx>(g: &Gen<'ctx>, base: IntValue<'ctx>, e: IntValue<'ctx>) -> Result<IntValue<'ctx>> {
-    let b = &g.b;
-    let ty = base.get_type();
-    let zero = ty.const_zero();
-    let one = ty.const_int(1, false);
-    let here = b
-        .get_insert_block()
-        .ok_or_else(|| unsupported("pow outside a function".into()))?;
-    let func = here
-        .get_parent()
-        .ok_or_else(|| unsupported("pow outside a function".into()))?;
-    let head = g.ctx.append_basic_block(func, "pow_loop");
-    let done = g.ctx.append_basic_block(func, "pow_done");
-    // A negative exponent runs no iteration (e > 0 fails at once).
-    bx(b.build_unconditional_branch(head))?;
-    b.position_at_end(head);
-    let acc = bx(b.build_phi(ty, "acc"))?;
-    let bs = bx(b.build_phi(ty, "base"))?;
-    let ex = bx(b.build_phi(ty, "exp"))?;
-    let (acc_v, bs_v, ex_v) = (
-        acc.as_basic_value().into_int_value(),
-        bs.as_basic_value().into_int_value(),
-        ex.as_basic_value().into_int_value(),
-    );
-    let more = bx(b.build_int_compare(IntPredicate::SGT, ex_v, zero, ""))?;
-    let body = g.ctx.append_basic_block(func, "pow_body");
-    bx(b.build_conditional_branch(more, body, done))?;
-    b.position_at_end(body);
-    let bit = bx(b.build_and(ex_v, one, ""))?;
-    let odd = bx(b.build_int_compare(IntPredicate::NE, bit, zero, ""))?;
-    let prod = bx(b.build_int_mul(acc_v, bs_v, ""))?;
-    let acc_n = bx(b.build_select(odd, prod, acc_v, ""))?.into_int_value();
-    let bs_n = bx(b.build_int_mul(bs_v, bs_v, ""))?;
-    let ex_n = bx(b.build_right_shift(ex_v, one, true, ""))?;
-    bx(b.build_unconditional_branch(head))?;
-    acc.add_incoming(&[(&one, here), (&acc_n, body)]);
-    bs.add_incoming(&[(&base, here), (&bs_n, body)]);
-    ex.add_incoming(&[(&e, here), (&ex_n, body)]);
-    b.position_at_end(done);
-    // Negative exponents.
-    let neg = bx(b.build_int_compare(IntPredicate::SLT, e, zero, ""))?;
-    let minus_one = ty.const_all_ones();
-    let is_one = bx(b.build_int_compare(IntPredicate::EQ, base, one, ""))?;
-    let is_m1 = bx(b.build_int_compare(IntPredicate::EQ, base, minus_one, ""))?;
-    let e_bit = bx(b.build_and(e, one, ""))?;
-    let e_odd = bx(b.build_int_compare(IntPredicate::NE, e_bit, zero, ""))?;
-    let m1_pow = bx(b.build_select(e_odd, minus_one, one, ""))?.into_int_value();
-    let r = bx(b.build_select(is_m1, m1_pow, zero, ""))?.into_int_value();
-    let r = bx(b.build_select(is_one, one, r, ""))?.into_int_value();
-    Ok(bx(b.build_select(neg, r, acc_v, ""))?.into_int_value())
+/// The precision whose emitter lanes hold `d`: `i32` values in `F32` lanes, `i64` in `F64`.
+fn prec_of(d: DType) -> Prec {
+    match d {
+        DType::F32 | DType::I32 => Prec::F32,
+        _ => Prec::F64,
+    }
 }
 
 /// `x` of dtype `from` as dtype `to`, as the CPU backend converts.

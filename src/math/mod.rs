@@ -15,6 +15,9 @@
 //! - `exp_log.rs`: exp, expm1, log, log1p.
 //! - `trig.rs`: sin, cos, tan.
 //! - `special.rs`: tanh, sigmoid, erf.
+//! - `arith.rs`: numpy's floor division and modulo (floats and integers) and integer power,
+//!   over the emitter plus four primitives (`ArithEmit`: fmod, integer division, remainder and
+//!   multiplication), for the interpreter and every code generator.
 //!
 //! Measured accuracy (max error against the correctly rounded result, over the whole domain;
 //! `tests/math_ulp.rs`, `docs/math.md`): at most 1.45 ulp for every function in f32 and f64 (sin/cos
@@ -22,6 +25,7 @@
 
 use crate::ir::UnaryOp;
 
+pub mod arith;
 mod emit;
 pub use emit::*;
 

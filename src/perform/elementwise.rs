@@ -3,6 +3,7 @@
 use crate::error::Error;
 use crate::ir::types::broadcast_shapes;
 use crate::ir::{BinaryOp, DType, UnaryOp};
+use crate::math::arith::{Arith, IntPow};
 use crate::tensor::Tensor;
 use ndarray::{ArrayD, IxDyn, Zip};
 use num_traits::Float;
@@ -129,35 +130,13 @@ pub fn unary(op: UnaryOp, t: &Tensor) -> Result<Tensor, Error> {
     })
 }
 
-/// numpy's `npy_divmod` for floats: (floor quotient, remainder with the divisor's sign).
-pub fn float_divmod<F: Float>(a: F, b: F) -> (F, F) {
-    let zero = F::zero();
-    if b == zero {
-        return (a / b, a % b);
-    }
-    let mut m = a % b;
-    let mut div = (a - m) / b;
-    if m != zero {
-        if (b < zero) != (m < zero) {
-            m = m + b;
-            div = div - F::one();
-        }
-    } else {
-        m = zero.copysign(b);
-    }
-    let q = if div != zero {
-        let mut q = div.floor();
-        if div - q > F::from(0.5).unwrap_or(F::one()) {
-            q = q + F::one();
-        }
-        q
-    } else {
-        zero.copysign(a / b)
-    };
-    (q, m)
+/// numpy's float `(floor_divide(a, b), mod(a, b))`: the shared expansion
+/// (`math::arith::float_divmod`), which every backend emits.
+pub fn float_divmod<F: Arith>(a: F, b: F) -> (F, F) {
+    a.divmod(b)
 }
 
-fn binary_float<F: Float>(op: BinaryOp, a: F, b: F) -> F {
+fn binary_float<F: Float + Arith>(op: BinaryOp, a: F, b: F) -> F {
     match op {
         BinaryOp::Add => a + b,
         BinaryOp::Sub => a - b,
@@ -186,8 +165,8 @@ fn binary_float<F: Float>(op: BinaryOp, a: F, b: F) -> F {
     }
 }
 
-/// numpy's integer floor division, remainder and power, shared with the compiled backends so
-/// that they compute the same thing: division and mod by zero give 0, MIN / -1 wraps, a
+/// numpy's integer floor division, remainder and power, as every backend computes them (the
+/// shared expansions of `math::arith`): division and mod by zero give 0, MIN / -1 wraps, a
 /// negative exponent gives 1/a^n truncated (0 unless |a| is 1).
 pub trait IntArith: Copy {
     fn floordiv(self, b: Self) -> Self;
@@ -195,56 +174,17 @@ pub trait IntArith: Copy {
     fn ipow(self, b: Self) -> Self;
 }
 
-macro_rules! int_arith {
-    ($t:ty) => {
-        impl IntArith for $t {
-            fn floordiv(self, b: $t) -> $t {
-                let a = self;
-                if b == 0 {
-                    return 0;
-                }
-                let q = a.wrapping_div(b);
-                if a.wrapping_rem(b) != 0 && ((a < 0) != (b < 0)) {
-                    q - 1
-                } else {
-                    q
-                }
-            }
-            fn modulo(self, b: $t) -> $t {
-                if b == 0 {
-                    return 0;
-                }
-                let r = self.wrapping_rem(b);
-                if r != 0 && ((r < 0) != (b < 0)) {
-                    r + b
-                } else {
-                    r
-                }
-            }
-            fn ipow(self, b: $t) -> $t {
-                if b < 0 {
-                    return match self {
-                        1 => 1,
-                        -1 if b % 2 == 0 => 1,
-                        -1 => -1,
-                        _ => 0,
-                    };
-                }
-                let (mut base, mut e, mut acc): ($t, $t, $t) = (self, b, 1);
-                while e > 0 {
-                    if e & 1 == 1 {
-                        acc = acc.wrapping_mul(base);
-                    }
-                    base = base.wrapping_mul(base);
-                    e >>= 1;
-                }
-                acc
-            }
-        }
-    };
+impl<T: Arith + IntPow> IntArith for T {
+    fn floordiv(self, b: T) -> T {
+        self.divmod(b).0
+    }
+    fn modulo(self, b: T) -> T {
+        self.divmod(b).1
+    }
+    fn ipow(self, b: T) -> T {
+        IntPow::ipow(self, b)
+    }
 }
-int_arith!(i32);
-int_arith!(i64);
 
 fn binary_int<
     T: IntArith

@@ -4,6 +4,7 @@
 //! ones or all zeros (an integer vector of the lane width) in vector code.
 
 use super::operand_table::OperandTable;
+use crate::math::arith::ArithEmit;
 use crate::math::{Emit, Prec};
 use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
 use cranelift_codegen::ir::{
@@ -293,5 +294,41 @@ impl<M: Module> Emit for ClifMath<'_, '_, M> {
         self.b.ins().jump(join, &[result.into()]);
         self.b.switch_to_block(join);
         self.b.block_params(join)[0]
+    }
+}
+
+/// Scalar code only: Cranelift has no vector integer division. `fmod` calls the C math
+/// library's `fmod` / `fmodf` (exact, as the interpreter's Rust `%` is): the object files'
+/// helpers use it; the JIT's helpers are Rust functions that evaluate the same expansion.
+impl<M: Module> ArithEmit for ClifMath<'_, '_, M> {
+    fn fmod(&mut self, a: Value, b: Value) -> Value {
+        let name = match self.prec() {
+            Prec::F32 => "fmodf",
+            Prec::F64 => "fmod",
+        };
+        let mut sig = Signature::new(self.module.isa().default_call_conv());
+        sig.params.push(AbiParam::new(self.fty));
+        sig.params.push(AbiParam::new(self.fty));
+        sig.returns.push(AbiParam::new(self.fty));
+        match self.module.declare_function(name, Linkage::Import, &sig) {
+            Ok(id) => {
+                let callee = self.module.declare_func_in_func(id, self.b.func);
+                let call = self.b.ins().call(callee, &[a, b]);
+                self.b.inst_results(call)[0]
+            }
+            Err(e) => {
+                self.error = Some(format!("{name}: {e}"));
+                a
+            }
+        }
+    }
+    fn idiv(&mut self, a: Value, b: Value) -> Value {
+        self.b.ins().sdiv(a, b)
+    }
+    fn irem(&mut self, a: Value, b: Value) -> Value {
+        self.b.ins().srem(a, b)
+    }
+    fn imul(&mut self, a: Value, b: Value) -> Value {
+        self.b.ins().imul(a, b)
     }
 }

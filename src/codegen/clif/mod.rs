@@ -5,7 +5,9 @@
 //!   `crate::math`) over a `rows x cols` block with per-operand strides.
 //! - `reduce`, `argreduce`, `reduce_operands`: reductions over any set of axes (pairwise float
 //!   sums in the reference's order, NaN-propagating max and min, argmax and argmin with the
-//!   reference's index, wrapping integers), and the operand walk their leaves share.
+//!   reference's index, wrapping integers), and the operand walk their leaves share;
+//!   `reduce_call`: how a caller lays out a call of one for its operands' strides (the JIT at
+//!   call time, AOT at compile time).
 //! - `scalar_ops`, `math_clif`, `operand_table`: one scalar op, the `Emit` implementation of
 //!   the math expansions, and the table of vector constants kernels read.
 //! - `helpers`: the `kiln_*` functions generated code calls (integer division, pow, libm), and
@@ -19,5 +21,6 @@ pub mod map;
 pub mod math_clif;
 pub mod operand_table;
 pub mod reduce;
+pub mod reduce_call;
 pub mod reduce_operands;
 pub mod scalar_ops;

@@ -104,6 +104,10 @@ struct Leaves {
 /// gets cursor leaves for reduced dims that do not merge into one (worth it only when several
 /// axes are reduced: one axis always merges). `vectors` says which vector leaves to generate
 /// for merged axes, `Both` unless the caller knows the operands' layout (see `VectorLeaves`).
+/// With `host`, row leaves of float sums hand their math to the buffer functions
+/// (`host_math`), which live in this process: the JIT's choice; objects are generated
+/// without.
+#[allow(clippy::too_many_arguments)]
 pub fn define_reduce_kernel<M: Module>(
     module: &mut M,
     name: &str,
@@ -112,6 +116,7 @@ pub fn define_reduce_kernel<M: Module>(
     along_n: &[Bcast],
     nd: bool,
     vectors: VectorLeaves,
+    host: bool,
 ) -> Result<ReduceKernelInfo> {
     let n_in = along_n.len();
     let unsupported = |what: &str| Error::Unsupported(format!("{name}: {what}"));
@@ -130,7 +135,7 @@ pub fn define_reduce_kernel<M: Module>(
         pairwise,
         along_n,
         // Row leaves of sums cover at most `PAIRWISE_BLOCK` positions: one block of stages.
-        staged: (pairwise && host_math::enabled())
+        staged: (pairwise && host && host_math::enabled())
             .then(|| host_math::split(program, n_in))
             .flatten(),
     };
