@@ -8,11 +8,12 @@ use super::clif::{define, for_lt, mem, offset, signature};
 use super::kernels::{define_helpers, define_matmul};
 use super::plan::{collapse, Loc, Plan, Step, View};
 use crate::codegen::clif::map::{define_map_kernel, Bcast};
+use crate::codegen::clif::random::{define_random_kernel, mix_counter};
 use crate::codegen::clif::reduce::{define_reduce_kernel, is_arg, ReduceKernelInfo, VectorLeaves};
 use crate::codegen::clif::reduce_call::{output_strides, plan_call, KernelOffers};
 use crate::error::{Error, Result};
 use crate::ir::scalar::ScalarProgram;
-use crate::ir::{DType, ReduceOp};
+use crate::ir::{DType, RandomDist, ReduceOp};
 use cranelift_codegen::ir::{
     types, FuncRef, InstBuilder, StackSlotData, StackSlotKind, Type, Value,
 };
@@ -38,6 +39,8 @@ struct Library {
     /// Reduction kernels by op, prologue and input count.
     reductions: HashMap<(ReduceOp, ScalarProgram, usize), ReduceKernelInfo>,
     matmuls: HashMap<DType, FuncId>,
+    /// Random kernels by distribution and dtype.
+    randoms: HashMap<String, FuncId>,
     kernels: String,
     clif: String,
 }
@@ -105,6 +108,26 @@ impl Library {
         Ok(info)
     }
 
+    fn random(
+        &mut self,
+        module: &mut ObjectModule,
+        symbol: &str,
+        dist: RandomDist,
+        dtype: DType,
+    ) -> Result<FuncId> {
+        let key = format!("{dist:?} {dtype}");
+        if let Some(&id) = self.randoms.get(&key) {
+            return Ok(id);
+        }
+        let name = format!("{symbol}_rand{}", self.randoms.len());
+        let (id, text) = define_random_kernel(module, &name, dist, dtype)?;
+        let _ = writeln!(self.kernels, "{name}: {} of {dtype}", dist.name());
+        self.clif.push_str(&text);
+        self.clif.push('\n');
+        self.randoms.insert(key, id);
+        Ok(id)
+    }
+
     fn matmul(&mut self, module: &mut ObjectModule, symbol: &str, d: DType) -> Result<FuncId> {
         if let Some(&id) = self.matmuls.get(&d) {
             return Ok(id);
@@ -123,6 +146,7 @@ enum StepFns {
     Reduce(ReduceKernelInfo),
     MatMul(FuncId),
     IfElse(Vec<StepFns>, Vec<StepFns>),
+    Random(FuncId),
 }
 
 impl Library {
@@ -163,6 +187,9 @@ impl Library {
                     what,
                 )?),
                 Step::MatMul { dtype, .. } => StepFns::MatMul(self.matmul(module, symbol, *dtype)?),
+                Step::Random { dist, out, .. } => {
+                    StepFns::Random(self.random(module, symbol, *dist, out.dtype)?)
+                }
                 Step::IfElse {
                     then, otherwise, ..
                 } => StepFns::IfElse(
@@ -212,6 +239,7 @@ pub fn emit(plan: &Plan, symbol: &str, isa: OwnedTargetIsa) -> Result<Emitted> {
         maps: HashMap::new(),
         reductions: HashMap::new(),
         matmuls: HashMap::new(),
+        randoms: HashMap::new(),
         kernels: String::new(),
         clif: String::new(),
     };
@@ -481,6 +509,26 @@ impl Driver<'_, '_> {
                     self.b.ins().jump(join, &[]);
                 }
                 self.b.switch_to_block(join);
+                Ok(())
+            }
+            (
+                Step::Random {
+                    seed, counter, out, ..
+                },
+                StepFns::Random(id),
+            ) => {
+                let f = self.func_ref(module, *id);
+                let seed = match counter {
+                    Some(c) => {
+                        let at = self.base(plan, c)?;
+                        let c = self.b.ins().load(types::I64, mem(), at, 0);
+                        mix_counter(self.b, *seed, c)
+                    }
+                    None => self.b.ins().iconst(types::I64, *seed as i64),
+                };
+                let at = self.base(plan, out)?;
+                let n = self.b.ins().iconst(types::I64, out.numel() as i64);
+                self.b.ins().call(f, &[at, n, seed]);
                 Ok(())
             }
             _ => Err(Error::Unsupported(

@@ -37,8 +37,10 @@
 //! are generated as small functions; the float ones call libm's `expf`, `sin`, ...), so the
 //! only library to link is libm. An `ifelse` becomes a branch in the entry point: only the
 //! chosen branch's steps run, as on the JIT, and each copies what it yields into the same
-//! result buffers. Not supported ahead of time: random ops and custom ops (errors that name
-//! the op). The code runs on one thread.
+//! result buffers. Random ops run the interpreter's Philox stream (`random::stream`, generated
+//! by `codegen::clif::random`), so an object draws the same numbers as every other backend;
+//! a per-call counter is an input like any other (its update an output). Not supported ahead
+//! of time: custom ops (an error that names the op). The code runs on one thread.
 
 mod clif;
 mod emit;

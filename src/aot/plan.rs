@@ -171,6 +171,15 @@ pub enum Step {
         b: View,
         c: View,
     },
+    /// A random op: elements `0..` of the stream of `seed` (with the per-call counter, a 0-d
+    /// i64, mixed in when there is one) into the dense `out`.
+    Random {
+        what: String,
+        dist: crate::ir::RandomDist,
+        seed: u64,
+        counter: Option<View>,
+        out: View,
+    },
     /// `ifelse`: the steps of the branch that `cond` (one bool) chooses run; each ends by
     /// copying what it yields into the same result buffers.
     IfElse {
@@ -212,6 +221,7 @@ impl Step {
             Step::Reduce { inputs, out, .. } => (inputs.iter().collect(), vec![out.root]),
             Step::MatMul { a, b, c, .. } => (vec![a, b], vec![c.root]),
             Step::IfElse { cond, .. } => (vec![cond], vec![]),
+            Step::Random { counter, out, .. } => (counter.iter().collect(), vec![out.root]),
         }
     }
 }
@@ -660,11 +670,18 @@ impl Builder<'_> {
                 let v = self.constant(&t);
                 set(self, v);
             }
-            Op::Random { dist, .. } => {
-                return Err(Error::Unsupported(format!(
-                    "{what}: the random op `{}` is not supported ahead of time",
-                    dist.name()
-                )))
+            Op::Random {
+                dist, seed, dtype, ..
+            } => {
+                let out = self.buffer(*dtype, &shapes[0]);
+                self.steps.push(Step::Random {
+                    what,
+                    dist: *dist,
+                    seed: *seed,
+                    counter: args.first().cloned(),
+                    out: out.clone(),
+                });
+                set(self, out);
             }
             Op::Custom(c) => {
                 return Err(Error::Unsupported(format!(
@@ -1027,6 +1044,22 @@ impl Plan {
                     view(a),
                     view(b),
                     view(c)
+                ),
+                Step::Random {
+                    what,
+                    dist,
+                    seed,
+                    counter,
+                    out,
+                } => writeln!(
+                    s,
+                    "{t}: {} seed {seed}{} ({what}) -> {}",
+                    dist.name(),
+                    counter
+                        .as_ref()
+                        .map(|c| format!(" mixed with {}", view(c)))
+                        .unwrap_or_default(),
+                    view(out)
                 ),
                 Step::IfElse {
                     what, cond, then, ..

@@ -21,6 +21,7 @@
 //! (the graph builder derives them from a user seed and a per-op counter).
 
 pub mod perform;
+pub mod stream;
 
 /// One Philox4x32-10 block.
 pub fn philox4x32_10(counter: [u32; 4], key: [u32; 2]) -> [u32; 4] {

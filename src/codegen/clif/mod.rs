@@ -10,6 +10,8 @@
 //!   call time, AOT at compile time).
 //! - `scalar_ops`, `math_clif`, `operand_table`: one scalar op, the `Emit` implementation of
 //!   the math expansions, and the table of vector constants kernels read.
+//! - `random`: random ops (the shared Philox stream of `random::stream`, then the op's
+//!   transform), for object files.
 //! - `helpers`: the `kiln_*` functions generated code calls (integer division, pow, libm), and
 //!   `host_math`: staged math, which calls the host's AVX2 buffer functions by address (JIT
 //!   only: objects are generated with it off).
@@ -20,6 +22,7 @@ pub mod host_math;
 pub mod map;
 pub mod math_clif;
 pub mod operand_table;
+pub mod random;
 pub mod reduce;
 pub mod reduce_call;
 pub mod reduce_operands;
