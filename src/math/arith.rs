@@ -1,8 +1,10 @@
 //! numpy's arithmetic that no target has as one instruction, written once over the emitter:
 //! floor division and modulo of floats and of integers, and integer power. The interpreter
-//! (`perform`) and the JIT's helpers evaluate these with [`Eval32`] / [`Eval64`], the object
-//! files' helpers emit them as Cranelift code and the GPU backend as LLVM IR, so every backend
-//! computes the same operation sequence and the same bits.
+//! (`perform`) and the JIT's helpers evaluate the divisions with [`Eval32`] / [`Eval64`], the
+//! object files' helpers emit them as Cranelift code and the GPU backend as LLVM IR, so every
+//! backend computes the same operation sequence and the same bits. Integer power on Rust
+//! numbers is a loop over the exponent's significant bits (the straight line always runs all
+//! of them), tested equal to the expansion.
 //!
 //! An emitter adds four primitives ([`ArithEmit`]): exact `fmod` (libm on the CPU, long
 //! division on the GPU), truncating integer division and remainder (never called with a zero
@@ -196,17 +198,36 @@ impl Arith for i64 {
     }
 }
 
-impl IntPow for i32 {
-    fn ipow(self, n: i32) -> i32 {
-        int_pow(&mut Eval32, self, n)
-    }
+// On Rust numbers the power loops only over the exponent's significant bits: the straight
+// line of `int_pow` runs 63 squarings where `x ** 2` needs two, in the interpreter and the
+// JIT's helper alike. A test runs both on the same inputs, so they cannot drift.
+macro_rules! int_pow_loop {
+    ($t:ty) => {
+        impl IntPow for $t {
+            fn ipow(self, n: $t) -> $t {
+                if n < 0 {
+                    return match self {
+                        1 => 1,
+                        -1 if n % 2 == 0 => 1,
+                        -1 => -1,
+                        _ => 0,
+                    };
+                }
+                let (mut base, mut e, mut acc): ($t, $t, $t) = (self, n, 1);
+                while e > 0 {
+                    if e & 1 == 1 {
+                        acc = acc.wrapping_mul(base);
+                    }
+                    base = base.wrapping_mul(base);
+                    e >>= 1;
+                }
+                acc
+            }
+        }
+    };
 }
-
-impl IntPow for i64 {
-    fn ipow(self, n: i64) -> i64 {
-        int_pow(&mut Eval64, self, n)
-    }
-}
+int_pow_loop!(i32);
+int_pow_loop!(i64);
 
 #[cfg(test)]
 mod tests {
@@ -266,5 +287,36 @@ mod tests {
         assert_eq!(1i32.ipow(-5), 1);
         assert_eq!((-1i64).ipow(-3), -1);
         assert_eq!((-1i64).ipow(-4), 1);
+    }
+
+    /// The loop on Rust numbers and the straight-line expansion the generators emit agree.
+    #[test]
+    fn the_power_loop_is_the_expansion() {
+        let mut x = 0x9E37_79B9_7F4A_7C15u64;
+        let mut next = || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        for k in 0..20_000 {
+            let r = next();
+            let a = match k % 3 {
+                0 => (r % 7) as i64 - 3,
+                1 => (r >> 40) as i64 - (1 << 23),
+                _ => r as i64,
+            };
+            let n = match k % 4 {
+                0 => (next() % 70) as i64 - 5,
+                _ => next() as i64 >> (next() % 64),
+            };
+            assert_eq!(a.ipow(n), int_pow(&mut Eval64, a, n), "{a} ** {n}");
+            let (a32, n32) = (a as i32, n as i32);
+            assert_eq!(
+                a32.ipow(n32),
+                int_pow(&mut Eval32, a32, n32),
+                "{a32} ** {n32}"
+            );
+        }
     }
 }
