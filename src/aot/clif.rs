@@ -69,6 +69,31 @@ pub fn for_lt(
     looped(b, start, end, step, false, body).map(|_| ())
 }
 
+/// `for (i = start; i < end; i += step) body(i)` with a step known only at run time (positive).
+pub fn for_lt_by(
+    b: &mut FunctionBuilder,
+    start: Value,
+    end: Value,
+    step: Value,
+    body: impl FnOnce(&mut FunctionBuilder, Value) -> Result<()>,
+) -> Result<()> {
+    let header = b.create_block();
+    let body_block = b.create_block();
+    let exit = b.create_block();
+    b.append_block_param(header, types::I64);
+    b.ins().jump(header, &[start.into()]);
+    b.switch_to_block(header);
+    let i = b.block_params(header)[0];
+    let more = b.ins().icmp(IntCC::SignedLessThan, i, end);
+    b.ins().brif(more, body_block, &[], exit, &[]);
+    b.switch_to_block(body_block);
+    body(b, i)?;
+    let next = b.ins().iadd(i, step);
+    b.ins().jump(header, &[next.into()]);
+    b.switch_to_block(exit);
+    Ok(())
+}
+
 /// `for (i = start; i + step <= end; i += step) body(i)`; returns the first `i` not run (where
 /// a remainder loop starts).
 pub fn for_fits(

@@ -437,6 +437,7 @@ impl Driver<'_, '_> {
             }
             (
                 Step::MatMul {
+                    dtype,
                     batch,
                     m,
                     n,
@@ -465,6 +466,7 @@ impl Driver<'_, '_> {
                 let Some((bsh, bst)) = collapse(batch, &st) else {
                     return Ok(());
                 };
+                let kstep = crate::gemm::k_step(*k, crate::gemm::default_kc(*dtype)) as i64;
                 let (m, n, k) = (*m as i64, *n as i64, *k as i64);
                 let (a_rs, a_cs, b_rs) = (a.strides[nb], a.strides[nb + 1], bv.strides[nb]);
                 let mut call = |b: &mut FunctionBuilder, ptrs: &[Value]| -> Result<()> {
@@ -473,6 +475,7 @@ impl Driver<'_, '_> {
                         c(m),
                         c(n),
                         c(k),
+                        c(kstep.max(1)),
                         ptrs[0],
                         c(a_rs),
                         c(a_cs),

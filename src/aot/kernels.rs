@@ -1,14 +1,15 @@
 //! The library kernels an ahead-of-time object carries, generated as Cranelift functions into
 //! the object itself (so that the user links nothing but the object and libm):
 //!
-//! - matrix products: a cache-blocked loop nest (k in blocks of [`KB`], 4-row by 2-vector
-//!   register tiles accumulated in order along k), not a tuned GEMM;
+//! - matrix products: a cache-blocked loop nest (k in the JIT's GEMM's chunks, 4-row by
+//!   2-vector register tiles summed by FMAs in the GEMM's order, so that the bits are the
+//!   JIT's), not a tuned GEMM;
 //! - the helper functions map kernels import by name (`kiln_exp_f32`, `kiln_floordiv_i64`, ...),
 //!   which in the JIT are Rust functions: here integer ones are written out in CLIF and float
 //!   ones call the C math library (`expf`, `sin`, `fmodf`, ...), which the Rust functions the
 //!   JIT calls call too.
 
-use super::clif::{clif_type, define, for_fits, for_lt, mem, offset, signature};
+use super::clif::{clif_type, define, for_fits, for_lt, for_lt_by, mem, offset, signature};
 use crate::codegen::clif::math_clif::ClifMath;
 use crate::error::{Error, Result};
 use crate::ir::DType;
@@ -23,9 +24,6 @@ pub const LIBM_NAMES: &[&str] = &[
     "exp", "expf", "log", "logf", "log1p", "log1pf", "expm1", "expm1f", "sin", "sinf", "cos",
     "cosf", "tan", "tanf", "tanh", "tanhf", "erf", "erff", "pow", "powf", "fmod", "fmodf",
 ];
-
-/// Depth of the k blocks of the matrix product.
-pub const KB: i64 = 256;
 
 fn fconst(b: &mut FunctionBuilder, ty: Type, v: f64) -> Value {
     if ty == types::F32 {
@@ -53,10 +51,11 @@ fn call_import<M: Module>(
     Ok(b.inst_results(inst)[0])
 }
 
-/// `fn(m, n, k, a, a_rs, a_cs, b, b_rs, c)`: `c = a @ b` with `a` an `m x k` matrix at byte
-/// strides `a_rs, a_cs`, `b` a `k x n` matrix with rows `b_rs` bytes apart and unit element
-/// stride, `c` a dense row-major `m x n` matrix. Each element is accumulated in order along k
-/// (multiply, then add).
+/// `fn(m, n, k, kstep, a, a_rs, a_cs, b, b_rs, c)`: `c = a @ b` with `a` an `m x k` matrix at
+/// byte strides `a_rs, a_cs`, `b` a `k x n` matrix with rows `b_rs` bytes apart and unit element
+/// stride, `c` a dense row-major `m x n` matrix. Each element is summed in the JIT's GEMM's
+/// order (`gemm::k_step`): chunks of `kstep` terms along k, each by FMAs in order from zero
+/// (floats; integers wrap, where order does not matter), added to `c` in chunk order.
 pub fn define_matmul<M: Module>(
     module: &mut M,
     name: &str,
@@ -83,13 +82,13 @@ pub fn define_matmul<M: Module>(
     };
     let sig = signature(
         module,
-        &[i64t, i64t, i64t, ptr, i64t, i64t, ptr, i64t, ptr],
+        &[i64t, i64t, i64t, i64t, ptr, i64t, i64t, ptr, i64t, ptr],
         &[],
     );
     let (id, t) = define(module, name, Linkage::Local, sig, |_, _, b, p| {
-        let (m, n, k) = (p[0], p[1], p[2]);
-        let (a, a_rs, a_cs) = (p[3], p[4], p[5]);
-        let (bm, b_rs, c) = (p[6], p[7], p[8]);
+        let (m, n, k, kstep) = (p[0], p[1], p[2], p[3]);
+        let (a, a_rs, a_cs) = (p[4], p[5], p[6]);
+        let (bm, b_rs, c) = (p[7], p[8], p[9]);
         let zero = b.ins().iconst(i64t, 0);
         // c = 0
         let total = b.ins().imul(m, n);
@@ -104,8 +103,8 @@ pub fn define_matmul<M: Module>(
             Ok(())
         })?;
         let c_rs = b.ins().imul_imm_s(n, size);
-        for_lt(b, zero, k, KB, |b, p0| {
-            let p_end = b.ins().iadd_imm_s(p0, KB);
+        for_lt_by(b, zero, k, kstep, |b, p0| {
+            let p_end = b.ins().iadd(p0, kstep);
             let p_end = b.ins().smin(p_end, k);
             let j = b.declare_var(i64t);
             b.def_var(j, zero);
@@ -198,12 +197,22 @@ fn tile_loop(b: &mut FunctionBuilder, t: TileArgs) -> Result<()> {
     let b_p0 = b.ins().iadd(b_p0, j_bytes);
     let b_row = b.declare_var(types::I64);
     b.def_var(b_row, b_p0);
+    // The chunk's sum starts from zero (`gemm::kernel`), not from what c holds.
+    let zero = if t.float {
+        fconst(b, t.ty, 0.0)
+    } else {
+        b.ins().iconst(t.ty, 0)
+    };
+    let zero = if t.nvec > 0 {
+        b.ins().splat(t.vty, zero)
+    } else {
+        zero
+    };
     let mut acc = Vec::new();
-    for cr in &c_rows {
-        for v in 0..cols {
+    for _ in &c_rows {
+        for _ in 0..cols {
             let var = b.declare_var(acc_ty);
-            let x = b.ins().load(acc_ty, mem(), *cr, v as i32 * vbytes);
-            b.def_var(var, x);
+            b.def_var(var, zero);
             acc.push(var);
         }
     }
@@ -223,8 +232,7 @@ fn tile_loop(b: &mut FunctionBuilder, t: TileArgs) -> Result<()> {
             for v in 0..cols {
                 let cur = b.use_var(acc[r * cols + v]);
                 let next = if t.float {
-                    let prod = b.ins().fmul(xv, bv[v]);
-                    b.ins().fadd(cur, prod)
+                    b.ins().fma(xv, bv[v], cur)
                 } else {
                     let prod = b.ins().imul(xv, bv[v]);
                     b.ins().iadd(cur, prod)
@@ -238,9 +246,18 @@ fn tile_loop(b: &mut FunctionBuilder, t: TileArgs) -> Result<()> {
         b.def_var(b_row, next_b);
         Ok(())
     })?;
+    // The first chunk's sum is c; later ones are added to it.
+    let first = b.ins().icmp_imm_s(IntCC::Equal, t.p0, 0);
     for (r, cr) in c_rows.iter().enumerate() {
         for v in 0..cols {
             let x = b.use_var(acc[r * cols + v]);
+            let old = b.ins().load(acc_ty, mem(), *cr, v as i32 * vbytes);
+            let sum = if t.float {
+                b.ins().fadd(old, x)
+            } else {
+                b.ins().iadd(old, x)
+            };
+            let x = b.ins().select(first, x, sum);
             b.ins().store(mem(), x, *cr, v as i32 * vbytes);
         }
     }

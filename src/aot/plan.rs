@@ -614,7 +614,13 @@ impl Builder<'_> {
                         off += start * a.strides[ax];
                     }
                     sh[ax] = len;
-                    st[ax] = a.strides[ax] * steps[ax];
+                    // One element needs no stride (a step may be as large as an i64 is); more
+                    // than one lie within the extent, so the product fits.
+                    st[ax] = if len > 1 {
+                        a.strides[ax] * steps[ax]
+                    } else {
+                        0
+                    };
                 }
                 set(self, a.with(sh, st, off));
             }

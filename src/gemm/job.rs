@@ -54,10 +54,8 @@ impl<T: Element> Job<T> {
         panel: *mut T,
         parts: usize,
     ) -> Self {
-        // Near-equal chunks of at most `kc`: 784 is 4 x 196, not 3 x 256 + 16 (a chunk a few
-        // deep spends most of its time loading and storing C).
         let k_chunks = a.cols.div_ceil(blocking.kc);
-        let k_step = a.cols.div_ceil(k_chunks.max(1));
+        let k_step = super::k_step(a.cols, blocking.kc);
         let slivers = c.cols.min(blocking.nc).div_ceil(T::NR);
         let own_columns =
             parts > 1 && c.cols <= blocking.nc && !splits_rows(c.rows, slivers, blocking.mc, parts);

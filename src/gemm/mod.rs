@@ -35,6 +35,25 @@ pub struct Blocking {
     pub nc: usize,
 }
 
+/// How many terms each k chunk of a product of `k` terms sums (the last may have fewer):
+/// near-equal chunks of at most `kc`. Every element of C is the chunks' sums, each by FMAs in
+/// order from zero, added to C in chunk order; AOT's product follows the same order
+/// (`aot::kernels`), so objects give the JIT's bits.
+pub fn k_step(k: usize, kc: usize) -> usize {
+    // 784 is 4 x 196, not 3 x 256 + 16 (a chunk a few deep spends most of its time loading and
+    // storing C).
+    let chunks = k.div_ceil(kc.max(1));
+    k.div_ceil(chunks.max(1))
+}
+
+/// The `kc` of the blocking kiln's compiled code uses for floats of `dtype` (f32 or f64).
+pub fn default_kc(dtype: crate::ir::DType) -> usize {
+    match dtype {
+        crate::ir::DType::F64 => <f64 as Element>::BLOCKING.kc,
+        _ => <f32 as Element>::BLOCKING.kc,
+    }
+}
+
 mod sealed {
     /// Only kiln's element types (f32, f64) have kernels.
     pub trait Sealed {}
