@@ -8,6 +8,7 @@ use super::clif::{define, for_lt, mem, offset, signature};
 use super::kernels::{define_helpers, define_matmul};
 use super::plan::{collapse, Loc, Plan, Step, View};
 use crate::codegen::clif::map::{define_map_kernel, Bcast};
+use crate::codegen::clif::nd_seek;
 use crate::codegen::clif::random::{define_random_kernel, mix_counter};
 use crate::codegen::clif::reduce::{define_reduce_kernel, is_arg, ReduceKernelInfo, VectorLeaves};
 use crate::codegen::clif::reduce_call::{output_strides, plan_call, KernelOffers};
@@ -285,6 +286,14 @@ pub fn emit(plan: &Plan, symbol: &str, isa: OwnedTargetIsa) -> Result<Emitted> {
     )?;
     lib.clif.push_str(&text);
 
+    if let Some(text) = nd_seek::define_nd_seek_if_used(&mut module)? {
+        let _ = writeln!(
+            lib.kernels,
+            "{}: the reductions' cursor seek",
+            nd_seek::SEEK
+        );
+        lib.clif.push_str(&text);
+    }
     let helpers = define_helpers(&mut module, &mut lib.clif)?;
     for h in &helpers {
         let _ = writeln!(lib.kernels, "{h}: helper");

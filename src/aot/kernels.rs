@@ -279,14 +279,6 @@ pub fn define_helpers<M: Module>(module: &mut M, text: &mut String) -> Result<Ve
         .collect();
     let mut names = Vec::new();
     for (name, sig) in wanted {
-        if name == ND_SEEK {
-            let (_, t) = define(module, &name, Linkage::Local, sig, |_, _, b, p| {
-                nd_seek(b, p)
-            })?;
-            text.push_str(&t);
-            names.push(name);
-            continue;
-        }
         let (op, ty) = name["kiln_".len()..]
             .rsplit_once('_')
             .ok_or_else(|| unknown_helper(&name))?;
@@ -302,71 +294,6 @@ pub fn define_helpers<M: Module>(module: &mut M, text: &mut String) -> Result<Ve
         names.push(name);
     }
     Ok(names)
-}
-
-/// The reduction kernels' cursor helper (`codegen::clif::reduce_operands`), which the JIT has
-/// as a Rust function (`codegen::clif::helpers`).
-const ND_SEEK: &str = "kiln_nd_seek";
-
-/// `kiln_nd_seek(desc, bases, pos, state)`: the addresses of flat position `pos` over the
-/// reduced dims the N-d descriptor `desc` lists (`[k, m, m innermost strides, k sizes, k * m
-/// strides]`), from the operands' `bases`, into `state[1..=m]`, and into `state[0]` how many
-/// positions are left in the innermost dim from there: the Rust helper's computation, in CLIF.
-fn nd_seek(b: &mut FunctionBuilder, p: &[Value]) -> Result<()> {
-    let (desc, bases, pos, state) = (p[0], p[1], p[2], p[3]);
-    let k = b.ins().load(types::I64, mem(), desc, 0);
-    let m = b.ins().load(types::I64, mem(), desc, 8);
-    // sizes at desc + 8 * (2 + m), strides at desc + 8 * (2 + m + k).
-    let sizes = {
-        let two_m = b.ins().iadd_imm_s(m, 2);
-        offset(b, desc, two_m, 8)
-    };
-    let strides = offset(b, sizes, k, 8);
-    let zero = b.ins().iconst(types::I64, 0);
-    for_lt(b, zero, m, 1, |b, j| {
-        let from = offset(b, bases, j, 8);
-        let base = b.ins().load(types::I64, mem(), from, 0);
-        let to = offset(b, state, j, 8);
-        b.ins().store(mem(), base, to, 8);
-        Ok(())
-    })?;
-    let rest = b.declare_var(types::I64);
-    b.def_var(rest, pos);
-    for_lt(b, zero, k, 1, |b, t| {
-        // d = k - 1 - t: the innermost dim first.
-        let d = {
-            let km1 = b.ins().iadd_imm_s(k, -1);
-            b.ins().isub(km1, t)
-        };
-        let at = offset(b, sizes, d, 8);
-        let size = b.ins().load(types::I64, mem(), at, 0);
-        let r = b.use_var(rest);
-        let i = b.ins().srem(r, size);
-        let q = b.ins().sdiv(r, size);
-        b.def_var(rest, q);
-        let innermost = b.ins().icmp_imm_s(IntCC::Equal, t, 0);
-        let (yes, join) = (b.create_block(), b.create_block());
-        b.ins().brif(innermost, yes, &[], join, &[]);
-        b.switch_to_block(yes);
-        let left = b.ins().isub(size, i);
-        b.ins().store(mem(), left, state, 0);
-        b.ins().jump(join, &[]);
-        b.switch_to_block(join);
-        let row = b.ins().imul(d, m);
-        let row = offset(b, strides, row, 8);
-        for_lt(b, zero, m, 1, |b, j| {
-            let at = offset(b, row, j, 8);
-            let st = b.ins().load(types::I64, mem(), at, 0);
-            let slot = offset(b, state, j, 8);
-            let cur = b.ins().load(types::I64, mem(), slot, 8);
-            let step = b.ins().imul(i, st);
-            let next = b.ins().iadd(cur, step);
-            b.ins().store(mem(), next, slot, 8);
-            Ok(())
-        })
-    })?;
-    b.ins().return_(&[]);
-    Ok(())
 }
 
 fn unknown_helper(name: &str) -> Error {

@@ -543,6 +543,9 @@ fn compile_shard(
             .collect();
         pending.push((value, id, outs, reduce));
     }
+    if let Some(text) = crate::codegen::clif::nd_seek::define_nd_seek_if_used(&mut module)? {
+        clif.push((candidates.len(), text));
+    }
     module
         .finalize_definitions()
         .map_err(|e| Error::Unsupported(format!("cranelift: {e}")))?;

@@ -91,41 +91,6 @@ reference_helpers! {
     "tan" => kiln_ref_tan_f32, kiln_ref_tan_f64;
 }
 
-/// Where a reduction leaf's inputs are at flat position `pos` of reduced dims that do not
-/// merge (`reduce_operands`: the descriptor's layout is documented there): writes
-/// `state = [left, addrs[0..m]]`, the elements left in the innermost dim from there and each
-/// input's address (`bases[j]` plus its offset). A position past the end gives addresses that
-/// are never read.
-///
-/// # Safety
-/// `desc` must be a descriptor of `k >= 1` dims of nonzero sizes and `m` inputs, `bases` hold
-/// `m` addresses and `state` have room for `m + 1` values.
-unsafe extern "C" fn kiln_nd_seek(desc: *const i64, bases: *const i64, pos: i64, state: *mut i64) {
-    // SAFETY: the caller vouches for the lengths (the generated leaf passes the descriptor
-    // `reduce.rs` built for this call and a state slot of `m + 1` values).
-    unsafe {
-        let k = *desc as usize;
-        let m = *desc.add(1) as usize;
-        let sizes = std::slice::from_raw_parts(desc.add(2 + m), k);
-        let strides = std::slice::from_raw_parts(desc.add(2 + m + k), k * m);
-        let state = std::slice::from_raw_parts_mut(state, m + 1);
-        for j in 0..m {
-            state[1 + j] = *bases.add(j);
-        }
-        let mut rest = pos;
-        for d in (0..k).rev() {
-            let i = rest % sizes[d];
-            rest /= sizes[d];
-            if d == k - 1 {
-                state[0] = sizes[d] - i;
-            }
-            for j in 0..m {
-                state[1 + j] = state[1 + j].wrapping_add(i.wrapping_mul(strides[d * m + j]));
-            }
-        }
-    }
-}
-
 /// Whether generated code may import `name`: only registered helpers resolve (cranelift-jit
 /// panics on a symbol it cannot find), so every import is checked against this first.
 pub fn is_registered(name: &str) -> bool {
@@ -138,7 +103,6 @@ pub fn symbols() -> impl Iterator<Item = (&'static str, *const u8)> {
         .iter()
         .chain(REFERENCE)
         .copied()
-        .chain([(super::reduce_operands::SEEK, kiln_nd_seek as *const u8)])
         .chain(super::host_math::symbols())
 }
 
@@ -208,7 +172,6 @@ mod tests {
                 names.push(super::super::math_clif::fallback_symbol(f, p));
             }
         }
-        names.push(super::super::reduce_operands::SEEK.to_string());
         if super::super::host_math::enabled() {
             for f in crate::math::MathFn::ALL {
                 for d in [DType::F32, DType::F64] {
@@ -224,6 +187,8 @@ mod tests {
             assert!(is_registered(n), "{n} is not registered");
         }
         assert!(!is_registered("kiln_no_such_helper"));
+        // The cursor seek is generated into each module, never imported.
+        assert!(!is_registered(super::super::nd_seek::SEEK));
         // No name is registered twice (the JIT would keep only one address).
         let mut all: Vec<&str> = symbols().map(|(n, _)| n).collect();
         let len = all.len();

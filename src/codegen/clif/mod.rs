@@ -21,6 +21,7 @@ pub mod helpers;
 pub mod host_math;
 pub mod map;
 pub mod math_clif;
+pub mod nd_seek;
 pub mod operand_table;
 pub mod random;
 pub mod reduce;

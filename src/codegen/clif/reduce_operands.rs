@@ -9,8 +9,8 @@
 //!   row-major index over the reduced dims, the order the reference reduces in. A leaf visits its
 //!   elements in increasing `n`, one at a time, so the cursor keeps each input's address and
 //!   steps along the innermost dim by its stride; only at the end of that dim (or to start) it
-//!   calls `kiln_nd_seek` (a Rust helper, `helpers.rs`), which computes the addresses of a flat
-//!   position. The cursor has no limit on the number of dims.
+//!   calls `kiln_nd_seek` (generated into the module, `nd_seek.rs`), which computes the
+//!   addresses of a flat position. The cursor has no limit on the number of dims.
 //!
 //! # N-d descriptor
 //! `i64`s: `[k, m, inner[0..m], sizes[0..k], strides[0..k * m]]`: `k` reduced dims (outer to
@@ -24,11 +24,10 @@ use crate::error::{Error, Result};
 use crate::ir::scalar::ScalarProgram;
 use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::{
-    types, AbiParam, Endianness, FuncRef, InstBuilder, MemFlagsData, StackSlotData, StackSlotKind,
-    Value,
+    types, Endianness, FuncRef, InstBuilder, MemFlagsData, StackSlotData, StackSlotKind, Value,
 };
 use cranelift_frontend::{FunctionBuilder, Variable};
-use cranelift_module::{Linkage, Module};
+use cranelift_module::Module;
 
 /// The shape of a leaf's loop.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -39,9 +38,6 @@ pub(super) enum Leaf {
     /// One vector of outputs (along `I`).
     Col,
 }
-
-/// The name generated code imports the N-d seek helper under.
-pub(super) const SEEK: &str = "kiln_nd_seek";
 
 /// Whether a leaf hands input `a` (less input `sub`, one value all along the row) to a buffer
 /// function as it is (`LeafInputs::direct`): a row leaf of vectors without a cursor, `a`
@@ -187,16 +183,7 @@ impl<'s> LeafInputs<'s> {
             })
             .collect();
         let cursor = if cursor {
-            let mut sig = module.make_signature();
-            sig.params.extend([
-                AbiParam::new(ptr),
-                AbiParam::new(ptr),
-                AbiParam::new(types::I64),
-                AbiParam::new(ptr),
-            ]);
-            let id = module
-                .declare_function(SEEK, Linkage::Import, &sig)
-                .map_err(|e| Error::Unsupported(format!("{SEEK}: {e}")))?;
+            let id = super::nd_seek::declare_nd_seek(module)?;
             let seek = module.declare_func_in_func(id, b.func);
             let slot = b.create_sized_stack_slot(StackSlotData::new(
                 StackSlotKind::ExplicitSlot,
