@@ -127,8 +127,28 @@ fn random_programs_agree_3() {
     run_shard(3)
 }
 
+/// Whether two results are the same bits (NaN matches NaN, signed zeros must match).
+fn same_bits(a: &kiln::Tensor, b: &kiln::Tensor) -> Result<(), String> {
+    if a.dtype() != b.dtype() || a.shape() != b.shape() {
+        return Err(format!(
+            "{}{:?} vs {}{:?}",
+            a.dtype(),
+            a.shape(),
+            b.dtype(),
+            b.shape()
+        ));
+    }
+    for (k, (x, y)) in a.to_f64_vec().into_iter().zip(b.to_f64_vec()).enumerate() {
+        if !(x.to_bits() == y.to_bits() || (x.is_nan() && y.is_nan())) {
+            return Err(format!("element {k}: {x:?} vs {y:?}"));
+        }
+    }
+    Ok(())
+}
+
 /// Ahead-of-time objects of the random programs whose shapes are all known, linked into one
-/// library per batch and called in this process, against the interpreter.
+/// library per batch and called in this process, against the interpreter, and bit for bit
+/// against the CPU backend (the same optimized function, the same generated kernels).
 #[test]
 fn random_programs_agree_ahead_of_time() {
     if std::env::var("KILN_BACKEND").is_ok_and(|b| b == "interp") {
@@ -142,9 +162,16 @@ fn random_programs_agree_ahead_of_time() {
     let seed = seed() ^ 0xa07;
     let n = cases_per_shard(400) * SHARDS;
     eprintln!("random programs ahead of time: seed {seed}, up to {n} programs");
-    let mut batch: Vec<(u64, Case, kiln::aot::AotArtifact, Vec<kiln::Tensor>)> = Vec::new();
+    type Item = (
+        u64,
+        Case,
+        kiln::aot::AotArtifact,
+        Vec<kiln::Tensor>,
+        Vec<kiln::Tensor>,
+    );
+    let mut batch: Vec<Item> = Vec::new();
     let (mut compiled, mut with_ifelse) = (0, 0);
-    let flush = |batch: &mut Vec<(u64, Case, kiln::aot::AotArtifact, Vec<kiln::Tensor>)>| {
+    let flush = |batch: &mut Vec<Item>| {
         if batch.is_empty() {
             return;
         }
@@ -155,7 +182,7 @@ fn random_programs_agree_ahead_of_time() {
         ));
         let arts: Vec<&kiln::aot::AotArtifact> = batch.iter().map(|b| &b.2).collect();
         let lib = aot_lib::link(&arts, &dir).unwrap_or_else(|e| panic!("linking: {e}"));
-        for (i, case, art, want) in batch.drain(..) {
+        for (i, case, art, want, jit) in batch.drain(..) {
             let mut inputs: Vec<kiln::Tensor> = case.views().iter().map(|v| v.to_owned()).collect();
             // The entry point takes a shared variable's value and returns its new one, the
             // caller keeping the state: two calls, as the other backends run.
@@ -175,6 +202,16 @@ fn random_programs_agree_ahead_of_time() {
             let got = call(&inputs);
             if let Err(e) = random_graph::compare(&case, &want, &got, false) {
                 panic!("{}", describe(&case, seed, i, &format!("aot: {e}")));
+            }
+            // The JIT runs the same optimized function through the same kernels: every
+            // output, exact or not, has the same bits.
+            for (o, (a, j)) in got.iter().zip(&jit).enumerate() {
+                if let Err(e) = same_bits(a, j) {
+                    panic!(
+                        "{}",
+                        describe(&case, seed, i, &format!("aot vs cpu, output {o}: {e}"))
+                    );
+                }
             }
         }
     };
@@ -204,8 +241,10 @@ fn random_programs_agree_ahead_of_time() {
         };
         let want = random_graph::run(&case, Backend::Interp, false)
             .unwrap_or_else(|e| panic!("{}", describe(&case, seed, i, &e)));
+        let jit = random_graph::run(&case, Backend::Cpu, true)
+            .unwrap_or_else(|e| panic!("{}", describe(&case, seed, i, &e)));
         with_ifelse += case.has_ifelse as usize;
-        batch.push((i, case, art, want));
+        batch.push((i, case, art, want, jit));
         compiled += 1;
         if batch.len() == 100 {
             flush(&mut batch);
