@@ -38,7 +38,7 @@ pub struct Emitted {
 struct Library {
     maps: HashMap<(ScalarProgram, usize), FuncId>,
     /// Reduction kernels by op, prologue and input count.
-    reductions: HashMap<(ReduceOp, ScalarProgram, usize), ReduceKernelInfo>,
+    reductions: HashMap<(ReduceOp, ScalarProgram, usize, bool), ReduceKernelInfo>,
     matmuls: HashMap<DType, FuncId>,
     /// Random kernels by distribution and dtype.
     randoms: HashMap<String, FuncId>,
@@ -70,7 +70,9 @@ impl Library {
     }
 
     /// The JIT's reduction kernel for `op` of what `program` computes from `n_in` inputs,
-    /// with cursor leaves for reduced dims that do not merge, and without host math.
+    /// without host math; with cursor leaves (`nd`) where the reduced dims may not merge, as
+    /// the JIT decides it: only several reduced axes can fail to.
+    #[allow(clippy::too_many_arguments)]
     fn reduction(
         &mut self,
         module: &mut ObjectModule,
@@ -78,9 +80,10 @@ impl Library {
         op: ReduceOp,
         program: &ScalarProgram,
         n_in: usize,
+        nd: bool,
         what: &str,
     ) -> Result<ReduceKernelInfo> {
-        let key = (op, program.clone(), n_in);
+        let key = (op, program.clone(), n_in, nd);
         if let Some(info) = self.reductions.get(&key) {
             return Ok(info.clone());
         }
@@ -93,7 +96,7 @@ impl Library {
             op,
             program,
             &along,
-            true,
+            nd,
             VectorLeaves::Both,
             false,
         )
@@ -178,6 +181,7 @@ impl Library {
                     op,
                     program,
                     inputs,
+                    reduced,
                     ..
                 } => StepFns::Reduce(self.reduction(
                     module,
@@ -185,6 +189,7 @@ impl Library {
                     *op,
                     program,
                     inputs.len(),
+                    reduced.iter().filter(|&&r| r).count() >= 2,
                     what,
                 )?),
                 Step::MatMul { dtype, .. } => StepFns::MatMul(self.matmul(module, symbol, *dtype)?),
