@@ -1095,6 +1095,42 @@ fn random_ops_give_the_interpreters_bits_ahead_of_time() {
     }
 }
 
+/// The dropout example (`examples/aot/dropout.kir`, `make -C examples/aot dropout`) draws the
+/// interpreter's mask, per step, and passes the input through when not training.
+#[test]
+fn the_dropout_example_matches_the_interpreter() {
+    need_cc!();
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/aot/dropout.kir");
+    let src = std::fs::read_to_string(&path).unwrap();
+    let func = parse(&path.display().to_string(), &src).unwrap().remove(0);
+    let art = aot(&func);
+    let x = Tensor::F32(normal(9, &[4, 8], 1.0).into_dyn());
+    let opts = CompileOptions {
+        backend: Some(Backend::Interp),
+        ..CompileOptions::default()
+    };
+    let reference = compile_func(func.clone(), &opts).unwrap();
+    for (training, step) in [(true, 0i64), (true, 1), (false, 2)] {
+        let inputs = vec![
+            Tensor::Bool(ndarray::arr0(training).into_dyn()),
+            Tensor::I64(ndarray::arr0(step).into_dyn()),
+            x.clone(),
+        ];
+        let got = run_c(&art, &inputs, &format!("dropout_{step}"));
+        let refs: Vec<kiln::TensorRef> = inputs.iter().map(|t| t.view()).collect();
+        let want = reference.call(&refs).unwrap();
+        assert!(
+            same_bits(&got[0], &want[0]),
+            "step {step}: {} vs {}",
+            kiln::ir::text::literal(&got[0]),
+            kiln::ir::text::literal(&want[0])
+        );
+        if !training {
+            assert!(same_bits(&got[0], &x), "inference passes the input through");
+        }
+    }
+}
+
 #[test]
 fn unsupported_functions_are_errors_that_say_what() {
     let err = |src: &str| {
