@@ -127,25 +127,6 @@ fn random_programs_agree_3() {
     run_shard(3)
 }
 
-/// Whether two results are the same bits (NaN matches NaN, signed zeros must match).
-fn same_bits(a: &kiln::Tensor, b: &kiln::Tensor) -> Result<(), String> {
-    if a.dtype() != b.dtype() || a.shape() != b.shape() {
-        return Err(format!(
-            "{}{:?} vs {}{:?}",
-            a.dtype(),
-            a.shape(),
-            b.dtype(),
-            b.shape()
-        ));
-    }
-    for (k, (x, y)) in a.to_f64_vec().into_iter().zip(b.to_f64_vec()).enumerate() {
-        if !(x.to_bits() == y.to_bits() || (x.is_nan() && y.is_nan())) {
-            return Err(format!("element {k}: {x:?} vs {y:?}"));
-        }
-    }
-    Ok(())
-}
-
 /// Ahead-of-time objects of the random programs whose shapes are all known, linked into one
 /// library per batch and called in this process, against the interpreter, and bit for bit
 /// against the CPU backend (the same optimized function, the same generated kernels).
@@ -206,7 +187,8 @@ fn random_programs_agree_ahead_of_time() {
             // The JIT runs the same optimized function through the same kernels: every
             // output, exact or not, has the same bits.
             for (o, (a, j)) in got.iter().zip(&jit).enumerate() {
-                if let Err(e) = same_bits(a, j) {
+                // Compared as exact values, bit for bit (signed zeros too; NaN matches NaN).
+                if let Err(e) = random_graph::agree(a, j, true, true, case.has_f32) {
                     panic!(
                         "{}",
                         describe(&case, seed, i, &format!("aot vs cpu, output {o}: {e}"))

@@ -398,9 +398,9 @@ fn expand<M: Module>(
     d: DType,
     f: impl FnOnce(&mut ClifMath<'_, '_, M>) -> Value,
 ) -> Result<Value> {
-    let fty = match d {
-        DType::F32 | DType::I32 => types::F32,
-        _ => types::F64,
+    let fty = match arith::lanes_for(d) {
+        crate::math::Prec::F32 => types::F32,
+        crate::math::Prec::F64 => types::F64,
     };
     let mut e = ClifMath::new(b, module, fty, None);
     let v = f(&mut e);

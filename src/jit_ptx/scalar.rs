@@ -209,7 +209,8 @@ fn binary<'ctx>(
                 BinaryOp::Div => bx(b.build_float_div(x, y, ""))?,
                 BinaryOp::Pow if d == DType::F32 => pow_f32(g, x, y)?,
                 BinaryOp::FloorDiv | BinaryOp::Mod => {
-                    let (q, m) = emit_arith(g, prec_of(d), |e| arith::float_divmod(e, x, y))?;
+                    let (q, m) =
+                        emit_arith(g, arith::lanes_for(d), |e| arith::float_divmod(e, x, y))?;
                     if o == BinaryOp::Mod {
                         m
                     } else {
@@ -238,14 +239,15 @@ fn binary<'ctx>(
                     bx(b.build_select(c, x, y, ""))?.into_int_value()
                 }
                 BinaryOp::FloorDiv | BinaryOp::Mod => {
-                    let (q, m) = emit_arith(g, prec_of(d), |e| arith::int_divmod(e, x, y))?;
+                    let (q, m) =
+                        emit_arith(g, arith::lanes_for(d), |e| arith::int_divmod(e, x, y))?;
                     if o == BinaryOp::Mod {
                         m
                     } else {
                         q
                     }
                 }
-                BinaryOp::Pow => emit_arith(g, prec_of(d), |e| arith::int_pow(e, x, y))?,
+                BinaryOp::Pow => emit_arith(g, arith::lanes_for(d), |e| arith::int_pow(e, x, y))?,
                 _ => return Err(unsupported(format!("{} on {d}", o.name()))),
             }
             .into())
@@ -272,14 +274,6 @@ fn fminmax<'ctx>(
     let nan = bx(b.build_float_compare(FloatPredicate::UNO, x, x, ""))?;
     let keep = bx(b.build_or(wins, nan, ""))?;
     Ok(bx(b.build_select(keep, x, y, ""))?.into_float_value())
-}
-
-/// The precision whose emitter lanes hold `d`: `i32` values in `F32` lanes, `i64` in `F64`.
-fn prec_of(d: DType) -> Prec {
-    match d {
-        DType::F32 | DType::I32 => Prec::F32,
-        _ => Prec::F64,
-    }
 }
 
 /// `x` of dtype `from` as dtype `to`, as the CPU backend converts.

@@ -14,6 +14,15 @@
 
 use super::emit::{Emit, Eval32, Eval64, Prec};
 
+/// The emitter precision whose lanes hold values of `d`: `i32` (and `f32`) in `F32` lanes,
+/// `i64` (and `f64`) in `F64` lanes.
+pub fn lanes_for(d: crate::ir::DType) -> Prec {
+    match d {
+        crate::ir::DType::F32 | crate::ir::DType::I32 => Prec::F32,
+        _ => Prec::F64,
+    }
+}
+
 /// The primitives the arithmetic expansions need beyond [`Emit`].
 pub trait ArithEmit: Emit {
     /// C's `fmod(a, b)`, exact: the remainder with `a`'s sign; NaN when `b` is zero or `a`

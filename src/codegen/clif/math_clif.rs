@@ -67,6 +67,26 @@ impl<'x, 'f, M: Module> ClifMath<'x, 'f, M> {
     fn fcmp(&mut self, cc: FloatCC, a: Value, b: Value) -> Value {
         self.b.ins().fcmp(cc, a, b)
     }
+
+    /// The C math library's `name` on scalars of the float type (for object files, which
+    /// link libm). A failed declaration is kept in `error` and `args[0]` stands in.
+    pub fn call_libm(&mut self, name: &str, args: &[Value]) -> Value {
+        let mut sig = Signature::new(self.module.isa().default_call_conv());
+        sig.params
+            .extend(args.iter().map(|_| AbiParam::new(self.fty)));
+        sig.returns.push(AbiParam::new(self.fty));
+        match self.module.declare_function(name, Linkage::Import, &sig) {
+            Ok(id) => {
+                let callee = self.module.declare_func_in_func(id, self.b.func);
+                let call = self.b.ins().call(callee, args);
+                self.b.inst_results(call)[0]
+            }
+            Err(e) => {
+                self.error = Some(format!("{name}: {e}"));
+                args[0]
+            }
+        }
+    }
 }
 
 impl<M: Module> Emit for ClifMath<'_, '_, M> {
@@ -306,21 +326,7 @@ impl<M: Module> ArithEmit for ClifMath<'_, '_, M> {
             Prec::F32 => "fmodf",
             Prec::F64 => "fmod",
         };
-        let mut sig = Signature::new(self.module.isa().default_call_conv());
-        sig.params.push(AbiParam::new(self.fty));
-        sig.params.push(AbiParam::new(self.fty));
-        sig.returns.push(AbiParam::new(self.fty));
-        match self.module.declare_function(name, Linkage::Import, &sig) {
-            Ok(id) => {
-                let callee = self.module.declare_func_in_func(id, self.b.func);
-                let call = self.b.ins().call(callee, &[a, b]);
-                self.b.inst_results(call)[0]
-            }
-            Err(e) => {
-                self.error = Some(format!("{name}: {e}"));
-                a
-            }
-        }
+        self.call_libm(name, &[a, b])
     }
     fn idiv(&mut self, a: Value, b: Value) -> Value {
         self.b.ins().sdiv(a, b)

@@ -14,36 +14,17 @@ use crate::error::{Error, Result};
 use crate::ir::{DType, RandomDist};
 use crate::random::stream::{plan, standard, StreamEmit, Transform};
 use cranelift_codegen::ir::condcodes::FloatCC;
-use cranelift_codegen::ir::{types, AbiParam, InstBuilder, MemFlagsData, Signature, Value};
+use cranelift_codegen::ir::{types, AbiParam, InstBuilder, MemFlagsData, Value};
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
 use cranelift_module::{FuncId, Linkage, Module};
 
+/// The stream runs in an `f64` emitter: `log` and `cos` are libm's `f64` functions.
 impl<M: Module> StreamEmit for ClifMath<'_, '_, M> {
     fn ln(&mut self, x: Value) -> Value {
-        self.call_libm("log", x)
+        self.call_libm("log", &[x])
     }
     fn cos(&mut self, x: Value) -> Value {
-        self.call_libm("cos", x)
-    }
-}
-
-impl<M: Module> ClifMath<'_, '_, M> {
-    /// The C math library's `name` (f64) on scalar `x`.
-    fn call_libm(&mut self, name: &str, x: Value) -> Value {
-        let mut sig = Signature::new(self.module.isa().default_call_conv());
-        sig.params.push(AbiParam::new(types::F64));
-        sig.returns.push(AbiParam::new(types::F64));
-        match self.module.declare_function(name, Linkage::Import, &sig) {
-            Ok(id) => {
-                let callee = self.module.declare_func_in_func(id, self.b.func);
-                let call = self.b.ins().call(callee, &[x]);
-                self.b.inst_results(call)[0]
-            }
-            Err(e) => {
-                self.error = Some(format!("{name}: {e}"));
-                x
-            }
-        }
+        self.call_libm("cos", &[x])
     }
 }
 
