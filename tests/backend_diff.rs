@@ -127,6 +127,52 @@ fn random_programs_agree_3() {
     run_shard(3)
 }
 
+/// The random programs through `Backend::Gpu` on a real GPU, optimized and not, against the
+/// interpreter (skipped without a GPU or without the `gpu` feature). Reductions combine in a
+/// tree on the GPU, so results are compared within the tolerances, not bit for bit.
+#[test]
+fn random_programs_agree_on_the_gpu() {
+    #[cfg(feature = "gpu")]
+    if let Err(e) = kiln::jit_ptx::cuda::device() {
+        eprintln!("skipped: no GPU ({e})");
+        return;
+    }
+    #[cfg(not(feature = "gpu"))]
+    {
+        eprintln!("skipped: built without the gpu feature");
+        return;
+    }
+    #[allow(unreachable_code)]
+    {
+        let seed = seed();
+        let n = cases_per_shard(400) * SHARDS;
+        eprintln!("random programs on the GPU: seed {seed}, {n} programs");
+        let mut ran = 0;
+        for i in 0..n {
+            let case = random_graph::build(&program_bytes(seed, i));
+            let reference = random_graph::run(&case, Backend::Interp, false)
+                .unwrap_or_else(|e| panic!("{}", describe(&case, seed, i, &e)));
+            for optimize in [false, true] {
+                let got = match random_graph::run(&case, Backend::Gpu, optimize) {
+                    Ok(g) => g,
+                    // A kernel the generator refuses (f64 pow, docs/gpu.md) is a compile error.
+                    Err(e) if e.contains("does not compile") && e.contains("pow") => continue,
+                    Err(e) => panic!("{}", describe(&case, seed, i, &e)),
+                };
+                ran += 1;
+                if let Err(e) = random_graph::compare(&case, &reference, &got, false) {
+                    panic!(
+                        "{}",
+                        describe(&case, seed, i, &format!("gpu (optimize {optimize}): {e}"))
+                    );
+                }
+            }
+        }
+        eprintln!("random programs on the GPU: {ran} runs agree");
+        assert!(ran > 0);
+    }
+}
+
 /// Ahead-of-time objects of the random programs whose shapes are all known, linked into one
 /// library per batch and called in this process, against the interpreter, and bit for bit
 /// against the CPU backend (the same optimized function, the same generated kernels).

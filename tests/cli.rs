@@ -385,6 +385,11 @@ fn ptx_prints_the_kernels_for_the_chosen_arch_and_dumps_llvm_and_ptx() {
         &[],
     );
     let err = String::from_utf8_lossy(&out.stderr);
+    if kiln::jit_ptx::cuda::device().is_ok() {
+        assert_eq!(out.status.code(), Some(0), "{err}");
+        assert!(dir.join("out0.npy").exists());
+        return;
+    }
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert_eq!(err.lines().count(), 1, "{err}");
     if !kiln::jit_ptx::runtime::driver_present() {

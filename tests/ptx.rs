@@ -409,21 +409,31 @@ fn the_llvm_and_ptx_dump_stages_write_their_text() {
 }
 
 #[test]
-fn the_gpu_backend_is_a_clean_error_without_a_driver() {
+fn the_gpu_backend_runs_or_is_a_clean_error() {
     let f = parse("t.kir", EXP).unwrap().remove(0);
     let options = CompileOptions {
         backend: Some(kiln::Backend::Gpu),
         ..CompileOptions::default()
     };
-    let e = kiln::compile_func(f, &options)
-        .err()
-        .expect("no GPU runtime yet")
-        .to_string();
-    if kiln::jit_ptx::runtime::driver_present() {
-        assert!(e.contains("cannot launch"), "{e}");
-    } else {
-        eprintln!("no CUDA driver on this machine: checking the error only");
-        assert_eq!(e, "no CUDA driver found");
+    let compiled = kiln::compile_func(f.clone(), &options);
+    match kiln::jit_ptx::cuda::device() {
+        Ok(_) => {
+            let g = compiled.unwrap();
+            let x = filled(kiln::ir::DType::F32, &[2, 8], 3);
+            let want = kiln::runtime::interp::run_func(&f, vec![x.clone()]).unwrap();
+            let got = g.call(&[x.view()]).unwrap();
+            assert!(
+                got[0].bit_eq(&want[0]),
+                "exp on the GPU: {got:?} vs {want:?}"
+            );
+        }
+        Err(device_error) => {
+            let e = compiled.err().expect("compiled without a GPU").to_string();
+            assert_eq!(e, device_error.to_string());
+            if !kiln::jit_ptx::runtime::driver_present() {
+                assert_eq!(e, "no CUDA driver found");
+            }
+        }
     }
 }
 
@@ -467,8 +477,11 @@ fn the_module_checks_reject_broken_ptx() {
 
 mod common;
 
-/// Runs one `run:` directive of a corpus file on the host-compiled kernels.
-fn run_on_host(func: &Func, spec: &str, optimize: bool) -> Result<(), String> {
+/// Compiles a function for one way of running the kernels (optimized first when asked).
+type Compiler = fn(Func, bool) -> kiln::Result<kiln::Function>;
+
+/// Runs one `run:` directive of a corpus file on the kernels `compile` makes.
+fn run_directive(func: &Func, spec: &str, optimize: bool, compile: Compiler) -> Result<(), String> {
     use kiln::ir::text::{literal, parse_literal};
     let (ins, outs) = spec.split_once("->").ok_or("a run directive needs `->`")?;
     let inputs: Vec<kiln::Tensor> = common::split_top(ins)
@@ -476,7 +489,7 @@ fn run_on_host(func: &Func, spec: &str, optimize: bool) -> Result<(), String> {
         .zip(&func.params)
         .map(|(s, &p)| parse_literal(s, func.ty(p)).map_err(|e| e.to_string()))
         .collect::<Result<_, _>>()?;
-    let f = kiln::jit_ptx::host::compile_func(func.clone(), optimize).map_err(|e| e.to_string())?;
+    let f = compile(func.clone(), optimize).map_err(|e| e.to_string())?;
     let refs: Vec<kiln::TensorRef> = inputs.iter().map(|t| t.view()).collect();
     let result = f.call(&refs);
     if let Some(pat) = outs.trim().strip_prefix("error:") {
@@ -503,11 +516,19 @@ fn run_on_host(func: &Func, spec: &str, optimize: bool) -> Result<(), String> {
 /// list is emptied when the gap is closed.
 const KNOWN_GAPS: &[(&str, &str)] = &[("ops/unary_sin.kir", "10000000000.0")];
 
-/// The oracle without a GPU: the corpus's `run:` directives on the same kernels compiled for the
-/// host CPU (one thread), with the optimizer off and on.
-#[test]
-fn the_corpus_kernels_compiled_for_the_host_give_the_expected_values() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/filetests");
+/// The corpus: `KILN_FILETESTS` (a copy of `tests/filetests`, where the test binary runs on
+/// another machine), else this checkout's.
+fn corpus_root() -> PathBuf {
+    match std::env::var_os("KILN_FILETESTS") {
+        Some(d) => PathBuf::from(d),
+        None => Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/filetests"),
+    }
+}
+
+/// Every `run:` directive of the corpus, with the optimizer off and on, through `compile`:
+/// returns the number of runs, or the failures.
+fn run_corpus(compile: Compiler) -> Result<usize, String> {
+    let root = corpus_root();
     let mut files = Vec::new();
     kir_files(&root, &mut files);
     files.sort();
@@ -547,7 +568,7 @@ fn the_corpus_kernels_compiled_for_the_host_give_the_expected_values() {
                 let gap = KNOWN_GAPS
                     .iter()
                     .any(|(f, arg)| *f == rel && spec.contains(arg));
-                match run_on_host(&func, spec, optimize) {
+                match run_directive(&func, spec, optimize, compile) {
                     Err(e) if gap && e.contains("nan") => {}
                     Err(e) => failures.push(format!("{rel} (optimize: {optimize}) `{spec}`: {e}")),
                     Ok(()) if gap => failures.push(format!(
@@ -558,9 +579,49 @@ fn the_corpus_kernels_compiled_for_the_host_give_the_expected_values() {
             }
         }
     }
-    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    if failures.is_empty() {
+        Ok(runs)
+    } else {
+        Err(format!(
+            "{} of {runs} runs failed:\n{}",
+            failures.len(),
+            failures.join("\n")
+        ))
+    }
+}
+
+/// The oracle without a GPU: the corpus's `run:` directives on the same kernels compiled for the
+/// host CPU (one thread), with the optimizer off and on.
+#[test]
+fn the_corpus_kernels_compiled_for_the_host_give_the_expected_values() {
+    let runs = run_corpus(kiln::jit_ptx::host::compile_func).unwrap_or_else(|e| panic!("{e}"));
     assert!(runs >= 100, "{runs} runs");
     eprintln!("host oracle: {runs} runs agree");
+}
+
+/// Whether this machine has a GPU the backend can use; says why not otherwise.
+fn gpu_or_skip() -> bool {
+    match kiln::jit_ptx::cuda::device() {
+        Ok(d) => {
+            eprintln!("GPU: {} ({} SMs, {})", d.name, d.sms, d.arch());
+            true
+        }
+        Err(e) => {
+            eprintln!("skipped: no GPU ({e})");
+            false
+        }
+    }
+}
+
+/// The corpus's `run:` directives through `Backend::Gpu` on a real GPU (skipped without one).
+#[test]
+fn the_corpus_runs_on_the_gpu() {
+    if !gpu_or_skip() {
+        return;
+    }
+    let runs = run_corpus(kiln::jit_ptx::runtime::compile_func).unwrap_or_else(|e| panic!("{e}"));
+    assert!(runs >= 100, "{runs} runs");
+    eprintln!("GPU: {runs} runs agree");
 }
 
 /// The "same bits" promise: elementwise programs on the host-compiled GPU kernels give the CPU
@@ -917,4 +978,146 @@ fn f32_pow_is_within_one_ulp_of_libm() {
         bad.len(),
         bad.iter().take(30).cloned().collect::<Vec<_>>().join("\n")
     );
+}
+
+/// Pseudo-random values of `dtype` and `shape` (a fixed xorshift walk), for the GPU tests.
+fn filled(dtype: kiln::ir::DType, shape: &[usize], seed: u64) -> kiln::Tensor {
+    use kiln::ir::DType;
+    let n: usize = shape.iter().product();
+    let mut s = seed | 1;
+    let vals: Vec<f64> = (0..n)
+        .map(|_| {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            (s >> 11) as f64 / (1u64 << 53) as f64 * 8.0 - 4.0
+        })
+        .collect();
+    let sh = ndarray::IxDyn(shape);
+    match dtype {
+        DType::F32 => ndarray::ArrayD::from_shape_vec(sh, vals.iter().map(|&v| v as f32).collect())
+            .unwrap()
+            .into(),
+        DType::F64 => ndarray::ArrayD::from_shape_vec(sh, vals).unwrap().into(),
+        DType::I32 => ndarray::ArrayD::from_shape_vec(sh, vals.iter().map(|&v| v as i32).collect())
+            .unwrap()
+            .into(),
+        DType::I64 => ndarray::ArrayD::from_shape_vec(sh, vals.iter().map(|&v| v as i64).collect())
+            .unwrap()
+            .into(),
+        DType::Bool => ndarray::ArrayD::from_shape_vec(sh, vals.iter().map(|&v| v > 3.0).collect())
+            .unwrap()
+            .into(),
+    }
+}
+
+/// Whether `got` is `want` within a relative tolerance for floats (summation orders differ),
+/// exactly otherwise.
+fn near(got: &kiln::Tensor, want: &kiln::Tensor) -> bool {
+    let tol = match want.dtype() {
+        kiln::DType::F32 => 1e-4,
+        kiln::DType::F64 => 1e-10,
+        _ => 0.0,
+    };
+    got.dtype() == want.dtype()
+        && got.shape() == want.shape()
+        && got
+            .to_f64_vec()
+            .iter()
+            .zip(want.to_f64_vec())
+            .all(|(&g, w)| g == w || (g - w).abs() <= tol * w.abs().max(1.0))
+}
+
+/// Functions large enough for many blocks, many warps per block and partial warps, through
+/// `Backend::Gpu` and, where every step is a kernel, `DeviceFunction` (values kept on the
+/// device), against the interpreter. Without a GPU the same functions run on the host oracle.
+#[test]
+fn kernels_at_scale_agree_with_the_interpreter_on_the_gpu() {
+    use kiln::ir::DType::*;
+    let gpu = gpu_or_skip();
+    let compile: Compiler = if gpu {
+        kiln::jit_ptx::runtime::compile_func
+    } else {
+        kiln::jit_ptx::host::compile_func
+    };
+    type Args = &'static [(kiln::ir::DType, &'static [usize])];
+    let cases: &[(&str, Args)] = &[
+        (
+            "func @softmax(%x: f32[300, 5000]) -> (f32[300, 5000]) {
+               %m = max %x {axes = [1], keepdims = true}
+               %d = sub %x, %m
+               %e = exp %d
+               %s = sum %e {axes = [1], keepdims = true}
+               %y = div %e, %s
+               return %y
+             }",
+            &[(F32, &[300, 5000])],
+        ),
+        (
+            "func @cols(%x: f64[1000, 777]) -> (f64[777], f64[]) {
+               %y = sum %x {axes = [0]}
+               %z = mean %x
+               return %y, %z
+             }",
+            &[(F64, &[1000, 777])],
+        ),
+        (
+            "func @mixed(%a: i32[33, 70, 5], %b: bool[70, 1]) -> (i32[70], bool[33], f64[33, 5]) {
+               %m = max %a {axes = [0, 2]}
+               %q = any %b
+               %c = cast %a {to = f64}
+               %r = mean %c {axes = [1]}
+               %w = all %b {axes = [0, 1]}
+               %ww = broadcast_to %w {shape = [33]}
+               return %m, %ww, %r
+             }",
+            &[(I32, &[33, 70, 5]), (Bool, &[70, 1])],
+        ),
+        (
+            "func @bcast(%x: f32[4097, 1], %y: f32[1, 3001], %z: i64[3001]) -> (f32[4097, 3001], i64[]) {
+               %a = mul %x, %y
+               %b = tanh %a
+               %s = sum %z
+               return %b, %s
+             }",
+            &[(F32, &[4097, 1]), (F32, &[1, 3001]), (I64, &[3001])],
+        ),
+    ];
+    for (src, args) in cases {
+        let func = match parse("scale.kir", src) {
+            Ok(mut fs) => fs.remove(0),
+            Err(e) => panic!("{e:?}"),
+        };
+        let inputs: Vec<kiln::Tensor> = args
+            .iter()
+            .enumerate()
+            .map(|(k, (d, s))| filled(*d, s, 7 + k as u64))
+            .collect();
+        let want = kiln::runtime::interp::run_func(&func, inputs.clone()).unwrap();
+        let f = compile(func.clone(), true).unwrap();
+        let refs: Vec<kiln::TensorRef> = inputs.iter().map(|t| t.view()).collect();
+        let got = f
+            .call(&refs)
+            .unwrap_or_else(|e| panic!("{}: {e}", func.name));
+        for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+            assert!(near(g, w), "{} output {i} (gpu: {gpu})", func.name);
+        }
+        if !gpu {
+            continue;
+        }
+        match kiln::jit_ptx::device::DeviceFunction::compile(func.clone()) {
+            Ok(d) => {
+                let on: Vec<_> = inputs.iter().map(|t| d.upload(t.view()).unwrap()).collect();
+                let on_refs: Vec<_> = on.iter().collect();
+                for _ in 0..2 {
+                    let outs = d.run(&on_refs).unwrap();
+                    for (i, (g, w)) in outs.iter().zip(&want).enumerate() {
+                        let g = g.download().unwrap();
+                        assert!(near(&g, w), "{} output {i} (DeviceFunction)", func.name);
+                    }
+                }
+            }
+            Err(e) => eprintln!("{}: not on the device alone: {e}", func.name),
+        }
+    }
 }

@@ -1,6 +1,7 @@
 //! The scalar parameters of a kernel launch for given inputs (docs/gpu.md, "Kernel ABI"): what
 //! a launcher passes after the pointers, and the shape of the outputs. Shared by the host
-//! oracle (`host.rs`) and, later, the CUDA launcher.
+//! oracle (`host.rs`) and the CUDA launcher (`device.rs`), over host arrays and device arrays
+//! alike (`Operand`).
 
 use crate::error::{Error, Result};
 use crate::for_each_ref;
@@ -16,8 +17,49 @@ pub struct Launch {
     pub work: bool,
 }
 
+/// What the launch parameters are computed from: an argument's shape and element strides.
+pub trait Operand {
+    fn shape(&self) -> &[usize];
+    fn strides(&self) -> Vec<isize>;
+
+    fn len(&self) -> usize {
+        self.shape().iter().product()
+    }
+
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Row-major and dense.
+    fn is_standard_layout(&self) -> bool {
+        let mut want = 1isize;
+        for (&d, &s) in self.shape().iter().zip(&self.strides()).rev() {
+            if d != 1 && s != want {
+                return false;
+            }
+            want *= d as isize;
+        }
+        true
+    }
+}
+
+impl Operand for TensorRef<'_> {
+    fn shape(&self) -> &[usize] {
+        TensorRef::shape(self)
+    }
+    fn strides(&self) -> Vec<isize> {
+        for_each_ref!(self, a => a.strides().to_vec())
+    }
+    fn len(&self) -> usize {
+        TensorRef::len(self)
+    }
+    fn is_standard_layout(&self) -> bool {
+        TensorRef::is_standard_layout(self)
+    }
+}
+
 /// The broadcast shape of the inputs, which must have rank `rank`.
-fn index_space(inputs: &[TensorRef], rank: usize) -> Result<Vec<usize>> {
+fn index_space<T: Operand>(inputs: &[T], rank: usize) -> Result<Vec<usize>> {
     let mut shape: Vec<usize> = Vec::new();
     for t in inputs {
         shape = crate::ir::broadcast_shapes(&shape, t.shape()).map_err(Error::Shape)?;
@@ -32,9 +74,9 @@ fn index_space(inputs: &[TensorRef], rank: usize) -> Result<Vec<usize>> {
 
 /// Input `t`'s element strides over the index space `shape` (aligned on the right): 0 along
 /// dims it lacks or has as 1.
-fn strides_over(t: &TensorRef, shape: &[usize]) -> Vec<i64> {
+fn strides_over<T: Operand>(t: &T, shape: &[usize]) -> Vec<i64> {
     let ts = t.shape();
-    let st: Vec<isize> = for_each_ref!(t, a => a.strides().to_vec());
+    let st: Vec<isize> = t.strides();
     let lead = shape.len() - ts.len();
     (0..shape.len())
         .map(|d| match d.checked_sub(lead) {
@@ -45,7 +87,7 @@ fn strides_over(t: &TensorRef, shape: &[usize]) -> Vec<i64> {
 }
 
 /// A map kernel of rank `rank` on `inputs`: `[n, flat, dims.., strides..]`.
-pub fn map_launch(inputs: &[TensorRef], rank: usize) -> Result<Launch> {
+pub fn map_launch<T: Operand>(inputs: &[T], rank: usize) -> Result<Launch> {
     let shape = index_space(inputs, rank)?;
     let n: usize = shape.iter().product();
     // Flat: each input is the whole output, contiguous, or one element.
@@ -75,8 +117,8 @@ pub fn map_launch(inputs: &[TensorRef], rank: usize) -> Result<Launch> {
 /// A reduce kernel of rank `rank` over `axes` (sorted) on `inputs`:
 /// `[n_out, n_red, dims.., strides..]`. Max and min of an empty axis are the interpreter's
 /// error.
-pub fn reduce_launch(
-    inputs: &[TensorRef],
+pub fn reduce_launch<T: Operand>(
+    inputs: &[T],
     rank: usize,
     op: ReduceOp,
     axes: &[usize],

@@ -10,9 +10,12 @@
 //! index arithmetic, loops), `scalar.rs` (scalar ops), `math_llvm.rs` (the shared math
 //! expansions), `map.rs` and `reduce.rs` (the two kernel kinds), `target.rs` (NVPTX target
 //! machine and PTX emission), `launch.rs` (the kernel parameters for given inputs),
-//! `host.rs` (the same kernels compiled for the CPU: the test oracle), `runtime.rs` (the CUDA
-//! driver).
+//! `host.rs` (the same kernels compiled for the CPU: the test oracle), `cuda.rs` (the CUDA
+//! driver: memory, modules, launches), `device.rs` (device arrays and the kernel launcher),
+//! `runtime.rs` (`Backend::Gpu`).
 
+pub mod cuda;
+pub mod device;
 mod float_divmod;
 mod gen;
 pub mod host;

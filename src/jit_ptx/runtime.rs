@@ -1,29 +1,52 @@
-//! The CUDA side of the GPU backend. Launching kernels is not written yet (there was no GPU to
-//! test it on); what is here is the check that comes first: whether the CUDA driver library
-//! can be loaded at all. Without it, cudarc would panic on first use.
+//! `Backend::Gpu`: a function's map and reduce kernels run on the GPU, everything else (perform
+//! and gemm steps, `ifelse`, shared state, write requests, errors) in the interpreter, which
+//! hands each kernel step to a `device::KernelThunk`. Arrays cross to the device and back at
+//! each kernel; `device::DeviceFunction` keeps them there.
 
+use super::cuda;
+use super::device::{GpuKernel, KernelThunk};
 use crate::error::{Error, Result};
+use crate::runtime::interp::{Interpreter, Thunks};
+use std::sync::Arc;
 
-/// Whether the CUDA driver library (`libcuda`) can be loaded on this machine.
-pub fn driver_present() -> bool {
-    // SAFETY: only tries to load the library; no CUDA call is made.
-    unsafe { cudarc::driver::sys::is_culib_present() }
-}
+pub use cuda::driver_present;
 
-/// The executable of `func` for the GPU: an `Err` saying why there is none.
+/// The executable of the optimized `func` for the GPU, or an `Err` saying why there is none
+/// (no driver, no GPU, a kernel the generator refuses).
 pub fn executable(
     func: &crate::ir::Func,
     dump: &crate::dump::DumpOptions,
 ) -> Result<Box<dyn crate::runtime::Executable>> {
-    if !driver_present() {
-        return Err(Error::Unsupported("no CUDA driver found".into()));
+    let device = cuda::device()?;
+    let plan = crate::lower::lower(func);
+    dump.dump(&func.name, "schedule", || plan.to_string());
+    let m = super::ptx_for_plan(func, &plan, device.arch())?;
+    dump.dump(&func.name, "llvm", || m.llvm.clone());
+    dump.dump(&func.name, "ptx", || m.ptx.clone());
+    let module = Arc::new(device.load(&m.ptx)?);
+    let mut thunks = Thunks::default();
+    for kernel in GpuKernel::load_all(&module, &m.kernels)? {
+        let step = kernel.info.step;
+        let device = device.clone();
+        thunks.insert(step, Arc::new(KernelThunk { device, kernel }));
     }
-    // The PTX is produced (and dumped) so that a machine with a driver at least checks it.
-    let m = super::compile_ptx(func, super::DEFAULT_ARCH, dump)?;
-    Err(Error::Unsupported(format!(
-        "the gpu backend generates PTX ({} kernels for @{}) but cannot launch it yet; \
-         use `kiln ptx` or the cpu backend",
-        m.kernels.len(),
-        func.name
+    Ok(Box::new(Interpreter::with_thunks(
+        func.clone(),
+        plan,
+        thunks,
     )))
+}
+
+/// A `Function` of `func` on the GPU (optimized first when `optimize`), for tests.
+pub fn compile_func(func: crate::ir::Func, optimize: bool) -> Result<crate::Function> {
+    crate::ir::verify::verify(&func).map_err(|es| Error::Input(es.join("; ")))?;
+    let options = crate::rewrite::OptimizeOptions {
+        optimize,
+        dump: crate::dump::DumpOptions::default(),
+        ..Default::default()
+    };
+    let func = crate::rewrite::optimize(func, &options);
+    let exec = executable(&func, &crate::dump::DumpOptions::default())?;
+    let (n_in, n_out) = (func.params.len(), func.outputs.len());
+    Ok(crate::Function::new(func, n_in, n_out, Vec::new(), exec))
 }

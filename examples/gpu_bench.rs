@@ -1,0 +1,318 @@
+//! kiln's side of the GPU workloads (`../shared/bench/WORKLOADS.md`, section G), on a machine
+//! with an NVIDIA GPU (built with `--features gpu`; `tools/gpu-check.sh` runs it beside the
+//! peers). Inputs and results stay in GPU memory (`DeviceFunction`); times are medians of CUDA
+//! event times around one call, after a warm-up.
+//!
+//! cargo run --release --features gpu --example gpu_bench -- [--json OUT.json] [--only G1,G2]
+
+use kiln::ir::text::parse;
+use kiln::jit_ptx::cuda::Device;
+use kiln::jit_ptx::device::{DeviceFunction, DeviceTensor};
+use kiln::Tensor;
+use ndarray::{ArrayD, IxDyn};
+use std::sync::Arc;
+use std::time::Instant;
+
+/// A fixed pseudo-random walk in [-4, 4).
+fn values(n: usize, seed: u64) -> Vec<f32> {
+    let mut s = seed | 1;
+    (0..n)
+        .map(|_| {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            ((s >> 40) as f32 / (1u64 << 24) as f32) * 8.0 - 4.0
+        })
+        .collect()
+}
+
+fn tensor(shape: &[usize], seed: u64) -> Tensor {
+    let n = shape.iter().product();
+    ArrayD::from_shape_vec(IxDyn(shape), values(n, seed))
+        .unwrap()
+        .into()
+}
+
+/// Median milliseconds of `f` by CUDA events, after a warm-up.
+fn time(dev: &Arc<Device>, reps: usize, mut f: impl FnMut()) -> f64 {
+    for _ in 0..5 {
+        f();
+    }
+    dev.synchronize().unwrap();
+    let mut ts: Vec<f64> = (0..reps)
+        .map(|_| {
+            let a = dev.record().unwrap();
+            f();
+            let b = dev.record().unwrap();
+            a.elapsed_ms(&b).unwrap() as f64
+        })
+        .collect();
+    ts.sort_by(f64::total_cmp);
+    ts[ts.len() / 2]
+}
+
+/// Relative error (2-norm) of `got` against `want`.
+fn rel(got: &[f64], want: &[f64]) -> f64 {
+    let num: f64 = got.iter().zip(want).map(|(a, b)| (a - b) * (a - b)).sum();
+    let den: f64 = want.iter().map(|b| b * b).sum();
+    (num / den.max(1e-300)).sqrt()
+}
+
+struct Report {
+    id: &'static str,
+    median_ms: f64,
+    rel_err: Option<f64>,
+    note: String,
+}
+
+fn compile(src: &str) -> DeviceFunction {
+    let func = parse("bench.kir", src).unwrap().remove(0);
+    DeviceFunction::compile(func).unwrap_or_else(|e| panic!("{e}"))
+}
+
+const G1: &str = "func @g1(%x: f32[67108864], %y: f32[67108864]) -> (f32[67108864]) {
+  %xx = mul %x, %x
+  %n = neg %xx
+  %e = exp %n
+  %s = sin %y
+  %a = mul %e, %s
+  %h = const 0.5 : f32
+  %xy = mul %x, %y
+  %b = mul %h, %xy
+  %r = add %a, %b
+  return %r
+}";
+
+fn g1(reps: usize) -> Report {
+    let n = 1usize << 26;
+    let d = compile(G1);
+    let dev = d.device().clone();
+    let (x, y) = (tensor(&[n], 1), tensor(&[n], 2));
+    let (dx, dy) = (d.upload(x.view()).unwrap(), d.upload(y.view()).unwrap());
+    let ms = time(&dev, reps, || {
+        d.run(&[&dx, &dy]).unwrap();
+    });
+    let got = d.run(&[&dx, &dy]).unwrap()[0]
+        .download()
+        .unwrap()
+        .to_f64_vec();
+    let (xs, ys) = (x.to_f64_vec(), y.to_f64_vec());
+    let m = 1 << 20;
+    let want: Vec<f64> = (0..m)
+        .map(|i| (-xs[i] * xs[i]).exp() * ys[i].sin() + 0.5 * xs[i] * ys[i])
+        .collect();
+    Report {
+        id: "G1",
+        median_ms: ms,
+        rel_err: Some(rel(&got[..m], &want)),
+        note: "W1's expression, 64M f32, one fused map kernel".into(),
+    }
+}
+
+const G2: &str = "func @g2(%x: f32[8192, 8192]) -> (f32[8192, 8192]) {
+  %m = max %x {axes = [1], keepdims = true}
+  %d = sub %x, %m
+  %e = exp %d
+  %s = sum %e {axes = [1], keepdims = true}
+  %y = div %e, %s
+  return %y
+}";
+
+const G3: &str = "func @g3(%x: f32[8192, 8192]) -> (f32[8192, 1]) {
+  %m = max %x {axes = [1], keepdims = true}
+  %d = sub %x, %m
+  %e = exp %d
+  %s = sum %e {axes = [1], keepdims = true}
+  %l = log %s
+  %y = add %l, %m
+  return %y
+}";
+
+fn rows(id: &'static str, src: &str, reps: usize) -> Report {
+    let m = 8192;
+    let d = compile(src);
+    let dev = d.device().clone();
+    let x = tensor(&[m, m], 3);
+    let dx = d.upload(x.view()).unwrap();
+    let ms = time(&dev, reps, || {
+        d.run(&[&dx]).unwrap();
+    });
+    let got = d.run(&[&dx]).unwrap()[0].download().unwrap().to_f64_vec();
+    let xs = x.to_f64_vec();
+    let (mut g, mut w) = (Vec::new(), Vec::new());
+    for r in 0..64 {
+        let row = &xs[r * m..(r + 1) * m];
+        let mx = row.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+        let s: f64 = row.iter().map(|v| (v - mx).exp()).sum();
+        if id == "G2" {
+            w.extend(row.iter().map(|v| (v - mx).exp() / s));
+            g.extend_from_slice(&got[r * m..(r + 1) * m]);
+        } else {
+            w.push(s.ln() + mx);
+            g.push(got[r]);
+        }
+    }
+    Report {
+        id,
+        median_ms: ms,
+        rel_err: Some(rel(&g, &w)),
+        note: format!("8192^2 f32, {} kernels", d_kernels(src)),
+    }
+}
+
+fn d_kernels(src: &str) -> usize {
+    let func = parse("bench.kir", src).unwrap().remove(0);
+    let func = kiln::compile::optimize(func, &Default::default());
+    kiln::lower::lower(&func)
+        .all_steps()
+        .iter()
+        .filter(|s| {
+            matches!(
+                s.kernel,
+                kiln::lower::Kernel::Map { .. } | kiln::lower::Kernel::Reduce { .. }
+            )
+        })
+        .count()
+}
+
+/// G6: compile G1 to its first result, in this process (the device already open: the first
+/// workload opened it; `device_open_ms` says what that took).
+fn g6() -> Report {
+    let t = Instant::now();
+    let d = compile(&G1.replace("67108864", "1024"));
+    let x = tensor(&[1024], 5);
+    let dx = d.upload(x.view()).unwrap();
+    let _ = d.run(&[&dx, &dx]).unwrap()[0].download().unwrap();
+    Report {
+        id: "G6",
+        median_ms: t.elapsed().as_secs_f64() * 1e3,
+        rel_err: None,
+        note: "compile G1's function (optimize, lower, LLVM, PTX, load) to its first result".into(),
+    }
+}
+
+/// G7: `x + 1` on 10 f32, launch to result: through `Backend::Gpu` with host arrays (copies
+/// each way) and on the device.
+fn g7(reps: usize) -> Vec<Report> {
+    let src = "func @g7(%x: f32[10]) -> (f32[10]) {
+  %one = const 1.0 : f32
+  %y = add %x, %one
+  return %y
+}";
+    let func = parse("g7.kir", src).unwrap().remove(0);
+    let f = kiln::jit_ptx::runtime::compile_func(func.clone(), true).unwrap();
+    let x = tensor(&[10], 9);
+    let wall = |mut g: Box<dyn FnMut() + '_>| {
+        for _ in 0..10 {
+            g();
+        }
+        let mut ts: Vec<f64> = (0..reps)
+            .map(|_| {
+                let t = Instant::now();
+                g();
+                t.elapsed().as_secs_f64() * 1e3
+            })
+            .collect();
+        ts.sort_by(f64::total_cmp);
+        ts[ts.len() / 2]
+    };
+    let host = wall(Box::new(|| {
+        f.call(&[x.view()]).unwrap();
+    }));
+    let d = DeviceFunction::compile(func).unwrap();
+    let dx: DeviceTensor = d.upload(x.view()).unwrap();
+    let dev = d.device().clone();
+    let on = wall(Box::new(|| {
+        d.run(&[&dx]).unwrap();
+        dev.synchronize().unwrap();
+    }));
+    vec![
+        Report {
+            id: "G7",
+            median_ms: on,
+            rel_err: None,
+            note: "device arrays, launch to synchronize (wall clock)".into(),
+        },
+        Report {
+            id: "G7-host",
+            median_ms: host,
+            rel_err: None,
+            note: "Backend::Gpu with host arrays: copy in, launch, copy out (wall clock)".into(),
+        },
+    ]
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let arg = |k: &str| {
+        args.iter()
+            .position(|a| a == k)
+            .and_then(|i| args.get(i + 1))
+            .cloned()
+    };
+    let only: Vec<String> = arg("--only")
+        .unwrap_or_else(|| "G1,G2,G3,G6,G7".into())
+        .split(',')
+        .map(String::from)
+        .collect();
+    let t = Instant::now();
+    let dev = kiln::jit_ptx::cuda::device().unwrap_or_else(|e| {
+        eprintln!("gpu_bench: {e}");
+        std::process::exit(2)
+    });
+    let open_ms = t.elapsed().as_secs_f64() * 1e3;
+    println!(
+        "device: {} ({} SMs, {}), opened in {open_ms:.1} ms",
+        dev.name,
+        dev.sms,
+        dev.arch()
+    );
+    let reps = 50;
+    let mut out: Vec<Report> = Vec::new();
+    for id in &only {
+        let rs = match id.as_str() {
+            "G1" => vec![g1(reps)],
+            "G2" => vec![rows("G2", G2, reps)],
+            "G3" => vec![rows("G3", G3, reps)],
+            "G6" => vec![g6()],
+            "G7" => g7(200),
+            other => {
+                eprintln!("gpu_bench: {other} is not run by kiln yet (no GEMM on the device)");
+                continue;
+            }
+        };
+        for r in rs {
+            println!(
+                "{:8} kiln {:10.4} ms{}  {}",
+                r.id,
+                r.median_ms,
+                r.rel_err
+                    .map(|e| format!("  rel err {e:.2e}"))
+                    .unwrap_or_default(),
+                r.note
+            );
+            out.push(r);
+        }
+        dev.trim();
+    }
+    if let Some(path) = arg("--json") {
+        let body: Vec<String> = out
+            .iter()
+            .map(|r| {
+                format!(
+                    "  \"{}:kiln\": {{\"median_ms\": {}, \"rel_err\": {}, \"note\": \"{}\"}}",
+                    r.id,
+                    r.median_ms,
+                    r.rel_err.map(|e| e.to_string()).unwrap_or("null".into()),
+                    r.note
+                )
+            })
+            .collect();
+        let json = format!(
+            "{{\n  \"device\": \"{}\",\n  \"device_open_ms\": {open_ms},\n{}\n}}\n",
+            dev.name,
+            body.join(",\n")
+        );
+        std::fs::write(&path, json).unwrap();
+    }
+}

@@ -1,0 +1,328 @@
+//! The CUDA driver, as much of it as the GPU backend uses: one device (the primary context of
+//! GPU 0), device memory from a pool, PTX modules, kernel launches and events, all on the
+//! legacy default stream so that every operation is ordered after the previous one.
+//!
+//! This is written over cudarc's `result` layer (thin, checked wrappers of the driver API)
+//! rather than its safe `CudaSlice<T>`: kiln's buffers are untyped (one buffer type for every
+//! dtype) and its kernels take raw device addresses (docs/gpu.md, "Kernel ABI").
+
+use crate::error::{Error, Result};
+use cudarc::driver::result as cu;
+use cudarc::driver::sys;
+use std::collections::HashMap;
+use std::ffi::{c_void, CString};
+use std::sync::{Arc, Mutex, OnceLock};
+
+/// A driver error as kiln's.
+fn driver(what: &str, e: cu::DriverError) -> Error {
+    Error::Runtime(format!("CUDA: {what}: {e:?}"))
+}
+
+/// The GPU: its context, its multiprocessors, and the pool of freed device buffers.
+pub struct Device {
+    ctx: Arc<cudarc::driver::CudaContext>,
+    pub name: String,
+    /// Streaming multiprocessors, for sizing grids.
+    pub sms: u32,
+    /// Compute capability (major, minor).
+    pub capability: (i32, i32),
+    /// Freed buffers by size in bytes, handed out again before the driver is asked.
+    pool: Mutex<HashMap<usize, Vec<sys::CUdeviceptr>>>,
+}
+
+// SAFETY: the driver's context and device addresses may be used from any thread once the
+// context is bound to it (`bind`, called before every driver call here).
+unsafe impl Send for Device {}
+unsafe impl Sync for Device {}
+
+/// Whether the CUDA driver library (`libcuda`) can be loaded on this machine.
+pub fn driver_present() -> bool {
+    // SAFETY: only tries to load the library; no CUDA call is made.
+    unsafe { sys::is_culib_present() }
+}
+
+/// The process's device (GPU 0), opened on first use; an `Err` saying why there is none.
+pub fn device() -> Result<Arc<Device>> {
+    static DEVICE: OnceLock<std::result::Result<Arc<Device>, String>> = OnceLock::new();
+    DEVICE
+        .get_or_init(|| open().map_err(|e| e.to_string()))
+        .clone()
+        .map_err(Error::Unsupported)
+}
+
+fn open() -> Result<Arc<Device>> {
+    if !driver_present() {
+        return Err(Error::Unsupported("no CUDA driver found".into()));
+    }
+    let ctx = cudarc::driver::CudaContext::new(0).map_err(|e| driver("no usable GPU", e))?;
+    let attr = |a| ctx.attribute(a).map_err(|e| driver("device attribute", e));
+    let sms = attr(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?;
+    let capability = ctx
+        .compute_capability()
+        .map_err(|e| driver("compute capability", e))?;
+    let name = ctx.name().map_err(|e| driver("device name", e))?;
+    Ok(Arc::new(Device {
+        ctx,
+        name,
+        sms: sms.max(1) as u32,
+        capability,
+        pool: Mutex::new(HashMap::new()),
+    }))
+}
+
+impl Device {
+    /// Makes the context current on this thread (driver calls act on the current context).
+    pub fn bind(&self) -> Result<()> {
+        self.ctx
+            .bind_to_thread()
+            .map_err(|e| driver("bind context", e))
+    }
+
+    /// The newest PTX target kiln has that this device runs (`sm_80` .. `sm_90`).
+    pub fn arch(&self) -> &'static str {
+        match self.capability {
+            (9, _) | (10.., _) => "sm_90",
+            (8, 9) => "sm_89",
+            (8, 6..) => "sm_86",
+            _ => "sm_80",
+        }
+    }
+
+    /// A buffer of `bytes` bytes (uninitialized), from the pool when one of that size is free.
+    pub fn alloc(self: &Arc<Self>, bytes: usize) -> Result<DeviceBuffer> {
+        let reused = self
+            .pool
+            .lock()
+            .ok()
+            .and_then(|mut p| p.get_mut(&bytes).and_then(Vec::pop));
+        let ptr = match reused {
+            Some(p) => p,
+            None if bytes == 0 => 0,
+            None => {
+                self.bind()?;
+                // SAFETY: a plain allocation; the buffer owns it until `Drop` pools it.
+                match unsafe { cu::malloc_sync(bytes) } {
+                    Ok(p) => p,
+                    Err(_) => {
+                        // Out of memory, perhaps because of what the pool holds: free it, retry.
+                        self.trim();
+                        unsafe { cu::malloc_sync(bytes) }
+                            .map_err(|e| driver(&format!("allocate {bytes} bytes"), e))?
+                    }
+                }
+            }
+        };
+        Ok(DeviceBuffer {
+            ptr,
+            bytes,
+            device: self.clone(),
+        })
+    }
+
+    /// Frees every pooled buffer.
+    pub fn trim(&self) {
+        let Ok(mut pool) = self.pool.lock() else {
+            return;
+        };
+        let _ = self.bind();
+        for (_, ptrs) in pool.drain() {
+            for p in ptrs {
+                // SAFETY: pooled addresses are allocations no buffer owns any more.
+                let _ = unsafe { cu::free_sync(p) };
+            }
+        }
+    }
+
+    /// Copies `bytes` bytes from host memory at `src` into `dst`.
+    ///
+    /// # Safety
+    /// `src` must be valid for reads of `bytes` bytes, `dst` at least that long.
+    pub unsafe fn upload(&self, dst: &DeviceBuffer, src: *const u8, bytes: usize) -> Result<()> {
+        if bytes == 0 {
+            return Ok(());
+        }
+        self.bind()?;
+        let host = std::slice::from_raw_parts(src, bytes);
+        cu::memcpy_htod_sync(dst.ptr, host).map_err(|e| driver("copy to the device", e))
+    }
+
+    /// Copies the first `bytes` bytes of `src` to host memory at `dst`, after all queued work.
+    ///
+    /// # Safety
+    /// `dst` must be valid for writes of `bytes` bytes, `src` at least that long.
+    pub unsafe fn download(&self, dst: *mut u8, src: &DeviceBuffer, bytes: usize) -> Result<()> {
+        if bytes == 0 {
+            return Ok(());
+        }
+        self.bind()?;
+        let host = std::slice::from_raw_parts_mut(dst, bytes);
+        cu::memcpy_dtoh_sync(host, src.ptr).map_err(|e| driver("copy from the device", e))
+    }
+
+    /// Copies `bytes` bytes between device buffers (queued).
+    pub fn copy(&self, dst: &DeviceBuffer, src: &DeviceBuffer, bytes: usize) -> Result<()> {
+        if bytes == 0 {
+            return Ok(());
+        }
+        self.bind()?;
+        // SAFETY: both buffers hold at least `bytes` bytes (the caller's sizes).
+        unsafe { cu::memcpy_dtod_async(dst.ptr, src.ptr, bytes, std::ptr::null_mut()) }
+            .map_err(|e| driver("copy on the device", e))
+    }
+
+    /// Waits for all queued work; reports a kernel's failure (a fault, say).
+    pub fn synchronize(&self) -> Result<()> {
+        self.bind()?;
+        self.ctx.synchronize().map_err(|e| driver("synchronize", e))
+    }
+
+    /// Loads a PTX module (the driver compiles it for this device).
+    pub fn load(self: &Arc<Self>, ptx: &str) -> Result<Module> {
+        self.bind()?;
+        let src = CString::new(ptx).map_err(|_| Error::Runtime("PTX with a NUL byte".into()))?;
+        // SAFETY: a NUL-terminated PTX text; the module is unloaded by `Module`'s drop.
+        let module = unsafe { cu::module::load_data(src.as_ptr() as *const c_void) }
+            .map_err(|e| driver("load the PTX module", e))?;
+        Ok(Module {
+            module,
+            device: self.clone(),
+        })
+    }
+
+    /// Records an event on the stream (for timing queued work).
+    pub fn record(&self) -> Result<Event> {
+        self.bind()?;
+        let e = cu::event::create(sys::CUevent_flags::CU_EVENT_DEFAULT)
+            .map_err(|e| driver("create an event", e))?;
+        // SAFETY: a fresh event recorded on the default stream.
+        unsafe { cu::event::record(e, std::ptr::null_mut()) }
+            .map_err(|e| driver("record an event", e))?;
+        Ok(Event(e))
+    }
+}
+
+/// A recorded event.
+pub struct Event(sys::CUevent);
+
+impl Event {
+    /// Milliseconds from `self` to `end`, once `end` has happened.
+    pub fn elapsed_ms(&self, end: &Event) -> Result<f32> {
+        // SAFETY: both are live events, recorded.
+        unsafe {
+            cu::event::synchronize(end.0).map_err(|e| driver("wait for an event", e))?;
+            cu::event::elapsed(self.0, end.0).map_err(|e| driver("event time", e))
+        }
+    }
+}
+
+impl Drop for Event {
+    fn drop(&mut self) {
+        // SAFETY: the event is ours.
+        let _ = unsafe { cu::event::destroy(self.0) };
+    }
+}
+
+/// Device memory; back to the device's pool when dropped.
+pub struct DeviceBuffer {
+    ptr: sys::CUdeviceptr,
+    bytes: usize,
+    device: Arc<Device>,
+}
+
+impl DeviceBuffer {
+    /// The device address (what kernels take).
+    pub fn address(&self) -> u64 {
+        self.ptr
+    }
+
+    pub fn bytes(&self) -> usize {
+        self.bytes
+    }
+
+    pub fn device(&self) -> &Arc<Device> {
+        &self.device
+    }
+}
+
+impl Drop for DeviceBuffer {
+    fn drop(&mut self) {
+        if self.bytes == 0 {
+            return;
+        }
+        // Work queued on the one stream that still reads the buffer runs before any later
+        // work that reuses it, so pooling needs no wait.
+        if let Ok(mut pool) = self.device.pool.lock() {
+            pool.entry(self.bytes).or_default().push(self.ptr);
+        }
+    }
+}
+
+/// A loaded PTX module.
+pub struct Module {
+    module: sys::CUmodule,
+    device: Arc<Device>,
+}
+
+// SAFETY: module and function handles may be used from any thread with the context bound.
+unsafe impl Send for Module {}
+unsafe impl Sync for Module {}
+
+impl Module {
+    /// The kernel `name` of the module.
+    pub fn function(&self, name: &str) -> Result<Kernel> {
+        self.device.bind()?;
+        let c = CString::new(name).map_err(|_| Error::Runtime("kernel name with NUL".into()))?;
+        // SAFETY: a live module; the function lives as long as it (`Kernel` is held with it).
+        let f = unsafe { cu::module::get_function(self.module, c) }
+            .map_err(|e| driver(&format!("kernel {name}"), e))?;
+        Ok(Kernel(f))
+    }
+}
+
+impl Drop for Module {
+    fn drop(&mut self) {
+        let _ = self.device.bind();
+        // SAFETY: the module is ours; its kernels are not launched after this.
+        let _ = unsafe { cu::module::unload(self.module) };
+    }
+}
+
+/// One kernel of a loaded module.
+#[derive(Clone, Copy)]
+pub struct Kernel(sys::CUfunction);
+
+// SAFETY: as `Module`.
+unsafe impl Send for Kernel {}
+unsafe impl Sync for Kernel {}
+
+impl Device {
+    /// Queues `kernel` on `grid` blocks of `block` threads with parameters `params` (each a
+    /// 64-bit word: device addresses and `i64`s, docs/gpu.md).
+    ///
+    /// # Safety
+    /// `params` must match the kernel's parameters, and the buffers they address must hold
+    /// what the kernel reads and writes (the launch parameters' shapes and strides).
+    pub unsafe fn launch(
+        &self,
+        kernel: Kernel,
+        grid: u32,
+        block: u32,
+        params: &[u64],
+    ) -> Result<()> {
+        self.bind()?;
+        let mut words: Vec<u64> = params.to_vec();
+        let mut ptrs: Vec<*mut c_void> = words
+            .iter_mut()
+            .map(|w| w as *mut u64 as *mut c_void)
+            .collect();
+        cu::launch_kernel(
+            kernel.0,
+            (grid.max(1), 1, 1),
+            (block, 1, 1),
+            0,
+            std::ptr::null_mut(),
+            &mut ptrs,
+        )
+        .map_err(|e| driver("launch", e))
+    }
+}

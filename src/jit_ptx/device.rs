@@ -1,0 +1,370 @@
+//! Running the plan's kernels on the GPU: arrays in device memory (`DeviceTensor`), one
+//! launcher for map and reduce kernels over them (`GpuKernel::run`, parameters from
+//! `launch.rs` exactly as the host oracle gets them), and two ways to use it:
+//!
+//! - `KernelThunk`: a kernel as the interpreter's thunk. Its arguments are host arrays, copied
+//!   to the device, and its results are copied back. The interpreter does the rest (perform
+//!   steps, `ifelse`, shared state, errors), so every function runs, at the price of a round
+//!   trip per kernel. This is `Backend::Gpu` today.
+//! - `DeviceFunction`: a whole plan on the device, values kept there between steps and between
+//!   calls (inputs and outputs are `DeviceTensor`s). It takes plans made of map and reduce
+//!   kernels and `ifelse` (the condition read back); any other step (perform, gemm) is an error
+//!   naming it, until those run on the device too.
+
+use super::cuda::{Device, DeviceBuffer, Kernel, Module};
+use super::launch::{map_launch, reduce_launch, Launch, Operand};
+use super::{KernelInfo, KernelKind};
+use crate::error::{Error, Result};
+use crate::for_each_dtype;
+use crate::ir::{DType, Func, Value};
+use crate::lower::{Plan, Step};
+use crate::runtime::Thunk;
+use crate::tensor::{Tensor, TensorRef};
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// Threads per block (a multiple of 32, as the reduce kernel requires).
+const BLOCK: u32 = 256;
+
+/// An array in device memory: a buffer, a dtype, a shape and element strides over the buffer.
+#[derive(Clone)]
+pub struct DeviceTensor {
+    buf: Arc<DeviceBuffer>,
+    dtype: DType,
+    shape: Vec<usize>,
+    strides: Vec<isize>,
+}
+
+fn row_major(shape: &[usize]) -> Vec<isize> {
+    let mut st = vec![0isize; shape.len()];
+    let mut acc = 1isize;
+    for (s, &d) in st.iter_mut().zip(shape).rev() {
+        *s = acc;
+        acc *= d.max(1) as isize;
+    }
+    st
+}
+
+impl DeviceTensor {
+    /// A row-major array of `dtype` and `shape` whose elements are not set yet.
+    pub fn uninit(dev: &Arc<Device>, dtype: DType, shape: &[usize]) -> Result<DeviceTensor> {
+        let n: usize = shape.iter().product();
+        Ok(DeviceTensor {
+            buf: Arc::new(dev.alloc(n * dtype.size())?),
+            dtype,
+            shape: shape.to_vec(),
+            strides: row_major(shape),
+        })
+    }
+
+    /// A copy of `t` on the device, row-major.
+    pub fn upload(dev: &Arc<Device>, t: TensorRef<'_>) -> Result<DeviceTensor> {
+        if !t.is_standard_layout() {
+            return DeviceTensor::upload(dev, t.to_standard_owned().view());
+        }
+        let d = DeviceTensor::uninit(dev, t.dtype(), t.shape())?;
+        // SAFETY: `t` is standard layout: its `len` elements are contiguous from `as_ptr`.
+        unsafe { dev.upload(&d.buf, t.as_ptr(), t.len() * t.dtype().size())? };
+        Ok(d)
+    }
+
+    /// A host copy (after all queued work).
+    pub fn download(&self) -> Result<Tensor> {
+        if self.strides != row_major(&self.shape) {
+            return Err(Error::Runtime(
+                "only row-major device arrays can be copied back".into(),
+            ));
+        }
+        let mut t = Tensor::zeros(self.dtype, &self.shape);
+        let bytes = t.len() * self.dtype.size();
+        let dst = for_each_dtype!(&mut t, a => a.as_mut_ptr() as *mut u8);
+        // SAFETY: `t` is a fresh row-major array of the same dtype and shape.
+        unsafe { self.buf.device().download(dst, &self.buf, bytes)? };
+        Ok(t)
+    }
+
+    pub fn dtype(&self) -> DType {
+        self.dtype
+    }
+
+    pub fn shape(&self) -> &[usize] {
+        &self.shape
+    }
+
+    fn address(&self) -> u64 {
+        self.buf.address()
+    }
+}
+
+impl Operand for DeviceTensor {
+    fn shape(&self) -> &[usize] {
+        &self.shape
+    }
+    fn strides(&self) -> Vec<isize> {
+        self.strides.clone()
+    }
+}
+
+impl Operand for &DeviceTensor {
+    fn shape(&self) -> &[usize] {
+        &self.shape
+    }
+    fn strides(&self) -> Vec<isize> {
+        self.strides.clone()
+    }
+}
+
+/// One loaded kernel and what it computes.
+pub struct GpuKernel {
+    pub info: KernelInfo,
+    kernel: Kernel,
+    /// Keeps the module (and so `kernel`) loaded.
+    _module: Arc<Module>,
+}
+
+impl GpuKernel {
+    /// The kernels of `infos` from the loaded `module`.
+    pub fn load_all(module: &Arc<Module>, infos: &[KernelInfo]) -> Result<Vec<GpuKernel>> {
+        infos
+            .iter()
+            .map(|info| {
+                Ok(GpuKernel {
+                    kernel: module.function(&info.name)?,
+                    info: info.clone(),
+                    _module: module.clone(),
+                })
+            })
+            .collect()
+    }
+
+    /// Queues the kernel on `inputs` (the step's arguments) and returns its results, fresh
+    /// row-major arrays.
+    pub fn run(&self, dev: &Arc<Device>, inputs: &[&DeviceTensor]) -> Result<Vec<DeviceTensor>> {
+        let info = &self.info;
+        for t in inputs {
+            if t.strides.iter().any(|&s| s < 0) {
+                return Err(Error::Runtime(format!(
+                    "{}: negative strides on the device",
+                    info.name
+                )));
+            }
+        }
+        let launch: Launch = match (&info.kind, &info.reduce) {
+            (KernelKind::Map, _) => map_launch(inputs, info.rank)?,
+            (KernelKind::Reduce, Some((op, axes, keepdims))) => {
+                reduce_launch(inputs, info.rank, *op, axes, *keepdims)?
+            }
+            (KernelKind::Reduce, None) => {
+                return Err(Error::Runtime(format!("{}: no reduction", info.name)))
+            }
+        };
+        let outs = info
+            .out_dtypes
+            .iter()
+            .map(|&d| DeviceTensor::uninit(dev, d, &launch.out_shape))
+            .collect::<Result<Vec<_>>>()?;
+        if !launch.work {
+            return Ok(outs);
+        }
+        let mut params: Vec<u64> = outs.iter().map(|o| o.address()).collect();
+        params.extend(inputs.iter().map(|t| t.address()));
+        params.extend(launch.scalars.iter().map(|&s| s as u64));
+        // Enough blocks to fill the GPU, no more than the work needs (both kernels stride).
+        let fill = 32 * dev.sms as usize;
+        let grid = match info.kind {
+            KernelKind::Map => launch.scalars[0].max(0) as usize / BLOCK as usize + 1,
+            KernelKind::Reduce => launch.scalars[0].max(0) as usize,
+        }
+        .min(fill.max(1) * 8)
+        .min(i32::MAX as usize) as u32;
+        // SAFETY: the parameters are the kernel's (docs/gpu.md): the outputs just allocated for
+        // the launch's output shape, the inputs' buffers, which hold every element their shape
+        // and strides reach, and the launch's scalars for those shapes and strides.
+        unsafe { dev.launch(self.kernel, grid, BLOCK, &params)? };
+        Ok(outs)
+    }
+}
+
+/// A kernel as the interpreter's thunk: host arguments copied in, results copied back.
+pub struct KernelThunk {
+    pub device: Arc<Device>,
+    pub kernel: GpuKernel,
+}
+
+impl Thunk for KernelThunk {
+    fn run(&self, inputs: &[TensorRef<'_>]) -> Result<Vec<Tensor>> {
+        let on_device = inputs
+            .iter()
+            .map(|t| DeviceTensor::upload(&self.device, t.reborrow()))
+            .collect::<Result<Vec<_>>>()?;
+        let refs: Vec<&DeviceTensor> = on_device.iter().collect();
+        let outs = self.kernel.run(&self.device, &refs)?;
+        outs.iter().map(DeviceTensor::download).collect()
+    }
+}
+
+/// A whole function on the device (see the module doc for what it takes).
+pub struct DeviceFunction {
+    func: Func,
+    plan: Plan,
+    device: Arc<Device>,
+    kernels: HashMap<crate::lower::StepId, GpuKernel>,
+}
+
+impl DeviceFunction {
+    /// Compiles the verified SSA function `func` (optimized first) for the device.
+    pub fn compile(func: Func) -> Result<DeviceFunction> {
+        let device = super::cuda::device()?;
+        crate::ir::verify::verify(&func).map_err(|es| Error::Input(es.join("; ")))?;
+        let func = crate::rewrite::optimize(func, &crate::rewrite::OptimizeOptions::default());
+        let plan = crate::lower::lower(&func);
+        check_runs_on_device(&func, &plan.steps)?;
+        let m = super::ptx_for_plan(&func, &plan, device.arch())?;
+        let module = Arc::new(device.load(&m.ptx)?);
+        let kernels = GpuKernel::load_all(&module, &m.kernels)?
+            .into_iter()
+            .map(|k| (k.info.step, k))
+            .collect();
+        Ok(DeviceFunction {
+            func,
+            plan,
+            device,
+            kernels,
+        })
+    }
+
+    pub fn device(&self) -> &Arc<Device> {
+        &self.device
+    }
+
+    /// The optimized function.
+    pub fn func(&self) -> &Func {
+        &self.func
+    }
+
+    /// Copies `t` to the device.
+    pub fn upload(&self, t: TensorRef<'_>) -> Result<DeviceTensor> {
+        DeviceTensor::upload(&self.device, t)
+    }
+
+    /// Runs the function on device arrays; the results stay on the device (queued: read them
+    /// with `download`, or `synchronize` the device).
+    pub fn run(&self, inputs: &[&DeviceTensor]) -> Result<Vec<DeviceTensor>> {
+        let f = &self.func;
+        if inputs.len() != f.params.len() {
+            return Err(Error::Input(format!(
+                "{} takes {} inputs, got {}",
+                f.name,
+                f.params.len(),
+                inputs.len()
+            )));
+        }
+        let mut env: HashMap<Value, DeviceTensor> = HashMap::new();
+        for (&p, t) in f.params.iter().zip(inputs) {
+            let ty = f.ty(p);
+            let fits = ty.dtype == t.dtype
+                && ty.rank() == t.shape.len()
+                && ty
+                    .shape
+                    .iter()
+                    .zip(&t.shape)
+                    .all(|(a, b)| a.is_none_or(|a| a == *b));
+            if !fits {
+                return Err(Error::Input(format!(
+                    "{}: input {p} has type {ty}, got a device array of {} {:?}",
+                    f.name, t.dtype, t.shape
+                )));
+            }
+            env.insert(p, (*t).clone());
+        }
+        self.run_steps(&self.plan.steps, &mut env, true)?;
+        f.outputs
+            .iter()
+            .map(|v| {
+                env.get(v)
+                    .cloned()
+                    .ok_or_else(|| Error::Runtime(format!("{}: output {v} not computed", f.name)))
+            })
+            .collect()
+    }
+
+    /// Runs `steps`, dropping values after their last use when `top_level` (inside a branch
+    /// they are kept: its yields are read after its steps).
+    fn run_steps(
+        &self,
+        steps: &[Step],
+        env: &mut HashMap<Value, DeviceTensor>,
+        top_level: bool,
+    ) -> Result<()> {
+        for step in steps {
+            let name = &self.func.name;
+            let get = |env: &HashMap<Value, DeviceTensor>, v: &Value| {
+                env.get(v)
+                    .cloned()
+                    .ok_or_else(|| Error::Runtime(format!("{name}: {v} used before it is defined")))
+            };
+            let results = if let crate::lower::Kernel::IfElse { then, otherwise } = &step.kernel {
+                let cond = get(env, &step.args[0])?.download()?;
+                let branch = if cond.to_f64_vec().first().copied().unwrap_or(0.0) != 0.0 {
+                    then
+                } else {
+                    otherwise
+                };
+                self.run_steps(&branch.steps, env, false)?;
+                branch
+                    .yields
+                    .iter()
+                    .map(|y| get(env, y))
+                    .collect::<Result<Vec<_>>>()?
+            } else {
+                let kernel = self.kernels.get(&step.id).ok_or_else(|| {
+                    Error::Unsupported(format!("{} has no GPU kernel", step.op.display_name()))
+                })?;
+                let args = step
+                    .args
+                    .iter()
+                    .map(|a| get(env, a))
+                    .collect::<Result<Vec<_>>>()?;
+                let refs: Vec<&DeviceTensor> = args.iter().collect();
+                kernel.run(&self.device, &refs)?
+            };
+            for (&r, t) in step.results.iter().zip(results) {
+                env.insert(r, t);
+            }
+            if top_level {
+                for v in &step.frees {
+                    if !self.func.outputs.contains(v) {
+                        env.remove(v);
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// An error naming the first step of `steps` that `DeviceFunction` cannot run yet.
+fn check_runs_on_device(func: &Func, steps: &[Step]) -> Result<()> {
+    use crate::ir::ReduceOp;
+    use crate::lower::Kernel as K;
+    for s in steps {
+        match &s.kernel {
+            K::Map { .. } => {}
+            K::Reduce { op, .. } if !matches!(op, ReduceOp::ArgMax | ReduceOp::ArgMin) => {}
+            K::IfElse { then, otherwise } => {
+                check_runs_on_device(func, &then.steps)?;
+                check_runs_on_device(func, &otherwise.steps)?;
+            }
+            _ => {
+                return Err(Error::Unsupported(format!(
+                    "{}: {} (%{}) does not run on the device yet (only map and reduce kernels \
+                     and ifelse do); use Backend::Gpu, which runs it on the host",
+                    func.name,
+                    s.op.display_name(),
+                    s.results[0].0
+                )))
+            }
+        }
+    }
+    Ok(())
+}
