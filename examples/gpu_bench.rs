@@ -76,7 +76,7 @@ const G1: &str = "func @g1(%x: f32[67108864], %y: f32[67108864]) -> (f32[6710886
   %e = exp %n
   %s = sin %y
   %a = mul %e, %s
-  %h = const 0.5 : f32
+  %h = const 0.5 : f32[]
   %xy = mul %x, %y
   %b = mul %h, %xy
   %r = add %a, %b
@@ -195,7 +195,7 @@ fn g6() -> Report {
 /// each way) and on the device.
 fn g7(reps: usize) -> Vec<Report> {
     let src = "func @g7(%x: f32[10]) -> (f32[10]) {
-  %one = const 1.0 : f32
+  %one = const 1.0 : f32[]
   %y = add %x, %one
   return %y
 }";

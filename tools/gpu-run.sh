@@ -34,7 +34,7 @@ part kiln_bench 60 $bin/gpu_bench --json "$out/kiln.json"
 if [ -f gpu_peers.py ]; then
     part peers 150 env PYTHONUNBUFFERED=1 python3 gpu_peers.py --only G0,G1,G2,G3,G4,G7 --json "$out/peers.json"
 fi
-part random 90 env KILN_RANDOM_CASES=${KILN_RANDOM_CASES:-150} $bin/backend_diff --nocapture random_programs_agree_on_the_gpu
+part random 120 env KILN_RANDOM_CASES=${KILN_RANDOM_CASES:-40} $bin/backend_diff --nocapture random_programs_agree_on_the_gpu
 if command -v compute-sanitizer >/dev/null; then
     part sanitizer 60 compute-sanitizer --tool memcheck --error-exitcode 1 $bin/ptx --test-threads 1 the_gpu_backend_runs kernels_at_scale
 fi
