@@ -182,8 +182,59 @@ fn check_module(m: &PtxModule, arch: &str, kernels: usize) -> Result<(), String>
     Ok(())
 }
 
+/// NVIDIA's assembler: `KILN_PTXAS`, else `ptxas` on the PATH (`.ci/run` installs it from the
+/// Python package `nvidia-cuda-nvcc-cu12`). Without one the PTX is checked by the rules above
+/// alone, unless `KILN_REQUIRE_PTXAS` is set, which makes its absence a failure.
+fn ptxas() -> Option<PathBuf> {
+    let p = std::env::var_os("KILN_PTXAS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("ptxas"));
+    let found = std::process::Command::new(&p)
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if found {
+        return Some(p);
+    }
+    assert!(
+        std::env::var_os("KILN_REQUIRE_PTXAS").is_none(),
+        "KILN_REQUIRE_PTXAS is set but {} does not run",
+        p.display()
+    );
+    eprintln!("no ptxas (set KILN_PTXAS): the PTX is not assembled");
+    None
+}
+
+/// Assembles `ptx` for `arch` with `ptxas`, failing on any error or warning.
+fn assemble(ptxas: &Path, ptx: &str, arch: &str) -> Result<(), String> {
+    let dir = std::env::temp_dir().join(format!("kiln-ptxas-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+    let src = dir.join("m.ptx");
+    std::fs::write(&src, ptx).map_err(|e| e.to_string())?;
+    let out = std::process::Command::new(ptxas)
+        .args(["--warning-as-error", "-arch", arch, "-o"])
+        .arg(dir.join("m.cubin"))
+        .arg(&src)
+        .output()
+        .map_err(|e| e.to_string())?;
+    let msg = String::from_utf8_lossy(&out.stderr).trim().to_string();
+    if out.status.success() && msg.is_empty() {
+        Ok(())
+    } else {
+        Err(msg)
+    }
+}
+
 #[test]
 fn the_whole_corpus_gives_well_formed_ptx_for_sm_80_and_sm_90() {
+    let ptxas = ptxas();
+    if let Some(p) = &ptxas {
+        // The assembler check can fail: a module with a register that is never declared.
+        let broken = ptx(EXP, "sm_90")
+            .ptx
+            .replacen("ret;", "mov.u32 %undeclared, 1;\n\tret;", 1);
+        assert!(assemble(p, &broken, "sm_90").is_err());
+    }
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/filetests");
     let mut files = Vec::new();
     kir_files(&root, &mut files);
@@ -213,6 +264,11 @@ fn the_whole_corpus_gives_well_formed_ptx_for_sm_80_and_sm_90() {
                 Ok(m) => {
                     if let Err(e) = check_module(&m, arch, expected) {
                         failures.push(format!("{rel} ({arch}): {e}"));
+                    }
+                    if let Some(p) = &ptxas {
+                        if let Err(e) = assemble(p, &m.ptx, arch) {
+                            failures.push(format!("{rel} ({arch}): ptxas: {e}"));
+                        }
                     }
                     modules += 1;
                     kernels += m.kernels.len();
