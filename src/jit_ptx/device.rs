@@ -12,7 +12,7 @@
 //!   naming it, until those run on the device too.
 
 use super::cuda::{Device, DeviceBuffer, Kernel, Module};
-use super::launch::{map_launch, reduce_launch, Launch, Operand};
+use super::launch::{kernel_launch, Launch, Operand};
 use super::{KernelInfo, KernelKind};
 use crate::error::{Error, Result};
 use crate::for_each_dtype;
@@ -149,15 +149,7 @@ impl GpuKernel {
                 )));
             }
         }
-        let launch: Launch = match (&info.kind, &info.reduce) {
-            (KernelKind::Map, _) => map_launch(inputs, info.rank)?,
-            (KernelKind::Reduce, Some((op, axes, keepdims))) => {
-                reduce_launch(inputs, info.rank, *op, axes, *keepdims)?
-            }
-            (KernelKind::Reduce, None) => {
-                return Err(Error::Runtime(format!("{}: no reduction", info.name)))
-            }
-        };
+        let launch: Launch = kernel_launch(info, inputs)?;
         let outs = info
             .out_dtypes
             .iter()

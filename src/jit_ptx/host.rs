@@ -12,8 +12,8 @@
 //! process ends (they are leaked: LLVM's JIT is neither `Send` nor `Sync`, the code it made is).
 
 use super::gen::{bx, Gen};
-use super::launch::{map_launch, reduce_launch, Launch};
-use super::{define_step, symbol_base, KernelInfo, KernelKind};
+use super::launch::{kernel_launch, Launch};
+use super::{define_step, symbol_base, KernelInfo};
 use crate::error::{Error, Result};
 use crate::for_each_dtype;
 use crate::ir::Func;
@@ -38,15 +38,7 @@ struct HostKernel {
 impl Thunk for HostKernel {
     fn run(&self, inputs: &[TensorRef<'_>]) -> Result<Vec<Tensor>> {
         let info = &self.info;
-        let launch: Launch = match (&info.kind, &info.reduce) {
-            (KernelKind::Map, _) => map_launch(inputs, info.rank)?,
-            (KernelKind::Reduce, Some((op, axes, keepdims))) => {
-                reduce_launch(inputs, info.rank, *op, axes, *keepdims)?
-            }
-            (KernelKind::Reduce, None) => {
-                return Err(Error::Runtime(format!("{}: no reduction", info.name)))
-            }
-        };
+        let launch: Launch = kernel_launch(info, inputs)?;
         let mut outs: Vec<Tensor> = info
             .out_dtypes
             .iter()
@@ -112,16 +104,7 @@ pub fn executable(func: &Func) -> Result<Box<dyn Executable>> {
 
 /// A `Function` of `func` running its kernels on the host (optimized first when `optimize`).
 pub fn compile_func(func: Func, optimize: bool) -> Result<crate::Function> {
-    crate::ir::verify::verify(&func).map_err(|es| Error::Input(es.join("; ")))?;
-    let options = crate::rewrite::OptimizeOptions {
-        optimize,
-        dump: crate::dump::DumpOptions::default(),
-        ..Default::default()
-    };
-    let func = crate::rewrite::optimize(func, &options);
-    let exec = executable(&func)?;
-    let (n_in, n_out) = (func.params.len(), func.outputs.len());
-    Ok(crate::Function::new(func, n_in, n_out, Vec::new(), exec))
+    super::function_with(func, optimize, executable)
 }
 
 /// `void NAME_host(i64 *args)`: loads each parameter of kernel `name` from `args` (pointers

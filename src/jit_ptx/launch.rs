@@ -8,6 +8,19 @@ use crate::for_each_ref;
 use crate::ir::ReduceOp;
 use crate::tensor::TensorRef;
 
+use super::{KernelInfo, KernelKind};
+
+/// The launch of kernel `info` on `inputs` (its step's arguments).
+pub fn kernel_launch<T: Operand>(info: &KernelInfo, inputs: &[T]) -> Result<Launch> {
+    match (&info.kind, &info.reduce) {
+        (KernelKind::Map, _) => map_launch(inputs, info.rank),
+        (KernelKind::Reduce, Some((op, axes, keepdims))) => {
+            reduce_launch(inputs, info.rank, *op, axes, *keepdims)
+        }
+        (KernelKind::Reduce, None) => Err(Error::Runtime(format!("{}: no reduction", info.name))),
+    }
+}
+
 /// A kernel's launch: the output shape and the `i64` parameters that follow the pointers.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Launch {

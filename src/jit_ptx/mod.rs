@@ -203,3 +203,22 @@ pub(crate) fn define_step(
         reduce,
     }))
 }
+
+/// A `Function` of `func` (verified, then optimized when `optimize`) running on the executable
+/// `make` builds: the host oracle's and the GPU's, for tests.
+pub(crate) fn function_with(
+    func: Func,
+    optimize: bool,
+    make: impl FnOnce(&Func) -> Result<Box<dyn crate::runtime::Executable>>,
+) -> Result<crate::Function> {
+    crate::ir::verify::verify(&func).map_err(|es| Error::Input(es.join("; ")))?;
+    let options = crate::rewrite::OptimizeOptions {
+        optimize,
+        dump: DumpOptions::default(),
+        ..Default::default()
+    };
+    let func = crate::rewrite::optimize(func, &options);
+    let exec = make(&func)?;
+    let (n_in, n_out) = (func.params.len(), func.outputs.len());
+    Ok(crate::Function::new(func, n_in, n_out, Vec::new(), exec))
+}

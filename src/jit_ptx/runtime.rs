@@ -5,7 +5,7 @@
 
 use super::cuda;
 use super::device::{GpuKernel, KernelThunk};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::runtime::interp::{Interpreter, Thunks};
 use std::sync::Arc;
 
@@ -39,14 +39,7 @@ pub fn executable(
 
 /// A `Function` of `func` on the GPU (optimized first when `optimize`), for tests.
 pub fn compile_func(func: crate::ir::Func, optimize: bool) -> Result<crate::Function> {
-    crate::ir::verify::verify(&func).map_err(|es| Error::Input(es.join("; ")))?;
-    let options = crate::rewrite::OptimizeOptions {
-        optimize,
-        dump: crate::dump::DumpOptions::default(),
-        ..Default::default()
-    };
-    let func = crate::rewrite::optimize(func, &options);
-    let exec = executable(&func, &crate::dump::DumpOptions::default())?;
-    let (n_in, n_out) = (func.params.len(), func.outputs.len());
-    Ok(crate::Function::new(func, n_in, n_out, Vec::new(), exec))
+    super::function_with(func, optimize, |f| {
+        executable(f, &crate::dump::DumpOptions::default())
+    })
 }
