@@ -175,6 +175,112 @@ fn d_kernels(src: &str) -> usize {
         .count()
 }
 
+/// G4: a 4096^3 f32 product (true f32) through cuBLAS.
+fn g4(reps: usize) -> Report {
+    let n = 4096;
+    let d = compile(&format!(
+        "func @g4(%a: f32[{n}, {n}], %b: f32[{n}, {n}]) -> (f32[{n}, {n}]) {{\n  %c = matmul %a, %b\n  return %c\n}}"
+    ));
+    let dev = d.device().clone();
+    let (a, b) = (tensor(&[n, n], 11), tensor(&[n, n], 12));
+    let (da, db) = (d.upload(a.view()).unwrap(), d.upload(b.view()).unwrap());
+    let ms = time(&dev, reps, || {
+        d.run(&[&da, &db]).unwrap();
+    });
+    let got = d.run(&[&da, &db]).unwrap()[0]
+        .download()
+        .unwrap()
+        .to_f64_vec();
+    let (av, bv) = (a.to_f64_vec(), b.to_f64_vec());
+    let (mut g, mut w) = (Vec::new(), Vec::new());
+    for i in 0..8 {
+        for j in 0..8 {
+            let (r, c) = (i * 511, j * 509);
+            w.push((0..n).map(|k| av[r * n + k] * bv[k * n + c]).sum::<f64>());
+            g.push(got[r * n + c]);
+        }
+    }
+    Report {
+        id: "G4",
+        median_ms: ms,
+        rel_err: Some(rel(&g, &w)),
+        note: format!(
+            "{:.1} TFLOP/s, cuBLAS sgemm",
+            2.0 * (n as f64).powi(3) / ms / 1e9
+        ),
+    }
+}
+
+/// G5: W5's MLP training step (batch 256, 784-512-512-10, tanh, softmax cross-entropy, SGD),
+/// the gradient graph built by kiln, everything on the device: weights in, loss and new
+/// weights out.
+fn g5(reps: usize) -> Report {
+    use kiln::{function, Graph, Var};
+    let sizes = [(784usize, 512usize), (512, 512), (512, 10)];
+    let g = Graph::new();
+    let mut params = Vec::new();
+    let mut initial: Vec<(String, Tensor)> = Vec::new();
+    for (k, &(i, o)) in sizes.iter().enumerate() {
+        let s = 1.0 / (i as f32).sqrt();
+        let w = ArrayD::from_shape_vec(IxDyn(&[i, o]), values(i * o, 30 + k as u64))
+            .unwrap()
+            .mapv(|v| v * s / 4.0);
+        let b = ArrayD::<f32>::zeros(IxDyn(&[o]));
+        params.push(g.shared(&format!("w{k}"), w.clone()));
+        params.push(g.shared(&format!("b{k}"), b.clone()));
+        initial.push((format!("w{k}"), w.into()));
+        initial.push((format!("b{k}"), b.into()));
+    }
+    let x = g.input("x", kiln::f32, [Some(256), Some(784)]);
+    let y = g.input("y", kiln::f32, [Some(256), Some(10)]);
+    let h = (x.matmul(&params[0]) + &params[1]).tanh();
+    let h = (h.matmul(&params[2]) + &params[3]).tanh();
+    let logits = h.matmul(&params[4]) + &params[5];
+    let m = logits.max(Some(&[1]), true);
+    let shifted = &logits - &m;
+    let lsm = &shifted - shifted.exp().sum(Some(&[1]), true).log();
+    let loss = -(lsm * &y).sum(Some(&[1]), false).mean(None, false);
+    let refs: Vec<&Var> = params.iter().collect();
+    let grads = kiln::grad(&loss, &refs).unwrap();
+    let mut b = function(&[&x, &y], &[&loss]).options(kiln::CompileOptions {
+        backend: Some(kiln::Backend::Interp),
+        ..Default::default()
+    });
+    for (p, gp) in params.iter().zip(&grads) {
+        b = b.update(p, p - gp * 0.01);
+    }
+    let host = b.compile().unwrap();
+    let d = DeviceFunction::compile(host.func().clone()).unwrap_or_else(|e| panic!("{e}"));
+    let dev = d.device().clone();
+    let xb = tensor(&[256, 784], 40);
+    let yb: Tensor =
+        ArrayD::from_shape_fn(IxDyn(&[256, 10]), |i| (i[0] % 10 == i[1]) as u8 as f32).into();
+    let func = d.func().clone();
+    let mut inputs = vec![d.upload(xb.view()).unwrap(), d.upload(yb.view()).unwrap()];
+    for &p in &func.params[2..] {
+        let name = func.name_of(p).unwrap_or("?");
+        let t = &initial
+            .iter()
+            .find(|(n, _)| n == name)
+            .unwrap_or_else(|| panic!("no shared variable {name}"))
+            .1;
+        inputs.push(d.upload(t.view()).unwrap());
+    }
+    let refs: Vec<&DeviceTensor> = inputs.iter().collect();
+    let ms = time(&dev, reps, || {
+        d.run(&refs).unwrap();
+    });
+    // The loss against the interpreter's on the same step.
+    let got = d.run(&refs).unwrap()[0].download().unwrap().to_f64_vec()[0];
+    let want = host.call(&[xb.view(), yb.view()]).unwrap()[0].to_f64_vec()[0];
+    Report {
+        id: "G5",
+        median_ms: ms,
+        rel_err: Some(((got - want) / want).abs()),
+        note: format!("loss {got:.5} (interpreter {want:.5}), not a captured graph"),
+    }
+}
+
 /// G6: compile G1 to its first result, in this process (the device already open: the first
 /// workload opened it; `device_open_ms` says what that took).
 fn g6() -> Report {
@@ -251,7 +357,7 @@ fn main() {
             .cloned()
     };
     let only: Vec<String> = arg("--only")
-        .unwrap_or_else(|| "G1,G2,G3,G6,G7".into())
+        .unwrap_or_else(|| "G1,G2,G3,G4,G5,G6,G7".into())
         .split(',')
         .map(String::from)
         .collect();
@@ -274,6 +380,8 @@ fn main() {
             "G1" => vec![g1(reps)],
             "G2" => vec![rows("G2", G2, reps)],
             "G3" => vec![rows("G3", G3, reps)],
+            "G4" => vec![g4(20)],
+            "G5" => vec![g5(reps)],
             "G6" => vec![g6()],
             "G7" => g7(200),
             other => {

@@ -657,6 +657,26 @@ fn the_corpus_kernels_compiled_for_the_host_give_the_expected_values() {
     eprintln!("host oracle: {runs} runs agree");
 }
 
+/// The GPU runtime without a GPU: the corpus through `DeviceFunction` on a host device (device
+/// arrays in host memory, the kernels compiled for the CPU, products through the column-major
+/// GEMM cuBLAS is given, host steps with explicit copies), with the optimizer off and on.
+#[test]
+fn the_corpus_runs_through_the_device_runtime_on_a_host_device() {
+    let runs = run_corpus(kiln::jit_ptx::runtime::compile_func_on_host_device)
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(runs >= 100, "{runs} runs");
+    eprintln!("host device: {runs} runs agree");
+}
+
+/// The other path of `Backend::Gpu` (functions with custom ops): the interpreter with a kernel
+/// thunk per map and reduce step, on a host device, over the corpus.
+#[test]
+fn the_corpus_runs_through_kernel_thunks_on_a_host_device() {
+    let runs = run_corpus(kiln::jit_ptx::runtime::compile_thunks_on_host_device)
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(runs >= 100, "{runs} runs");
+}
+
 /// Whether this machine has a GPU the backend can use; says why not otherwise.
 fn gpu_or_skip() -> bool {
     match kiln::jit_ptx::cuda::device() {
@@ -1107,8 +1127,8 @@ fn near(got: &kiln::Tensor, want: &kiln::Tensor) -> bool {
 }
 
 /// Functions large enough for many blocks, many warps per block and partial warps, through
-/// `Backend::Gpu` and, where every step is a kernel, `DeviceFunction` (values kept on the
-/// device), against the interpreter. Without a GPU the same functions run on the host oracle.
+/// `Backend::Gpu` and `DeviceFunction` (values kept on the device), against the interpreter.
+/// Without a GPU the same functions run on the host oracle and on a host device.
 #[test]
 fn kernels_at_scale_agree_with_the_interpreter_on_the_gpu() {
     use kiln::ir::DType::*;
@@ -1160,6 +1180,28 @@ fn kernels_at_scale_agree_with_the_interpreter_on_the_gpu() {
              }",
             &[(F32, &[4097, 1]), (F32, &[1, 3001]), (I64, &[3001])],
         ),
+        (
+            "func @products(%a: f32[300, 200], %b: f32[200, 129], %w: f32[300, 129]) -> (f32[300, 129], f32[300, 129]) {
+               %p = matmul %a, %b
+               %h = const 0.01 : f32[]
+               %s = mul %p, %h
+               %u = sub %w, %s
+               return %p, %u
+             }",
+            &[(F32, &[300, 200]), (F32, &[200, 129]), (F32, &[300, 129])],
+        ),
+        (
+            "func @batched(%a: f64[7, 30, 20], %c: f64[7, 50, 20], %v: f64[20], %m: f64[20, 30]) -> (f64[7, 30, 50], f64[7, 30], f64[7, 20, 20]) {
+               %ct = transpose %c {perm = [0, 2, 1]}
+               %p = matmul %a, %ct
+               %q = matmul %a, %v
+               %mt = transpose %m {perm = [1, 0]}
+               %at = transpose %a {perm = [0, 2, 1]}
+               %r = matmul %at, %mt
+               return %p, %q, %r
+             }",
+            &[(F64, &[7, 30, 20]), (F64, &[7, 50, 20]), (F64, &[20]), (F64, &[20, 30])],
+        ),
     ];
     for (src, args) in cases {
         let func = match parse("scale.kir", src) {
@@ -1180,10 +1222,13 @@ fn kernels_at_scale_agree_with_the_interpreter_on_the_gpu() {
         for (i, (g, w)) in got.iter().zip(&want).enumerate() {
             assert!(near(g, w), "{} output {i} (gpu: {gpu})", func.name);
         }
-        if !gpu {
-            continue;
-        }
-        match kiln::jit_ptx::device::DeviceFunction::compile(func.clone()) {
+        // The device runtime: on the GPU, or on a host device without one.
+        let device = if gpu {
+            kiln::jit_ptx::cuda::device().unwrap()
+        } else {
+            kiln::jit_ptx::cuda::Device::host()
+        };
+        match kiln::jit_ptx::device::DeviceFunction::compile_on(func.clone(), device) {
             Ok(d) => {
                 let on: Vec<_> = inputs.iter().map(|t| d.upload(t.view()).unwrap()).collect();
                 let on_refs: Vec<_> = on.iter().collect();
@@ -1195,7 +1240,7 @@ fn kernels_at_scale_agree_with_the_interpreter_on_the_gpu() {
                     }
                 }
             }
-            Err(e) => eprintln!("{}: not on the device alone: {e}", func.name),
+            Err(e) => panic!("{}: DeviceFunction: {e}", func.name),
         }
     }
 }

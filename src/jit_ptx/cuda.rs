@@ -2,6 +2,12 @@
 //! GPU 0), device memory from a pool, PTX modules, kernel launches and events, all on the
 //! legacy default stream so that every operation is ordered after the previous one.
 //!
+//! The same `Device` also comes as a **host device** (`Device::host`): memory is host memory,
+//! copies are `memcpy`s, and a launch calls the same kernel compiled for the CPU (`host.rs`).
+//! Everything above this file (the device arrays, the launcher, the pool, the products, the
+//! host steps of `DeviceFunction`) then runs and is tested on machines without a GPU; only
+//! the CUDA calls in this file are left for a GPU to check.
+//!
 //! This is written over cudarc's `result` layer (thin, checked wrappers of the driver API)
 //! rather than its safe `CudaSlice<T>`: kiln's buffers are untyped (one buffer type for every
 //! dtype) and its kernels take raw device addresses (docs/gpu.md, "Kernel ABI").
@@ -18,9 +24,19 @@ fn driver(what: &str, e: cu::DriverError) -> Error {
     Error::Runtime(format!("CUDA: {what}: {e:?}"))
 }
 
+/// What carries out a device's operations.
+enum Driver {
+    Cuda(Arc<cudarc::driver::CudaContext>),
+    /// Host memory and host-compiled kernels (see the module doc).
+    Host,
+}
+
+/// Byte alignment of host-device buffers (a kernel may load 16-byte vectors).
+const HOST_ALIGN: usize = 64;
+
 /// The GPU: its context, its multiprocessors, and the pool of freed device buffers.
 pub struct Device {
-    ctx: Arc<cudarc::driver::CudaContext>,
+    driver: Driver,
     pub name: String,
     /// Streaming multiprocessors, for sizing grids.
     pub sms: u32,
@@ -62,7 +78,7 @@ fn open() -> Result<Arc<Device>> {
         .map_err(|e| driver("compute capability", e))?;
     let name = ctx.name().map_err(|e| driver("device name", e))?;
     Ok(Arc::new(Device {
-        ctx,
+        driver: Driver::Cuda(ctx),
         name,
         sms: sms.max(1) as u32,
         capability,
@@ -71,11 +87,68 @@ fn open() -> Result<Arc<Device>> {
 }
 
 impl Device {
+    /// A host device (see the module doc): a new one with its own pool.
+    pub fn host() -> Arc<Device> {
+        Arc::new(Device {
+            driver: Driver::Host,
+            name: "host (the GPU kernels compiled for the CPU)".into(),
+            sms: 1,
+            capability: (0, 0),
+            pool: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// Whether this is a host device.
+    pub fn is_host(&self) -> bool {
+        matches!(self.driver, Driver::Host)
+    }
+
     /// Makes the context current on this thread (driver calls act on the current context).
     pub fn bind(&self) -> Result<()> {
-        self.ctx
-            .bind_to_thread()
-            .map_err(|e| driver("bind context", e))
+        match &self.driver {
+            Driver::Cuda(ctx) => ctx.bind_to_thread().map_err(|e| driver("bind context", e)),
+            Driver::Host => Ok(()),
+        }
+    }
+
+    /// A fresh allocation of `bytes` (> 0) bytes.
+    fn allocate(&self, bytes: usize) -> Result<sys::CUdeviceptr> {
+        match &self.driver {
+            Driver::Host => {
+                let layout = std::alloc::Layout::from_size_align(bytes, HOST_ALIGN)
+                    .map_err(|e| Error::Runtime(format!("allocate {bytes} bytes: {e}")))?;
+                // SAFETY: a non-zero size; freed by `release` with the same layout.
+                let p = unsafe { std::alloc::alloc(layout) };
+                if p.is_null() {
+                    return Err(Error::Runtime(format!(
+                        "allocate {bytes} bytes: out of memory"
+                    )));
+                }
+                Ok(p as u64)
+            }
+            Driver::Cuda(_) => {
+                self.bind()?;
+                // SAFETY: a plain allocation; the buffer owns it until `Drop` pools it.
+                unsafe { cu::malloc_sync(bytes) }
+                    .map_err(|e| driver(&format!("allocate {bytes} bytes"), e))
+            }
+        }
+    }
+
+    /// Frees an allocation of `bytes` bytes that no buffer owns any more.
+    fn release(&self, ptr: sys::CUdeviceptr, bytes: usize) {
+        match &self.driver {
+            Driver::Host => {
+                if let Ok(layout) = std::alloc::Layout::from_size_align(bytes, HOST_ALIGN) {
+                    // SAFETY: allocated by `allocate` with this layout.
+                    unsafe { std::alloc::dealloc(ptr as *mut u8, layout) };
+                }
+            }
+            Driver::Cuda(_) => {
+                // SAFETY: as the doc says.
+                let _ = unsafe { cu::free_sync(ptr) };
+            }
+        }
     }
 
     /// The newest PTX target kiln has that this device runs (`sm_80` .. `sm_90`).
@@ -98,19 +171,14 @@ impl Device {
         let ptr = match reused {
             Some(p) => p,
             None if bytes == 0 => 0,
-            None => {
-                self.bind()?;
-                // SAFETY: a plain allocation; the buffer owns it until `Drop` pools it.
-                match unsafe { cu::malloc_sync(bytes) } {
-                    Ok(p) => p,
-                    Err(_) => {
-                        // Out of memory, perhaps because of what the pool holds: free it, retry.
-                        self.trim();
-                        unsafe { cu::malloc_sync(bytes) }
-                            .map_err(|e| driver(&format!("allocate {bytes} bytes"), e))?
-                    }
+            None => match self.allocate(bytes) {
+                Ok(p) => p,
+                Err(_) => {
+                    // Out of memory, perhaps because of what the pool holds: free it, retry.
+                    self.trim();
+                    self.allocate(bytes)?
                 }
-            }
+            },
         };
         Ok(DeviceBuffer {
             ptr,
@@ -125,10 +193,9 @@ impl Device {
             return;
         };
         let _ = self.bind();
-        for (_, ptrs) in pool.drain() {
+        for (bytes, ptrs) in pool.drain() {
             for p in ptrs {
-                // SAFETY: pooled addresses are allocations no buffer owns any more.
-                let _ = unsafe { cu::free_sync(p) };
+                self.release(p, bytes);
             }
         }
     }
@@ -139,6 +206,10 @@ impl Device {
     /// `src` must be valid for reads of `bytes` bytes, `dst` at least that long.
     pub unsafe fn upload(&self, dst: &DeviceBuffer, src: *const u8, bytes: usize) -> Result<()> {
         if bytes == 0 {
+            return Ok(());
+        }
+        if self.is_host() {
+            std::ptr::copy_nonoverlapping(src, dst.ptr as *mut u8, bytes);
             return Ok(());
         }
         self.bind()?;
@@ -154,6 +225,10 @@ impl Device {
         if bytes == 0 {
             return Ok(());
         }
+        if self.is_host() {
+            std::ptr::copy_nonoverlapping(src.ptr as *const u8, dst, bytes);
+            return Ok(());
+        }
         self.bind()?;
         let host = std::slice::from_raw_parts_mut(dst, bytes);
         cu::memcpy_dtoh_sync(host, src.ptr).map_err(|e| driver("copy from the device", e))
@@ -164,33 +239,73 @@ impl Device {
         if bytes == 0 {
             return Ok(());
         }
+        if self.is_host() {
+            // SAFETY: both buffers hold at least `bytes` bytes; `copy` allows overlap.
+            unsafe { std::ptr::copy(src.ptr as *const u8, dst.ptr as *mut u8, bytes) };
+            return Ok(());
+        }
         self.bind()?;
         // SAFETY: both buffers hold at least `bytes` bytes (the caller's sizes).
         unsafe { cu::memcpy_dtod_async(dst.ptr, src.ptr, bytes, std::ptr::null_mut()) }
             .map_err(|e| driver("copy on the device", e))
     }
 
+    /// Sets the first `bytes` bytes of `dst` to zero (queued).
+    pub fn zero(&self, dst: &DeviceBuffer, bytes: usize) -> Result<()> {
+        if bytes == 0 {
+            return Ok(());
+        }
+        if self.is_host() {
+            // SAFETY: `dst` holds at least `bytes` bytes (the caller's size).
+            unsafe { std::ptr::write_bytes(dst.ptr as *mut u8, 0, bytes) };
+            return Ok(());
+        }
+        self.bind()?;
+        // SAFETY: `dst` holds at least `bytes` bytes (the caller's size).
+        unsafe { cu::memset_d8_async(dst.ptr, 0, bytes, std::ptr::null_mut()) }
+            .map_err(|e| driver("set to zero", e))
+    }
+
     /// Waits for all queued work; reports a kernel's failure (a fault, say).
     pub fn synchronize(&self) -> Result<()> {
-        self.bind()?;
-        self.ctx.synchronize().map_err(|e| driver("synchronize", e))
+        match &self.driver {
+            Driver::Cuda(ctx) => {
+                self.bind()?;
+                ctx.synchronize().map_err(|e| driver("synchronize", e))
+            }
+            Driver::Host => Ok(()),
+        }
     }
 
     /// Loads a PTX module (the driver compiles it for this device).
     pub fn load(self: &Arc<Self>, ptx: &str) -> Result<Module> {
+        if self.is_host() {
+            return Err(Error::Runtime("PTX on the host device".into()));
+        }
         self.bind()?;
         let src = CString::new(ptx).map_err(|_| Error::Runtime("PTX with a NUL byte".into()))?;
         // SAFETY: a NUL-terminated PTX text; the module is unloaded by `Module`'s drop.
         let module = unsafe { cu::module::load_data(src.as_ptr() as *const c_void) }
             .map_err(|e| driver("load the PTX module", e))?;
         Ok(Module {
-            module,
+            module: Loaded::Cuda(module),
             device: self.clone(),
         })
     }
 
+    /// A module of kernels compiled for the host (`host.rs`), by name.
+    pub fn host_module(self: &Arc<Self>, entries: HashMap<String, HostEntry>) -> Module {
+        Module {
+            module: Loaded::Host(entries),
+            device: self.clone(),
+        }
+    }
+
     /// Records an event on the stream (for timing queued work).
     pub fn record(&self) -> Result<Event> {
+        if self.is_host() {
+            return Err(Error::Unsupported("no events on the host device".into()));
+        }
         self.bind()?;
         let e = cu::event::create(sys::CUevent_flags::CU_EVENT_DEFAULT)
             .map_err(|e| driver("create an event", e))?;
@@ -203,6 +318,9 @@ impl Device {
 
 /// A recorded event.
 pub struct Event(sys::CUevent);
+
+// SAFETY: an event handle may be used from any thread.
+unsafe impl Send for Event {}
 
 impl Event {
     /// Milliseconds from `self` to `end`, once `end` has happened.
@@ -257,9 +375,17 @@ impl Drop for DeviceBuffer {
     }
 }
 
-/// A loaded PTX module.
+/// A host kernel's entry: `fn(args)`, its parameters as 64-bit words (`host.rs`).
+pub type HostEntry = unsafe extern "C" fn(*const i64);
+
+enum Loaded {
+    Cuda(sys::CUmodule),
+    Host(HashMap<String, HostEntry>),
+}
+
+/// A loaded module.
 pub struct Module {
-    module: sys::CUmodule,
+    module: Loaded,
     device: Arc<Device>,
 }
 
@@ -270,26 +396,40 @@ unsafe impl Sync for Module {}
 impl Module {
     /// The kernel `name` of the module.
     pub fn function(&self, name: &str) -> Result<Kernel> {
+        let module = match &self.module {
+            Loaded::Host(entries) => {
+                return entries
+                    .get(name)
+                    .map(|&f| Kernel::Host(f))
+                    .ok_or_else(|| Error::Runtime(format!("no host kernel {name}")))
+            }
+            Loaded::Cuda(m) => *m,
+        };
         self.device.bind()?;
         let c = CString::new(name).map_err(|_| Error::Runtime("kernel name with NUL".into()))?;
         // SAFETY: a live module; the function lives as long as it (`Kernel` is held with it).
-        let f = unsafe { cu::module::get_function(self.module, c) }
+        let f = unsafe { cu::module::get_function(module, c) }
             .map_err(|e| driver(&format!("kernel {name}"), e))?;
-        Ok(Kernel(f))
+        Ok(Kernel::Cuda(f))
     }
 }
 
 impl Drop for Module {
     fn drop(&mut self) {
-        let _ = self.device.bind();
-        // SAFETY: the module is ours; its kernels are not launched after this.
-        let _ = unsafe { cu::module::unload(self.module) };
+        if let Loaded::Cuda(m) = self.module {
+            let _ = self.device.bind();
+            // SAFETY: the module is ours; its kernels are not launched after this.
+            let _ = unsafe { cu::module::unload(m) };
+        }
     }
 }
 
 /// One kernel of a loaded module.
 #[derive(Clone, Copy)]
-pub struct Kernel(sys::CUfunction);
+pub enum Kernel {
+    Cuda(sys::CUfunction),
+    Host(HostEntry),
+}
 
 // SAFETY: as `Module`.
 unsafe impl Send for Kernel {}
@@ -309,6 +449,14 @@ impl Device {
         block: u32,
         params: &[u64],
     ) -> Result<()> {
+        let kernel = match kernel {
+            Kernel::Host(f) => {
+                // One thread covers the whole grid (the kernels stride over their work).
+                f(params.as_ptr() as *const i64);
+                return Ok(());
+            }
+            Kernel::Cuda(k) => k,
+        };
         self.bind()?;
         let mut words: Vec<u64> = params.to_vec();
         let mut ptrs: Vec<*mut c_void> = words
@@ -316,7 +464,7 @@ impl Device {
             .map(|w| w as *mut u64 as *mut c_void)
             .collect();
         cu::launch_kernel(
-            kernel.0,
+            kernel,
             (grid.max(1), 1, 1),
             (block, 1, 1),
             0,

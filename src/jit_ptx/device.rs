@@ -8,8 +8,9 @@
 //!   trip per kernel. This is `Backend::Gpu` today.
 //! - `DeviceFunction`: a whole plan on the device, values kept there between steps and between
 //!   calls (inputs and outputs are `DeviceTensor`s). It takes plans made of map and reduce
-//!   kernels and `ifelse` (the condition read back); any other step (perform, gemm) is an error
-//!   naming it, until those run on the device too.
+//!   kernels, f32 and f64 products (cuBLAS, `blas.rs`) and `ifelse` (the condition read back);
+//!   every other step runs on the host (the op's `perform`, with explicit copies each way),
+//!   except custom ops, which are an error naming them.
 
 use super::cuda::{Device, DeviceBuffer, Kernel, Module};
 use super::launch::{kernel_launch, Launch, Operand};
@@ -91,8 +92,12 @@ impl DeviceTensor {
         &self.shape
     }
 
-    fn address(&self) -> u64 {
+    pub(super) fn address(&self) -> u64 {
         self.buf.address()
+    }
+
+    pub(super) fn buffer(&self) -> &DeviceBuffer {
+        &self.buf
     }
 }
 
@@ -195,6 +200,28 @@ impl Thunk for KernelThunk {
     }
 }
 
+/// The map and reduce kernels of `plan` (lowered from `func`), loaded on `device`: PTX for a
+/// GPU (dumping the `llvm` and `ptx` stages `dump` asks for), host code for a host device.
+pub fn load_kernels(
+    func: &Func,
+    plan: &Plan,
+    device: &Arc<Device>,
+    dump: &crate::dump::DumpOptions,
+) -> Result<Vec<GpuKernel>> {
+    let (module, infos) = if device.is_host() {
+        let kernels = super::host::host_kernels(func, plan)?;
+        let entries = kernels.iter().map(|(i, f)| (i.name.clone(), *f)).collect();
+        let infos: Vec<KernelInfo> = kernels.into_iter().map(|(i, _)| i).collect();
+        (device.host_module(entries), infos)
+    } else {
+        let m = super::ptx_for_plan(func, plan, device.arch())?;
+        dump.dump(&func.name, "llvm", || m.llvm.clone());
+        dump.dump(&func.name, "ptx", || m.ptx.clone());
+        (device.load(&m.ptx)?, m.kernels)
+    };
+    GpuKernel::load_all(&Arc::new(module), &infos)
+}
+
 /// A whole function on the device (see the module doc for what it takes).
 pub struct DeviceFunction {
     func: Func,
@@ -206,14 +233,32 @@ pub struct DeviceFunction {
 impl DeviceFunction {
     /// Compiles the verified SSA function `func` (optimized first) for the device.
     pub fn compile(func: Func) -> Result<DeviceFunction> {
-        let device = super::cuda::device()?;
+        DeviceFunction::compile_on(func, super::cuda::device()?)
+    }
+
+    /// `compile` for `device`: the GPU, or a host device (`Device::host`), where the same
+    /// runtime runs the kernels compiled for the CPU.
+    pub fn compile_on(func: Func, device: Arc<Device>) -> Result<DeviceFunction> {
         crate::ir::verify::verify(&func).map_err(|es| Error::Input(es.join("; ")))?;
         let func = crate::rewrite::optimize(func, &crate::rewrite::OptimizeOptions::default());
+        DeviceFunction::from_optimized(func, device)
+    }
+
+    /// `compile_on` for a function already verified and optimized.
+    pub fn from_optimized(func: Func, device: Arc<Device>) -> Result<DeviceFunction> {
+        DeviceFunction::dumping(func, device, &crate::dump::DumpOptions::default())
+    }
+
+    /// `from_optimized`, dumping the `schedule`, `llvm` and `ptx` stages `dump` asks for.
+    pub(crate) fn dumping(
+        func: Func,
+        device: Arc<Device>,
+        dump: &crate::dump::DumpOptions,
+    ) -> Result<DeviceFunction> {
         let plan = crate::lower::lower(&func);
+        dump.dump(&func.name, "schedule", || plan.to_string());
         check_runs_on_device(&func, &plan.steps)?;
-        let m = super::ptx_for_plan(&func, &plan, device.arch())?;
-        let module = Arc::new(device.load(&m.ptx)?);
-        let kernels = GpuKernel::load_all(&module, &m.kernels)?
+        let kernels = load_kernels(&func, &plan, &device, dump)?
             .into_iter()
             .map(|k| (k.info.step, k))
             .collect();
@@ -232,6 +277,11 @@ impl DeviceFunction {
     /// The optimized function.
     pub fn func(&self) -> &Func {
         &self.func
+    }
+
+    /// As an `Executable` of host arrays (copied in and out at each call), for `Function`.
+    pub fn into_executable(self) -> Box<dyn crate::runtime::Executable> {
+        Box::new(HostCalls(self))
     }
 
     /// Copies `t` to the device.
@@ -309,16 +359,16 @@ impl DeviceFunction {
                     .map(|y| get(env, y))
                     .collect::<Result<Vec<_>>>()?
             } else {
-                let kernel = self.kernels.get(&step.id).ok_or_else(|| {
-                    Error::Unsupported(format!("{} has no GPU kernel", step.op.display_name()))
-                })?;
                 let args = step
                     .args
                     .iter()
                     .map(|a| get(env, a))
                     .collect::<Result<Vec<_>>>()?;
-                let refs: Vec<&DeviceTensor> = args.iter().collect();
-                kernel.run(&self.device, &refs)?
+                // `?` dims never broadcast: the interpreter's check, on the device shapes.
+                crate::runtime::interp::check_stretch(&self.func, step, |v| {
+                    Ok(get(env, &v)?.shape().iter().copied().collect())
+                })?;
+                self.run_step(step, &args)?
             };
             for (&r, t) in step.results.iter().zip(results) {
                 env.insert(r, t);
@@ -335,28 +385,117 @@ impl DeviceFunction {
     }
 }
 
+impl DeviceFunction {
+    /// One step other than `ifelse`: its kernel, a product through cuBLAS, or on the host
+    /// (the op's `perform`, its arguments copied there and its results back).
+    fn run_step(&self, step: &Step, args: &[DeviceTensor]) -> Result<Vec<DeviceTensor>> {
+        if let Some(kernel) = self.kernels.get(&step.id) {
+            let refs: Vec<&DeviceTensor> = args.iter().collect();
+            return kernel.run(&self.device, &refs);
+        }
+        if let crate::lower::Kernel::Gemm { transposed, update } = &step.kernel {
+            if super::blas::supports(args[0].dtype()) {
+                let update = match (update, args.get(2)) {
+                    (Some(u), Some(w)) => Some((w, u.scale)),
+                    (None, _) => None,
+                    (Some(_), None) => {
+                        return Err(Error::Runtime("a gemm update without its matrix".into()))
+                    }
+                };
+                let c = super::blas::matmul(&self.device, &args[0], &args[1], *transposed, update)?;
+                return Ok(vec![c]);
+            }
+        }
+        let host = args
+            .iter()
+            .map(DeviceTensor::download)
+            .collect::<Result<Vec<_>>>()?;
+        let refs: Vec<&Tensor> = host.iter().collect();
+        let outs = crate::perform::perform(&step.op, &refs)
+            .map_err(|e| step_error(&self.func, step, e))?;
+        outs.iter()
+            .map(|t| DeviceTensor::upload(&self.device, t.view()))
+            .collect()
+    }
+}
+
+/// A step's error with the op and the value it computes.
+fn step_error(func: &Func, step: &Step, e: Error) -> Error {
+    let at = format!("{} (%{})", step.op.display_name(), step.results[0].0);
+    match e {
+        Error::Runtime(m) => Error::Runtime(format!("{}: {at}: {m}", func.name)),
+        Error::Shape(m) => Error::Shape(format!("{}: {at}: {m}", func.name)),
+        other => other,
+    }
+}
+
 /// An error naming the first step of `steps` that `DeviceFunction` cannot run yet.
 fn check_runs_on_device(func: &Func, steps: &[Step]) -> Result<()> {
-    use crate::ir::ReduceOp;
     use crate::lower::Kernel as K;
     for s in steps {
         match &s.kernel {
-            K::Map { .. } => {}
-            K::Reduce { op, .. } if !matches!(op, ReduceOp::ArgMax | ReduceOp::ArgMin) => {}
             K::IfElse { then, otherwise } => {
                 check_runs_on_device(func, &then.steps)?;
                 check_runs_on_device(func, &otherwise.steps)?;
             }
-            _ => {
-                return Err(Error::Unsupported(format!(
-                    "{}: {} (%{}) does not run on the device yet (only map and reduce kernels \
-                     and ifelse do); use Backend::Gpu, which runs it on the host",
-                    func.name,
-                    s.op.display_name(),
-                    s.results[0].0
-                )))
+            K::Gemm {
+                update: Some(_), ..
+            } if !super::blas::supports(func.ty(s.results[0]).dtype) => {
+                return Err(unsupported(func, s, "a gemm update of this dtype"))
             }
+            // Custom ops keep state and requests the interpreter manages; row groups are a CPU
+            // schedule (`lower` without options makes none).
+            K::Perform if matches!(s.op, crate::ir::Op::Custom(_)) => {
+                return Err(unsupported(func, s, "custom ops"))
+            }
+            K::Rows { .. } => return Err(unsupported(func, s, "row groups")),
+            _ => {}
         }
     }
     Ok(())
+}
+
+fn unsupported(func: &Func, s: &Step, what: &str) -> Error {
+    Error::Unsupported(format!(
+        "{}: {} (%{}): {what} do not run in a DeviceFunction yet; use Backend::Gpu",
+        func.name,
+        s.op.display_name(),
+        s.results[0].0
+    ))
+}
+
+/// A `DeviceFunction` called with host arrays: inputs copied to the device, outputs back.
+struct HostCalls(DeviceFunction);
+
+impl crate::runtime::Executable for HostCalls {
+    fn run(&self, inputs: &[TensorRef<'_>]) -> Result<Vec<Tensor>> {
+        let on = inputs
+            .iter()
+            .map(|t| self.0.upload(t.reborrow()))
+            .collect::<Result<Vec<_>>>()?;
+        let refs: Vec<&DeviceTensor> = on.iter().collect();
+        self.0
+            .run(&refs)?
+            .iter()
+            .map(DeviceTensor::download)
+            .collect()
+    }
+
+    fn run_into(
+        &self,
+        inputs: &[TensorRef<'_>],
+        _dests: Vec<Option<Tensor>>,
+        donated: &mut [Option<Tensor>],
+    ) -> Result<Vec<Tensor>> {
+        // A donated parameter's buffer stands in for its (empty) input; it is read, not kept.
+        let views: Vec<TensorRef<'_>> = inputs
+            .iter()
+            .enumerate()
+            .map(|(i, t)| match donated.get(i) {
+                Some(Some(d)) => d.view(),
+                _ => t.reborrow(),
+            })
+            .collect();
+        self.run(&views)
+    }
 }

@@ -28,7 +28,7 @@ use inkwell::OptimizationLevel;
 use std::sync::Arc;
 
 /// `extern "C" fn(args: *const i64)`: the wrapper that unpacks a kernel's parameters.
-type Entry = unsafe extern "C" fn(*const i64);
+pub type Entry = super::cuda::HostEntry;
 
 struct HostKernel {
     f: Entry,
@@ -60,15 +60,14 @@ impl Thunk for HostKernel {
     }
 }
 
-/// The kernels of `func` (optimized, verified) compiled for the host, plugged into the
-/// interpreter.
-pub fn executable(func: &Func) -> Result<Box<dyn Executable>> {
+/// The kernels of `plan` (lowered from the optimized, verified `func`) compiled for the host,
+/// each with its entry (`NAME_host(args)`).
+pub fn host_kernels(func: &Func, plan: &crate::lower::Plan) -> Result<Vec<(KernelInfo, Entry)>> {
     Target::initialize_native(&InitializationConfig::default())
         .map_err(|e| Error::Unsupported(format!("host oracle: {e}")))?;
     // Leaked on purpose (see the module doc).
     let ctx: &'static Context = Box::leak(Box::new(Context::create()));
     let g = Gen::new_host(ctx, &func.name);
-    let plan = crate::lower::lower(func);
     let base = symbol_base(func);
     let mut kernels = Vec::new();
     for step in plan.all_steps() {
@@ -85,16 +84,27 @@ pub fn executable(func: &Func) -> Result<Box<dyn Executable>> {
         .module
         .create_jit_execution_engine(OptimizationLevel::Default)
         .map_err(|e| Error::Unsupported(format!("host oracle: {e}")))?;
-    let mut thunks: Thunks = Thunks::default();
+    let mut out = Vec::new();
     for info in kernels {
         let addr = ee
             .get_function_address(&format!("{}_host", info.name))
             .map_err(|e| Error::Unsupported(format!("host oracle: {}: {e}", info.name)))?;
         // SAFETY: the address of a function defined by `define_entry` with `Entry`'s signature.
         let f = unsafe { std::mem::transmute::<usize, Entry>(addr) };
-        thunks.insert(info.step, Arc::new(HostKernel { f, info }));
+        out.push((info, f));
     }
     std::mem::forget(ee);
+    Ok(out)
+}
+
+/// The kernels of `func` (optimized, verified) compiled for the host, plugged into the
+/// interpreter.
+pub fn executable(func: &Func) -> Result<Box<dyn Executable>> {
+    let plan = crate::lower::lower(func);
+    let mut thunks: Thunks = Thunks::default();
+    for (info, f) in host_kernels(func, &plan)? {
+        thunks.insert(info.step, Arc::new(HostKernel { f, info }));
+    }
     Ok(Box::new(Interpreter::with_thunks(
         func.clone(),
         plan,

@@ -14,6 +14,7 @@
 //! driver: memory, modules, launches), `device.rs` (device arrays and the kernel launcher),
 //! `runtime.rs` (`Backend::Gpu`).
 
+mod blas;
 pub mod cuda;
 pub mod device;
 mod float_divmod;

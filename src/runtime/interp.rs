@@ -271,7 +271,7 @@ fn fetch<'a>(func: &Func, env: &'a [Option<Tensor>], v: Value) -> Result<&'a Ten
 /// Checks a step's `?`-typed argument axes against the run-time shapes (`lower::stretch`):
 /// such a dim never broadcasts, so one of extent 1 meeting a larger extent is an error that
 /// names the operand and the axis. `shape_of` gives an argument's run-time shape.
-pub(super) fn check_stretch(
+pub(crate) fn check_stretch(
     func: &Func,
     step: &Step,
     shape_of: impl Fn(Value) -> Result<smallvec::SmallVec<[usize; 6]>, Error>,
