@@ -4,6 +4,7 @@
 //! event times around one call, after a warm-up.
 //!
 //! cargo run --release --features gpu --example gpu_bench -- [--json OUT.json] [--only G1,G2]
+//! [--host]
 
 use kiln::ir::text::parse;
 use kiln::jit_ptx::cuda::Device;
@@ -33,8 +34,14 @@ fn tensor(shape: &[usize], seed: u64) -> Tensor {
         .into()
 }
 
-/// Median milliseconds of `f` by CUDA events, after a warm-up.
+/// Median milliseconds of `f` by CUDA events, after a warm-up (on a host device: one call,
+/// by the wall clock).
 fn time(dev: &Arc<Device>, reps: usize, mut f: impl FnMut()) -> f64 {
+    if dev.is_host() {
+        let t = Instant::now();
+        f();
+        return t.elapsed().as_secs_f64() * 1e3;
+    }
     for _ in 0..5 {
         f();
     }
@@ -361,6 +368,11 @@ fn main() {
         .split(',')
         .map(String::from)
         .collect();
+    // `--host`: the same program on a host device (no GPU; a check of the program, not a
+    // measurement).
+    if args.iter().any(|a| a == "--host") {
+        kiln::jit_ptx::cuda::use_host_device();
+    }
     let t = Instant::now();
     let dev = kiln::jit_ptx::cuda::device().unwrap_or_else(|e| {
         eprintln!("gpu_bench: {e}");

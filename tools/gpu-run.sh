@@ -15,6 +15,17 @@ for f in ptx backend_diff gpu_bench; do
     fi
 done
 bin=/tmp
+# cuBLAS is loaded at run time under the names of CUDA 12 (libcublas.so, .so.12): point one at
+# whatever libcublas the machine has (the CUDA toolkit's, or PyTorch's wheel).
+lib=$(ls /usr/local/cuda/lib64/libcublas.so* /usr/local/cuda/targets/*/lib/libcublas.so* 2>/dev/null | head -1)
+[ -n "$lib" ] || lib=$(find / -xdev -name 'libcublas.so*' -not -path '*/proc/*' 2>/dev/null | head -1)
+if [ -n "$lib" ]; then
+    mkdir -p /tmp/kiln-libs && ln -sf "$lib" /tmp/kiln-libs/libcublas.so
+    export LD_LIBRARY_PATH="/tmp/kiln-libs:$(dirname "$lib")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    echo "cuBLAS: $lib"
+else
+    echo "cuBLAS: none found (products will fail on the device)"
+fi
 failed=0
 part() { # name, seconds, command...
     local name=$1 secs=$2; shift 2
@@ -32,7 +43,7 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | 
 part tests 150 $bin/ptx --test-threads 1 --nocapture gpu
 part kiln_bench 60 $bin/gpu_bench --json "$out/kiln.json"
 if [ -f gpu_peers.py ]; then
-    part peers 150 env PYTHONUNBUFFERED=1 python3 gpu_peers.py --only G0,G1,G2,G3,G4,G7 --json "$out/peers.json"
+    part peers 150 env PYTHONUNBUFFERED=1 python3 gpu_peers.py --only G0,G1,G2,G3,G4,G5,G7 --json "$out/peers.json"
 fi
 part random 120 env KILN_RANDOM_CASES=${KILN_RANDOM_CASES:-40} $bin/backend_diff --nocapture random_programs_agree_on_the_gpu
 if command -v compute-sanitizer >/dev/null; then

@@ -11,7 +11,8 @@ def load(name):
 kiln, peers = load("kiln.json"), load("peers.json")
 # The peer each workload's target is measured against (issue 26).
 target = {"G1": "torch.compile", "G2": "torch.compile", "G3": "torch.compile",
-          "G4": "torch (cuBLAS, f32)", "G7": "torch (launch + sync)"}
+          "G4": "torch (cuBLAS, f32)", "G5": "torch eager in a CUDA graph",
+          "G7": "torch (launch + sync)"}
 rows = ["| workload | kiln ms | rel err | peer | peer ms | kiln / peer | other peers (ms) |",
         "| --- | --- | --- | --- | --- | --- | --- |"]
 ids = sorted({k.split(":")[0] for k in list(kiln) + list(peers) if ":" in k})

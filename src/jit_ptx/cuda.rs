@@ -57,8 +57,21 @@ pub fn driver_present() -> bool {
     unsafe { sys::is_culib_present() }
 }
 
+/// Whether `device` hands out the host device (`use_host_device`).
+static HOST_INSTEAD: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Makes `device` (and so `Backend::Gpu`) use one host device in this process: the GPU
+/// runtime with host memory and host-compiled kernels, for tests on machines without a GPU.
+pub fn use_host_device() {
+    HOST_INSTEAD.store(true, std::sync::atomic::Ordering::SeqCst);
+}
+
 /// The process's device (GPU 0), opened on first use; an `Err` saying why there is none.
 pub fn device() -> Result<Arc<Device>> {
+    if HOST_INSTEAD.load(std::sync::atomic::Ordering::SeqCst) {
+        static HOST: OnceLock<Arc<Device>> = OnceLock::new();
+        return Ok(HOST.get_or_init(Device::host).clone());
+    }
     static DEVICE: OnceLock<std::result::Result<Arc<Device>, String>> = OnceLock::new();
     DEVICE
         .get_or_init(|| open().map_err(|e| e.to_string()))

@@ -393,29 +393,54 @@ impl DeviceFunction {
             let refs: Vec<&DeviceTensor> = args.iter().collect();
             return kernel.run(&self.device, &refs);
         }
+        let host = |args: &[DeviceTensor]| -> Result<Vec<Tensor>> {
+            args.iter().map(DeviceTensor::download).collect()
+        };
+        let upload = |outs: Vec<Tensor>| -> Result<Vec<DeviceTensor>> {
+            outs.iter()
+                .map(|t| DeviceTensor::upload(&self.device, t.view()))
+                .collect()
+        };
         if let crate::lower::Kernel::Gemm { transposed, update } = &step.kernel {
+            let update = match (update, args.get(2)) {
+                (Some(u), Some(w)) => Some((w, u.scale)),
+                (None, _) => None,
+                (Some(_), None) => {
+                    return Err(Error::Runtime("a gemm update without its matrix".into()))
+                }
+            };
             if super::blas::supports(args[0].dtype()) {
-                let update = match (update, args.get(2)) {
-                    (Some(u), Some(w)) => Some((w, u.scale)),
-                    (None, _) => None,
-                    (Some(_), None) => {
-                        return Err(Error::Runtime("a gemm update without its matrix".into()))
-                    }
-                };
-                let c = super::blas::matmul(&self.device, &args[0], &args[1], *transposed, update)?;
-                return Ok(vec![c]);
+                match super::blas::matmul(&self.device, &args[0], &args[1], *transposed, update) {
+                    Ok(c) => return Ok(vec![c]),
+                    // No cuBLAS, or a batch broadcast it does not take: on the host.
+                    Err(Error::Unsupported(_)) => {}
+                    Err(e) => return Err(step_error(&self.func, step, e)),
+                }
             }
+            let h = host(args)?;
+            let view = |k: usize| {
+                let t = h[k].view();
+                if transposed[k] {
+                    t.swap_last_two()
+                } else {
+                    t
+                }
+            };
+            let out = match update {
+                None => crate::perform::matmul_into(&view(0), &view(1), None),
+                Some((_, scale)) => {
+                    let mut w = h[2].clone();
+                    crate::perform::matmul_update(&view(0), &view(1), &mut w, scale).map(|()| w)
+                }
+            }
+            .map_err(|e| step_error(&self.func, step, e))?;
+            return upload(vec![out]);
         }
-        let host = args
-            .iter()
-            .map(DeviceTensor::download)
-            .collect::<Result<Vec<_>>>()?;
-        let refs: Vec<&Tensor> = host.iter().collect();
+        let h = host(args)?;
+        let refs: Vec<&Tensor> = h.iter().collect();
         let outs = crate::perform::perform(&step.op, &refs)
             .map_err(|e| step_error(&self.func, step, e))?;
-        outs.iter()
-            .map(|t| DeviceTensor::upload(&self.device, t.view()))
-            .collect()
+        upload(outs)
     }
 }
 
@@ -437,11 +462,6 @@ fn check_runs_on_device(func: &Func, steps: &[Step]) -> Result<()> {
             K::IfElse { then, otherwise } => {
                 check_runs_on_device(func, &then.steps)?;
                 check_runs_on_device(func, &otherwise.steps)?;
-            }
-            K::Gemm {
-                update: Some(_), ..
-            } if !super::blas::supports(func.ty(s.results[0]).dtype) => {
-                return Err(unsupported(func, s, "a gemm update of this dtype"))
             }
             // Custom ops keep state and requests the interpreter manages; row groups are a CPU
             // schedule (`lower` without options makes none).

@@ -97,6 +97,15 @@ impl<'ctx> Gen<'ctx> {
     }
 
     /// `i64` constant.
+    /// Bytes of one element of `d` in memory.
+    pub fn mem_size(&self, d: DType) -> u32 {
+        match d {
+            DType::Bool => 1,
+            DType::I32 | DType::F32 => 4,
+            DType::I64 | DType::F64 => 8,
+        }
+    }
+
     pub fn c64(&self, v: i64) -> IntValue<'ctx> {
         self.i64().const_int(v as u64, true)
     }
