@@ -172,3 +172,123 @@ pub fn counted_loop<'ctx>(
     g.b.position_at_end(exit);
     Ok(())
 }
+
+/// Elements per group in the vector paths: 16 bytes of f32 or i32 (the widest load a thread
+/// can issue), two 16-byte loads of f64 or i64. More bytes in flight per thread is what a
+/// memory-bound kernel needs to reach the memory's bandwidth.
+pub const LANES: u32 = 4;
+
+/// The alignment a group of `LANES` elements of `d` claims: its size on the GPU (buffers are
+/// allocated 256-byte aligned and group offsets are multiples of `LANES`, which the launch
+/// checks), one element's on the host (the oracle's arrays are only element-aligned).
+fn group_align(g: &Gen, d: DType) -> u32 {
+    let elem = g.mem_size(d);
+    if g.host {
+        elem
+    } else {
+        (elem * LANES).min(16)
+    }
+}
+
+fn group_type<'ctx>(g: &Gen<'ctx>, d: DType) -> inkwell::types::VectorType<'ctx> {
+    match g.mem_type(d) {
+        inkwell::types::BasicTypeEnum::FloatType(t) => t.vec_type(LANES),
+        inkwell::types::BasicTypeEnum::IntType(t) => t.vec_type(LANES),
+        _ => g.i8().vec_type(LANES),
+    }
+}
+
+/// Elements `idx .. idx + LANES` of the array of dtype `d` at `base`, in register form: one
+/// vector load, or, where `whole` is given and false at run time (the array broadcast along
+/// the innermost dim), element `idx` for every lane.
+pub fn load_lanes<'ctx>(
+    g: &Gen<'ctx>,
+    func: FunctionValue<'ctx>,
+    base: PointerValue<'ctx>,
+    d: DType,
+    idx: IntValue<'ctx>,
+    whole: Option<IntValue<'ctx>>,
+) -> Result<Vec<BasicValueEnum<'ctx>>> {
+    use inkwell::values::BasicValue;
+    let ty = g.mem_type(d);
+    let vty = group_type(g, d);
+    let vector_load = || -> Result<inkwell::values::VectorValue<'ctx>> {
+        // SAFETY (of the GEP): the group lies inside the array (the launch's strides).
+        let at = bx(unsafe { g.b.build_in_bounds_gep(ty, base, &[idx], "v") })?;
+        let v = bx(g.b.build_load(vty, at, "xv"))?;
+        if let Some(inst) = v.as_instruction_value() {
+            inst.set_alignment(group_align(g, d))
+                .map_err(|e| Error::Unsupported(format!("ptx backend: {e}")))?;
+        }
+        Ok(v.into_vector_value())
+    };
+    let v = match whole {
+        None => vector_load()?,
+        Some(is_whole) => {
+            let vec_bb = g.ctx.append_basic_block(func, "whole");
+            let one_bb = g.ctx.append_basic_block(func, "bcast");
+            let join = g.ctx.append_basic_block(func, "loaded");
+            bx(g.b.build_conditional_branch(is_whole, vec_bb, one_bb))?;
+            g.b.position_at_end(vec_bb);
+            let a = vector_load()?;
+            let a_end = g.b.get_insert_block().unwrap_or(vec_bb);
+            bx(g.b.build_unconditional_branch(join))?;
+            g.b.position_at_end(one_bb);
+            let at = bx(unsafe { g.b.build_in_bounds_gep(ty, base, &[idx], "e") })?;
+            let x = bx(g.b.build_load(ty, at, "x"))?;
+            let mut b = vty.const_zero();
+            for l in 0..LANES {
+                b = bx(g.b.build_insert_element(b, x, g.c32(l as i64), ""))?;
+            }
+            let b_end = g.b.get_insert_block().unwrap_or(one_bb);
+            bx(g.b.build_unconditional_branch(join))?;
+            g.b.position_at_end(join);
+            let phi = bx(g.b.build_phi(vty, "xv"))?;
+            phi.add_incoming(&[(&a, a_end), (&b, b_end)]);
+            phi.as_basic_value().into_vector_value()
+        }
+    };
+    (0..LANES)
+        .map(|l| {
+            let x = bx(g.b.build_extract_element(v, g.c32(l as i64), "x"))?;
+            Ok(if d == DType::Bool {
+                bx(g.b.build_int_compare(
+                    IntPredicate::NE,
+                    x.into_int_value(),
+                    g.i8().const_zero(),
+                    "b",
+                ))?
+                .into()
+            } else {
+                x
+            })
+        })
+        .collect()
+}
+
+/// Stores the register values `xs` (`LANES` of them, dtype `d`) as elements `idx ..` of the
+/// array at `base`, with one vector store.
+pub fn store_lanes<'ctx>(
+    g: &Gen<'ctx>,
+    base: PointerValue<'ctx>,
+    d: DType,
+    idx: IntValue<'ctx>,
+    xs: &[BasicValueEnum<'ctx>],
+) -> Result<()> {
+    let mut v = group_type(g, d).const_zero();
+    for (l, &x) in xs.iter().enumerate() {
+        let x = if d == DType::Bool {
+            bx(g.b.build_int_z_extend(x.into_int_value(), g.i8(), ""))?.into()
+        } else {
+            x
+        };
+        v = bx(g.b.build_insert_element(v, x, g.c32(l as i64), "y"))?;
+    }
+    let ty = g.mem_type(d);
+    // SAFETY (of the GEP): the group lies inside the output.
+    let at = bx(unsafe { g.b.build_in_bounds_gep(ty, base, &[idx], "w") })?;
+    let st = bx(g.b.build_store(at, v))?;
+    st.set_alignment(group_align(g, d))
+        .map_err(|e| Error::Unsupported(format!("ptx backend: {e}")))?;
+    Ok(())
+}

@@ -12,12 +12,14 @@
 //! consecutive elements with vector loads and stores, then a scalar loop the last `n % 4`.
 
 use super::gen::{bx, Gen};
-use super::kernel::{counted_loop, declare_kernel, load, offsets, store};
+use super::kernel::{
+    counted_loop, declare_kernel, load, load_lanes, offsets, store, store_lanes, LANES,
+};
 use super::scalar::emit_program;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::ir::scalar::ScalarProgram;
 use crate::ir::DType;
-use inkwell::values::{BasicValue, BasicValueEnum, IntValue};
+use inkwell::values::{BasicValueEnum, IntValue};
 use inkwell::IntPredicate;
 
 /// What the map kernel for one step needs to know.
@@ -82,11 +84,69 @@ pub fn define_map<'ctx>(g: &Gen<'ctx>, name: &str, spec: &MapSpec) -> Result<()>
     if r == 0 {
         whole = g.ctx.bool_type().const_zero();
     }
-    bx(g.b.build_conditional_branch(whole, vectors, scalars))?;
+    let rows = g.ctx.append_basic_block(k.func, "rows");
+    let strided = g.ctx.append_basic_block(k.func, "strided");
+    bx(g.b.build_conditional_branch(whole, vectors, strided))?;
+    // Not flat, but the innermost dim comes in whole groups and every input read whole along
+    // it is aligned to a group (its other strides multiples of `LANES`): groups as in the flat
+    // case, their coordinates found once per group, inputs broadcast along the innermost dim
+    // (last stride 0) read once per group.
+    g.b.position_at_end(strided);
+    let mut by_rows = g.ctx.bool_type().const_int((r > 0) as u64, false);
+    if let Some(&inner) = dims.last() {
+        let lanes = g.c64(LANES as i64);
+        let rem = bx(g.b.build_int_unsigned_rem(inner, lanes, ""))?;
+        by_rows =
+            bx(g.b.build_int_compare(IntPredicate::EQ, rem, g.c64(0), "by_rows"))?;
+        for (j, st) in strides.iter().enumerate() {
+            let Some((&last, outer)) = st.split_last().filter(|_| read[j]) else {
+                continue;
+            };
+            let mut aligned = bx(g.b.build_int_compare(IntPredicate::EQ, last, g.c64(1), ""))?;
+            for &o in outer {
+                let m = bx(g.b.build_int_unsigned_rem(o, lanes, ""))?;
+                let z = bx(g.b.build_int_compare(IntPredicate::EQ, m, g.c64(0), ""))?;
+                aligned = bx(g.b.build_and(aligned, z, ""))?;
+            }
+            let bcast = bx(g.b.build_int_compare(IntPredicate::EQ, last, g.c64(0), ""))?;
+            let ok = bx(g.b.build_or(aligned, bcast, ""))?;
+            by_rows = bx(g.b.build_and(by_rows, ok, "by_rows"))?;
+        }
+    }
+    bx(g.b.build_conditional_branch(by_rows, rows, scalars))?;
+    g.b.position_at_end(rows);
+    let groups = bx(g.b.build_int_unsigned_div(n, g.c64(LANES as i64), "groups"))?;
+    counted_loop(g, k.func, start, step, groups, "row_groups", |q| {
+        let base = bx(g.b.build_int_mul(q, g.c64(LANES as i64), "base"))?;
+        let offs = offsets(g, base, dims, &strides)?;
+        let whole: Vec<Option<IntValue>> = strides
+            .iter()
+            .map(|st| match st.last() {
+                Some(&last) => {
+                    bx(g.b.build_int_compare(IntPredicate::EQ, last, g.c64(1), "")).map(Some)
+                }
+                None => Ok(None),
+            })
+            .collect::<Result<_>>()?;
+        let group = Group {
+            base,
+            offs: &offs,
+            whole: &whole,
+        };
+        vector_body(g, k.func, spec, &out_dtypes, outs, ins, &read, &group)
+    })?;
+    bx(g.b.build_unconditional_branch(done))?;
     g.b.position_at_end(vectors);
     let groups = bx(g.b.build_int_unsigned_div(n, g.c64(LANES as i64), "groups"))?;
     counted_loop(g, k.func, start, step, groups, "groups", |q| {
-        vector_body(g, spec, &out_dtypes, outs, ins, &read, q)
+        let base = bx(g.b.build_int_mul(q, g.c64(LANES as i64), "base"))?;
+        let offs = vec![base; n_in];
+        let group = Group {
+            base,
+            offs: &offs,
+            whole: &vec![None; n_in],
+        };
+        vector_body(g, k.func, spec, &out_dtypes, outs, ins, &read, &group)
     })?;
     let tail = bx(g.b.build_int_mul(groups, g.c64(LANES as i64), "tail"))?;
     let tail_start = bx(g.b.build_int_add(tail, start, ""))?;
@@ -127,68 +187,42 @@ pub fn define_map<'ctx>(g: &Gen<'ctx>, name: &str, spec: &MapSpec) -> Result<()>
     Ok(())
 }
 
-/// Elements per vector in the flat path: 16 bytes of f32 or i32 (the widest load a thread can
-/// issue), two 16-byte loads of f64 or i64. More bytes in flight per thread is what a
-/// memory-bound map needs to reach the memory's bandwidth.
-const LANES: u32 = 4;
+/// Where a group of `LANES` consecutive output elements reads: the output's first element
+/// `base`, each input's element offset of it, and, per input, whether it is read whole along
+/// the innermost dim (a vector) or broadcast along it (one element for the group); `None`:
+/// whole, known when the kernel is built.
+struct Group<'a, 'ctx> {
+    base: IntValue<'ctx>,
+    offs: &'a [IntValue<'ctx>],
+    whole: &'a [Option<IntValue<'ctx>>],
+}
 
-/// Group `q` of the flat path: elements `LANES * q ..` of every input loaded as one vector
-/// each, the scalar program once per lane, each output stored as one vector. Buffers are
-/// allocated aligned (256 bytes by the driver), so on the GPU a group is aligned to its size;
-/// on the host (the oracle's arrays) loads and stores claim only the element's alignment.
+/// One group: every input loaded as one vector (or one element for all lanes), the scalar
+/// program once per lane, each output stored as one vector. Buffers are allocated aligned
+/// (256 bytes by the driver) and a group's offsets are multiples of its size, so on the GPU a
+/// group is aligned to its size; on the host (the oracle's arrays) loads and stores claim only
+/// the element's alignment.
+#[allow(clippy::too_many_arguments)]
 fn vector_body<'ctx>(
     g: &Gen<'ctx>,
+    func: inkwell::values::FunctionValue<'ctx>,
     spec: &MapSpec,
     out_dtypes: &[DType],
     outs: &[inkwell::values::PointerValue<'ctx>],
     ins: &[inkwell::values::PointerValue<'ctx>],
     read: &[bool],
-    q: IntValue<'ctx>,
+    group: &Group<'_, 'ctx>,
 ) -> Result<()> {
-    let base = bx(g.b.build_int_mul(q, g.c64(LANES as i64), "base"))?;
-    let align = |d: DType| -> u32 {
-        let elem = g.mem_size(d);
-        if g.host {
-            elem
-        } else {
-            (elem * LANES).min(16)
-        }
-    };
-    let vec_type = |d: DType| -> inkwell::types::BasicTypeEnum<'ctx> {
-        match g.mem_type(d) {
-            inkwell::types::BasicTypeEnum::FloatType(t) => t.vec_type(LANES).into(),
-            inkwell::types::BasicTypeEnum::IntType(t) => t.vec_type(LANES).into(),
-            other => other,
-        }
-    };
+    let base = group.base;
     let mut lanes: Vec<Vec<Option<BasicValueEnum<'ctx>>>> =
         vec![vec![None; ins.len()]; LANES as usize];
     for (j, &d) in spec.in_dtypes.iter().enumerate() {
         if !read[j] {
             continue;
         }
-        let ty = g.mem_type(d);
-        // SAFETY (of the GEP): the group lies inside the input by the flat promise.
-        let at = bx(unsafe { g.b.build_in_bounds_gep(ty, ins[j], &[base], "v") })?;
-        let v = bx(g.b.build_load(vec_type(d), at, "xv"))?;
-        if let Some(inst) = v.as_instruction_value() {
-            inst.set_alignment(align(d))
-                .map_err(|e| Error::Unsupported(format!("ptx backend: {e}")))?;
-        }
-        let v = v.into_vector_value();
-        for (l, lane) in lanes.iter_mut().enumerate() {
-            let x = bx(g.b.build_extract_element(v, g.c32(l as i64), "x"))?;
-            lane[j] = Some(if d == DType::Bool {
-                bx(g.b.build_int_compare(
-                    IntPredicate::NE,
-                    x.into_int_value(),
-                    g.i8().const_zero(),
-                    "b",
-                ))?
-                .into()
-            } else {
-                x
-            });
+        let xs = load_lanes(g, func, ins[j], d, group.offs[j], group.whole[j])?;
+        for (lane, x) in lanes.iter_mut().zip(xs) {
+            lane[j] = Some(x);
         }
     }
     let results = lanes
@@ -196,20 +230,8 @@ fn vector_body<'ctx>(
         .map(|vals| emit_program(g, spec.program, vals))
         .collect::<Result<Vec<_>>>()?;
     for (o, (&out, &d)) in outs.iter().zip(out_dtypes).enumerate() {
-        let mut v = vec_type(d).const_zero().into_vector_value();
-        for (l, r) in results.iter().enumerate() {
-            let x = if d == DType::Bool {
-                bx(g.b.build_int_z_extend(r[o].into_int_value(), g.i8(), ""))?.into()
-            } else {
-                r[o]
-            };
-            v = bx(g.b.build_insert_element(v, x, g.c32(l as i64), "y"))?;
-        }
-        let ty = g.mem_type(d);
-        let at = bx(unsafe { g.b.build_in_bounds_gep(ty, out, &[base], "w") })?;
-        let st = bx(g.b.build_store(at, v))?;
-        st.set_alignment(align(d))
-            .map_err(|e| Error::Unsupported(format!("ptx backend: {e}")))?;
+        let xs: Vec<BasicValueEnum> = results.iter().map(|r| r[o]).collect();
+        store_lanes(g, out, d, base, &xs)?;
     }
     Ok(())
 }

@@ -16,7 +16,7 @@
 //! the same bound, its bits may differ.
 
 use super::gen::{bx, Gen, SHARED};
-use super::kernel::{counted_loop, declare_kernel, load, offsets, store};
+use super::kernel::{counted_loop, declare_kernel, load, load_lanes, offsets, store, LANES};
 use super::scalar::{emit_program, konst};
 use crate::error::{Error, Result};
 use crate::ir::scalar::ScalarProgram;
@@ -100,11 +100,73 @@ pub fn define_reduce<'ctx>(g: &Gen<'ctx>, name: &str, spec: &ReduceSpec) -> Resu
         "nwarps",
     ))?;
     let reads = p.input_dtypes();
+    let read: Vec<bool> = (0..n_in)
+        .map(|j| reads.get(j).copied().flatten().is_some())
+        .collect();
     let func = k.func;
+    // Rows (one reduced axis, the innermost) in whole groups, every input read whole along it
+    // aligned to a group or broadcast along it: each thread takes `LANES` consecutive elements
+    // at a time with one vector load per input (see `map.rs`'s groups).
+    let by_groups = match (spec.axes.as_slice(), dims.last()) {
+        ([a], Some(&inner)) if *a == r - 1 => {
+            let lanes = g.c64(LANES as i64);
+            let rem = bx(g.b.build_int_unsigned_rem(inner, lanes, ""))?;
+            let mut ok = bx(g.b.build_int_compare(IntPredicate::EQ, rem, g.c64(0), ""))?;
+            for (j, st) in strides.iter().enumerate() {
+                let Some((&last, outer)) = st.split_last().filter(|_| read[j]) else {
+                    continue;
+                };
+                let mut aligned = bx(g.b.build_int_compare(IntPredicate::EQ, last, g.c64(1), ""))?;
+                for &o in outer {
+                    let m = bx(g.b.build_int_unsigned_rem(o, lanes, ""))?;
+                    let z = bx(g.b.build_int_compare(IntPredicate::EQ, m, g.c64(0), ""))?;
+                    aligned = bx(g.b.build_and(aligned, z, ""))?;
+                }
+                let bcast = bx(g.b.build_int_compare(IntPredicate::EQ, last, g.c64(0), ""))?;
+                let fits = bx(g.b.build_or(aligned, bcast, ""))?;
+                ok = bx(g.b.build_and(ok, fits, "by_groups"))?;
+            }
+            Some(ok)
+        }
+        _ => None,
+    };
     counted_loop(g, func, ctaid, nctaid, n_out, "outputs", |o| {
         let base = offsets(g, o, &kept_dims, &kept_strides)?;
         // This thread's partial over elements tid, tid + ntid, ...
         bx(g.b.build_store(acc_slot, identity(g, spec.op, ad)))?;
+        let join = g.ctx.append_basic_block(func, "partial");
+        if let Some(fast) = by_groups {
+            let groups_bb = g.ctx.append_basic_block(func, "row_groups");
+            let elems_bb = g.ctx.append_basic_block(func, "row_elems");
+            bx(g.b.build_conditional_branch(fast, groups_bb, elems_bb))?;
+            g.b.position_at_end(groups_bb);
+            let n_groups = bx(g.b.build_int_unsigned_div(n_red, g.c64(LANES as i64), ""))?;
+            counted_loop(g, func, tid, ntid, n_groups, "groups", |q| {
+                let e = bx(g.b.build_int_mul(q, g.c64(LANES as i64), "e"))?;
+                let mut lanes: Vec<Vec<Option<BasicValueEnum>>> =
+                    vec![vec![None; n_in]; LANES as usize];
+                for j in (0..n_in).filter(|&j| read[j]) {
+                    let last = strides[j][r - 1];
+                    let step = bx(g.b.build_int_mul(e, last, ""))?;
+                    let at = bx(g.b.build_int_add(base[j], step, ""))?;
+                    let whole = bx(g.b.build_int_compare(IntPredicate::EQ, last, g.c64(1), ""))?;
+                    let xs = load_lanes(g, func, ins[j], spec.in_dtypes[j], at, Some(whole))?;
+                    for (lane, x) in lanes.iter_mut().zip(xs) {
+                        lane[j] = Some(x);
+                    }
+                }
+                for vals in &lanes {
+                    let x = emit_program(g, p, vals)?[0];
+                    let x = convert(g, spec.op, vd, ad, x)?;
+                    let a = bx(g.b.build_load(g.reg_type(ad), acc_slot, "a"))?;
+                    let c = combine(g, spec.op, ad, a, x)?;
+                    bx(g.b.build_store(acc_slot, c))?;
+                }
+                Ok(())
+            })?;
+            bx(g.b.build_unconditional_branch(join))?;
+            g.b.position_at_end(elems_bb);
+        }
         counted_loop(g, func, tid, ntid, n_red, "elems", |e| {
             let offs = offsets(g, e, &red_dims, &red_strides)?;
             let mut vals: Vec<Option<BasicValueEnum>> = Vec::with_capacity(n_in);
@@ -124,6 +186,8 @@ pub fn define_reduce<'ctx>(g: &Gen<'ctx>, name: &str, spec: &ReduceSpec) -> Resu
             bx(g.b.build_store(acc_slot, c))?;
             Ok(())
         })?;
+        bx(g.b.build_unconditional_branch(join))?;
+        g.b.position_at_end(join);
         let mut acc = bx(g.b.build_load(g.reg_type(ad), acc_slot, "partial"))?;
         acc = warp_reduce(g, spec.op, ad, acc)?;
         // Lane 0 of each warp publishes its warp's partial.
