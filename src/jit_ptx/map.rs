@@ -68,41 +68,29 @@ pub fn define_map<'ctx>(g: &Gen<'ctx>, name: &str, spec: &MapSpec) -> Result<()>
     let read: Vec<bool> = (0..n_in)
         .map(|j| reads.get(j).copied().flatten().is_some())
         .collect();
-    // The flat case with every input read whole (last stride 1): `LANES` elements per thread
-    // and iteration, loaded and stored as vectors (see `vector_body`), then the tail.
-    let vectors = g.ctx.append_basic_block(k.func, "vectors");
-    let scalars = g.ctx.append_basic_block(k.func, "scalars");
-    let done = g.ctx.append_basic_block(k.func, "done");
-    let mut whole =
+    // Groups of `LANES` consecutive elements (see `vector_body`) when the strides allow: flat
+    // with every read input whole (last stride 1; the offsets are the group's index), or the
+    // innermost dim in whole groups with every read input either whole along it and aligned
+    // to a group (its other strides multiples of `LANES`) or broadcast along it (last stride
+    // 0; the offsets are found once per group). Then the scalar loop takes what is left: the
+    // flat case's last `n % LANES` elements, or everything when there are no groups. One
+    // group body and one scalar body keep the kernel small (compile time grows with it).
+    let lanes = g.c64(LANES as i64);
+    let no = g.ctx.bool_type().const_zero();
+    let mut flat_ok =
         bx(g.b.build_int_compare(IntPredicate::NE, flat, g.c64(0), "flat"))?;
-    for (j, s) in strides.iter().enumerate() {
-        if let (true, Some(&last)) = (read[j], s.last()) {
-            let one = bx(g.b.build_int_compare(IntPredicate::EQ, last, g.c64(1), ""))?;
-            whole = bx(g.b.build_and(whole, one, "whole"))?;
-        }
-    }
-    if r == 0 {
-        whole = g.ctx.bool_type().const_zero();
-    }
-    let rows = g.ctx.append_basic_block(k.func, "rows");
-    let strided = g.ctx.append_basic_block(k.func, "strided");
-    bx(g.b.build_conditional_branch(whole, vectors, strided))?;
-    // Not flat, but the innermost dim comes in whole groups and every input read whole along
-    // it is aligned to a group (its other strides multiples of `LANES`): groups as in the flat
-    // case, their coordinates found once per group, inputs broadcast along the innermost dim
-    // (last stride 0) read once per group.
-    g.b.position_at_end(strided);
-    let mut by_rows = g.ctx.bool_type().const_int((r > 0) as u64, false);
+    let mut rows_ok = no;
     if let Some(&inner) = dims.last() {
-        let lanes = g.c64(LANES as i64);
         let rem = bx(g.b.build_int_unsigned_rem(inner, lanes, ""))?;
-        by_rows =
-            bx(g.b.build_int_compare(IntPredicate::EQ, rem, g.c64(0), "by_rows"))?;
+        rows_ok =
+            bx(g.b.build_int_compare(IntPredicate::EQ, rem, g.c64(0), "rows"))?;
         for (j, st) in strides.iter().enumerate() {
             let Some((&last, outer)) = st.split_last().filter(|_| read[j]) else {
                 continue;
             };
-            let mut aligned = bx(g.b.build_int_compare(IntPredicate::EQ, last, g.c64(1), ""))?;
+            let whole = bx(g.b.build_int_compare(IntPredicate::EQ, last, g.c64(1), ""))?;
+            flat_ok = bx(g.b.build_and(flat_ok, whole, "flat"))?;
+            let mut aligned = whole;
             for &o in outer {
                 let m = bx(g.b.build_int_unsigned_rem(o, lanes, ""))?;
                 let z = bx(g.b.build_int_compare(IntPredicate::EQ, m, g.c64(0), ""))?;
@@ -110,15 +98,17 @@ pub fn define_map<'ctx>(g: &Gen<'ctx>, name: &str, spec: &MapSpec) -> Result<()>
             }
             let bcast = bx(g.b.build_int_compare(IntPredicate::EQ, last, g.c64(0), ""))?;
             let ok = bx(g.b.build_or(aligned, bcast, ""))?;
-            by_rows = bx(g.b.build_and(by_rows, ok, "by_rows"))?;
+            rows_ok = bx(g.b.build_and(rows_ok, ok, "rows"))?;
         }
+    } else {
+        flat_ok = no;
     }
-    bx(g.b.build_conditional_branch(by_rows, rows, scalars))?;
-    g.b.position_at_end(rows);
-    let groups = bx(g.b.build_int_unsigned_div(n, g.c64(LANES as i64), "groups"))?;
-    counted_loop(g, k.func, start, step, groups, "row_groups", |q| {
-        let base = bx(g.b.build_int_mul(q, g.c64(LANES as i64), "base"))?;
-        let offs = offsets(g, base, dims, &strides)?;
+    let grouped = bx(g.b.build_or(flat_ok, rows_ok, "grouped"))?;
+    let all_groups = bx(g.b.build_int_unsigned_div(n, lanes, ""))?;
+    let groups = bx(g.b.build_select(grouped, all_groups, g.c64(0), "groups"))?.into_int_value();
+    counted_loop(g, k.func, start, step, groups, "groups", |q| {
+        let base = bx(g.b.build_int_mul(q, lanes, "base"))?;
+        let offs = group_offsets(g, k.func, base, flat_ok, dims, &strides)?;
         let whole: Vec<Option<IntValue>> = strides
             .iter()
             .map(|st| match st.last() {
@@ -135,38 +125,9 @@ pub fn define_map<'ctx>(g: &Gen<'ctx>, name: &str, spec: &MapSpec) -> Result<()>
         };
         vector_body(g, k.func, spec, &out_dtypes, outs, ins, &read, &group)
     })?;
-    bx(g.b.build_unconditional_branch(done))?;
-    g.b.position_at_end(vectors);
-    let groups = bx(g.b.build_int_unsigned_div(n, g.c64(LANES as i64), "groups"))?;
-    counted_loop(g, k.func, start, step, groups, "groups", |q| {
-        let base = bx(g.b.build_int_mul(q, g.c64(LANES as i64), "base"))?;
-        let offs = vec![base; n_in];
-        let group = Group {
-            base,
-            offs: &offs,
-            whole: &vec![None; n_in],
-        };
-        vector_body(g, k.func, spec, &out_dtypes, outs, ins, &read, &group)
-    })?;
-    let tail = bx(g.b.build_int_mul(groups, g.c64(LANES as i64), "tail"))?;
-    let tail_start = bx(g.b.build_int_add(tail, start, ""))?;
-    counted_loop(g, k.func, tail_start, step, n, "tail", |i| {
-        let mut vals: Vec<Option<BasicValueEnum>> = Vec::with_capacity(n_in);
-        for j in 0..n_in {
-            vals.push(match read[j] {
-                true => Some(load(g, ins[j], spec.in_dtypes[j], i)?),
-                false => None,
-            });
-        }
-        let results = emit_program(g, p, &vals)?;
-        for ((&out, &d), v) in outs.iter().zip(&out_dtypes).zip(results) {
-            store(g, out, d, i, v)?;
-        }
-        Ok(())
-    })?;
-    bx(g.b.build_unconditional_branch(done))?;
-    g.b.position_at_end(scalars);
-    counted_loop(g, k.func, start, step, n, "elems", |i| {
+    let grouped_elems = bx(g.b.build_int_mul(groups, lanes, ""))?;
+    let rest = bx(g.b.build_int_add(grouped_elems, start, "rest"))?;
+    counted_loop(g, k.func, rest, step, n, "elems", |i| {
         let offs = input_offsets(g, k.func, i, flat, dims, &strides)?;
         let mut vals: Vec<Option<BasicValueEnum>> = Vec::with_capacity(n_in);
         for j in 0..n_in {
@@ -181,10 +142,38 @@ pub fn define_map<'ctx>(g: &Gen<'ctx>, name: &str, spec: &MapSpec) -> Result<()>
         }
         Ok(())
     })?;
-    bx(g.b.build_unconditional_branch(done))?;
-    g.b.position_at_end(done);
     bx(g.b.build_return(None))?;
     Ok(())
+}
+
+/// A group's input offsets: its first element's index when `flat_ok` (every input whole and
+/// contiguous), else the offsets of its coordinates.
+fn group_offsets<'ctx>(
+    g: &Gen<'ctx>,
+    func: inkwell::values::FunctionValue<'ctx>,
+    base: IntValue<'ctx>,
+    flat_ok: IntValue<'ctx>,
+    dims: &[IntValue<'ctx>],
+    strides: &[Vec<IntValue<'ctx>>],
+) -> Result<Vec<IntValue<'ctx>>> {
+    let fast = g.ctx.append_basic_block(func, "group_flat");
+    let slow = g.ctx.append_basic_block(func, "group_rows");
+    let join = g.ctx.append_basic_block(func, "group_offsets");
+    bx(g.b.build_conditional_branch(flat_ok, fast, slow))?;
+    g.b.position_at_end(fast);
+    bx(g.b.build_unconditional_branch(join))?;
+    g.b.position_at_end(slow);
+    let b = offsets(g, base, dims, strides)?;
+    let slow_end = g.b.get_insert_block().unwrap_or(slow);
+    bx(g.b.build_unconditional_branch(join))?;
+    g.b.position_at_end(join);
+    b.iter()
+        .map(|&y| {
+            let phi = bx(g.b.build_phi(g.i64(), "off"))?;
+            phi.add_incoming(&[(&base, fast), (&y, slow_end)]);
+            Ok(phi.as_basic_value().into_int_value())
+        })
+        .collect()
 }
 
 /// Where a group of `LANES` consecutive output elements reads: the output's first element
