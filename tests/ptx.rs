@@ -1202,6 +1202,20 @@ fn kernels_at_scale_agree_with_the_interpreter_on_the_gpu() {
              }",
             &[(F64, &[7, 30, 20]), (F64, &[7, 50, 20]), (F64, &[20]), (F64, &[20, 30])],
         ),
+        (
+            "func @views(%x: f32[70, 40], %y: f32[70, 33], %v: f32[40], %i: i32[3, 1, 5]) -> (f32[40, 70], f32[40, 33], f32[40, 70], i32[2, 3, 4, 5], i32[5, 3, 1]) {
+               %t = transpose %x {perm = [1, 0]}
+               %p = matmul %t, %y
+               %b = broadcast_to %v {shape = [70, 40]}
+               %bt = transpose %b {perm = [1, 0]}
+               %e = exp %t
+               %m = mul %e, %bt
+               %ib = broadcast_to %i {shape = [2, 3, 4, 5]}
+               %it = transpose %i {perm = [2, 0, 1]}
+               return %t, %p, %m, %ib, %it
+             }",
+            &[(F32, &[70, 40]), (F32, &[70, 33]), (F32, &[40]), (I32, &[3, 1, 5])],
+        ),
     ];
     for (src, args) in cases {
         let func = match parse("scale.kir", src) {

@@ -81,6 +81,27 @@ fn as_matrices(t: &DeviceTensor, transposed: bool, vector_is_row: bool) -> Resul
     })
 }
 
+/// An operand as cuBLAS takes it: a row-major array and whether to read it transposed. A view
+/// that is a row-major array with its last two axes swapped (a transpose the plan did not fold)
+/// is that array read transposed; other layouts are not taken (the caller runs the product on
+/// the host).
+fn stored(t: &DeviceTensor, transposed: bool) -> Result<(DeviceTensor, bool)> {
+    if t.is_row_major() {
+        return Ok((t.clone(), transposed));
+    }
+    let r = t.shape().len();
+    if r >= 2 {
+        let mut perm: Vec<usize> = (0..r).collect();
+        perm.swap(r - 2, r - 1);
+        if let Some(s) = t.transposed(&perm).filter(|s| s.is_row_major()) {
+            return Ok((s, !transposed));
+        }
+    }
+    Err(Error::Unsupported(
+        "matmul on the device of a strided operand".into(),
+    ))
+}
+
 /// The element stride from one matrix of `m` to the next over the batch `batch`: 0 when `m`
 /// is one matrix broadcast, its size when it has every batch dim; other broadcasts of the
 /// batch dims are not supported on the device.
@@ -123,8 +144,11 @@ pub fn matmul(
             b.dtype()
         )));
     }
-    let ma = as_matrices(a, transposed[0], true)?;
-    let mb = as_matrices(b, transposed[1], false)?;
+    let (a, ta) = stored(a, transposed[0])?;
+    let (b, tb) = stored(b, transposed[1])?;
+    let (a, b) = (&a, &b);
+    let ma = as_matrices(a, ta, true)?;
+    let mb = as_matrices(b, tb, false)?;
     if ma.cols != mb.rows {
         return Err(Error::Shape(format!(
             "matmul: {:?} @ {:?}",
@@ -146,6 +170,11 @@ pub fn matmul(
     let bytes = count * m * n * dtype.size();
     let (alpha, beta) = match update {
         Some((w, scale)) => {
+            if !w.is_row_major() {
+                return Err(Error::Unsupported(
+                    "a gemm update of a strided matrix on the device".into(),
+                ));
+            }
             if w.shape() != out_shape.as_slice() || w.dtype() != dtype {
                 return Err(Error::Shape(format!(
                     "gemm update: {:?} @ {:?} into {:?}",

@@ -69,12 +69,10 @@ impl DeviceTensor {
         Ok(d)
     }
 
-    /// A host copy (after all queued work).
+    /// A host copy, row-major (after all queued work).
     pub fn download(&self) -> Result<Tensor> {
-        if self.strides != row_major(&self.shape) {
-            return Err(Error::Runtime(
-                "only row-major device arrays can be copied back".into(),
-            ));
+        if !self.is_row_major() {
+            return self.download_view();
         }
         let mut t = Tensor::zeros(self.dtype, &self.shape);
         let bytes = t.len() * self.dtype.size();
@@ -82,6 +80,100 @@ impl DeviceTensor {
         // SAFETY: `t` is a fresh row-major array of the same dtype and shape.
         unsafe { self.buf.device().download(dst, &self.buf, bytes)? };
         Ok(t)
+    }
+
+    /// `download` of a view (a transpose, a broadcast): the elements it reaches are copied
+    /// back as one span, then gathered in row-major order.
+    fn download_view(&self) -> Result<Tensor> {
+        let n: usize = self.shape.iter().product();
+        let esize = self.dtype.size();
+        if n == 0 {
+            return Ok(Tensor::zeros(self.dtype, &self.shape));
+        }
+        // Strides are never negative here (views are transposes and broadcasts).
+        let span = 1 + self
+            .shape
+            .iter()
+            .zip(&self.strides)
+            .map(|(&d, &st)| (d.max(1) - 1) * st.max(0) as usize)
+            .sum::<usize>();
+        let mut raw = vec![0u8; span * esize];
+        // SAFETY: the view reaches `span` elements of its buffer, which holds at least them.
+        unsafe {
+            self.buf
+                .device()
+                .download(raw.as_mut_ptr(), &self.buf, span * esize)?
+        };
+        let mut flat = Tensor::zeros(self.dtype, &self.shape);
+        let mut index = vec![0usize; self.shape.len()];
+        let dst = for_each_dtype!(&mut flat, a => a.as_mut_ptr() as *mut u8);
+        for k in 0..n {
+            let off: usize = index
+                .iter()
+                .zip(&self.strides)
+                .map(|(&i, &st)| i * st as usize)
+                .sum();
+            // SAFETY: `off < span`, `k < n`; both arrays hold elements of `esize` bytes.
+            unsafe {
+                std::ptr::copy_nonoverlapping(
+                    raw.as_ptr().add(off * esize),
+                    dst.add(k * esize),
+                    esize,
+                )
+            };
+            for d in (0..index.len()).rev() {
+                index[d] += 1;
+                if index[d] < self.shape[d] {
+                    break;
+                }
+                index[d] = 0;
+            }
+        }
+        Ok(flat)
+    }
+
+    /// Whether the elements are laid out row-major and dense from the buffer's start.
+    pub fn is_row_major(&self) -> bool {
+        self.strides == row_major(&self.shape)
+    }
+
+    /// The view with axes permuted (output axis `i` is axis `perm[i]`), or `None` when `perm`
+    /// is not a permutation of the axes.
+    pub fn transposed(&self, perm: &[usize]) -> Option<DeviceTensor> {
+        let mut seen = vec![false; self.shape.len()];
+        if perm.len() != seen.len()
+            || perm
+                .iter()
+                .any(|&p| p >= seen.len() || std::mem::replace(&mut seen[p], true))
+        {
+            return None;
+        }
+        Some(DeviceTensor {
+            buf: self.buf.clone(),
+            dtype: self.dtype,
+            shape: perm.iter().map(|&p| self.shape[p]).collect(),
+            strides: perm.iter().map(|&p| self.strides[p]).collect(),
+        })
+    }
+
+    /// The view broadcast to `shape` (numpy's rules: zero strides on stretched dims), or
+    /// `None` when it does not broadcast there.
+    pub fn broadcast(&self, shape: &[usize]) -> Option<DeviceTensor> {
+        let lead = shape.len().checked_sub(self.shape.len())?;
+        let mut strides = vec![0isize; shape.len()];
+        for (k, (&d, &st)) in self.shape.iter().zip(&self.strides).enumerate() {
+            match (d, shape[lead + k]) {
+                (a, b) if a == b => strides[lead + k] = if a == 1 { 0 } else { st },
+                (1, _) => {}
+                _ => return None,
+            }
+        }
+        Some(DeviceTensor {
+            buf: self.buf.clone(),
+            dtype: self.dtype,
+            shape: shape.to_vec(),
+            strides,
+        })
     }
 
     pub fn dtype(&self) -> DType {
@@ -435,6 +527,15 @@ impl DeviceFunction {
             }
             .map_err(|e| step_error(&self.func, step, e))?;
             return upload(vec![out]);
+        }
+        // Views of device arrays: no copy, no host step.
+        let view = match &step.op {
+            crate::ir::Op::Transpose { perm } => args[0].transposed(perm),
+            crate::ir::Op::BroadcastTo { shape } => args[0].broadcast(shape),
+            _ => None,
+        };
+        if let Some(v) = view {
+            return Ok(vec![v]);
         }
         let h = host(args)?;
         let refs: Vec<&Tensor> = h.iter().collect();
