@@ -1216,6 +1216,20 @@ fn kernels_at_scale_agree_with_the_interpreter_on_the_gpu() {
              }",
             &[(F32, &[70, 40]), (F32, &[70, 33]), (F32, &[40]), (I32, &[3, 1, 5])],
         ),
+        (
+            "func @reshapes(%x: f32[60, 40], %z: f64[6, 1, 8]) -> (f32[40, 60], f32[2400], f64[6, 8, 1], f32[1, 60, 40]) {
+               %t = transpose %x {perm = [1, 0]}
+               %r = reshape %x {shape = [40, -1]}
+               %s = add %r, %t
+               %f = reshape %t {shape = [-1]}
+               %q = squeeze %z {axes = [1]}
+               %e = expand_dims %q {axes = [2]}
+               %ee = exp %e
+               %x1 = expand_dims %x {axes = [0]}
+               return %s, %f, %ee, %x1
+             }",
+            &[(F32, &[60, 40]), (F64, &[6, 1, 8])],
+        ),
     ];
     for (src, args) in cases {
         let func = match parse("scale.kir", src) {

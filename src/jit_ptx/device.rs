@@ -156,6 +156,67 @@ impl DeviceTensor {
         })
     }
 
+    /// The same elements with the row-major shape `target` (`-1`: the dim that makes the
+    /// count match), for a row-major array; `None` otherwise (the host step reports errors).
+    pub fn reshaped(&self, target: &[i64]) -> Option<DeviceTensor> {
+        if !self.is_row_major() {
+            return None;
+        }
+        let shape = crate::perform::shape::resolve_reshape(&self.shape, target).ok()?;
+        Some(DeviceTensor {
+            buf: self.buf.clone(),
+            dtype: self.dtype,
+            strides: row_major(&shape),
+            shape,
+        })
+    }
+
+    /// The view with size-1 dims inserted at `axes` (positions in the result), or `None` when
+    /// an axis is out of range.
+    pub fn expanded(&self, axes: &[usize]) -> Option<DeviceTensor> {
+        let rank = self.shape.len() + axes.len();
+        if axes.iter().any(|&a| a >= rank) {
+            return None;
+        }
+        let mut sorted = axes.to_vec();
+        sorted.sort_unstable();
+        sorted.dedup();
+        if sorted.len() != axes.len() {
+            return None;
+        }
+        let (mut shape, mut strides) = (self.shape.clone(), self.strides.clone());
+        for &a in &sorted {
+            shape.insert(a, 1);
+            strides.insert(a, 0);
+        }
+        Some(DeviceTensor {
+            buf: self.buf.clone(),
+            dtype: self.dtype,
+            shape,
+            strides,
+        })
+    }
+
+    /// The view without the size-1 dims at `axes`, or `None` when one is not of size 1.
+    pub fn squeezed(&self, axes: &[usize]) -> Option<DeviceTensor> {
+        if axes.iter().any(|&a| self.shape.get(a) != Some(&1)) {
+            return None;
+        }
+        let keep = |k: &usize| !axes.contains(k);
+        Some(DeviceTensor {
+            buf: self.buf.clone(),
+            dtype: self.dtype,
+            shape: (0..self.shape.len())
+                .filter(keep)
+                .map(|k| self.shape[k])
+                .collect(),
+            strides: (0..self.shape.len())
+                .filter(keep)
+                .map(|k| self.strides[k])
+                .collect(),
+        })
+    }
+
     /// The view broadcast to `shape` (numpy's rules: zero strides on stretched dims), or
     /// `None` when it does not broadcast there.
     pub fn broadcast(&self, shape: &[usize]) -> Option<DeviceTensor> {
@@ -532,6 +593,9 @@ impl DeviceFunction {
         let view = match &step.op {
             crate::ir::Op::Transpose { perm } => args[0].transposed(perm),
             crate::ir::Op::BroadcastTo { shape } => args[0].broadcast(shape),
+            crate::ir::Op::Reshape { shape } => args[0].reshaped(shape),
+            crate::ir::Op::ExpandDims { axes } => args[0].expanded(axes),
+            crate::ir::Op::Squeeze { axes } => args[0].squeezed(axes),
             _ => None,
         };
         if let Some(v) = view {

@@ -7,7 +7,7 @@ mod composite;
 mod elementwise;
 mod linalg;
 pub(crate) mod reduce;
-mod shape;
+pub(crate) mod shape;
 
 pub use elementwise::{float_divmod, sigmoid, IntArith};
 pub use linalg::{matmul_into, matmul_update};
