@@ -156,21 +156,39 @@ fn group_offsets<'ctx>(
     dims: &[IntValue<'ctx>],
     strides: &[Vec<IntValue<'ctx>>],
 ) -> Result<Vec<IntValue<'ctx>>> {
-    let fast = g.ctx.append_basic_block(func, "group_flat");
-    let slow = g.ctx.append_basic_block(func, "group_rows");
-    let join = g.ctx.append_basic_block(func, "group_offsets");
-    bx(g.b.build_conditional_branch(flat_ok, fast, slow))?;
-    g.b.position_at_end(fast);
+    let flat_offs = |_: &Gen<'ctx>| Ok(vec![base; strides.len()]);
+    offsets_if(g, func, flat_ok, flat_offs, |g| {
+        offsets(g, base, dims, strides)
+    })
+}
+
+/// Per input, `fast`'s offsets where `cond` holds at run time, else `slow`'s (each built in a
+/// block of its own, joined by phis).
+fn offsets_if<'ctx>(
+    g: &Gen<'ctx>,
+    func: inkwell::values::FunctionValue<'ctx>,
+    cond: IntValue<'ctx>,
+    fast: impl FnOnce(&Gen<'ctx>) -> Result<Vec<IntValue<'ctx>>>,
+    slow: impl FnOnce(&Gen<'ctx>) -> Result<Vec<IntValue<'ctx>>>,
+) -> Result<Vec<IntValue<'ctx>>> {
+    let fast_bb = g.ctx.append_basic_block(func, "flat");
+    let slow_bb = g.ctx.append_basic_block(func, "strided");
+    let join = g.ctx.append_basic_block(func, "offsets");
+    bx(g.b.build_conditional_branch(cond, fast_bb, slow_bb))?;
+    g.b.position_at_end(fast_bb);
+    let a = fast(g)?;
+    let fast_end = g.b.get_insert_block().unwrap_or(fast_bb);
     bx(g.b.build_unconditional_branch(join))?;
-    g.b.position_at_end(slow);
-    let b = offsets(g, base, dims, strides)?;
-    let slow_end = g.b.get_insert_block().unwrap_or(slow);
+    g.b.position_at_end(slow_bb);
+    let b = slow(g)?;
+    let slow_end = g.b.get_insert_block().unwrap_or(slow_bb);
     bx(g.b.build_unconditional_branch(join))?;
     g.b.position_at_end(join);
-    b.iter()
-        .map(|&y| {
+    a.iter()
+        .zip(&b)
+        .map(|(&x, &y)| {
             let phi = bx(g.b.build_phi(g.i64(), "off"))?;
-            phi.add_incoming(&[(&base, fast), (&y, slow_end)]);
+            phi.add_incoming(&[(&x, fast_end), (&y, slow_end)]);
             Ok(phi.as_basic_value().into_int_value())
         })
         .collect()
@@ -248,25 +266,8 @@ fn input_offsets<'ctx>(
     if r <= 1 {
         return flat_offs(g);
     }
-    let fast = g.ctx.append_basic_block(func, "flat");
-    let slow = g.ctx.append_basic_block(func, "strided");
-    let join = g.ctx.append_basic_block(func, "offsets");
     let is_flat = bx(g.b.build_int_compare(IntPredicate::NE, flat, g.c64(0), ""))?;
-    bx(g.b.build_conditional_branch(is_flat, fast, slow))?;
-    g.b.position_at_end(fast);
-    let a = flat_offs(g)?;
-    bx(g.b.build_unconditional_branch(join))?;
-    g.b.position_at_end(slow);
-    let b = offsets(g, i, dims, strides)?;
-    let slow_end = g.b.get_insert_block().unwrap_or(slow);
-    bx(g.b.build_unconditional_branch(join))?;
-    g.b.position_at_end(join);
-    a.iter()
-        .zip(&b)
-        .map(|(&x, &y)| {
-            let phi = bx(g.b.build_phi(g.i64(), "off"))?;
-            phi.add_incoming(&[(&x, fast), (&y, slow_end)]);
-            Ok(phi.as_basic_value().into_int_value())
-        })
-        .collect()
+    offsets_if(g, func, is_flat, flat_offs, |g| {
+        offsets(g, i, dims, strides)
+    })
 }

@@ -130,6 +130,15 @@ pub fn define_reduce<'ctx>(g: &Gen<'ctx>, name: &str, spec: &ReduceSpec) -> Resu
         }
         _ => None,
     };
+    // One element into the thread's partial: the program's value, converted, combined.
+    let accumulate = |vals: &[Option<BasicValueEnum<'ctx>>]| -> Result<()> {
+        let x = emit_program(g, p, vals)?[0];
+        let x = convert(g, spec.op, vd, ad, x)?;
+        let a = bx(g.b.build_load(g.reg_type(ad), acc_slot, "a"))?;
+        let c = combine(g, spec.op, ad, a, x)?;
+        bx(g.b.build_store(acc_slot, c))?;
+        Ok(())
+    };
     counted_loop(g, func, ctaid, nctaid, n_out, "outputs", |o| {
         let base = offsets(g, o, &kept_dims, &kept_strides)?;
         // This thread's partial over elements tid, tid + ntid, ...
@@ -156,11 +165,7 @@ pub fn define_reduce<'ctx>(g: &Gen<'ctx>, name: &str, spec: &ReduceSpec) -> Resu
                     }
                 }
                 for vals in &lanes {
-                    let x = emit_program(g, p, vals)?[0];
-                    let x = convert(g, spec.op, vd, ad, x)?;
-                    let a = bx(g.b.build_load(g.reg_type(ad), acc_slot, "a"))?;
-                    let c = combine(g, spec.op, ad, a, x)?;
-                    bx(g.b.build_store(acc_slot, c))?;
+                    accumulate(vals)?;
                 }
                 Ok(())
             })?;
@@ -179,12 +184,7 @@ pub fn define_reduce<'ctx>(g: &Gen<'ctx>, name: &str, spec: &ReduceSpec) -> Resu
                     None => None,
                 });
             }
-            let x = emit_program(g, p, &vals)?[0];
-            let x = convert(g, spec.op, vd, ad, x)?;
-            let a = bx(g.b.build_load(g.reg_type(ad), acc_slot, "a"))?;
-            let c = combine(g, spec.op, ad, a, x)?;
-            bx(g.b.build_store(acc_slot, c))?;
-            Ok(())
+            accumulate(&vals)
         })?;
         bx(g.b.build_unconditional_branch(join))?;
         g.b.position_at_end(join);
