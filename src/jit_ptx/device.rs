@@ -263,15 +263,6 @@ impl Operand for DeviceTensor {
     }
 }
 
-impl Operand for &DeviceTensor {
-    fn shape(&self) -> &[usize] {
-        &self.shape
-    }
-    fn strides(&self) -> Vec<isize> {
-        self.strides.clone()
-    }
-}
-
 /// One loaded kernel and what it computes.
 pub struct GpuKernel {
     pub info: KernelInfo,
@@ -399,17 +390,18 @@ impl DeviceFunction {
 
     /// `compile_on` for a function already verified and optimized.
     pub fn from_optimized(func: Func, device: Arc<Device>) -> Result<DeviceFunction> {
-        DeviceFunction::dumping(func, device, &crate::dump::DumpOptions::default())
+        let plan = crate::lower::lower(&func);
+        DeviceFunction::from_plan(func, plan, device, &crate::dump::DumpOptions::default())
     }
 
-    /// `from_optimized`, dumping the `schedule`, `llvm` and `ptx` stages `dump` asks for.
-    pub(crate) fn dumping(
+    /// `from_optimized` for `plan`, lowered from `func`, dumping the `llvm` and `ptx` stages
+    /// `dump` asks for.
+    pub(crate) fn from_plan(
         func: Func,
+        plan: Plan,
         device: Arc<Device>,
         dump: &crate::dump::DumpOptions,
     ) -> Result<DeviceFunction> {
-        let plan = crate::lower::lower(&func);
-        dump.dump(&func.name, "schedule", || plan.to_string());
         check_runs_on_device(&func, &plan.steps)?;
         let kernels = load_kernels(&func, &plan, &device, dump)?
             .into_iter()

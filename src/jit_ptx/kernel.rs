@@ -292,3 +292,37 @@ pub fn store_lanes<'ctx>(
         .map_err(|e| Error::Unsupported(format!("ptx backend: {e}")))?;
     Ok(())
 }
+
+/// Whether, at run time, groups of `LANES` consecutive elements along the innermost of `dims`
+/// may be read as vectors: that dim comes in whole groups, and every read operand (`read[j]`)
+/// either is whole along it (last stride 1) with its other strides multiples of `LANES` (so a
+/// group is aligned to its size), or is broadcast along it (last stride 0). `None` for rank 0.
+pub fn rows_in_groups<'ctx>(
+    g: &Gen<'ctx>,
+    dims: &[IntValue<'ctx>],
+    strides: &[Vec<IntValue<'ctx>>],
+    read: &[bool],
+) -> Result<Option<IntValue<'ctx>>> {
+    let Some(&inner) = dims.last() else {
+        return Ok(None);
+    };
+    let lanes = g.c64(LANES as i64);
+    let rem = bx(g.b.build_int_unsigned_rem(inner, lanes, ""))?;
+    let mut ok =
+        bx(g.b.build_int_compare(IntPredicate::EQ, rem, g.c64(0), "rows"))?;
+    for (j, st) in strides.iter().enumerate() {
+        let Some((&last, outer)) = st.split_last().filter(|_| read[j]) else {
+            continue;
+        };
+        let mut aligned = bx(g.b.build_int_compare(IntPredicate::EQ, last, g.c64(1), ""))?;
+        for &o in outer {
+            let m = bx(g.b.build_int_unsigned_rem(o, lanes, ""))?;
+            let z = bx(g.b.build_int_compare(IntPredicate::EQ, m, g.c64(0), ""))?;
+            aligned = bx(g.b.build_and(aligned, z, ""))?;
+        }
+        let bcast = bx(g.b.build_int_compare(IntPredicate::EQ, last, g.c64(0), ""))?;
+        let fits = bx(g.b.build_or(aligned, bcast, ""))?;
+        ok = bx(g.b.build_and(ok, fits, "rows"))?;
+    }
+    Ok(Some(ok))
+}

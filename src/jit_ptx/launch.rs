@@ -56,6 +56,15 @@ pub trait Operand {
     }
 }
 
+impl<T: Operand> Operand for &T {
+    fn shape(&self) -> &[usize] {
+        (**self).shape()
+    }
+    fn strides(&self) -> Vec<isize> {
+        (**self).strides()
+    }
+}
+
 impl Operand for TensorRef<'_> {
     fn shape(&self) -> &[usize] {
         TensorRef::shape(self)

@@ -13,7 +13,8 @@
 
 use super::gen::{bx, Gen};
 use super::kernel::{
-    counted_loop, declare_kernel, load, load_lanes, offsets, store, store_lanes, LANES,
+    counted_loop, declare_kernel, load, load_lanes, offsets, rows_in_groups, store, store_lanes,
+    LANES,
 };
 use super::scalar::emit_program;
 use crate::error::Result;
@@ -77,31 +78,17 @@ pub fn define_map<'ctx>(g: &Gen<'ctx>, name: &str, spec: &MapSpec) -> Result<()>
     // group body and one scalar body keep the kernel small (compile time grows with it).
     let lanes = g.c64(LANES as i64);
     let no = g.ctx.bool_type().const_zero();
-    let mut flat_ok =
-        bx(g.b.build_int_compare(IntPredicate::NE, flat, g.c64(0), "flat"))?;
-    let mut rows_ok = no;
-    if let Some(&inner) = dims.last() {
-        let rem = bx(g.b.build_int_unsigned_rem(inner, lanes, ""))?;
-        rows_ok =
-            bx(g.b.build_int_compare(IntPredicate::EQ, rem, g.c64(0), "rows"))?;
-        for (j, st) in strides.iter().enumerate() {
-            let Some((&last, outer)) = st.split_last().filter(|_| read[j]) else {
-                continue;
-            };
+    let rows_ok = rows_in_groups(g, dims, &strides, &read)?.unwrap_or(no);
+    let mut flat_ok = if r > 0 {
+        bx(g.b.build_int_compare(IntPredicate::NE, flat, g.c64(0), "flat"))?
+    } else {
+        no
+    };
+    for (j, st) in strides.iter().enumerate() {
+        if let (true, Some(&last)) = (read[j], st.last()) {
             let whole = bx(g.b.build_int_compare(IntPredicate::EQ, last, g.c64(1), ""))?;
             flat_ok = bx(g.b.build_and(flat_ok, whole, "flat"))?;
-            let mut aligned = whole;
-            for &o in outer {
-                let m = bx(g.b.build_int_unsigned_rem(o, lanes, ""))?;
-                let z = bx(g.b.build_int_compare(IntPredicate::EQ, m, g.c64(0), ""))?;
-                aligned = bx(g.b.build_and(aligned, z, ""))?;
-            }
-            let bcast = bx(g.b.build_int_compare(IntPredicate::EQ, last, g.c64(0), ""))?;
-            let ok = bx(g.b.build_or(aligned, bcast, ""))?;
-            rows_ok = bx(g.b.build_and(rows_ok, ok, "rows"))?;
         }
-    } else {
-        flat_ok = no;
     }
     let grouped = bx(g.b.build_or(flat_ok, rows_ok, "grouped"))?;
     let all_groups = bx(g.b.build_int_unsigned_div(n, lanes, ""))?;

@@ -16,7 +16,9 @@
 //! the same bound, its bits may differ.
 
 use super::gen::{bx, Gen, SHARED};
-use super::kernel::{counted_loop, declare_kernel, load, load_lanes, offsets, store, LANES};
+use super::kernel::{
+    counted_loop, declare_kernel, load, load_lanes, offsets, rows_in_groups, store, LANES,
+};
 use super::scalar::{emit_program, konst};
 use crate::error::{Error, Result};
 use crate::ir::scalar::ScalarProgram;
@@ -107,27 +109,8 @@ pub fn define_reduce<'ctx>(g: &Gen<'ctx>, name: &str, spec: &ReduceSpec) -> Resu
     // Rows (one reduced axis, the innermost) in whole groups, every input read whole along it
     // aligned to a group or broadcast along it: each thread takes `LANES` consecutive elements
     // at a time with one vector load per input (see `map.rs`'s groups).
-    let by_groups = match (spec.axes.as_slice(), dims.last()) {
-        ([a], Some(&inner)) if *a == r - 1 => {
-            let lanes = g.c64(LANES as i64);
-            let rem = bx(g.b.build_int_unsigned_rem(inner, lanes, ""))?;
-            let mut ok = bx(g.b.build_int_compare(IntPredicate::EQ, rem, g.c64(0), ""))?;
-            for (j, st) in strides.iter().enumerate() {
-                let Some((&last, outer)) = st.split_last().filter(|_| read[j]) else {
-                    continue;
-                };
-                let mut aligned = bx(g.b.build_int_compare(IntPredicate::EQ, last, g.c64(1), ""))?;
-                for &o in outer {
-                    let m = bx(g.b.build_int_unsigned_rem(o, lanes, ""))?;
-                    let z = bx(g.b.build_int_compare(IntPredicate::EQ, m, g.c64(0), ""))?;
-                    aligned = bx(g.b.build_and(aligned, z, ""))?;
-                }
-                let bcast = bx(g.b.build_int_compare(IntPredicate::EQ, last, g.c64(0), ""))?;
-                let fits = bx(g.b.build_or(aligned, bcast, ""))?;
-                ok = bx(g.b.build_and(ok, fits, "by_groups"))?;
-            }
-            Some(ok)
-        }
+    let by_groups = match spec.axes.as_slice() {
+        [a] if *a + 1 == r => rows_in_groups(g, dims, &strides, &read)?,
         _ => None,
     };
     // One element into the thread's partial: the program's value, converted, combined.

@@ -21,25 +21,27 @@ pub fn executable(
     dump: &crate::dump::DumpOptions,
 ) -> Result<Box<dyn crate::runtime::Executable>> {
     let device = cuda::device()?;
-    let has_custom = crate::lower::lower(func)
+    let plan = crate::lower::lower(func);
+    dump.dump(&func.name, "schedule", || plan.to_string());
+    let has_custom = plan
         .all_steps()
         .iter()
         .any(|s| matches!(s.op, crate::ir::Op::Custom(_)));
     if !has_custom {
-        let d = super::device::DeviceFunction::dumping(func.clone(), device, dump)?;
+        let d = super::device::DeviceFunction::from_plan(func.clone(), plan, device, dump)?;
         return Ok(d.into_executable());
     }
-    thunk_executable(func, dump, device)
+    thunk_executable(func, plan, dump, device)
 }
 
-/// The interpreter running `func`, each map and reduce step a kernel on `device`.
+/// The interpreter running `plan` (lowered from `func`), each map and reduce step a kernel on
+/// `device`.
 fn thunk_executable(
     func: &crate::ir::Func,
+    plan: crate::lower::Plan,
     dump: &crate::dump::DumpOptions,
     device: Arc<cuda::Device>,
 ) -> Result<Box<dyn crate::runtime::Executable>> {
-    let plan = crate::lower::lower(func);
-    dump.dump(&func.name, "schedule", || plan.to_string());
     let mut thunks = Thunks::default();
     for kernel in load_kernels(func, &plan, &device, dump)? {
         let step = kernel.info.step;
@@ -82,6 +84,7 @@ pub fn compile_thunks_on_host_device(
     super::function_with(func, optimize, |f| {
         thunk_executable(
             f,
+            crate::lower::lower(f),
             &crate::dump::DumpOptions::default(),
             cuda::Device::host(),
         )
