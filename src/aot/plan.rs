@@ -7,7 +7,6 @@
 //! into the scratch area at 64-byte-aligned offsets, reused once nothing reads them any more.
 
 use crate::error::{Error, Result};
-use crate::ir::infer::slice_bounds;
 use crate::ir::reduce::Finish;
 use crate::ir::scalar::{ScalarInst, ScalarOp, ScalarProgram};
 use crate::ir::{DType, F64Bits, Func, Op, ReduceOp, Reduction, Value};
@@ -105,22 +104,14 @@ impl View {
     /// right; a stretched or missing dim reads with stride 0).
     pub fn broadcast_strides(&self, shape: &[usize]) -> Option<Vec<i64>> {
         let r = shape.len();
-        if self.shape.len() > r {
-            return None;
-        }
-        let lead = r - self.shape.len();
-        let mut st = vec![0i64; r];
-        for d in 0..self.shape.len() {
-            let (have, want) = (self.shape[d], shape[lead + d]);
-            st[lead + d] = if have == want && have != 1 {
-                self.strides[d]
-            } else if have == 1 {
-                0
-            } else {
-                return None;
-            };
-        }
-        Some(st)
+        let lead = r.checked_sub(self.shape.len())?;
+        let fits =
+            (0..self.shape.len()).all(|d| self.shape[d] == 1 || self.shape[d] == shape[lead + d]);
+        fits.then(|| {
+            (0..r)
+                .map(|a| lower::view::stride_over(&self.shape, &self.strides, r, a))
+                .collect()
+        })
     }
 
     fn with(&self, shape: Vec<usize>, strides: Vec<i64>, offset: i64) -> View {
@@ -131,6 +122,26 @@ impl View {
             shape,
             strides,
         }
+    }
+
+    /// The view's layout in elements (`lower::view` works in elements; the plan in bytes).
+    fn layout(&self) -> lower::view::Layout {
+        let size = self.dtype.size() as i64;
+        lower::view::Layout {
+            shape: self.shape.clone(),
+            strides: self.strides.iter().map(|&s| (s / size) as isize).collect(),
+            offset: (self.offset / size) as isize,
+        }
+    }
+
+    /// The view of the same root laid out as `l` (in elements).
+    fn with_layout(&self, l: lower::view::Layout) -> View {
+        let size = self.dtype.size() as i64;
+        self.with(
+            l.shape,
+            l.strides.iter().map(|&s| s as i64 * size).collect(),
+            l.offset as i64 * size,
+        )
     }
 }
 
@@ -400,6 +411,26 @@ impl Builder<'_> {
         out
     }
 
+    /// The view `v` of `a` (`lower::view`): no data moves, except that a reshape of a view
+    /// that is not row-major first copies it.
+    fn apply_view(&mut self, what: &str, v: &lower::view::View, a: &View) -> Result<View> {
+        if let Some(l) = v.apply(&a.layout()) {
+            return Ok(a.with_layout(l));
+        }
+        let src = match v {
+            lower::view::View::Reshape { .. } => self.materialize(a, what),
+            _ => a.clone(),
+        };
+        v.apply(&src.layout())
+            .map(|l| src.with_layout(l))
+            .ok_or_else(|| {
+                Error::Unsupported(format!(
+                    "{what}: the view {v} does not apply to shape {:?}",
+                    a.shape
+                ))
+            })
+    }
+
     /// Plans the lowered `steps` into `self.steps`.
     fn steps(&mut self, steps: &[lower::Step]) -> Result<()> {
         steps.iter().try_for_each(|s| self.step(s))
@@ -473,6 +504,10 @@ impl Builder<'_> {
             }
             Kernel::IfElse { then, otherwise } => {
                 self.ifelse(&what, inst, &args, then, otherwise)?
+            }
+            Kernel::View(v) => {
+                let out = self.apply_view(&what, v, &args[0])?;
+                set(self, out);
             }
             Kernel::Perform => self.perform(inst, &what, args, &shapes)?,
             Kernel::Gemm {
@@ -553,87 +588,6 @@ impl Builder<'_> {
             me.views.insert(inst.results[0], v);
         };
         match &inst.op {
-            Op::Transpose { perm } => {
-                let a = &args[0];
-                let v = a.with(
-                    perm.iter().map(|&p| a.shape[p]).collect(),
-                    perm.iter().map(|&p| a.strides[p]).collect(),
-                    a.offset,
-                );
-                set(self, v);
-            }
-            Op::BroadcastTo { shape } => {
-                let a = &args[0];
-                let st = a.broadcast_strides(shape).ok_or_else(|| {
-                    Error::Unsupported(format!(
-                        "{what}: cannot broadcast {:?} to {shape:?}",
-                        a.shape
-                    ))
-                })?;
-                set(self, a.with(shape.clone(), st, a.offset));
-            }
-            Op::ExpandDims { axes } => {
-                let a = &args[0];
-                let (mut sh, mut st) = (Vec::new(), Vec::new());
-                let mut src = 0;
-                for d in 0..a.shape.len() + axes.len() {
-                    if axes.contains(&d) {
-                        sh.push(1);
-                        st.push(0);
-                    } else {
-                        sh.push(a.shape[src]);
-                        st.push(a.strides[src]);
-                        src += 1;
-                    }
-                }
-                set(self, a.with(sh, st, a.offset));
-            }
-            Op::Squeeze { axes } => {
-                let a = &args[0];
-                let keep = |d: &usize| !axes.contains(d);
-                let sh = (0..a.shape.len())
-                    .filter(keep)
-                    .map(|d| a.shape[d])
-                    .collect();
-                let st = (0..a.shape.len())
-                    .filter(keep)
-                    .map(|d| a.strides[d])
-                    .collect();
-                set(self, a.with(sh, st, a.offset));
-            }
-            Op::Slice {
-                starts,
-                stops,
-                steps,
-            } => {
-                let a = &args[0];
-                let (mut sh, mut st, mut off) = (a.shape.clone(), a.strides.clone(), a.offset);
-                for ax in 0..starts.len() {
-                    let (start, len) = slice_bounds(a.shape[ax], starts[ax], stops[ax], steps[ax]);
-                    if len > 0 {
-                        off += start * a.strides[ax];
-                    }
-                    sh[ax] = len;
-                    // One element needs no stride (a step may be as large as an i64 is); more
-                    // than one lie within the extent, so the product fits.
-                    st[ax] = if len > 1 {
-                        a.strides[ax] * steps[ax]
-                    } else {
-                        0
-                    };
-                }
-                set(self, a.with(sh, st, off));
-            }
-            Op::Reshape { .. } => {
-                let a = &args[0];
-                let src = if a.is_contiguous() {
-                    a.clone()
-                } else {
-                    self.materialize(a, &what)
-                };
-                let st = contiguous_strides(&shapes[0], a.dtype.size());
-                set(self, src.with(shapes[0].clone(), st, src.offset));
-            }
             Op::Concat { axis } => {
                 let out = self.buffer(rdt(0), &shapes[0]);
                 let mut at = 0i64;

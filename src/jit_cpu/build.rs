@@ -247,7 +247,7 @@ fn reduce_key(
     // to merge.
     let rank = args_rank(func, &step.args);
     let nd = spec.axes.as_ref().map_or(rank, |a| a.len()) >= 2;
-    let vectors = vector_leaves(func, step, spec.axes.as_deref(), nd, contiguous);
+    let vectors = vector_leaves(step, spec.axes.as_deref(), nd, contiguous);
     (
         format!(
             "{} {along_n:?} {nd} {vectors:?} {}",
@@ -268,30 +268,25 @@ fn args_rank(func: &Func, args: &[Value]) -> usize {
 }
 
 /// Which vector leaves a reduction over `axes` needs (see `VectorLeaves`): when every operand
-/// is a value the plan computes (standard layout) and the types give the shape, lanes along
-/// the reduced axes if the innermost axis longer than 1 is reduced, else vectors of outputs.
+/// is a value the plan computes (standard layout) and the plan's index space is known, lanes
+/// along the reduced axes if the innermost axis longer than 1 is reduced, else vectors of
+/// outputs.
 fn vector_leaves(
-    func: &Func,
     step: &Step,
     axes: Option<&[usize]>,
     nd: bool,
     contiguous: &HashSet<Value>,
 ) -> reduce_codegen::VectorLeaves {
     use reduce_codegen::VectorLeaves;
+    let crate::lower::Kernel::Reduce { space, .. } = &step.kernel else {
+        unreachable!("only reductions are generated here")
+    };
     if nd || !step.args.iter().all(|a| contiguous.contains(a)) {
         return VectorLeaves::Both;
     }
-    let mut shape: Vec<usize> = Vec::new();
-    for &a in &step.args {
-        let merged = func
-            .ty(a)
-            .known_shape()
-            .and_then(|s| crate::ir::broadcast_shapes(&shape, &s).ok());
-        match merged {
-            Some(m) => shape = m,
-            None => return VectorLeaves::Both,
-        }
-    }
+    let Some(shape) = space.iter().copied().collect::<Option<Vec<usize>>>() else {
+        return VectorLeaves::Both;
+    };
     match (0..shape.len()).rev().find(|&a| shape[a] != 1) {
         Some(last) if axes.is_none_or(|ax| ax.contains(&last)) => VectorLeaves::Row,
         Some(_) => VectorLeaves::Col,

@@ -82,13 +82,7 @@ pub(super) fn layout(shape: &[usize], inputs: &[Operand<'_>], keep_last: bool) -
     let m = inputs.len();
     // Input `j`'s byte stride along output axis `a`: 0 where it lacks the axis or has extent 1.
     let stride = |j: usize, a: usize| -> i64 {
-        let t = &inputs[j];
-        let lead = r - t.shape.len();
-        if a < lead || t.shape[a - lead] == 1 {
-            0
-        } else {
-            t.strides[a - lead]
-        }
+        crate::lower::view::stride_over(inputs[j].shape, &inputs[j].strides, r, a)
     };
     // Inner to outer: each axis merges into the one inside it where every input allows.
     let mut dims: Small<Dim> = Small::new();

@@ -10,6 +10,7 @@ use super::cuda::Device;
 use super::device::DeviceTensor;
 use crate::error::{Error, Result};
 use crate::ir::DType;
+use crate::lower::view::View;
 use cudarc::cublas::{result as blas, sys};
 use std::sync::{Arc, OnceLock};
 
@@ -93,7 +94,8 @@ fn stored(t: &DeviceTensor, transposed: bool) -> Result<(DeviceTensor, bool)> {
     if r >= 2 {
         let mut perm: Vec<usize> = (0..r).collect();
         perm.swap(r - 2, r - 1);
-        if let Some(s) = t.transposed(&perm).filter(|s| s.is_row_major()) {
+        let swap = View::of(&crate::ir::Op::Transpose { perm }, r).expect("a transpose");
+        if let Some(s) = t.view(&swap).filter(|s| s.is_row_major()) {
             return Ok((s, !transposed));
         }
     }

@@ -18,6 +18,7 @@ use super::{KernelInfo, KernelKind};
 use crate::error::{Error, Result};
 use crate::for_each_dtype;
 use crate::ir::{DType, Func, Value};
+use crate::lower::view::{Layout, View};
 use crate::lower::{Plan, Step};
 use crate::runtime::Thunk;
 use crate::tensor::{Tensor, TensorRef};
@@ -37,13 +38,7 @@ pub struct DeviceTensor {
 }
 
 fn row_major(shape: &[usize]) -> Vec<isize> {
-    let mut st = vec![0isize; shape.len()];
-    let mut acc = 1isize;
-    for (s, &d) in st.iter_mut().zip(shape).rev() {
-        *s = acc;
-        acc *= d.max(1) as isize;
-    }
-    st
+    Layout::row_major(shape).strides
 }
 
 impl DeviceTensor {
@@ -90,7 +85,7 @@ impl DeviceTensor {
         if n == 0 {
             return Ok(Tensor::zeros(self.dtype, &self.shape));
         }
-        // Strides are never negative here (views are transposes and broadcasts).
+        // Strides are never negative here: device views start at their buffer's start.
         let span = 1 + self
             .shape
             .iter()
@@ -134,106 +129,30 @@ impl DeviceTensor {
 
     /// Whether the elements are laid out row-major and dense from the buffer's start.
     pub fn is_row_major(&self) -> bool {
-        self.strides == row_major(&self.shape)
+        Layout {
+            shape: self.shape.clone(),
+            strides: self.strides.clone(),
+            offset: 0,
+        }
+        .is_row_major()
     }
 
-    /// The view with axes permuted (output axis `i` is axis `perm[i]`), or `None` when `perm`
-    /// is not a permutation of the axes.
-    pub fn transposed(&self, perm: &[usize]) -> Option<DeviceTensor> {
-        let mut seen = vec![false; self.shape.len()];
-        if perm.len() != seen.len()
-            || perm
-                .iter()
-                .any(|&p| p >= seen.len() || std::mem::replace(&mut seen[p], true))
-        {
-            return None;
-        }
+    /// The view `v` of this array (`lower::view`) over the same buffer, no copy; `None` when
+    /// it does not apply (a reshape of an array that is not row-major, a shape that does not
+    /// fit) or would start past the buffer's start (a slice with an offset: the kernels' vector
+    /// groups assume arrays start at an allocation's alignment), and the step runs on the host.
+    pub fn view(&self, v: &View) -> Option<DeviceTensor> {
+        let here = Layout {
+            shape: self.shape.clone(),
+            strides: self.strides.clone(),
+            offset: 0,
+        };
+        let l = v.apply(&here).filter(|l| l.offset == 0)?;
         Some(DeviceTensor {
             buf: self.buf.clone(),
             dtype: self.dtype,
-            shape: perm.iter().map(|&p| self.shape[p]).collect(),
-            strides: perm.iter().map(|&p| self.strides[p]).collect(),
-        })
-    }
-
-    /// The same elements with the row-major shape `target` (`-1`: the dim that makes the
-    /// count match), for a row-major array; `None` otherwise (the host step reports errors).
-    pub fn reshaped(&self, target: &[i64]) -> Option<DeviceTensor> {
-        if !self.is_row_major() {
-            return None;
-        }
-        let shape = crate::perform::shape::resolve_reshape(&self.shape, target).ok()?;
-        Some(DeviceTensor {
-            buf: self.buf.clone(),
-            dtype: self.dtype,
-            strides: row_major(&shape),
-            shape,
-        })
-    }
-
-    /// The view with size-1 dims inserted at `axes` (positions in the result), or `None` when
-    /// an axis is out of range.
-    pub fn expanded(&self, axes: &[usize]) -> Option<DeviceTensor> {
-        let rank = self.shape.len() + axes.len();
-        if axes.iter().any(|&a| a >= rank) {
-            return None;
-        }
-        let mut sorted = axes.to_vec();
-        sorted.sort_unstable();
-        sorted.dedup();
-        if sorted.len() != axes.len() {
-            return None;
-        }
-        let (mut shape, mut strides) = (self.shape.clone(), self.strides.clone());
-        for &a in &sorted {
-            shape.insert(a, 1);
-            strides.insert(a, 0);
-        }
-        Some(DeviceTensor {
-            buf: self.buf.clone(),
-            dtype: self.dtype,
-            shape,
-            strides,
-        })
-    }
-
-    /// The view without the size-1 dims at `axes`, or `None` when one is not of size 1.
-    pub fn squeezed(&self, axes: &[usize]) -> Option<DeviceTensor> {
-        if axes.iter().any(|&a| self.shape.get(a) != Some(&1)) {
-            return None;
-        }
-        let keep = |k: &usize| !axes.contains(k);
-        Some(DeviceTensor {
-            buf: self.buf.clone(),
-            dtype: self.dtype,
-            shape: (0..self.shape.len())
-                .filter(keep)
-                .map(|k| self.shape[k])
-                .collect(),
-            strides: (0..self.shape.len())
-                .filter(keep)
-                .map(|k| self.strides[k])
-                .collect(),
-        })
-    }
-
-    /// The view broadcast to `shape` (numpy's rules: zero strides on stretched dims), or
-    /// `None` when it does not broadcast there.
-    pub fn broadcast(&self, shape: &[usize]) -> Option<DeviceTensor> {
-        let lead = shape.len().checked_sub(self.shape.len())?;
-        let mut strides = vec![0isize; shape.len()];
-        for (k, (&d, &st)) in self.shape.iter().zip(&self.strides).enumerate() {
-            match (d, shape[lead + k]) {
-                (a, b) if a == b => strides[lead + k] = if a == 1 { 0 } else { st },
-                (1, _) => {}
-                _ => return None,
-            }
-        }
-        Some(DeviceTensor {
-            buf: self.buf.clone(),
-            dtype: self.dtype,
-            shape: shape.to_vec(),
-            strides,
+            shape: l.shape,
+            strides: l.strides,
         })
     }
 
@@ -582,16 +501,10 @@ impl DeviceFunction {
             return upload(vec![out]);
         }
         // Views of device arrays: no copy, no host step.
-        let view = match &step.op {
-            crate::ir::Op::Transpose { perm } => args[0].transposed(perm),
-            crate::ir::Op::BroadcastTo { shape } => args[0].broadcast(shape),
-            crate::ir::Op::Reshape { shape } => args[0].reshaped(shape),
-            crate::ir::Op::ExpandDims { axes } => args[0].expanded(axes),
-            crate::ir::Op::Squeeze { axes } => args[0].squeezed(axes),
-            _ => None,
-        };
-        if let Some(v) = view {
-            return Ok(vec![v]);
+        if let crate::lower::Kernel::View(v) = &step.kernel {
+            if let Some(v) = args[0].view(v) {
+                return Ok(vec![v]);
+            }
         }
         let h = host(args)?;
         let refs: Vec<&Tensor> = h.iter().collect();

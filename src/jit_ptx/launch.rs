@@ -97,14 +97,9 @@ fn index_space<T: Operand>(inputs: &[T], rank: usize) -> Result<Vec<usize>> {
 /// Input `t`'s element strides over the index space `shape` (aligned on the right): 0 along
 /// dims it lacks or has as 1.
 fn strides_over<T: Operand>(t: &T, shape: &[usize]) -> Vec<i64> {
-    let ts = t.shape();
     let st: Vec<isize> = t.strides();
-    let lead = shape.len() - ts.len();
     (0..shape.len())
-        .map(|d| match d.checked_sub(lead) {
-            Some(k) if ts[k] != 1 => st[k] as i64,
-            _ => 0,
-        })
+        .map(|d| crate::lower::view::stride_over(t.shape(), &st, shape.len(), d) as i64)
         .collect()
 }
 

@@ -129,7 +129,7 @@ mod tests {
         ];
         for (results, body) in cases {
             let text = schedule(results, &body);
-            assert!(text.contains("perform broadcast_to"), "{body}\n{text}");
+            assert!(text.contains("view broadcast_to"), "{body}\n{text}");
         }
     }
 }

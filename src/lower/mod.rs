@@ -19,6 +19,7 @@ mod fold_broadcasts;
 pub mod gemm_update;
 pub mod rows;
 pub mod stretch;
+pub mod view;
 
 use crate::ir::scalar::{ScalarInst, ScalarOp, ScalarProgram};
 pub use access::Access;
@@ -64,6 +65,10 @@ pub enum Kernel {
         transposed: [bool; 2],
         update: Option<gemm_update::GemmUpdate>,
     },
+    /// A view op (`view.rs`): the result is the argument's elements in a new layout over the
+    /// same buffer. Backends that keep views apply it and move no data; the VM, whose values
+    /// are host arrays of their own, runs the op's `perform` (a copy).
+    View(view::View),
     /// The op's reference implementation.
     Perform,
     /// `ifelse`: the plan of each branch; only the taken one runs.
@@ -450,6 +455,17 @@ fn kernel_of(func: &Func, inst: &Inst, opts: LowerOptions) -> Kernel {
             transposed: [false; 2],
             update: None,
         },
+        op if inst.args.len() == 1 => match view::View::of(op, func.ty(inst.args[0]).shape.len()) {
+            Some(v) => Kernel::View(v),
+            None => elementwise_or_perform(func, inst),
+        },
+        _ => elementwise_or_perform(func, inst),
+    }
+}
+
+/// A map step for an elementwise op whose scalar program is known, else a `perform` step.
+fn elementwise_or_perform(func: &Func, inst: &Inst) -> Kernel {
+    match &inst.op {
         op if op.is_elementwise() && inst.results.len() == 1 => {
             match crate::ir::scalar::program_of(op, func, &inst.args, inst.results[0]) {
                 Some(p) => {
@@ -495,7 +511,7 @@ fn identity(dtype: crate::ir::DType) -> ScalarProgram {
 ///   %2 = map %0, %1 {%0 = input 0 : f32; ...; return %3} over [2, 4] reads (0, 1), (_, 0) inplace 0 ; frees %0
 ///   %4 = reduce sum axes [1] keepdims %2 {%0 = input 0 : f32; return %0} over [2, 4] reads (0, 1) acc f32 from 0 pairwise 128x8 ; frees %2
 ///   %5 = gemm %4, %1
-///   %6 = perform transpose %5
+///   %6 = view transpose %5 [1, 0]
 ///   return %6
 /// }
 /// ```
@@ -588,6 +604,9 @@ fn write_steps(steps: &[Step], depth: usize, out: &mut String) {
                 if let (Some(u), Some(w)) = (update, s.args.get(2)) {
                     let _ = write!(out, " update {w} scale {}", u.scale);
                 }
+            }
+            Kernel::View(v) => {
+                let _ = write!(out, "view {} {args} {v}", s.op.display_name());
             }
             Kernel::Perform => {
                 let _ = write!(out, "perform {} {args}", s.op.display_name());
@@ -685,7 +704,7 @@ mod tests {
             lines[3].contains("reduce max axes [1] keepdims %3 {"),
             "{text}"
         );
-        assert!(lines[4].contains("perform transpose %3"), "{text}");
+        assert!(lines[4].contains("view transpose %3 [1, 0]"), "{text}");
         // `%b` is an output: never freed, although the transpose reads it last.
         assert!(!lines[4].contains("frees"), "{text}");
         assert!(
@@ -712,7 +731,7 @@ mod tests {
         .unwrap()
         .remove(0);
         let plain = lower(&f).to_string();
-        assert_eq!(plain.matches("perform transpose").count(), 3, "{plain}");
+        assert_eq!(plain.matches("view transpose").count(), 3, "{plain}");
         let p = lower_with(
             &f,
             LowerOptions {
@@ -724,7 +743,7 @@ mod tests {
         );
         let text = p.to_string();
         // `%xt` folds; `%wt` has other readers and `%vt` is read twice: both stay.
-        assert_eq!(text.matches("perform transpose").count(), 2, "{text}");
+        assert_eq!(text.matches("view transpose").count(), 2, "{text}");
         assert!(text.contains("gemm %0^T, %1"), "{text}");
         let folded = p.steps.iter().filter(
             |s| matches!(s.kernel, Kernel::Gemm { transposed, .. } if transposed != [false; 2]),
