@@ -282,7 +282,7 @@ fn dumps_show_each_stage_on_stderr_or_in_files() {
     // The plan in kernel IR: the exp is a map kernel.
     let plan = &err[err.find(";; ---- @f: schedule ----").unwrap()..];
     assert!(
-        plan.contains("plan @f(%0) {") && plan.contains("= map %0 {"),
+        plan.contains("plan @f(%0) {") && plan.contains("= map exp %0 {"),
         "{plan}"
     );
     let dumps = dir.join("dumps");

@@ -169,6 +169,7 @@ fn run_file(path: &Path, backend: Backend) -> Result<usize, String> {
             print_func(&again[0])
         ));
     }
+    check_plan_text(func)?;
     if !checks.is_empty() {
         let target = match pass.as_deref() {
             None | Some("print") => text.clone(),
@@ -245,6 +246,28 @@ fn run_file(path: &Path, backend: Backend) -> Result<usize, String> {
         }
     }
     Ok(runs.len() + checks.len() + 1)
+}
+
+/// The plan's text (the `schedule` dump) parses back to the plan it was printed from, with and
+/// without the CPU backend's lowering choices.
+fn check_plan_text(func: &kiln::ir::Func) -> Result<(), String> {
+    let opt = kiln::compile::optimize(func.clone(), &CompileOptions::default());
+    for opts in [
+        kiln::lower::LowerOptions::default(),
+        kiln::lower::LowerOptions::all(),
+    ] {
+        let plan = kiln::lower::lower_with(&opt, opts);
+        let text = plan.to_string();
+        let mut back = kiln::lower::parse_plan("schedule", &text, &opt)
+            .map_err(|e| format!("the schedule does not parse back: {e}\n{text}"))?;
+        back.serial = plan.serial;
+        if format!("{back:?}") != format!("{plan:?}") {
+            return Err(format!(
+                "the schedule parses back to another plan:\n{text}\n---\n{back}"
+            ));
+        }
+    }
+    Ok(())
 }
 
 #[test]

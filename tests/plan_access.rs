@@ -47,7 +47,7 @@ const LEADING_AND_LAST: &str =
 fn the_schedule_shows_each_operands_access_and_the_reductions_data() {
     let s = schedule(LEADING_AND_LAST);
     assert!(
-        s.contains("= map %0, %1 {") && s.contains("over [2, 3, 4] reads (0, 1, 2), (_, 0, _)"),
+        s.contains("= map add %0, %1 {") && s.contains("over [2, 3, 4] reads (0, 1, 2), (_, 0, _)"),
         "{s}"
     );
     assert!(s.contains("reads (0, 1, 2), (_, 1, _)"), "{s}");

@@ -130,7 +130,10 @@ fn steps_that_mix_rows_stay_out_of_groups() {
         top.iter().any(|l| l.contains("reduce sum axes [0]")),
         "{schedule}"
     );
-    assert!(top.iter().any(|l| l.contains("= map %0, %3")), "{schedule}");
+    assert!(
+        top.iter().any(|l| l.contains("= map sub %0, %3")),
+        "{schedule}"
+    );
 }
 
 #[test]

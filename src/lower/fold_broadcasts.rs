@@ -102,8 +102,8 @@ mod tests {
             &format!("{B}%s = add %b, %y\n%t = mul %y, %b\nreturn %s, %t"),
         );
         assert!(!text.contains("broadcast_to"), "{text}");
-        assert!(text.contains("= map %0, %1 {"), "{text}");
-        assert!(text.contains("= map %1, %0 {"), "{text}");
+        assert!(text.contains("= map add %0, %1 {"), "{text}");
+        assert!(text.contains("= map mul %1, %0 {"), "{text}");
     }
 
     #[test]

@@ -19,14 +19,16 @@ mod fold_broadcasts;
 pub mod gemm_update;
 pub mod rows;
 pub mod stretch;
+pub mod text;
 pub mod view;
 
 use crate::ir::scalar::{ScalarInst, ScalarOp, ScalarProgram};
 pub use access::Access;
+pub use text::parse_plan;
 
 use crate::ir::{Dim, Func, Inst, Op, ReduceOp, Reduction, Value};
 use std::collections::HashMap;
-use std::fmt::{self, Write};
+
 use std::sync::Arc;
 
 /// What computes one step.
@@ -234,15 +236,20 @@ pub fn lower(func: &Func) -> Plan {
 pub fn lower_with(func: &Func, opts: LowerOptions) -> Plan {
     let mut steps = lower_block(func, &func.body, &func.outputs, opts);
     let n_steps = number(&mut steps, 0);
-    static SERIAL: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     Plan {
         name: func.name.clone(),
         n_steps,
-        serial: SERIAL.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+        serial: next_serial(),
         params: func.params.clone(),
         steps,
         outputs: func.outputs.clone(),
     }
+}
+
+/// A serial number no plan of this process has had.
+fn next_serial() -> u64 {
+    static SERIAL: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    SERIAL.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
 }
 
 /// Gives `steps` and the steps inside them ids from `next` on, in `Plan::all_steps` order
@@ -504,143 +511,6 @@ fn identity(dtype: crate::ir::DType) -> ScalarProgram {
     }
 }
 
-/// The text form of a plan (the `schedule` dump), one step a line:
-///
-/// ```text
-/// plan @f(%0, %1) {
-///   %2 = map %0, %1 {%0 = input 0 : f32; ...; return %3} over [2, 4] reads (0, 1), (_, 0) inplace 0 ; frees %0
-///   %4 = reduce sum axes [1] keepdims %2 {%0 = input 0 : f32; return %0} over [2, 4] reads (0, 1) acc f32 from 0 pairwise 128x8 ; frees %2
-///   %5 = gemm %4, %1
-///   %6 = view transpose %5 [1, 0]
-///   return %6
-/// }
-/// ```
-impl fmt::Display for Plan {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let params: Vec<String> = self.params.iter().map(|v| v.to_string()).collect();
-        writeln!(f, "plan @{}({}) {{", self.name, params.join(", "))?;
-        let mut text = String::new();
-        write_steps(&self.steps, 1, &mut text);
-        f.write_str(&text)?;
-        let outs: Vec<String> = self.outputs.iter().map(|v| v.to_string()).collect();
-        writeln!(f, "  return {}", outs.join(", "))?;
-        writeln!(f, "}}")
-    }
-}
-
-fn list(vs: &[Value]) -> String {
-    vs.iter()
-        .map(|v| v.to_string())
-        .collect::<Vec<_>>()
-        .join(", ")
-}
-
-/// ` over [?, 4] reads (0, 1), (_, 0)`: the index space, then each argument's access.
-fn write_access(out: &mut String, space: &[Dim], access: &[Access]) {
-    let reads: Vec<String> = access.iter().map(Access::to_string).collect();
-    let _ = write!(
-        out,
-        " over {} reads {}",
-        crate::ir::types::ShapeDisplay(space),
-        reads.join(", ")
-    );
-}
-
-/// ` acc f32 from 0 pairwise 128x8`: what the reduction accumulates in, its starting value and
-/// its order (`ir::reduce`).
-fn write_reduction(out: &mut String, r: &Reduction) {
-    let _ = write!(out, " acc {}", r.acc);
-    if let Some(start) = r.start {
-        let _ = write!(out, " from {}", start.to_f64());
-    }
-    if let crate::ir::reduce::Order::Pairwise(p) = r.order {
-        let _ = write!(out, " pairwise {}x{}", p.block, p.lanes);
-    }
-}
-
-fn write_steps(steps: &[Step], depth: usize, out: &mut String) {
-    let pad = "  ".repeat(depth);
-    for s in steps {
-        let _ = write!(out, "{pad}{} = ", list(&s.results));
-        let args = list(&s.args);
-        match &s.kernel {
-            Kernel::Map {
-                program,
-                space,
-                access,
-            } => {
-                let _ = write!(out, "map {args} {{{program}}}");
-                write_access(out, space, access);
-            }
-            Kernel::Reduce {
-                op,
-                axes,
-                keepdims,
-                program,
-                space,
-                access,
-                reduction,
-                ..
-            } => {
-                let _ = write!(out, "reduce {}", op.name());
-                if let Some(a) = axes {
-                    let _ = write!(out, " axes {a:?}");
-                }
-                if *keepdims {
-                    out.push_str(" keepdims");
-                }
-                let _ = write!(out, " {args} {{{program}}}");
-                write_access(out, space, access);
-                write_reduction(out, reduction);
-            }
-            Kernel::Gemm { transposed, update } => {
-                let marks: Vec<String> = s
-                    .args
-                    .iter()
-                    .zip(transposed)
-                    .map(|(a, &t)| if t { format!("{a}^T") } else { a.to_string() })
-                    .collect();
-                let _ = write!(out, "gemm {}", marks.join(", "));
-                if let (Some(u), Some(w)) = (update, s.args.get(2)) {
-                    let _ = write!(out, " update {w} scale {}", u.scale);
-                }
-            }
-            Kernel::View(v) => {
-                let _ = write!(out, "view {} {args} {v}", s.op.display_name());
-            }
-            Kernel::Perform => {
-                let _ = write!(out, "perform {} {args}", s.op.display_name());
-            }
-            Kernel::Rows { rows, steps, .. } => {
-                let _ = writeln!(out, "rows {rows} {args} {{");
-                write_steps(steps, depth + 1, out);
-                out.push_str(&pad);
-                out.push('}');
-            }
-            Kernel::IfElse { then, otherwise } => {
-                let _ = writeln!(out, "ifelse {args} {{");
-                write_branch(then, depth + 1, out);
-                let _ = writeln!(out, "{pad}}} else {{");
-                write_branch(otherwise, depth + 1, out);
-                out.push_str(&pad);
-                out.push('}');
-            }
-        }
-        if let Some(k) = s.inplace {
-            let _ = write!(out, " inplace {k}");
-        }
-        if !s.frees.is_empty() {
-            let _ = write!(out, " ; frees {}", list(&s.frees));
-        }
-        out.push('\n');
-    }
-}
-
-fn write_branch(b: &Branch, depth: usize, out: &mut String) {
-    write_steps(&b.steps, depth, out);
-    let _ = writeln!(out, "{}yield {}", "  ".repeat(depth), list(&b.yields));
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -697,7 +567,7 @@ mod tests {
         let lines: Vec<&str> = text.lines().collect();
         assert!(lines[1].contains("= gemm %0, %1"), "{text}");
         assert!(
-            lines[2].contains("= map %2 {") && lines[2].ends_with("; frees %2"),
+            lines[2].contains("= map tanh %2 {") && lines[2].ends_with("; frees %2"),
             "{text}"
         );
         assert!(

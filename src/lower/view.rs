@@ -169,6 +169,68 @@ impl View {
         }
     }
 
+    /// The op named `name` whose view this is (the inverse of [`View::of`], for the plan's text
+    /// form), or `None` when no such op gives this view.
+    pub fn to_op(&self, name: &str) -> Option<Op> {
+        let (axes, dropped) = match self {
+            View::Reshape { target } => {
+                return (name == "reshape").then(|| Op::Reshape {
+                    shape: target.clone(),
+                })
+            }
+            View::Axes { axes, dropped } => (axes, dropped),
+        };
+        let op = match name {
+            "transpose" => Op::Transpose {
+                perm: axes
+                    .iter()
+                    .map(|a| match a {
+                        ViewAxis::Same(k) => Some(*k),
+                        _ => None,
+                    })
+                    .collect::<Option<_>>()?,
+            },
+            "broadcast_to" => Op::BroadcastTo {
+                shape: axes
+                    .iter()
+                    .map(|a| match a {
+                        ViewAxis::New { len } | ViewAxis::Stretch { len, .. } => Some(*len),
+                        _ => None,
+                    })
+                    .collect::<Option<_>>()?,
+            },
+            "expand_dims" => Op::ExpandDims {
+                axes: (0..axes.len())
+                    .filter(|&d| axes[d] == ViewAxis::New { len: 1 })
+                    .collect(),
+            },
+            "squeeze" => Op::Squeeze {
+                axes: dropped.clone(),
+            },
+            "slice" => {
+                let (mut starts, mut stops, mut steps) = (Vec::new(), Vec::new(), Vec::new());
+                for a in axes {
+                    let ViewAxis::Slice {
+                        start, stop, step, ..
+                    } = *a
+                    else {
+                        break;
+                    };
+                    starts.push(start);
+                    stops.push(stop);
+                    steps.push(step);
+                }
+                Op::Slice {
+                    starts,
+                    stops,
+                    steps,
+                }
+            }
+            _ => return None,
+        };
+        Some(op)
+    }
+
     /// The result's layout over the buffer of an argument laid out as `arg`, or `None` when
     /// the view does not apply to it: an axis out of range or of the wrong length, a dropped
     /// axis with more than one element, a zero slice step, a reshape of an argument that is not
@@ -255,10 +317,6 @@ impl fmt::Display for View {
 
 impl fmt::Display for ViewAxis {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let bound = |v: i64| match v {
-            i64::MIN | i64::MAX => String::new(),
-            v => v.to_string(),
-        };
         match *self {
             ViewAxis::Same(a) => write!(f, "{a}"),
             ViewAxis::Slice {
@@ -266,10 +324,34 @@ impl fmt::Display for ViewAxis {
                 start,
                 stop,
                 step,
-            } => write!(f, "{axis}[{}:{}:{step}]", bound(start), bound(stop)),
+            } => {
+                // An omitted bound is empty, as in Python: the start's is minus infinity for a
+                // forward step and plus infinity for a backward one, the stop's the other.
+                let (from, to) = omitted_bounds(step);
+                let bound = |v: i64, omitted: i64| match v == omitted {
+                    true => String::new(),
+                    false => v.to_string(),
+                };
+                write!(
+                    f,
+                    "{axis}[{}:{}:{step}]",
+                    bound(start, from),
+                    bound(stop, to)
+                )
+            }
             ViewAxis::Stretch { axis, len } => write!(f, "{axis} to {len}"),
             ViewAxis::New { len } => write!(f, "new {len}"),
         }
+    }
+}
+
+/// The start and stop an omitted slice bound stands for, for a step of this sign
+/// (`ir::infer::slice_bounds`).
+pub fn omitted_bounds(step: i64) -> (i64, i64) {
+    if step > 0 {
+        (i64::MIN, i64::MAX)
+    } else {
+        (i64::MAX, i64::MIN)
     }
 }
 

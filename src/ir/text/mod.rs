@@ -10,9 +10,9 @@ mod lexer;
 mod parser;
 mod printer;
 
-pub use attrs::{float_text, parse_float};
-pub use parser::{parse_funcs, parse_literal, ParseError};
-pub use printer::{literal, print_func, print_funcs};
+pub use attrs::{float_text, inst_attrs, parse_float};
+pub use parser::{parse_funcs, parse_literal, parse_op, ParseError};
+pub use printer::{literal, op_head, print_func, print_funcs};
 
 use crate::error::Error;
 use crate::ir::Func;

@@ -74,6 +74,35 @@ pub fn parse_funcs(src: &str) -> Result<Vec<Func>, Vec<ParseError>> {
     Ok(funcs)
 }
 
+/// Builds the op named `name` (with its string for `custom "NAME"`, `composite "NAME"` and
+/// `fused_reduce "sum"`) from the attribute text `attrs` (`{axis = 0}`, or empty) for
+/// arguments of types `args`: how the plan's text form (`lower::text`) reads a step's op.
+pub fn parse_op(
+    name: &str,
+    custom: Option<&str>,
+    attrs: &str,
+    args: &[TensorType],
+) -> Result<Op, String> {
+    let items = if attrs.trim().is_empty() {
+        Vec::new()
+    } else {
+        let toks = lex(attrs).map_err(|(_, _, msg)| msg)?;
+        let mut p = Parser {
+            toks,
+            pos: 0,
+            errors: Vec::new(),
+            scopes: Vec::new(),
+            lists: 0,
+        };
+        let items = p.attrs().map_err(|e| e.msg)?;
+        if p.peek() != &Tok::Eof {
+            return Err(format!("unexpected text after the attributes `{attrs}`"));
+        }
+        items
+    };
+    build_op(name, custom, args, Attrs { items })
+}
+
 struct Parser {
     toks: Vec<Token>,
     pos: usize,

@@ -148,12 +148,7 @@ fn print_body(
                 let _ = writeln!(out, "{pad}}} : {}", types_text(&tys));
             }
             op => {
-                let name = match op {
-                    Op::Custom(c) => format!("custom \"{}\"", c.name()),
-                    Op::Composite { name, .. } => format!("composite \"{name}\""),
-                    Op::FusedReduce { op: r, .. } => format!("fused_reduce \"{}\"", r.name()),
-                    _ => op.name().to_string(),
-                };
+                let name = op_head(op);
                 let sep = if args.is_empty() { "" } else { " " };
                 let _ = writeln!(
                     out,
@@ -163,6 +158,17 @@ fn print_body(
                 );
             }
         }
+    }
+}
+
+/// An op's name as the text form writes it: `add`, `custom "NAME"`, `composite "NAME"`,
+/// `fused_reduce "sum"`.
+pub fn op_head(op: &Op) -> String {
+    match op {
+        Op::Custom(c) => format!("custom \"{}\"", c.name()),
+        Op::Composite { name, .. } => format!("composite \"{name}\""),
+        Op::FusedReduce { op: r, .. } => format!("fused_reduce \"{}\"", r.name()),
+        _ => op.name().to_string(),
     }
 }
 
