@@ -89,6 +89,7 @@ impl Layout {
 /// axes it lacks or has one element on. That its extents fit the space is checked where the
 /// space is made (type inference, `ir::broadcast_shapes`, a launch's shape check). Every
 /// backend reads an operand broadcast to a step's index space through this.
+#[inline]
 pub fn stride_over<T: Copy + Default>(
     shape: &[usize],
     strides: &[T],
