@@ -7,22 +7,8 @@ use kiln::ir::Func;
 use kiln::{compile_func, Backend, CompileOptions};
 
 mod common;
-use common::{close, split_top};
-use std::path::{Path, PathBuf};
-
-fn kir_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return;
-    };
-    for e in entries.flatten() {
-        let p = e.path();
-        if p.is_dir() {
-            kir_files(&p, out);
-        } else if p.extension().is_some_and(|x| x == "kir") {
-            out.push(p);
-        }
-    }
-}
+use common::{close, kir_files, split_top};
+use std::path::Path;
 
 fn run_directive(func: &Func, spec: &str, backend: Backend, optimize: bool) -> Result<(), String> {
     let (ins, outs) = spec.split_once("->").ok_or("a run directive needs `->`")?;

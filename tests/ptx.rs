@@ -26,17 +26,6 @@ const NOT_LOWERED_YET: &[(&str, &str)] = &[
     ("rewrite/rules_pow_small_int.kir", "pow on f64"),
 ];
 
-fn kir_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    for e in std::fs::read_dir(dir).unwrap().flatten() {
-        let p = e.path();
-        if p.is_dir() {
-            kir_files(&p, out);
-        } else if p.extension().is_some_and(|x| x == "kir") {
-            out.push(p);
-        }
-    }
-}
-
 fn optimized(src: &str) -> Func {
     let f = parse("t.kir", src).unwrap().remove(0);
     kiln::compile::optimize(f, &CompileOptions::default())
@@ -534,6 +523,7 @@ fn the_module_checks_reject_broken_ptx() {
 }
 
 mod common;
+use common::kir_files;
 
 /// Compiles a function for one way of running the kernels (optimized first when asked).
 type Compiler = fn(Func, bool) -> kiln::Result<kiln::Function>;

@@ -7,19 +7,21 @@
 //!   steps, `ifelse`, shared state, errors), so every function runs, at the price of a round
 //!   trip per kernel. This is `Backend::Gpu` today.
 //! - `DeviceFunction`: a whole plan on the device, values kept there between steps and between
-//!   calls (inputs and outputs are `DeviceTensor`s). It takes plans made of map and reduce
-//!   kernels, f32 and f64 products (cuBLAS, `blas.rs`) and `ifelse` (the condition read back);
-//!   every other step runs on the host (the op's `perform`, with explicit copies each way),
-//!   except custom ops, which are an error naming them.
+//!   calls (inputs and outputs are `DeviceTensor`s): the device VM (`runtime::device`) over
+//!   this function's map and reduce kernels, f32 and f64 products (cuBLAS, `blas.rs`) and the
+//!   plan's views; the VM reads `ifelse` conditions back and runs every other step on the host
+//!   (the op's `perform`, with explicit copies each way), except custom ops, which are an
+//!   error naming them.
 
 use super::cuda::{Device, DeviceBuffer, Kernel, Module};
 use super::launch::{kernel_launch, Launch, Operand};
 use super::{KernelInfo, KernelKind};
 use crate::error::{Error, Result};
 use crate::for_each_dtype;
-use crate::ir::{DType, Func, Value};
+use crate::ir::{DType, Func};
 use crate::lower::view::{Layout, View};
 use crate::lower::{Plan, Step};
+use crate::runtime::device::Device as VmDevice;
 use crate::runtime::Thunk;
 use crate::tensor::{Tensor, TensorRef};
 use std::collections::HashMap;
@@ -285,12 +287,67 @@ pub fn load_kernels(
     GpuKernel::load_all(&Arc::new(module), &infos)
 }
 
-/// A whole function on the device (see the module doc for what it takes).
+/// A compiled function's side of the device VM (`runtime::device`): its kernels by step, its
+/// products through cuBLAS, the plan's views of device arrays. What it has no code for (other
+/// shape ops, random ops, products cuBLAS does not take) the VM runs on host copies.
+struct GpuSteps {
+    device: Arc<Device>,
+    kernels: HashMap<crate::lower::StepId, GpuKernel>,
+}
+
+impl VmDevice for GpuSteps {
+    type Array = DeviceTensor;
+
+    fn shape<'a>(&self, a: &'a DeviceTensor) -> &'a [usize] {
+        &a.shape
+    }
+    fn dtype(&self, a: &DeviceTensor) -> DType {
+        a.dtype
+    }
+    fn upload(&self, t: TensorRef<'_>) -> Result<DeviceTensor> {
+        DeviceTensor::upload(&self.device, t)
+    }
+    fn download(&self, a: &DeviceTensor) -> Result<Tensor> {
+        a.download()
+    }
+
+    fn run_step(&self, step: &Step, args: &[DeviceTensor]) -> Result<Option<Vec<DeviceTensor>>> {
+        if let Some(kernel) = self.kernels.get(&step.id) {
+            let refs: Vec<&DeviceTensor> = args.iter().collect();
+            return kernel.run(&self.device, &refs).map(Some);
+        }
+        match &step.kernel {
+            crate::lower::Kernel::Gemm { transposed, update } => {
+                let update = match (update, args.get(2)) {
+                    (Some(u), Some(w)) => Some((w, u.scale)),
+                    (None, _) => None,
+                    (Some(_), None) => {
+                        return Err(Error::Runtime("a gemm update without its matrix".into()))
+                    }
+                };
+                if !super::blas::supports(args[0].dtype()) {
+                    return Ok(None);
+                }
+                match super::blas::matmul(&self.device, &args[0], &args[1], *transposed, update) {
+                    Ok(c) => Ok(Some(vec![c])),
+                    // No cuBLAS, or a batch broadcast it does not take: on the host.
+                    Err(Error::Unsupported(_)) => Ok(None),
+                    Err(e) => Err(e),
+                }
+            }
+            // Views of device arrays: no copy, no host step.
+            crate::lower::Kernel::View(v) => Ok(args[0].view(v).map(|v| vec![v])),
+            _ => Ok(None),
+        }
+    }
+}
+
+/// A whole function on the device (see the module doc for what it takes): the device VM
+/// (`runtime::device`) over this function's kernels.
 pub struct DeviceFunction {
     func: Func,
     plan: Plan,
-    device: Arc<Device>,
-    kernels: HashMap<crate::lower::StepId, GpuKernel>,
+    steps: GpuSteps,
 }
 
 impl DeviceFunction {
@@ -321,7 +378,7 @@ impl DeviceFunction {
         device: Arc<Device>,
         dump: &crate::dump::DumpOptions,
     ) -> Result<DeviceFunction> {
-        check_runs_on_device(&func, &plan.steps)?;
+        crate::runtime::device::check_supported(&func, &plan.steps)?;
         let kernels = load_kernels(&func, &plan, &device, dump)?
             .into_iter()
             .map(|k| (k.info.step, k))
@@ -329,13 +386,12 @@ impl DeviceFunction {
         Ok(DeviceFunction {
             func,
             plan,
-            device,
-            kernels,
+            steps: GpuSteps { device, kernels },
         })
     }
 
     pub fn device(&self) -> &Arc<Device> {
-        &self.device
+        &self.steps.device
     }
 
     /// The optimized function.
@@ -345,247 +401,21 @@ impl DeviceFunction {
 
     /// As an `Executable` of host arrays (copied in and out at each call), for `Function`.
     pub fn into_executable(self) -> Box<dyn crate::runtime::Executable> {
-        Box::new(HostCalls(self))
+        Box::new(crate::runtime::device::HostCalls {
+            device: self.steps,
+            func: self.func,
+            plan: self.plan,
+        })
     }
 
     /// Copies `t` to the device.
     pub fn upload(&self, t: TensorRef<'_>) -> Result<DeviceTensor> {
-        DeviceTensor::upload(&self.device, t)
+        DeviceTensor::upload(&self.steps.device, t)
     }
 
     /// Runs the function on device arrays; the results stay on the device (queued: read them
     /// with `download`, or `synchronize` the device).
     pub fn run(&self, inputs: &[&DeviceTensor]) -> Result<Vec<DeviceTensor>> {
-        let f = &self.func;
-        if inputs.len() != f.params.len() {
-            return Err(Error::Input(format!(
-                "{} takes {} inputs, got {}",
-                f.name,
-                f.params.len(),
-                inputs.len()
-            )));
-        }
-        let mut env: HashMap<Value, DeviceTensor> = HashMap::new();
-        for (&p, t) in f.params.iter().zip(inputs) {
-            let ty = f.ty(p);
-            let fits = ty.dtype == t.dtype
-                && ty.rank() == t.shape.len()
-                && ty
-                    .shape
-                    .iter()
-                    .zip(&t.shape)
-                    .all(|(a, b)| a.is_none_or(|a| a == *b));
-            if !fits {
-                return Err(Error::Input(format!(
-                    "{}: input {p} has type {ty}, got a device array of {} {:?}",
-                    f.name, t.dtype, t.shape
-                )));
-            }
-            env.insert(p, (*t).clone());
-        }
-        self.run_steps(&self.plan.steps, &mut env, true)?;
-        f.outputs
-            .iter()
-            .map(|v| {
-                env.get(v)
-                    .cloned()
-                    .ok_or_else(|| Error::Runtime(format!("{}: output {v} not computed", f.name)))
-            })
-            .collect()
-    }
-
-    /// Runs `steps`, dropping values after their last use when `top_level` (inside a branch
-    /// they are kept: its yields are read after its steps).
-    fn run_steps(
-        &self,
-        steps: &[Step],
-        env: &mut HashMap<Value, DeviceTensor>,
-        top_level: bool,
-    ) -> Result<()> {
-        for step in steps {
-            let name = &self.func.name;
-            let get = |env: &HashMap<Value, DeviceTensor>, v: &Value| {
-                env.get(v)
-                    .cloned()
-                    .ok_or_else(|| Error::Runtime(format!("{name}: {v} used before it is defined")))
-            };
-            let results = if let crate::lower::Kernel::IfElse { then, otherwise } = &step.kernel {
-                let cond = get(env, &step.args[0])?.download()?;
-                let branch = if cond.to_f64_vec().first().copied().unwrap_or(0.0) != 0.0 {
-                    then
-                } else {
-                    otherwise
-                };
-                self.run_steps(&branch.steps, env, false)?;
-                branch
-                    .yields
-                    .iter()
-                    .map(|y| get(env, y))
-                    .collect::<Result<Vec<_>>>()?
-            } else {
-                let args = step
-                    .args
-                    .iter()
-                    .map(|a| get(env, a))
-                    .collect::<Result<Vec<_>>>()?;
-                // `?` dims never broadcast: the interpreter's check, on the device shapes.
-                crate::runtime::interp::check_stretch(&self.func, step, |v| {
-                    Ok(get(env, &v)?.shape().iter().copied().collect())
-                })?;
-                self.run_step(step, &args)?
-            };
-            for (&r, t) in step.results.iter().zip(results) {
-                env.insert(r, t);
-            }
-            if top_level {
-                for v in &step.frees {
-                    if !self.func.outputs.contains(v) {
-                        env.remove(v);
-                    }
-                }
-            }
-        }
-        Ok(())
-    }
-}
-
-impl DeviceFunction {
-    /// One step other than `ifelse`: its kernel, a product through cuBLAS, or on the host
-    /// (the op's `perform`, its arguments copied there and its results back).
-    fn run_step(&self, step: &Step, args: &[DeviceTensor]) -> Result<Vec<DeviceTensor>> {
-        if let Some(kernel) = self.kernels.get(&step.id) {
-            let refs: Vec<&DeviceTensor> = args.iter().collect();
-            return kernel.run(&self.device, &refs);
-        }
-        let host = |args: &[DeviceTensor]| -> Result<Vec<Tensor>> {
-            args.iter().map(DeviceTensor::download).collect()
-        };
-        let upload = |outs: Vec<Tensor>| -> Result<Vec<DeviceTensor>> {
-            outs.iter()
-                .map(|t| DeviceTensor::upload(&self.device, t.view()))
-                .collect()
-        };
-        if let crate::lower::Kernel::Gemm { transposed, update } = &step.kernel {
-            let update = match (update, args.get(2)) {
-                (Some(u), Some(w)) => Some((w, u.scale)),
-                (None, _) => None,
-                (Some(_), None) => {
-                    return Err(Error::Runtime("a gemm update without its matrix".into()))
-                }
-            };
-            if super::blas::supports(args[0].dtype()) {
-                match super::blas::matmul(&self.device, &args[0], &args[1], *transposed, update) {
-                    Ok(c) => return Ok(vec![c]),
-                    // No cuBLAS, or a batch broadcast it does not take: on the host.
-                    Err(Error::Unsupported(_)) => {}
-                    Err(e) => return Err(step_error(&self.func, step, e)),
-                }
-            }
-            let h = host(args)?;
-            let view = |k: usize| {
-                let t = h[k].view();
-                if transposed[k] {
-                    t.swap_last_two()
-                } else {
-                    t
-                }
-            };
-            let out = match update {
-                None => crate::perform::matmul_into(&view(0), &view(1), None),
-                Some((_, scale)) => {
-                    let mut w = h[2].clone();
-                    crate::perform::matmul_update(&view(0), &view(1), &mut w, scale).map(|()| w)
-                }
-            }
-            .map_err(|e| step_error(&self.func, step, e))?;
-            return upload(vec![out]);
-        }
-        // Views of device arrays: no copy, no host step.
-        if let crate::lower::Kernel::View(v) = &step.kernel {
-            if let Some(v) = args[0].view(v) {
-                return Ok(vec![v]);
-            }
-        }
-        let h = host(args)?;
-        let refs: Vec<&Tensor> = h.iter().collect();
-        let outs = crate::perform::perform(&step.op, &refs)
-            .map_err(|e| step_error(&self.func, step, e))?;
-        upload(outs)
-    }
-}
-
-/// A step's error with the op and the value it computes.
-fn step_error(func: &Func, step: &Step, e: Error) -> Error {
-    let at = format!("{} (%{})", step.op.display_name(), step.results[0].0);
-    match e {
-        Error::Runtime(m) => Error::Runtime(format!("{}: {at}: {m}", func.name)),
-        Error::Shape(m) => Error::Shape(format!("{}: {at}: {m}", func.name)),
-        other => other,
-    }
-}
-
-/// An error naming the first step of `steps` that `DeviceFunction` cannot run yet.
-fn check_runs_on_device(func: &Func, steps: &[Step]) -> Result<()> {
-    use crate::lower::Kernel as K;
-    for s in steps {
-        match &s.kernel {
-            K::IfElse { then, otherwise } => {
-                check_runs_on_device(func, &then.steps)?;
-                check_runs_on_device(func, &otherwise.steps)?;
-            }
-            // Custom ops keep state and requests the interpreter manages; row groups are a CPU
-            // schedule (`lower` without options makes none).
-            K::Perform if matches!(s.op, crate::ir::Op::Custom(_)) => {
-                return Err(unsupported(func, s, "custom ops"))
-            }
-            K::Rows { .. } => return Err(unsupported(func, s, "row groups")),
-            _ => {}
-        }
-    }
-    Ok(())
-}
-
-fn unsupported(func: &Func, s: &Step, what: &str) -> Error {
-    Error::Unsupported(format!(
-        "{}: {} (%{}): {what} do not run in a DeviceFunction yet; use Backend::Gpu",
-        func.name,
-        s.op.display_name(),
-        s.results[0].0
-    ))
-}
-
-/// A `DeviceFunction` called with host arrays: inputs copied to the device, outputs back.
-struct HostCalls(DeviceFunction);
-
-impl crate::runtime::Executable for HostCalls {
-    fn run(&self, inputs: &[TensorRef<'_>]) -> Result<Vec<Tensor>> {
-        let on = inputs
-            .iter()
-            .map(|t| self.0.upload(t.reborrow()))
-            .collect::<Result<Vec<_>>>()?;
-        let refs: Vec<&DeviceTensor> = on.iter().collect();
-        self.0
-            .run(&refs)?
-            .iter()
-            .map(DeviceTensor::download)
-            .collect()
-    }
-
-    fn run_into(
-        &self,
-        inputs: &[TensorRef<'_>],
-        _dests: Vec<Option<Tensor>>,
-        donated: &mut [Option<Tensor>],
-    ) -> Result<Vec<Tensor>> {
-        // A donated parameter's buffer stands in for its (empty) input; it is read, not kept.
-        let views: Vec<TensorRef<'_>> = inputs
-            .iter()
-            .enumerate()
-            .map(|(i, t)| match donated.get(i) {
-                Some(Some(d)) => d.view(),
-                _ => t.reborrow(),
-            })
-            .collect();
-        self.run(&views)
+        crate::runtime::device::run_plan(&self.steps, &self.func, &self.plan, inputs)
     }
 }

@@ -1,5 +1,6 @@
 //! Running compiled functions: the reference interpreter and the `Function` users call.
 
+pub mod device;
 pub mod function;
 pub mod interp;
 mod memory;

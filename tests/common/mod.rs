@@ -2,6 +2,22 @@
 #![allow(dead_code)]
 
 use kiln::Tensor;
+use std::path::{Path, PathBuf};
+
+/// Every `.kir` file under `dir`, recursively.
+pub fn kir_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            kir_files(&p, out);
+        } else if p.extension().is_some_and(|x| x == "kir") {
+            out.push(p);
+        }
+    }
+}
 
 /// Splits `s` at commas outside brackets.
 pub fn split_top(s: &str) -> Vec<String> {

@@ -1,0 +1,295 @@
+//! The plan's VM over a device: values live where a [`Device`] keeps them (GPU memory, host
+//! memory), each step runs there with the device's own code (a kernel, a library call, a
+//! view) or, where the device has none, as the op's `perform` on host copies of its
+//! arguments, with its results copied back. `ifelse` reads its condition back and runs one
+//! branch; `?` dims are checked before each step as in the interpreter; a value is dropped
+//! after the step that reads it last.
+//!
+//! The GPU runtime (`jit_ptx::device::DeviceFunction`) is this VM over CUDA (or its host
+//! stand-in); [`HostArrays`] is the host as such a device, every step through `perform`, which
+//! tests the VM itself against the interpreter. The interpreter (`interp`) stays the VM of host
+//! arrays with what only it does so far: custom ops' state and write requests, donated and
+//! offered buffers, a buffer pool, row groups run by blocks.
+
+use crate::error::{Error, Result};
+use crate::ir::{DType, Func, Op};
+use crate::lower::{Kernel, Plan, Step};
+use crate::tensor::{Tensor, TensorRef};
+use std::sync::Arc;
+
+/// Where a VM's values live and how steps run there.
+pub trait Device: Send + Sync {
+    /// An array on the device (cheap to clone: a handle).
+    type Array: Clone;
+
+    fn shape<'a>(&self, a: &'a Self::Array) -> &'a [usize];
+    fn dtype(&self, a: &Self::Array) -> DType;
+    /// A copy of a host array on the device.
+    fn upload(&self, t: TensorRef<'_>) -> Result<Self::Array>;
+    /// A host copy of a device array (after all work queued before).
+    fn download(&self, a: &Self::Array) -> Result<Tensor>;
+    /// Runs `step` (not an `ifelse` or row group) with the device's own code, or returns
+    /// `Ok(None)` when it has none: the VM then runs it on host copies.
+    fn run_step(&self, step: &Step, args: &[Self::Array]) -> Result<Option<Vec<Self::Array>>>;
+}
+
+/// An error naming the first step of `steps` this VM cannot run: custom ops (their state and
+/// write requests are the interpreter's).
+pub fn check_supported(func: &Func, steps: &[Step]) -> Result<()> {
+    for s in steps {
+        match &s.kernel {
+            Kernel::IfElse { then, otherwise } => {
+                check_supported(func, &then.steps)?;
+                check_supported(func, &otherwise.steps)?;
+            }
+            Kernel::Rows { steps, .. } => check_supported(func, steps)?,
+            Kernel::Perform if matches!(s.op, Op::Custom(_)) => {
+                return Err(Error::Unsupported(format!(
+                    "{}: {} (%{}): custom ops do not run on a device VM yet; use Backend::Gpu",
+                    func.name,
+                    s.op.display_name(),
+                    s.results[0].0
+                )))
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// Runs `plan`, lowered from `func`, on `device` with `inputs` (device arrays of the
+/// parameters' types); the outputs stay on the device.
+pub fn run_plan<D: Device>(
+    device: &D,
+    func: &Func,
+    plan: &Plan,
+    inputs: &[&D::Array],
+) -> Result<Vec<D::Array>> {
+    if inputs.len() != func.params.len() {
+        return Err(Error::Input(format!(
+            "{} takes {} inputs, got {}",
+            func.name,
+            func.params.len(),
+            inputs.len()
+        )));
+    }
+    let mut env: Vec<Option<D::Array>> = vec![None; func.values.len()];
+    for (&p, &t) in func.params.iter().zip(inputs) {
+        let (ty, shape, dtype) = (func.ty(p), device.shape(t), device.dtype(t));
+        let fits = ty.dtype == dtype
+            && ty.rank() == shape.len()
+            && ty
+                .shape
+                .iter()
+                .zip(shape)
+                .all(|(a, b)| a.is_none_or(|a| a == *b));
+        if !fits {
+            return Err(Error::Input(format!(
+                "{}: input {p} has type {ty}, got an array of {dtype} {shape:?}",
+                func.name
+            )));
+        }
+        env[p.index()] = Some(t.clone());
+    }
+    let vm = Vm { device, func };
+    vm.run_steps(&plan.steps, &mut env, true)?;
+    func.outputs
+        .iter()
+        .map(|v| {
+            env[v.index()]
+                .clone()
+                .ok_or_else(|| Error::Runtime(format!("{}: output {v} not computed", func.name)))
+        })
+        .collect()
+}
+
+struct Vm<'a, D: Device> {
+    device: &'a D,
+    func: &'a Func,
+}
+
+impl<D: Device> Vm<'_, D> {
+    fn get(&self, env: &[Option<D::Array>], v: crate::ir::Value) -> Result<D::Array> {
+        env[v.index()].clone().ok_or_else(|| {
+            Error::Runtime(format!("{}: {v} used before it is defined", self.func.name))
+        })
+    }
+
+    /// Runs `steps`, dropping values after their last use when `top_level` (inside a branch
+    /// they are kept: its yields are read after its steps).
+    fn run_steps(
+        &self,
+        steps: &[Step],
+        env: &mut [Option<D::Array>],
+        top_level: bool,
+    ) -> Result<()> {
+        for step in steps {
+            let results = match &step.kernel {
+                Kernel::IfElse { then, otherwise } => {
+                    let cond = self.device.download(&self.get(env, step.args[0])?)?;
+                    let taken = cond.to_f64_vec().first().is_some_and(|&c| c != 0.0);
+                    let branch = if taken { then } else { otherwise };
+                    self.run_steps(&branch.steps, env, false)?;
+                    branch
+                        .yields
+                        .iter()
+                        .map(|&y| self.get(env, y))
+                        .collect::<Result<Vec<_>>>()?
+                }
+                // A row group is a CPU schedule: its members run one after the other.
+                Kernel::Rows { steps, .. } => {
+                    self.run_steps(steps, env, false)?;
+                    step.results
+                        .iter()
+                        .map(|&r| self.get(env, r))
+                        .collect::<Result<Vec<_>>>()?
+                }
+                _ => {
+                    let args = step
+                        .args
+                        .iter()
+                        .map(|&a| self.get(env, a))
+                        .collect::<Result<Vec<_>>>()?;
+                    // `?` dims never broadcast: the interpreter's check, on the device shapes.
+                    super::interp::check_stretch(self.func, step, |v| {
+                        Ok(self.device.shape(&self.get(env, v)?).into())
+                    })?;
+                    self.run_step(step, &args)
+                        .map_err(|e| step_error(self.func, step, e))?
+                }
+            };
+            for (&r, t) in step.results.iter().zip(results) {
+                env[r.index()] = Some(t);
+            }
+            if top_level {
+                for v in &step.frees {
+                    if !self.func.outputs.contains(v) {
+                        env[v.index()] = None;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// One step: the device's code, else on host copies (`host_step`).
+    fn run_step(&self, step: &Step, args: &[D::Array]) -> Result<Vec<D::Array>> {
+        if let Some(outs) = self.device.run_step(step, args)? {
+            return Ok(outs);
+        }
+        let host = args
+            .iter()
+            .map(|a| self.device.download(a))
+            .collect::<Result<Vec<_>>>()?;
+        host_step(step, &host)?
+            .iter()
+            .map(|t| self.device.upload(t.view()))
+            .collect()
+    }
+}
+
+/// What a step (not an `ifelse` or row group) computes, on host arrays: the op's `perform`,
+/// and for a product the plan's folded transposes and fused update.
+pub fn host_step(step: &Step, args: &[Tensor]) -> Result<Vec<Tensor>> {
+    if let Kernel::Gemm { transposed, update } = &step.kernel {
+        let view = |k: usize| {
+            let t = args[k].view();
+            if transposed[k] {
+                t.swap_last_two()
+            } else {
+                t
+            }
+        };
+        if args.len() != 2 + usize::from(update.is_some()) {
+            return Err(Error::Runtime(format!(
+                "a gemm step with {} arguments",
+                args.len()
+            )));
+        }
+        let out = match update {
+            None => crate::perform::matmul_into(&view(0), &view(1), None)?,
+            Some(u) => {
+                let mut w = args[2].clone();
+                crate::perform::matmul_update(&view(0), &view(1), &mut w, u.scale)?;
+                w
+            }
+        };
+        return Ok(vec![out]);
+    }
+    let refs: Vec<&Tensor> = args.iter().collect();
+    crate::perform::perform(&step.op, &refs)
+}
+
+/// A step's error with the op and the value it computes.
+fn step_error(func: &Func, step: &Step, e: Error) -> Error {
+    let at = format!("{} (%{})", step.op.display_name(), step.results[0].0);
+    match e {
+        Error::Runtime(m) => Error::Runtime(format!("{}: {at}: {m}", func.name)),
+        Error::Shape(m) => Error::Shape(format!("{}: {at}: {m}", func.name)),
+        other => other,
+    }
+}
+
+/// The host as a device of this VM: arrays in host memory, every step through `perform`. It
+/// is the reference the device VM is tested against the interpreter with.
+pub struct HostArrays;
+
+impl Device for HostArrays {
+    type Array = Arc<Tensor>;
+
+    fn shape<'a>(&self, a: &'a Arc<Tensor>) -> &'a [usize] {
+        a.shape()
+    }
+    fn dtype(&self, a: &Arc<Tensor>) -> DType {
+        a.dtype()
+    }
+    fn upload(&self, t: TensorRef<'_>) -> Result<Arc<Tensor>> {
+        Ok(Arc::new(t.to_owned()))
+    }
+    fn download(&self, a: &Arc<Tensor>) -> Result<Tensor> {
+        Ok((**a).clone())
+    }
+    fn run_step(&self, _: &Step, _: &[Arc<Tensor>]) -> Result<Option<Vec<Arc<Tensor>>>> {
+        Ok(None)
+    }
+}
+
+/// A plan on a device, called with host arrays (copied in and out): an `Executable` for
+/// `Function`.
+pub struct HostCalls<D: Device> {
+    pub device: D,
+    pub func: Func,
+    pub plan: Plan,
+}
+
+impl<D: Device> super::Executable for HostCalls<D> {
+    fn run(&self, inputs: &[TensorRef<'_>]) -> Result<Vec<Tensor>> {
+        let on = inputs
+            .iter()
+            .map(|t| self.device.upload(t.reborrow()))
+            .collect::<Result<Vec<_>>>()?;
+        let refs: Vec<&D::Array> = on.iter().collect();
+        run_plan(&self.device, &self.func, &self.plan, &refs)?
+            .iter()
+            .map(|a| self.device.download(a))
+            .collect()
+    }
+
+    fn run_into(
+        &self,
+        inputs: &[TensorRef<'_>],
+        _dests: Vec<Option<Tensor>>,
+        donated: &mut [Option<Tensor>],
+    ) -> Result<Vec<Tensor>> {
+        // A donated parameter's buffer stands in for its (empty) input; it is read, not kept.
+        let views: Vec<TensorRef<'_>> = inputs
+            .iter()
+            .enumerate()
+            .map(|(i, t)| match donated.get(i) {
+                Some(Some(d)) => d.view(),
+                _ => t.reborrow(),
+            })
+            .collect();
+        self.run(&views)
+    }
+}
