@@ -394,3 +394,46 @@ fn unread_outputs_get_null() {
         vec![WriteRequest::WriteTo, WriteRequest::Null]
     );
 }
+
+/// `Backend::Gpu` runs custom ops as host steps of its device VM (on the host device here, as
+/// on a machine without a GPU), between kernels: a hidden buffer kept between calls, scratch
+/// space and a fresh random stream per call, each value the interpreter's bit for bit.
+#[cfg(feature = "gpu")]
+#[test]
+fn custom_ops_run_as_host_steps_on_the_gpu_backend() {
+    kiln::jit_ptx::cuda::use_host_device();
+    let g = Graph::new();
+    let a = g.input("a", kiln::f32, [None]);
+    let b = g.input("b", kiln::f32, [None]);
+    let op = AddWithBuffer::default();
+    let allocs = op.allocations.clone();
+    let s = g.try_apply_custom(op, &[&a, &b]).unwrap();
+    let y = &s[0] * 3.0 + &a;
+    let r = g.apply_custom(UsesResources, &[&y]);
+    let outs = [&y, &r[0], &r[1], &r[2]];
+    let gpu = function(&[&a, &b], &outs)
+        .backend(kiln::Backend::Gpu)
+        .compile()
+        .unwrap();
+    let reference = function(&[&a, &b], &outs)
+        .backend(kiln::Backend::Interp)
+        .compile()
+        .unwrap();
+    let mut streams = Vec::new();
+    for (call, n) in [2, 2, 4, 5].into_iter().enumerate() {
+        let x = ArrayD::from_shape_fn(IxDyn(&[n]), |i| i[0] as f32 + 0.5);
+        let before = allocs.load(Ordering::Relaxed);
+        let got = gpu.call(&[x.view(), x.view()]).unwrap();
+        let grew = allocs.load(Ordering::Relaxed) - before;
+        // The device VM keeps the op's buffer: made at the first call, grown only for the
+        // fifth element.
+        assert_eq!(grew, usize::from(call == 0 || n == 5), "{n} elements");
+        let want = reference.call(&[x.view(), x.view()]).unwrap();
+        for (k, (g, w)) in got.iter().zip(&want).enumerate() {
+            assert!(g.bit_eq(w), "output {k} with {n} elements: {g:?} != {w:?}");
+        }
+        assert_eq!(vals(&got[1]), vec![4096.0]);
+        streams.push(got[2].clone());
+    }
+    assert_ne!(streams[0], streams[1], "a fresh stream per call");
+}

@@ -658,15 +658,6 @@ fn the_corpus_runs_through_the_device_runtime_on_a_host_device() {
     eprintln!("host device: {runs} runs agree");
 }
 
-/// The other path of `Backend::Gpu` (functions with custom ops): the interpreter with a kernel
-/// thunk per map and reduce step, on a host device, over the corpus.
-#[test]
-fn the_corpus_runs_through_kernel_thunks_on_a_host_device() {
-    let runs = run_corpus(kiln::jit_ptx::runtime::compile_thunks_on_host_device)
-        .unwrap_or_else(|e| panic!("{e}"));
-    assert!(runs >= 100, "{runs} runs");
-}
-
 /// Whether this machine has a GPU the backend can use; says why not otherwise.
 fn gpu_or_skip() -> bool {
     match kiln::jit_ptx::cuda::device() {

@@ -1,17 +1,11 @@
 //! Running the plan's kernels on the GPU: arrays in device memory (`DeviceTensor`), one
 //! launcher for map and reduce kernels over them (`GpuKernel::run`, parameters from
-//! `launch.rs` exactly as the host oracle gets them), and two ways to use it:
-//!
-//! - `KernelThunk`: a kernel as the interpreter's thunk. Its arguments are host arrays, copied
-//!   to the device, and its results are copied back. The interpreter does the rest (perform
-//!   steps, `ifelse`, shared state, errors), so every function runs, at the price of a round
-//!   trip per kernel. This is `Backend::Gpu` today.
-//! - `DeviceFunction`: a whole plan on the device, values kept there between steps and between
-//!   calls (inputs and outputs are `DeviceTensor`s): the device VM (`runtime::device`) over
-//!   this function's map and reduce kernels, f32 and f64 products (cuBLAS, `blas.rs`) and the
-//!   plan's views; the VM reads `ifelse` conditions back and runs every other step on the host
-//!   (the op's `perform`, with explicit copies each way), except custom ops, which are an
-//!   error naming them.
+//! `launch.rs` exactly as the host oracle gets them), and `DeviceFunction`: a whole plan on the
+//! device, values kept there between steps and between calls (inputs and outputs are
+//! `DeviceTensor`s). It is the device VM (`runtime::device`) over this function's map and
+//! reduce kernels, f32 and f64 products (cuBLAS, `blas.rs`) and the plan's views; the VM reads
+//! `ifelse` conditions back and runs every other step (other shape ops, random ops, custom
+//! ops) on the host with explicit copies each way. This is `Backend::Gpu`.
 
 use super::cuda::{Device, DeviceBuffer, Kernel, Module};
 use super::launch::{kernel_launch, Launch, Operand};
@@ -22,7 +16,6 @@ use crate::ir::{DType, Func};
 use crate::lower::view::{Layout, View};
 use crate::lower::{Plan, Step};
 use crate::runtime::device::Device as VmDevice;
-use crate::runtime::Thunk;
 use crate::tensor::{Tensor, TensorRef};
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -247,24 +240,6 @@ impl GpuKernel {
     }
 }
 
-/// A kernel as the interpreter's thunk: host arguments copied in, results copied back.
-pub struct KernelThunk {
-    pub device: Arc<Device>,
-    pub kernel: GpuKernel,
-}
-
-impl Thunk for KernelThunk {
-    fn run(&self, inputs: &[TensorRef<'_>]) -> Result<Vec<Tensor>> {
-        let on_device = inputs
-            .iter()
-            .map(|t| DeviceTensor::upload(&self.device, t.reborrow()))
-            .collect::<Result<Vec<_>>>()?;
-        let refs: Vec<&DeviceTensor> = on_device.iter().collect();
-        let outs = self.kernel.run(&self.device, &refs)?;
-        outs.iter().map(DeviceTensor::download).collect()
-    }
-}
-
 /// The map and reduce kernels of `plan` (lowered from `func`), loaded on `device`: PTX for a
 /// GPU (dumping the `llvm` and `ptx` stages `dump` asks for), host code for a host device.
 pub fn load_kernels(
@@ -348,6 +323,7 @@ pub struct DeviceFunction {
     func: Func,
     plan: Plan,
     steps: GpuSteps,
+    state: crate::runtime::device::VmState,
 }
 
 impl DeviceFunction {
@@ -378,7 +354,6 @@ impl DeviceFunction {
         device: Arc<Device>,
         dump: &crate::dump::DumpOptions,
     ) -> Result<DeviceFunction> {
-        crate::runtime::device::check_supported(&func, &plan.steps)?;
         let kernels = load_kernels(&func, &plan, &device, dump)?
             .into_iter()
             .map(|k| (k.info.step, k))
@@ -387,6 +362,7 @@ impl DeviceFunction {
             func,
             plan,
             steps: GpuSteps { device, kernels },
+            state: Default::default(),
         })
     }
 
@@ -405,6 +381,7 @@ impl DeviceFunction {
             device: self.steps,
             func: self.func,
             plan: self.plan,
+            state: self.state,
         })
     }
 
@@ -416,6 +393,6 @@ impl DeviceFunction {
     /// Runs the function on device arrays; the results stay on the device (queued: read them
     /// with `download`, or `synchronize` the device).
     pub fn run(&self, inputs: &[&DeviceTensor]) -> Result<Vec<DeviceTensor>> {
-        crate::runtime::device::run_plan(&self.steps, &self.func, &self.plan, inputs)
+        crate::runtime::device::run_plan(&self.steps, &self.func, &self.plan, &self.state, inputs)
     }
 }

@@ -7,15 +7,21 @@
 //!
 //! The GPU runtime (`jit_ptx::device::DeviceFunction`) is this VM over CUDA (or its host
 //! stand-in); [`HostArrays`] is the host as such a device, every step through `perform`, which
-//! tests the VM itself against the interpreter. The interpreter (`interp`) stays the VM of host
-//! arrays with what only it does so far: custom ops' state and write requests, donated and
-//! offered buffers, a buffer pool, row groups run by blocks.
+//! tests the VM itself against the interpreter. Custom ops run on host copies with the
+//! interpreter's `perform_custom` (their storage kept per step between calls, a fresh random
+//! stream per call), every output requested `WriteTo`. The interpreter (`interp`) stays the VM
+//! of host arrays with what only it does so far: write requests other than `WriteTo`, donated
+//! and offered buffers, a buffer pool, row groups run by blocks.
 
+use super::interp::{guarded, perform_custom};
 use crate::error::{Error, Result};
+use crate::ir::custom::WriteRequest;
 use crate::ir::{DType, Func, Op};
-use crate::lower::{Kernel, Plan, Step};
+use crate::lower::{Kernel, Plan, Step, StepId};
 use crate::tensor::{Tensor, TensorRef};
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 
 /// Where a VM's values live and how steps run there.
 pub trait Device: Send + Sync {
@@ -33,28 +39,13 @@ pub trait Device: Send + Sync {
     fn run_step(&self, step: &Step, args: &[Self::Array]) -> Result<Option<Vec<Self::Array>>>;
 }
 
-/// An error naming the first step of `steps` this VM cannot run: custom ops (their state and
-/// write requests are the interpreter's).
-pub fn check_supported(func: &Func, steps: &[Step]) -> Result<()> {
-    for s in steps {
-        match &s.kernel {
-            Kernel::IfElse { then, otherwise } => {
-                check_supported(func, &then.steps)?;
-                check_supported(func, &otherwise.steps)?;
-            }
-            Kernel::Rows { steps, .. } => check_supported(func, steps)?,
-            Kernel::Perform if matches!(s.op, Op::Custom(_)) => {
-                return Err(Error::Unsupported(format!(
-                    "{}: {} (%{}): custom ops do not run on a device VM yet; use Backend::Gpu",
-                    func.name,
-                    s.op.display_name(),
-                    s.results[0].0
-                )))
-            }
-            _ => {}
-        }
-    }
-    Ok(())
+/// What the device VM keeps between calls of one function: the call count (a custom op's
+/// random stream is fresh per call, as in the interpreter) and each custom op's output
+/// storage, by step.
+#[derive(Default)]
+pub struct VmState {
+    calls: AtomicU64,
+    storage: Mutex<HashMap<StepId, Vec<Option<Tensor>>>>,
 }
 
 /// Runs `plan`, lowered from `func`, on `device` with `inputs` (device arrays of the
@@ -63,6 +54,7 @@ pub fn run_plan<D: Device>(
     device: &D,
     func: &Func,
     plan: &Plan,
+    state: &VmState,
     inputs: &[&D::Array],
 ) -> Result<Vec<D::Array>> {
     if inputs.len() != func.params.len() {
@@ -91,7 +83,13 @@ pub fn run_plan<D: Device>(
         }
         env[p.index()] = Some(t.clone());
     }
-    let vm = Vm { device, func };
+    let calls = state.calls.fetch_add(1, Ordering::Relaxed) + 1;
+    let vm = Vm {
+        device,
+        func,
+        state,
+        calls,
+    };
     vm.run_steps(&plan.steps, &mut env, true)?;
     func.outputs
         .iter()
@@ -106,6 +104,9 @@ pub fn run_plan<D: Device>(
 struct Vm<'a, D: Device> {
     device: &'a D,
     func: &'a Func,
+    state: &'a VmState,
+    /// This call's number, from 1.
+    calls: u64,
 }
 
 impl<D: Device> Vm<'_, D> {
@@ -181,10 +182,21 @@ impl<D: Device> Vm<'_, D> {
             .iter()
             .map(|a| self.device.download(a))
             .collect::<Result<Vec<_>>>()?;
-        host_step(step, &host)?
-            .iter()
-            .map(|t| self.device.upload(t.view()))
-            .collect()
+        let outs = match (&step.kernel, &step.op) {
+            (Kernel::Perform, Op::Custom(c)) => {
+                let refs: Vec<&Tensor> = host.iter().collect();
+                let mut storage = self.state.storage.lock().unwrap_or_else(|e| e.into_inner());
+                let slot = storage
+                    .entry(step.id)
+                    .or_insert_with(|| vec![None; step.results.len()]);
+                let requests = vec![WriteRequest::WriteTo; step.results.len()];
+                guarded(&step.op, || {
+                    perform_custom(c, step.id, self.calls, &refs, slot, &requests)
+                })?
+            }
+            _ => guarded(&step.op, || host_step(step, &host))?,
+        };
+        outs.iter().map(|t| self.device.upload(t.view())).collect()
     }
 }
 
@@ -260,6 +272,7 @@ pub struct HostCalls<D: Device> {
     pub device: D,
     pub func: Func,
     pub plan: Plan,
+    pub state: VmState,
 }
 
 impl<D: Device> super::Executable for HostCalls<D> {
@@ -269,7 +282,7 @@ impl<D: Device> super::Executable for HostCalls<D> {
             .map(|t| self.device.upload(t.reborrow()))
             .collect::<Result<Vec<_>>>()?;
         let refs: Vec<&D::Array> = on.iter().collect();
-        run_plan(&self.device, &self.func, &self.plan, &refs)?
+        run_plan(&self.device, &self.func, &self.plan, &self.state, &refs)?
             .iter()
             .map(|a| self.device.download(a))
             .collect()

@@ -708,6 +708,23 @@ fn run_custom(
         slot[i] = Some(t);
         requests[i] = WriteRequest::AddTo;
     }
+    perform_custom(c, key, calls, args, slot, &requests)
+}
+
+/// A custom op's `perform` at step `key` in call number `calls` of its function: its scratch
+/// space and random stream (fresh per call and per step), `slot` the storage kept for its
+/// outputs between calls (holding, where `requests` say so, a buffer to write in place or add
+/// to). Returns the outputs: those written in place or added to move on, the others are
+/// copies of what stays in `slot` for the next call to reuse. The interpreter and the device
+/// VM (`device.rs`) both run custom ops through this.
+pub(super) fn perform_custom(
+    c: &CustomOpRef,
+    key: StepId,
+    calls: u64,
+    args: &[&Tensor],
+    slot: &mut [Option<Tensor>],
+    requests: &[WriteRequest],
+) -> Result<Vec<Tensor>, Error> {
     let mut temp = Vec::new();
     let mut seed = 0;
     for r in c.resources() {
@@ -718,7 +735,7 @@ fn run_custom(
         }
     }
     let mut ctx = PerformContext {
-        requests: &requests,
+        requests,
         temp: &mut temp,
         seed,
     };
@@ -727,7 +744,7 @@ fn run_custom(
     // An output written in place moves on (its buffer was the input's); other outputs stay in
     // the kept storage for the next call to reuse, and the caller gets a copy.
     slot.iter_mut()
-        .zip(&requests)
+        .zip(requests)
         .map(|(o, r)| {
             let t = match r {
                 // The buffer came from elsewhere (an input, an accumulator): it moves on.
@@ -746,7 +763,7 @@ fn run_custom(
 
 /// Runs one step's kernel or `perform`, turning a panic (a user's op, say) into an error that
 /// names the op rather than taking the caller's process down.
-pub(super) fn guarded<T>(op: &Op, f: impl FnOnce() -> Result<T, Error>) -> Result<T, Error> {
+pub(crate) fn guarded<T>(op: &Op, f: impl FnOnce() -> Result<T, Error>) -> Result<T, Error> {
     catch_unwind(AssertUnwindSafe(f)).map_err(|p| {
         Error::Runtime(format!(
             "{} panicked: {}",
