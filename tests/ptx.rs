@@ -40,9 +40,13 @@ fn kernel_steps(func: &Func) -> usize {
     lower(func)
         .all_steps()
         .iter()
-        .filter(|s| match &s.kernel {
-            Kernel::Map { .. } => true,
-            Kernel::Reduce { op, .. } => !matches!(op, ReduceOp::ArgMax | ReduceOp::ArgMin),
+        .filter(|s| match (&s.kernel, &s.op) {
+            (Kernel::Map { .. }, _) => true,
+            (Kernel::Reduce { op, .. }, _) => !matches!(op, ReduceOp::ArgMax | ReduceOp::ArgMin),
+            // Uniform and Bernoulli ops; normal ones are host steps.
+            (Kernel::Perform, kiln::ir::Op::Random { dist, .. }) => {
+                !matches!(dist, kiln::ir::RandomDist::Normal { .. })
+            }
             _ => false,
         })
         .count()
@@ -1250,6 +1254,68 @@ fn kernels_at_scale_agree_with_the_interpreter_on_the_gpu() {
                 }
             }
             Err(e) => panic!("{}: DeviceFunction: {e}", func.name),
+        }
+    }
+}
+
+/// Uniform and Bernoulli ops are GPU kernels (the stream expanded over the emitter, the
+/// counter mixed in on the device) with the interpreter's bits, over enough elements to cross
+/// blocks; normal ops stay host steps. On the host device, and on the GPU when there is one.
+#[test]
+fn random_ops_give_the_interpreters_bits_on_the_device() {
+    let src = "func @draw(%k: i64[], %x: f32[37, 5]) -> (f32[37, 5], f64[9, 4], f32[101], bool[50], i32[50], f64[7], f32[37, 5], f64[1000]) {
+  %u = uniform {seed = 7, shape = [37, 5], dtype = f32, low = -2.0, high = 3.0}
+  %ux = add %u, %x
+  %u64 = uniform %k {seed = 8, shape = [9, 4], dtype = f64, low = 0.5, high = 1.5}
+  %n = normal %k {seed = 9, shape = [101], dtype = f32, mean = 1.0, std = 0.5}
+  %b = bernoulli %k {seed = 11, shape = [50], dtype = bool, p = 0.3}
+  %bi = bernoulli {seed = 12, shape = [50], dtype = i32, p = 0.7}
+  %bf = bernoulli {seed = 13, shape = [7], dtype = f64, p = 0.5}
+  %big = uniform %k {seed = 14, shape = [1000], dtype = f64, low = 0.0, high = 1.0}
+  return %ux, %u64, %n, %b, %bi, %bf, %u, %big
+}";
+    let func = parse("draw.kir", src).unwrap().remove(0);
+    let m = compile_ptx(&func, "sm_90", &DumpOptions::default()).unwrap();
+    let randoms = m
+        .kernels
+        .iter()
+        .filter(|k| k.kind == KernelKind::Random)
+        .count();
+    assert_eq!(
+        randoms, 6,
+        "every uniform and bernoulli op is a kernel, the normal one is not"
+    );
+    let reference = kiln::compile_func(
+        func.clone(),
+        &CompileOptions {
+            backend: Some(kiln::Backend::Interp),
+            ..CompileOptions::default()
+        },
+    )
+    .unwrap();
+    let mut compilers: Vec<(&str, Compiler)> = vec![(
+        "host device",
+        kiln::jit_ptx::runtime::compile_func_on_host_device,
+    )];
+    if gpu_or_skip() {
+        compilers.push(("GPU", kiln::jit_ptx::runtime::compile_func));
+    }
+    for (place, compile) in compilers {
+        let f = compile(func.clone(), true).unwrap();
+        for k in [0i64, 1, -5, 1 << 40] {
+            let inputs = [
+                kiln::Tensor::I64(ndarray::arr0(k).into_dyn()),
+                common::normal_values(kiln::DType::F32, &[37, 5], 3, 1.0),
+            ];
+            let refs: Vec<kiln::TensorRef> = inputs.iter().map(|t| t.view()).collect();
+            let got = f.call(&refs).unwrap();
+            let want = reference.call(&refs).unwrap();
+            for (o, (g, w)) in got.iter().zip(&want).enumerate() {
+                assert!(
+                    g.bit_eq(w),
+                    "{place}, counter {k}, output {o}: {g:?} != {w:?}"
+                );
+            }
         }
     }
 }

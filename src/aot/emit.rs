@@ -8,8 +8,9 @@ use super::clif::{define, for_lt, mem, offset, signature};
 use super::kernels::{define_helpers, define_matmul};
 use super::plan::{collapse, Loc, Plan, Step, View};
 use crate::codegen::clif::map::{define_map_kernel, Bcast};
+use crate::codegen::clif::math_clif::ClifMath;
 use crate::codegen::clif::nd_seek;
-use crate::codegen::clif::random::{define_random_kernel, mix_counter};
+use crate::codegen::clif::random::define_random_kernel;
 use crate::codegen::clif::reduce::{define_reduce_kernel, is_arg, ReduceKernelInfo, VectorLeaves};
 use crate::codegen::clif::reduce_call::{output_strides, plan_call, KernelOffers};
 use crate::error::{Error, Result};
@@ -539,7 +540,9 @@ impl Driver<'_, '_> {
                     Some(c) => {
                         let at = self.base(plan, c)?;
                         let c = self.b.ins().load(types::I64, mem(), at, 0);
-                        mix_counter(self.b, *seed, c)
+                        let s = self.b.ins().iconst(types::I64, *seed as i64);
+                        let mut e = ClifMath::new(self.b, module, types::F64, None);
+                        crate::random::stream::mix_counter(&mut e, s, c)
                     }
                     None => self.b.ins().iconst(types::I64, *seed as i64),
                 };

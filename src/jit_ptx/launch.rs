@@ -18,6 +18,15 @@ pub fn kernel_launch<T: Operand>(info: &KernelInfo, inputs: &[T]) -> Result<Laun
             reduce_launch(inputs, info.rank, *op, axes, *keepdims)
         }
         (KernelKind::Reduce, None) => Err(Error::Runtime(format!("{}: no reduction", info.name))),
+        (KernelKind::Random, _) => {
+            let shape = info.out_shape.clone().unwrap_or_default();
+            let n: usize = shape.iter().product();
+            Ok(Launch {
+                out_shape: shape,
+                scalars: vec![n as i64],
+                work: n > 0,
+            })
+        }
     }
 }
 

@@ -3,8 +3,8 @@
 //! `inkwell`). It needs no GPU: `kiln ptx` and the tests run it anywhere.
 //!
 //! Gemm steps (cuBLAS) and perform steps (the host), argmax and argmin included, are not
-//! kernels; the module holds one entry per map or reduce step of the plan, branches of
-//! `ifelse` included. See docs/gpu.md for the kernel ABI and what is not done yet.
+//! kernels, except random ops (`random.rs`: uniform and Bernoulli); the module holds one entry
+//! per map, reduce or random step of the plan, branches of `ifelse` included. See docs/gpu.md for the kernel ABI and what is not done yet.
 //!
 //! Files: `gen.rs` (the LLVM context and intrinsics), `kernel.rs` (entries, loads and stores,
 //! index arithmetic, loops), `scalar.rs` (scalar ops), `math_llvm.rs` (the shared math
@@ -25,6 +25,7 @@ pub mod launch;
 mod map;
 mod math_llvm;
 mod pow;
+mod random;
 mod reduce;
 pub mod runtime;
 mod scalar;
@@ -43,6 +44,8 @@ use inkwell::context::Context;
 pub enum KernelKind {
     Map,
     Reduce,
+    /// A random op's elements (`random.rs`).
+    Random,
 }
 
 /// One kernel entry of the module and the step it computes.
@@ -61,6 +64,8 @@ pub struct KernelInfo {
     pub out_dtypes: Vec<DType>,
     /// For a reduction: what it reduces, over which axes (sorted), keeping dims or not.
     pub reduce: Option<(ReduceOp, Vec<usize>, bool)>,
+    /// The output's shape where the kernel fixes it (a random op's), not its inputs.
+    pub out_shape: Option<Vec<usize>>,
 }
 
 /// The PTX of one function.
@@ -188,13 +193,35 @@ pub(crate) fn define_step(
             let what = (*op, spec.axes, *keepdims);
             (KernelKind::Reduce, rank, name, vec![out], Some(what))
         }
+        Kernel::Perform => match &step.op {
+            crate::ir::Op::Random {
+                dist,
+                seed,
+                shape,
+                dtype,
+            } if random::on_device(*dist) => {
+                let name = format!("{name}_random");
+                let counter = !step.args.is_empty();
+                random::define_random(g, &name, *dist, *seed, *dtype, counter).map_err(context)?;
+                let info = KernelInfo {
+                    name,
+                    kind: KernelKind::Random,
+                    step: step.id,
+                    result: step.results[0],
+                    rank: shape.len(),
+                    out_dtypes: vec![*dtype],
+                    reduce: None,
+                    out_shape: Some(shape.clone()),
+                };
+                return Ok(Some(info));
+            }
+            _ => return Ok(None),
+        },
         // Row groups are a CPU schedule; `lower` (without options) makes none, and their members
         // are steps of `all_steps` anyway.
-        Kernel::Gemm { .. }
-        | Kernel::View(_)
-        | Kernel::Perform
-        | Kernel::IfElse { .. }
-        | Kernel::Rows { .. } => return Ok(None),
+        Kernel::Gemm { .. } | Kernel::View(_) | Kernel::IfElse { .. } | Kernel::Rows { .. } => {
+            return Ok(None)
+        }
     };
     Ok(Some(KernelInfo {
         name,
@@ -204,6 +231,7 @@ pub(crate) fn define_step(
         rank,
         out_dtypes,
         reduce,
+        out_shape: None,
     }))
 }
 

@@ -78,6 +78,14 @@ const W0: i64 = 0x9E37_79B9;
 const W1: i64 = 0xBB67_AE85;
 const LOW32: i64 = 0xffff_ffff;
 
+/// The effective seed (`random::perform::effective_seed`): `seed` with a per-call counter
+/// mixed in, `seed ^ counter * 0x9E3779B97F4A7C15` (wrapping), in 64-bit lanes.
+pub fn mix_counter<E: ArithEmit>(e: &mut E, seed: E::I, counter: E::I) -> E::I {
+    let golden = e.iconst(0x9E37_79B9_7F4A_7C15u64 as i64);
+    let m = e.imul(counter, golden);
+    xor(e, seed, m)
+}
+
 fn xor<E: ArithEmit>(e: &mut E, a: E::I, b: E::I) -> E::I {
     // a ^ b = (a | b) - (a & b).
     let o = e.ior(a, b);
@@ -225,6 +233,14 @@ mod tests {
                 assert_eq!(n24 as f32, super::super::normal_f32(seed, i), "{seed} {i}");
                 let n53 = standard(e, Standard::Normal53, s, x);
                 assert_eq!(n53, super::super::normal_f64(seed, i), "{seed} {i}");
+            }
+            for c in [0i64, 1, -5, 1 << 40, i64::MIN, i64::MAX] {
+                let want = super::super::perform::effective_seed(seed, Some(c));
+                assert_eq!(
+                    mix_counter(&mut Eval64, seed as i64, c) as u64,
+                    want,
+                    "{seed} {c}"
+                );
             }
         }
     }

@@ -116,10 +116,3 @@ fn apply(b: &mut FunctionBuilder, t: Transform, dtype: DType, v: Value) -> Value
         }
     }
 }
-
-/// The effective seed (`random::perform::effective_seed`): `seed` with a per-call counter
-/// mixed in.
-pub fn mix_counter(b: &mut FunctionBuilder, seed: u64, counter: Value) -> Value {
-    let m = b.ins().imul_imm_s(counter, 0x9E37_79B9_7F4A_7C15u64 as i64);
-    b.ins().bxor_imm_s(m, seed as i64)
-}

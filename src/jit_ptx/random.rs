@@ -1,0 +1,127 @@
+//! Random ops as GPU kernels: element `i` of the op's stream as `random::stream` expands it
+//! over the emitter (the effective seed, Philox4x32-10, the 24- or 53-bit uniform), then the
+//! op's transform, so each element has the CPU's bits. Uniform and Bernoulli ops only: a
+//! normal sample's Box-Muller step calls the C library's `log` and `cos`, whose bits the GPU
+//! has no copy of, so normal ops stay host steps.
+//!
+//! Parameters (docs/gpu.md): `out` (global pointer), then the per-call counter's pointer (an
+//! `i64[]` array) when the op has one, then `n` (`i64`, the elements to write). The op's seed
+//! is a constant of the kernel.
+
+use super::gen::{bx, Gen};
+use super::kernel::{counted_loop, declare_kernel, store};
+use super::math_llvm::{emit_arith, LlvmMath};
+use crate::error::{Error, Result};
+use crate::ir::{DType, RandomDist};
+use crate::math::{Emit, Prec};
+use crate::random::stream::{mix_counter, plan, standard, StreamEmit, Transform};
+use inkwell::values::{BasicValueEnum, FloatValue};
+use inkwell::FloatPredicate;
+
+/// Whether `dist` has a GPU kernel (see the module doc).
+pub fn on_device(dist: RandomDist) -> bool {
+    !matches!(dist, RandomDist::Normal { .. })
+}
+
+/// Box-Muller is not generated on the GPU (see the module doc); `on_device` keeps normal ops
+/// away, so these are never reached by a kernel that is kept.
+impl<'ctx> StreamEmit for LlvmMath<'_, 'ctx> {
+    fn ln(&mut self, x: Self::F) -> Self::F {
+        self.fail("normal samples need the C library's log, which the GPU lacks");
+        x
+    }
+    fn cos(&mut self, x: Self::F) -> Self::F {
+        self.fail("normal samples need the C library's cos, which the GPU lacks");
+        x
+    }
+}
+
+/// Defines the kernel `name` of the random op `dist` with `seed`, of dtype `dtype`, reading a
+/// per-call counter when `counter`.
+pub fn define_random<'ctx>(
+    g: &Gen<'ctx>,
+    name: &str,
+    dist: RandomDist,
+    seed: u64,
+    dtype: DType,
+    counter: bool,
+) -> Result<()> {
+    if !on_device(dist) {
+        return Err(Error::Unsupported(format!(
+            "{name}: normal samples are host steps"
+        )));
+    }
+    let readonly = [false].into_iter().chain(counter.then_some(true));
+    let readonly: Vec<bool> = readonly.collect();
+    let noalias = vec![true; readonly.len()];
+    let k = declare_kernel(g, name, &readonly, &noalias, 1)?;
+    let out = k.pointers[0];
+    let n = k.scalars[0];
+    let seed = match k.pointers.get(1) {
+        Some(&c) => {
+            let c = bx(g.b.build_load(g.i64(), c, "counter"))?.into_int_value();
+            emit_arith(g, Prec::F64, |e| {
+                let s = e.iconst(seed as i64);
+                mix_counter(e, s, c)
+            })?
+        }
+        None => g.c64(seed as i64),
+    };
+    let tid = g.sreg("tid.x")?;
+    let ntid = g.sreg("ntid.x")?;
+    let ctaid = g.sreg("ctaid.x")?;
+    let nctaid = g.sreg("nctaid.x")?;
+    let start =
+        bx(g.b.build_int_add(bx(g.b.build_int_mul(ctaid, ntid, ""))?, tid, "start"))?;
+    let step = bx(g.b.build_int_mul(nctaid, ntid, "step"))?;
+    let (kind, transform) = plan(dist, dtype);
+    counted_loop(g, k.func, start, step, n, "elems", |i| {
+        let v = emit_arith(g, Prec::F64, |e| standard(e, kind, seed, i))?;
+        let x = apply(g, transform, dtype, v)?;
+        store(g, out, dtype, i, x)
+    })?;
+    bx(g.b.build_return(None))?;
+    Ok(())
+}
+
+/// The op's transform of the standard value `v` (`f64`), as `random::perform::sample` has it.
+fn apply<'ctx>(
+    g: &Gen<'ctx>,
+    t: Transform,
+    dtype: DType,
+    v: FloatValue<'ctx>,
+) -> Result<BasicValueEnum<'ctx>> {
+    Ok(match t {
+        Transform::Affine {
+            offset,
+            scale,
+            f32: true,
+        } => {
+            // f32 arithmetic on the value rounded to f32, as the reference computes it.
+            let f = g.ctx.f32_type();
+            let v = bx(g.b.build_float_trunc(v, f, ""))?;
+            let m =
+                bx(g.b.build_float_mul(f.const_float(scale as f32 as f64), v, ""))?;
+            bx(g.b.build_float_add(f.const_float(offset as f32 as f64), m, ""))?.into()
+        }
+        Transform::Affine { offset, scale, .. } => {
+            let f = g.ctx.f64_type();
+            let m = bx(g.b.build_float_mul(f.const_float(scale), v, ""))?;
+            bx(g.b.build_float_add(f.const_float(offset), m, ""))?.into()
+        }
+        Transform::Below { p } => {
+            let p = g.ctx.f64_type().const_float(p);
+            let hit = bx(g.b.build_float_compare(FloatPredicate::OLT, v, p, "hit"))?;
+            match dtype {
+                DType::Bool => hit.into(),
+                DType::I32 | DType::I64 => {
+                    let ty = g.reg_type(dtype).into_int_type();
+                    bx(g.b.build_int_z_extend(hit, ty, ""))?.into()
+                }
+                DType::F32 | DType::F64 => {
+                    bx(g.b.build_unsigned_int_to_float(hit, g.float_type(dtype), ""))?.into()
+                }
+            }
+        }
+    })
+}
