@@ -1319,3 +1319,61 @@ fn random_ops_give_the_interpreters_bits_on_the_device() {
         }
     }
 }
+
+/// Slices are views of device arrays (an offset, negative strides for a reversed axis) that
+/// kernels, products and downloads read where they are: on the host device, and on the GPU
+/// when there is one, against the interpreter.
+#[test]
+fn slices_are_device_views_that_kernels_and_products_read() {
+    let src = "func @s(%x: f32[6, 40], %w: f32[40, 8]) -> (f32[5, 40], f32[5, 40], f32[5], f32[2, 8], f32[3, 20], f32[6, 40]) {
+  %a = slice %x {starts = [1, null], stops = [null, null], steps = [1, -1]}
+  %e = exp %a
+  %m = sum %a {axes = [1]}
+  %r = slice %x {starts = [1], stops = [3], steps = [1]}
+  %p = matmul %r, %w
+  %q = slice %x {starts = [5, 1], stops = [null, null], steps = [-2, 2]}
+  %t = slice %x {starts = [null], stops = [null], steps = [-1]}
+  %u = add %t, %x
+  return %a, %e, %m, %p, %q, %u
+}";
+    let func = parse("s.kir", src).unwrap().remove(0);
+    // A view may start anywhere in its buffer: the vector groups test the inputs' addresses.
+    let m = compile_ptx(&func, "sm_90", &DumpOptions::default()).unwrap();
+    assert!(
+        m.llvm.contains("ptrtoint") && m.llvm.contains("aligned"),
+        "{}",
+        m.llvm
+    );
+    let reference = kiln::compile_func(
+        func.clone(),
+        &CompileOptions {
+            backend: Some(kiln::Backend::Interp),
+            ..CompileOptions::default()
+        },
+    )
+    .unwrap();
+    let mut compilers: Vec<(&str, Compiler)> = vec![(
+        "host device",
+        kiln::jit_ptx::runtime::compile_func_on_host_device,
+    )];
+    if gpu_or_skip() {
+        compilers.push(("GPU", kiln::jit_ptx::runtime::compile_func));
+    }
+    let inputs = [
+        common::normal_values(kiln::DType::F32, &[6, 40], 5, 1.0),
+        common::normal_values(kiln::DType::F32, &[40, 8], 6, 1.0),
+    ];
+    let refs: Vec<kiln::TensorRef> = inputs.iter().map(|t| t.view()).collect();
+    let want = reference.call(&refs).unwrap();
+    for (place, compile) in compilers {
+        for optimize in [false, true] {
+            let got = compile(func.clone(), optimize)
+                .unwrap()
+                .call(&refs)
+                .unwrap();
+            for (o, (g, w)) in got.iter().zip(&want).enumerate() {
+                assert!(common::close(g, w), "{place}, output {o}: {g:?} != {w:?}");
+            }
+        }
+    }
+}

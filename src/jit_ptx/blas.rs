@@ -185,7 +185,7 @@ pub fn matmul(
                     w.shape()
                 )));
             }
-            dev.copy(c.buffer(), w.buffer(), bytes)?;
+            dev.copy(c.buffer(), w.buffer(), w.byte_offset(), bytes)?;
             (-scale, 1.0)
         }
         None => (1.0, 0.0),

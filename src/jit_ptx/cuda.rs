@@ -230,36 +230,56 @@ impl Device {
         cu::memcpy_htod_sync(dst.ptr, host).map_err(|e| driver("copy to the device", e))
     }
 
-    /// Copies the first `bytes` bytes of `src` to host memory at `dst`, after all queued work.
+    /// Copies `bytes` bytes of `src` from byte `at` on to host memory at `dst`, after all
+    /// queued work.
     ///
     /// # Safety
-    /// `dst` must be valid for writes of `bytes` bytes, `src` at least that long.
-    pub unsafe fn download(&self, dst: *mut u8, src: &DeviceBuffer, bytes: usize) -> Result<()> {
+    /// `dst` must be valid for writes of `bytes` bytes, `src` at least `at + bytes` long.
+    pub unsafe fn download(
+        &self,
+        dst: *mut u8,
+        src: &DeviceBuffer,
+        at: usize,
+        bytes: usize,
+    ) -> Result<()> {
         if bytes == 0 {
             return Ok(());
         }
         if self.is_host() {
-            std::ptr::copy_nonoverlapping(src.ptr as *const u8, dst, bytes);
+            std::ptr::copy_nonoverlapping((src.ptr as *const u8).add(at), dst, bytes);
             return Ok(());
         }
         self.bind()?;
         let host = std::slice::from_raw_parts_mut(dst, bytes);
-        cu::memcpy_dtoh_sync(host, src.ptr).map_err(|e| driver("copy from the device", e))
+        cu::memcpy_dtoh_sync(host, src.ptr + at as u64)
+            .map_err(|e| driver("copy from the device", e))
     }
 
-    /// Copies `bytes` bytes between device buffers (queued).
-    pub fn copy(&self, dst: &DeviceBuffer, src: &DeviceBuffer, bytes: usize) -> Result<()> {
+    /// Copies `bytes` bytes of `src` from byte `at` on to the start of `dst` (queued).
+    pub fn copy(
+        &self,
+        dst: &DeviceBuffer,
+        src: &DeviceBuffer,
+        at: usize,
+        bytes: usize,
+    ) -> Result<()> {
         if bytes == 0 {
             return Ok(());
         }
+        if at.checked_add(bytes).is_none_or(|end| end > src.bytes) || bytes > dst.bytes {
+            return Err(Error::Runtime(format!(
+                "a device copy of {bytes} bytes from byte {at} of {} into {}",
+                src.bytes, dst.bytes
+            )));
+        }
         if self.is_host() {
-            // SAFETY: both buffers hold at least `bytes` bytes; `copy` allows overlap.
-            unsafe { std::ptr::copy(src.ptr as *const u8, dst.ptr as *mut u8, bytes) };
+            // SAFETY: checked above: both ranges lie in their buffers; `copy` allows overlap.
+            unsafe { std::ptr::copy((src.ptr as *const u8).add(at), dst.ptr as *mut u8, bytes) };
             return Ok(());
         }
         self.bind()?;
-        // SAFETY: both buffers hold at least `bytes` bytes (the caller's sizes).
-        unsafe { cu::memcpy_dtod_async(dst.ptr, src.ptr, bytes, std::ptr::null_mut()) }
+        // SAFETY: checked above: both ranges lie in their buffers.
+        unsafe { cu::memcpy_dtod_async(dst.ptr, src.ptr + at as u64, bytes, std::ptr::null_mut()) }
             .map_err(|e| driver("copy on the device", e))
     }
 

@@ -30,6 +30,8 @@ pub struct DeviceTensor {
     dtype: DType,
     shape: Vec<usize>,
     strides: Vec<isize>,
+    /// Where element 0 is in the buffer, in elements (a view's offset: a slice).
+    offset: isize,
 }
 
 fn row_major(shape: &[usize]) -> Vec<isize> {
@@ -45,6 +47,7 @@ impl DeviceTensor {
             dtype,
             shape: shape.to_vec(),
             strides: row_major(shape),
+            offset: 0,
         })
     }
 
@@ -67,46 +70,56 @@ impl DeviceTensor {
         let mut t = Tensor::zeros(self.dtype, &self.shape);
         let bytes = t.len() * self.dtype.size();
         let dst = for_each_dtype!(&mut t, a => a.as_mut_ptr() as *mut u8);
-        // SAFETY: `t` is a fresh row-major array of the same dtype and shape.
-        unsafe { self.buf.device().download(dst, &self.buf, bytes)? };
+        let at = self.offset as usize * self.dtype.size();
+        // SAFETY: `t` is a fresh row-major array of the same dtype and shape; the view's
+        // elements are the `t.len()` from its offset, inside the buffer.
+        unsafe { self.buf.device().download(dst, &self.buf, at, bytes)? };
         Ok(t)
     }
 
-    /// `download` of a view (a transpose, a broadcast): the elements it reaches are copied
-    /// back as one span, then gathered in row-major order.
+    /// `download` of a view (a transpose, a broadcast, a slice): the span of the buffer the
+    /// view reaches is copied back as one piece, then gathered in row-major order.
     fn download_view(&self) -> Result<Tensor> {
         let n: usize = self.shape.iter().product();
         let esize = self.dtype.size();
         if n == 0 {
             return Ok(Tensor::zeros(self.dtype, &self.shape));
         }
-        // Strides are never negative here: device views start at their buffer's start.
-        let span = 1 + self
-            .shape
-            .iter()
-            .zip(&self.strides)
-            .map(|(&d, &st)| (d.max(1) - 1) * st.max(0) as usize)
-            .sum::<usize>();
+        // The lowest and highest elements the view reaches (strides may be negative).
+        let (mut lo, mut hi) = (self.offset, self.offset);
+        for (&d, &st) in self.shape.iter().zip(&self.strides) {
+            let reach = (d as isize - 1) * st;
+            if reach < 0 {
+                lo += reach;
+            } else {
+                hi += reach;
+            }
+        }
+        let span = (hi - lo) as usize + 1;
         let mut raw = vec![0u8; span * esize];
-        // SAFETY: the view reaches `span` elements of its buffer, which holds at least them.
+        // SAFETY: the view reaches elements `lo ..= hi` of its buffer, which holds them.
         unsafe {
-            self.buf
-                .device()
-                .download(raw.as_mut_ptr(), &self.buf, span * esize)?
+            self.buf.device().download(
+                raw.as_mut_ptr(),
+                &self.buf,
+                lo as usize * esize,
+                span * esize,
+            )?
         };
         let mut flat = Tensor::zeros(self.dtype, &self.shape);
         let mut index = vec![0usize; self.shape.len()];
         let dst = for_each_dtype!(&mut flat, a => a.as_mut_ptr() as *mut u8);
         for k in 0..n {
-            let off: usize = index
-                .iter()
-                .zip(&self.strides)
-                .map(|(&i, &st)| i * st as usize)
-                .sum();
-            // SAFETY: `off < span`, `k < n`; both arrays hold elements of `esize` bytes.
+            let off = self.offset - lo
+                + index
+                    .iter()
+                    .zip(&self.strides)
+                    .map(|(&i, &st)| i as isize * st)
+                    .sum::<isize>();
+            // SAFETY: `0 <= off < span`, `k < n`; both arrays hold elements of `esize` bytes.
             unsafe {
                 std::ptr::copy_nonoverlapping(
-                    raw.as_ptr().add(off * esize),
+                    raw.as_ptr().add(off as usize * esize),
                     dst.add(k * esize),
                     esize,
                 )
@@ -122,33 +135,31 @@ impl DeviceTensor {
         Ok(flat)
     }
 
-    /// Whether the elements are laid out row-major and dense from the buffer's start.
+    /// Whether the elements are laid out row-major and dense from the view's offset.
     pub fn is_row_major(&self) -> bool {
-        Layout {
-            shape: self.shape.clone(),
-            strides: self.strides.clone(),
-            offset: 0,
-        }
-        .is_row_major()
+        self.layout().is_row_major()
     }
 
-    /// The view `v` of this array (`lower::view`) over the same buffer, no copy; `None` when
-    /// it does not apply (a reshape of an array that is not row-major, a shape that does not
-    /// fit) or would start past the buffer's start (a slice with an offset: the kernels' vector
-    /// groups assume arrays start at an allocation's alignment), and the step runs on the host.
+    /// The view `v` of this array (`lower::view`) over the same buffer, no copy, or `None`
+    /// when it does not apply (a reshape of an array that is not row-major, a shape that does
+    /// not fit) and the step runs on the host.
     pub fn view(&self, v: &View) -> Option<DeviceTensor> {
-        let here = Layout {
-            shape: self.shape.clone(),
-            strides: self.strides.clone(),
-            offset: 0,
-        };
-        let l = v.apply(&here).filter(|l| l.offset == 0)?;
+        let l = v.apply(&self.layout())?;
         Some(DeviceTensor {
             buf: self.buf.clone(),
             dtype: self.dtype,
             shape: l.shape,
             strides: l.strides,
+            offset: l.offset,
         })
+    }
+
+    fn layout(&self) -> Layout {
+        Layout {
+            shape: self.shape.clone(),
+            strides: self.strides.clone(),
+            offset: self.offset,
+        }
     }
 
     pub fn dtype(&self) -> DType {
@@ -159,12 +170,19 @@ impl DeviceTensor {
         &self.shape
     }
 
+    /// The address of element 0 (the view's offset into its buffer).
     pub(super) fn address(&self) -> u64 {
-        self.buf.address()
+        let at = self.offset as i64 * self.dtype.size() as i64;
+        self.buf.address().wrapping_add_signed(at)
     }
 
     pub(super) fn buffer(&self) -> &DeviceBuffer {
         &self.buf
+    }
+
+    /// Where element 0 is in the buffer, in bytes (for a row-major view, which starts there).
+    pub(super) fn byte_offset(&self) -> usize {
+        self.offset.max(0) as usize * self.dtype.size()
     }
 }
 
@@ -204,14 +222,8 @@ impl GpuKernel {
     /// row-major arrays.
     pub fn run(&self, dev: &Arc<Device>, inputs: &[&DeviceTensor]) -> Result<Vec<DeviceTensor>> {
         let info = &self.info;
-        for t in inputs {
-            if t.strides.iter().any(|&s| s < 0) {
-                return Err(Error::Runtime(format!(
-                    "{}: negative strides on the device",
-                    info.name
-                )));
-            }
-        }
+        // Inputs may be views: an offset into their buffer (`address`), negative strides along
+        // reversed axes; the kernels index them with signed 64-bit offsets.
         let launch: Launch = kernel_launch(info, inputs)?;
         let outs = info
             .out_dtypes

@@ -302,6 +302,7 @@ pub fn rows_in_groups<'ctx>(
     dims: &[IntValue<'ctx>],
     strides: &[Vec<IntValue<'ctx>>],
     read: &[bool],
+    inputs: &Inputs<'_, 'ctx>,
 ) -> Result<Option<IntValue<'ctx>>> {
     let Some(&inner) = dims.last() else {
         return Ok(None);
@@ -324,5 +325,40 @@ pub fn rows_in_groups<'ctx>(
         let fits = bx(g.b.build_or(aligned, bcast, ""))?;
         ok = bx(g.b.build_and(ok, fits, "rows"))?;
     }
-    Ok(Some(ok))
+    let at = groups_aligned(g, inputs, read)?;
+    Ok(Some(bx(g.b.build_and(ok, at, "rows"))?))
+}
+
+/// The kernel's input pointers and their dtypes.
+pub struct Inputs<'a, 'ctx> {
+    pub ptrs: &'a [PointerValue<'ctx>],
+    pub dtypes: &'a [DType],
+}
+
+/// Whether every read input starts at an address aligned to a group of its elements: the
+/// vector loads claim that alignment on the GPU, and a view (a slice) may start anywhere in
+/// its buffer. Always true on the host, where loads claim only an element's alignment.
+pub fn groups_aligned<'ctx>(
+    g: &Gen<'ctx>,
+    inputs: &Inputs<'_, 'ctx>,
+    read: &[bool],
+) -> Result<IntValue<'ctx>> {
+    let mut ok = g.ctx.bool_type().const_all_ones();
+    if g.host {
+        return Ok(ok);
+    }
+    for ((&p, &d), _) in inputs
+        .ptrs
+        .iter()
+        .zip(inputs.dtypes)
+        .zip(read)
+        .filter(|(_, &r)| r)
+    {
+        let mask = g.c64(i64::from(group_align(g, d)) - 1);
+        let addr = bx(g.b.build_ptr_to_int(p, g.i64(), ""))?;
+        let low = bx(g.b.build_and(addr, mask, ""))?;
+        let zero = bx(g.b.build_int_compare(IntPredicate::EQ, low, g.c64(0), ""))?;
+        ok = bx(g.b.build_and(ok, zero, "aligned"))?;
+    }
+    Ok(ok)
 }

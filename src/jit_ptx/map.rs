@@ -13,8 +13,8 @@
 
 use super::gen::{bx, Gen};
 use super::kernel::{
-    counted_loop, declare_kernel, load, load_lanes, offsets, rows_in_groups, store, store_lanes,
-    LANES,
+    counted_loop, declare_kernel, groups_aligned, load, load_lanes, offsets, rows_in_groups, store,
+    store_lanes, Inputs, LANES,
 };
 use super::scalar::emit_program;
 use crate::error::Result;
@@ -78,7 +78,11 @@ pub fn define_map<'ctx>(g: &Gen<'ctx>, name: &str, spec: &MapSpec) -> Result<()>
     // group body and one scalar body keep the kernel small (compile time grows with it).
     let lanes = g.c64(LANES as i64);
     let no = g.ctx.bool_type().const_zero();
-    let rows_ok = rows_in_groups(g, dims, &strides, &read)?.unwrap_or(no);
+    let inputs = Inputs {
+        ptrs: ins,
+        dtypes: &spec.in_dtypes,
+    };
+    let rows_ok = rows_in_groups(g, dims, &strides, &read, &inputs)?.unwrap_or(no);
     let mut flat_ok = if r > 0 {
         bx(g.b.build_int_compare(IntPredicate::NE, flat, g.c64(0), "flat"))?
     } else {
@@ -90,6 +94,8 @@ pub fn define_map<'ctx>(g: &Gen<'ctx>, name: &str, spec: &MapSpec) -> Result<()>
             flat_ok = bx(g.b.build_and(flat_ok, whole, "flat"))?;
         }
     }
+    let aligned = groups_aligned(g, &inputs, &read)?;
+    flat_ok = bx(g.b.build_and(flat_ok, aligned, "flat"))?;
     let grouped = bx(g.b.build_or(flat_ok, rows_ok, "grouped"))?;
     let all_groups = bx(g.b.build_int_unsigned_div(n, lanes, ""))?;
     let groups = bx(g.b.build_select(grouped, all_groups, g.c64(0), "groups"))?.into_int_value();

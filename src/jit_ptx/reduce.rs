@@ -17,7 +17,7 @@
 
 use super::gen::{bx, Gen, SHARED};
 use super::kernel::{
-    counted_loop, declare_kernel, load, load_lanes, offsets, rows_in_groups, store, LANES,
+    counted_loop, declare_kernel, load, load_lanes, offsets, rows_in_groups, store, Inputs, LANES,
 };
 use super::scalar::{emit_program, konst};
 use crate::error::{Error, Result};
@@ -110,7 +110,13 @@ pub fn define_reduce<'ctx>(g: &Gen<'ctx>, name: &str, spec: &ReduceSpec) -> Resu
     // aligned to a group or broadcast along it: each thread takes `LANES` consecutive elements
     // at a time with one vector load per input (see `map.rs`'s groups).
     let by_groups = match spec.axes.as_slice() {
-        [a] if *a + 1 == r => rows_in_groups(g, dims, &strides, &read)?,
+        [a] if *a + 1 == r => {
+            let inputs = Inputs {
+                ptrs: ins,
+                dtypes: &spec.in_dtypes,
+            };
+            rows_in_groups(g, dims, &strides, &read, &inputs)?
+        }
         _ => None,
     };
     // One element into the thread's partial: the program's value, converted, combined.
