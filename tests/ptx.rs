@@ -1262,7 +1262,7 @@ fn kernels_at_scale_agree_with_the_interpreter_on_the_gpu() {
 /// counter mixed in on the device) with the interpreter's bits, over enough elements to cross
 /// blocks; normal ops stay host steps. On the host device, and on the GPU when there is one.
 #[test]
-fn random_ops_give_the_interpreters_bits_on_the_device() {
+fn random_ops_give_the_interpreters_bits_on_the_gpu_and_the_host_device() {
     let src = "func @draw(%k: i64[], %x: f32[37, 5]) -> (f32[37, 5], f64[9, 4], f32[101], bool[50], i32[50], f64[7], f32[37, 5], f64[1000]) {
   %u = uniform {seed = 7, shape = [37, 5], dtype = f32, low = -2.0, high = 3.0}
   %ux = add %u, %x
@@ -1324,7 +1324,7 @@ fn random_ops_give_the_interpreters_bits_on_the_device() {
 /// kernels, products and downloads read where they are: on the host device, and on the GPU
 /// when there is one, against the interpreter.
 #[test]
-fn slices_are_device_views_that_kernels_and_products_read() {
+fn slices_are_views_that_kernels_and_products_read_on_the_gpu_and_the_host_device() {
     let src = "func @s(%x: f32[6, 40], %w: f32[40, 8]) -> (f32[5, 40], f32[5, 40], f32[5], f32[2, 8], f32[3, 20], f32[6, 40]) {
   %a = slice %x {starts = [1, null], stops = [null, null], steps = [1, -1]}
   %e = exp %a
