@@ -1258,6 +1258,27 @@ fn kernels_at_scale_agree_with_the_interpreter_on_the_gpu() {
     }
 }
 
+/// The interpreter's function of `func` (the reference), and the device runtimes to compare
+/// with it: the host device, and the GPU when there is one.
+fn interp_and_devices(func: &Func) -> (kiln::Function, Vec<(&'static str, Compiler)>) {
+    let reference = kiln::compile_func(
+        func.clone(),
+        &CompileOptions {
+            backend: Some(kiln::Backend::Interp),
+            ..CompileOptions::default()
+        },
+    )
+    .unwrap();
+    let mut compilers: Vec<(&str, Compiler)> = vec![(
+        "host device",
+        kiln::jit_ptx::runtime::compile_func_on_host_device,
+    )];
+    if gpu_or_skip() {
+        compilers.push(("GPU", kiln::jit_ptx::runtime::compile_func));
+    }
+    (reference, compilers)
+}
+
 /// Uniform and Bernoulli ops are GPU kernels (the stream expanded over the emitter, the
 /// counter mixed in on the device) with the interpreter's bits, over enough elements to cross
 /// blocks; normal ops stay host steps. On the host device, and on the GPU when there is one.
@@ -1285,21 +1306,7 @@ fn random_ops_give_the_interpreters_bits_on_the_gpu_and_the_host_device() {
         randoms, 6,
         "every uniform and bernoulli op is a kernel, the normal one is not"
     );
-    let reference = kiln::compile_func(
-        func.clone(),
-        &CompileOptions {
-            backend: Some(kiln::Backend::Interp),
-            ..CompileOptions::default()
-        },
-    )
-    .unwrap();
-    let mut compilers: Vec<(&str, Compiler)> = vec![(
-        "host device",
-        kiln::jit_ptx::runtime::compile_func_on_host_device,
-    )];
-    if gpu_or_skip() {
-        compilers.push(("GPU", kiln::jit_ptx::runtime::compile_func));
-    }
+    let (reference, compilers) = interp_and_devices(&func);
     for (place, compile) in compilers {
         let f = compile(func.clone(), true).unwrap();
         for k in [0i64, 1, -5, 1 << 40] {
@@ -1344,21 +1351,7 @@ fn slices_are_views_that_kernels_and_products_read_on_the_gpu_and_the_host_devic
         "{}",
         m.llvm
     );
-    let reference = kiln::compile_func(
-        func.clone(),
-        &CompileOptions {
-            backend: Some(kiln::Backend::Interp),
-            ..CompileOptions::default()
-        },
-    )
-    .unwrap();
-    let mut compilers: Vec<(&str, Compiler)> = vec![(
-        "host device",
-        kiln::jit_ptx::runtime::compile_func_on_host_device,
-    )];
-    if gpu_or_skip() {
-        compilers.push(("GPU", kiln::jit_ptx::runtime::compile_func));
-    }
+    let (reference, compilers) = interp_and_devices(&func);
     let inputs = [
         common::normal_values(kiln::DType::F32, &[6, 40], 5, 1.0),
         common::normal_values(kiln::DType::F32, &[40, 8], 6, 1.0),

@@ -143,6 +143,18 @@ pub fn offsets<'ctx>(
     Ok(offs)
 }
 
+/// A grid-stride loop's first index and step: `ctaid * ntid + tid`, `nctaid * ntid`.
+pub fn grid_stride<'ctx>(g: &Gen<'ctx>) -> Result<(IntValue<'ctx>, IntValue<'ctx>)> {
+    let tid = g.sreg("tid.x")?;
+    let ntid = g.sreg("ntid.x")?;
+    let ctaid = g.sreg("ctaid.x")?;
+    let nctaid = g.sreg("nctaid.x")?;
+    let start =
+        bx(g.b.build_int_add(bx(g.b.build_int_mul(ctaid, ntid, ""))?, tid, "start"))?;
+    let step = bx(g.b.build_int_mul(nctaid, ntid, "step"))?;
+    Ok((start, step))
+}
+
 /// `for (i = start; i < n; i += step) body(i)`, built in place; the builder ends after it.
 pub fn counted_loop<'ctx>(
     g: &Gen<'ctx>,

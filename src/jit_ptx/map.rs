@@ -13,8 +13,8 @@
 
 use super::gen::{bx, Gen};
 use super::kernel::{
-    counted_loop, declare_kernel, groups_aligned, load, load_lanes, offsets, rows_in_groups, store,
-    store_lanes, Inputs, LANES,
+    counted_loop, declare_kernel, grid_stride, groups_aligned, load, load_lanes, offsets,
+    rows_in_groups, store, store_lanes, Inputs, LANES,
 };
 use super::scalar::emit_program;
 use crate::error::Result;
@@ -58,13 +58,7 @@ pub fn define_map<'ctx>(g: &Gen<'ctx>, name: &str, spec: &MapSpec) -> Result<()>
         .map(|j| k.scalars[2 + r + j * r..2 + r + (j + 1) * r].to_vec())
         .collect();
 
-    let tid = g.sreg("tid.x")?;
-    let ntid = g.sreg("ntid.x")?;
-    let ctaid = g.sreg("ctaid.x")?;
-    let nctaid = g.sreg("nctaid.x")?;
-    let start =
-        bx(g.b.build_int_add(bx(g.b.build_int_mul(ctaid, ntid, ""))?, tid, "start"))?;
-    let step = bx(g.b.build_int_mul(nctaid, ntid, "step"))?;
+    let (start, step) = grid_stride(g)?;
     let reads = p.input_dtypes();
     let read: Vec<bool> = (0..n_in)
         .map(|j| reads.get(j).copied().flatten().is_some())

@@ -9,7 +9,7 @@
 //! is a constant of the kernel.
 
 use super::gen::{bx, Gen};
-use super::kernel::{counted_loop, declare_kernel, store};
+use super::kernel::{counted_loop, declare_kernel, grid_stride, store};
 use super::math_llvm::{emit_arith, LlvmMath};
 use crate::error::{Error, Result};
 use crate::ir::{DType, RandomDist};
@@ -67,13 +67,7 @@ pub fn define_random<'ctx>(
         }
         None => g.c64(seed as i64),
     };
-    let tid = g.sreg("tid.x")?;
-    let ntid = g.sreg("ntid.x")?;
-    let ctaid = g.sreg("ctaid.x")?;
-    let nctaid = g.sreg("nctaid.x")?;
-    let start =
-        bx(g.b.build_int_add(bx(g.b.build_int_mul(ctaid, ntid, ""))?, tid, "start"))?;
-    let step = bx(g.b.build_int_mul(nctaid, ntid, "step"))?;
+    let (start, step) = grid_stride(g)?;
     let (kind, transform) = plan(dist, dtype);
     counted_loop(g, k.func, start, step, n, "elems", |i| {
         let v = emit_arith(g, Prec::F64, |e| standard(e, kind, seed, i))?;

@@ -35,13 +35,7 @@ type PResult<T> = Result<T, ParseError>;
 /// Parses every function of `src`.
 pub fn parse_funcs(src: &str) -> Result<Vec<Func>, Vec<ParseError>> {
     let toks = lex(src).map_err(|(line, col, msg)| vec![ParseError { line, col, msg }])?;
-    let mut p = Parser {
-        toks,
-        pos: 0,
-        errors: Vec::new(),
-        scopes: Vec::new(),
-        lists: 0,
-    };
+    let mut p = Parser::new(toks);
     let mut funcs = Vec::new();
     while p.peek() != &Tok::Eof {
         match p.func() {
@@ -87,13 +81,7 @@ pub fn parse_op(
         Vec::new()
     } else {
         let toks = lex(attrs).map_err(|(_, _, msg)| msg)?;
-        let mut p = Parser {
-            toks,
-            pos: 0,
-            errors: Vec::new(),
-            scopes: Vec::new(),
-            lists: 0,
-        };
+        let mut p = Parser::new(toks);
         let items = p.attrs().map_err(|e| e.msg)?;
         if p.peek() != &Tok::Eof {
             return Err(format!("unexpected text after the attributes `{attrs}`"));
@@ -118,6 +106,16 @@ struct Parser {
 pub const MAX_LIST_DEPTH: usize = 32;
 
 impl Parser {
+    fn new(toks: Vec<Token>) -> Parser {
+        Parser {
+            toks,
+            pos: 0,
+            errors: Vec::new(),
+            scopes: Vec::new(),
+            lists: 0,
+        }
+    }
+
     fn peek(&self) -> &Tok {
         &self.toks[self.pos].tok
     }
