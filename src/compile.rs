@@ -165,12 +165,13 @@ impl FunctionBuilder {
     }
 
     /// Compiles the function. The user's graph is not changed.
-    pub fn compile(self) -> Result<Function> {
+    pub fn compile(mut self) -> Result<Function> {
         let backend = match self.options.backend {
             Some(b) => b,
             None => Backend::from_env()?,
         };
         let ssa = self.ssa()?;
+        self.options.dump = self.options.dump.for_compile(&ssa.func.name);
         self.options.dump.dump(&ssa.func.name, "input", || {
             crate::ir::text::print_func(&ssa.func)
         });
@@ -319,6 +320,10 @@ fn backend_executable(
 /// The function is verified first.
 pub fn compile_func(func: Func, options: &CompileOptions) -> Result<Function> {
     crate::ir::verify::verify(&func).map_err(|es| Error::Input(es.join("; ")))?;
+    let options = &CompileOptions {
+        dump: options.dump.for_compile(&func.name),
+        ..options.clone()
+    };
     let backend = match options.backend {
         Some(b) => b,
         None => Backend::from_env()?,

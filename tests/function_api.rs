@@ -259,3 +259,37 @@ fn unknown_backends_are_errors() {
         .unwrap();
     assert!(matches!(e, Error::Unsupported(_)), "{e:?}");
 }
+
+/// Two functions with the default name `f`, dumped into one folder, keep their own files
+/// (`f.NN.STAGE.txt`, then `f-2.NN.STAGE.txt`) instead of the second overwriting the first.
+#[test]
+fn functions_that_share_a_name_keep_their_own_dump_files() {
+    let dir = std::env::temp_dir().join(format!("kiln-dump-names-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let g = kiln::Graph::new();
+    let x = g.input("x", kiln::f32, [Some(3)]);
+    let opts = || kiln::CompileOptions {
+        dump: kiln::dump::DumpOptions {
+            dir: Some(dir.clone()),
+            ..kiln::dump::DumpOptions::parse("input,schedule")
+        },
+        backend: Some(Backend::Cpu),
+        ..Default::default()
+    };
+    let exp = x.unary(kiln::ir::UnaryOp::Exp);
+    let neg = -&x;
+    kiln::function(&[&x], &[&exp])
+        .options(opts())
+        .compile()
+        .unwrap();
+    kiln::function(&[&x], &[&neg])
+        .options(opts())
+        .compile()
+        .unwrap();
+    let read = |f: &str| std::fs::read_to_string(dir.join(f)).unwrap();
+    assert!(read("f.00.input.txt").contains("exp"));
+    assert!(read("f-2.00.input.txt").contains("neg"));
+    assert!(read("f.05.schedule.txt").contains("map exp"));
+    assert!(read("f-2.05.schedule.txt").contains("map neg"));
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -134,6 +134,7 @@ fn sgd_step(
         opts.dump = kiln::dump::DumpOptions {
             stages: vec!["schedule".into()],
             dir: Some(dir.to_path_buf()),
+            ..Default::default()
         };
     }
     let f = kiln::function(&[&x, &y], &[&loss])

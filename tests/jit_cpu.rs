@@ -135,6 +135,7 @@ fn fused_reductions_over_the_last_axis_match_the_interpreter() {
     let dump = kiln::dump::DumpOptions {
         stages: vec!["kernels".into()],
         dir: Some(dir.clone()),
+        ..Default::default()
     };
     let opts = kiln::CompileOptions {
         name: "lse".into(),

@@ -360,6 +360,7 @@ fn the_kernels_dump_shows_generated_reductions() {
         dump: kiln::dump::DumpOptions {
             stages: vec!["kernels".into()],
             dir: Some(dir.clone()),
+            ..Default::default()
         },
         backend: Some(Backend::Cpu),
         ..Default::default()

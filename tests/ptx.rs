@@ -445,6 +445,7 @@ fn the_llvm_and_ptx_dump_stages_write_their_text() {
     let dump = DumpOptions {
         stages: vec!["llvm".into(), "ptx".into()],
         dir: Some(dir.clone()),
+        ..Default::default()
     };
     let m = compile_ptx(&optimized(EXP), "sm_90", &dump).unwrap();
     let llvm = std::fs::read_to_string(dir.join("e.08.llvm.txt")).unwrap();

@@ -80,6 +80,7 @@ pub fn compile_text(
         opts.dump = kiln::dump::DumpOptions {
             stages: vec!["schedule".into()],
             dir: Some(dir.to_path_buf()),
+            ..Default::default()
         };
     }
     kiln::compile_func(f, &opts).unwrap()
@@ -122,6 +123,7 @@ pub fn clif_of(tag: &str, compile: impl FnOnce(kiln::CompileOptions)) -> String 
         dump: kiln::dump::DumpOptions {
             stages: vec!["clif".into()],
             dir: Some(dir.clone()),
+            ..Default::default()
         },
         backend: Some(kiln::Backend::Cpu),
         ..Default::default()
