@@ -307,7 +307,18 @@ fn backend_executable(
     options: &CompileOptions,
 ) -> Result<Box<dyn crate::runtime::Executable>> {
     match backend {
-        Backend::Interp => Ok(Box::new(Interpreter::new(func.clone()))),
+        Backend::Interp => {
+            // The interpreter runs the plain plan: every step's `perform`, no kernels.
+            let plan = crate::lower::lower(func);
+            options
+                .dump
+                .dump(&func.name, "schedule", || plan.to_string());
+            Ok(Box::new(Interpreter::with_thunks(
+                func.clone(),
+                plan,
+                Default::default(),
+            )))
+        }
         Backend::Cpu => crate::jit_cpu::compile(func, &options.dump),
         #[cfg(feature = "gpu")]
         Backend::Gpu => crate::jit_ptx::runtime::executable(func, &options.dump),

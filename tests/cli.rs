@@ -235,6 +235,46 @@ fn user_errors_are_one_line_and_exit_1() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("-o"), "aot");
 }
 
+/// `kiln opt` dumps the function it reads (`input`), and the interpreter its plan
+/// (`schedule`): every stage appears wherever it applies.
+#[test]
+fn opt_dumps_its_input_and_the_interpreter_its_schedule() {
+    let dir = tmpdir("dump-opt");
+    let f = dir.join("f.kir");
+    std::fs::write(
+        &f,
+        "func @f(%x: f32[2]) -> (f32[2]) {\n  %y = exp %x\n  return %y\n}\n",
+    )
+    .unwrap();
+    let out = kiln(&["opt", f.to_str().unwrap()], &[("KILN_DUMP", "input")]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success() && err.contains(";; ---- @f: input ----") && err.contains("exp %x"),
+        "{err}"
+    );
+    let x = dir.join("x.npy");
+    write_npy(&x, &Tensor::F32(ArrayD::zeros(ndarray::IxDyn(&[2]))));
+    let input = format!("x={}", x.display());
+    let args = [
+        "run",
+        f.to_str().unwrap(),
+        "--input",
+        &input,
+        "--out-dir",
+        dir.to_str().unwrap(),
+        "--backend",
+        "interp",
+    ];
+    let out = kiln(&args, &[("KILN_DUMP", "schedule")]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success()
+            && err.contains(";; ---- @f: schedule ----")
+            && err.contains("= map exp %0"),
+        "{err}"
+    );
+}
+
 #[test]
 fn dumps_show_each_stage_on_stderr_or_in_files() {
     let dir = tmpdir("dump");

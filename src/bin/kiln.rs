@@ -100,10 +100,10 @@ fn run(args: &[String]) -> Result<(), String> {
         "opt" => {
             let f = Flags::parse(rest, &["--func"])?;
             let func = load(f.file()?, f.get("--func"))?;
-            print!(
-                "{}",
-                print_func(&kiln::compile::optimize(func, &CompileOptions::default()))
-            );
+            let mut options = CompileOptions::default();
+            options.dump = options.dump.for_compile(&func.name);
+            options.dump.dump(&func.name, "input", || print_func(&func));
+            print!("{}", print_func(&kiln::compile::optimize(func, &options)));
             Ok(())
         }
         "aot" => cmd_aot(&Flags::parse(
