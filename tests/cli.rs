@@ -275,6 +275,31 @@ fn opt_dumps_its_input_and_the_interpreter_its_schedule() {
     );
 }
 
+/// `kiln aot` dumps the machine code it writes into the object (`asm`): its kernels and the
+/// entry point, as Cranelift emitted them.
+#[test]
+fn aot_dumps_the_machine_code_of_its_object() {
+    let dir = tmpdir("dump-aot");
+    let f = dir.join("f.kir");
+    std::fs::write(
+        &f,
+        "func @f(%x: f32[2]) -> (f32[2]) {\n  %y = exp %x\n  return %y\n}\n",
+    )
+    .unwrap();
+    let obj = dir.join("f.o");
+    let args = ["aot", f.to_str().unwrap(), "-o", obj.to_str().unwrap()];
+    let out = kiln(&args, &[("KILN_DUMP", "asm,clif")]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success() && obj.exists(), "{err}");
+    let asm = &err[err.find(";; ---- @f: asm ----").expect("an asm dump")..];
+    for function in ["function f_k0:", "function f:"] {
+        assert!(asm.contains(function) && asm.contains("ret"), "{asm}");
+    }
+    // The CLIF dump names the functions it calls, as the JIT's does.
+    let clif = &err[err.find(";; ---- @f: clif ----").expect("a clif dump")..];
+    assert!(clif.contains("%f_k0"), "{clif}");
+}
+
 #[test]
 fn dumps_show_each_stage_on_stderr_or_in_files() {
     let dir = tmpdir("dump");

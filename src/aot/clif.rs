@@ -50,11 +50,8 @@ pub fn define<M: Module>(
         b.seal_all_blocks();
         b.finalize(module.target_config());
     }
-    let text = ctx.func.display().to_string();
-    module
-        .define_function(id, &mut ctx)
-        .map_err(|e| Error::Unsupported(format!("{name}: cranelift: {e:?}")))?;
-    module.clear_context(&mut ctx);
+    // The JIT's definer: the same CLIF text, and the machine code in the `asm` listing.
+    let text = crate::codegen::clif::map::define_in(module, id, name, &mut ctx)?;
     Ok((id, text))
 }
 

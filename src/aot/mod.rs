@@ -166,7 +166,11 @@ pub fn compile_named(func: &Func, names: &AotNames, options: &AotOptions) -> Res
     let optimized = optimize(func.clone(), &options.optimizer);
     let plan = plan::build(&optimized, &in_names, &out_names)?;
     dump.dump(&func.name, "schedule", || plan.text());
-    let emitted = emit::emit(&plan, &symbol, target.isa)?;
+    let (emitted, asm) = crate::codegen::clif::map::with_listing(dump.enabled("asm"), || {
+        emit::emit(&plan, &symbol, target.isa)
+    });
+    let emitted = emitted?;
+    dump.dump(&func.name, "asm", || asm);
     dump.dump(&func.name, "kernels", || emitted.kernels.clone());
     dump.dump(&func.name, "clif", || emitted.clif.clone());
 
