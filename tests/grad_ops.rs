@@ -222,6 +222,7 @@ fn disconnected_and_non_differentiable_inputs() {
         &[&x, &y],
         GradOptions {
             disconnected: Disconnected::Zero,
+            ..Default::default()
         },
     )
     .unwrap();
@@ -319,4 +320,55 @@ fn fused_reductions_differentiate_through_their_prologue() {
         )
         .unwrap_or_else(|e| panic!("{r:?}: {e}"));
     }
+}
+
+/// The `grad` dump of `kiln::grad`: the cost and its gradients as one function in the text
+/// form, which parses back and computes what the compiled gradients compute.
+#[test]
+fn grad_dumps_the_cost_and_its_gradients_as_a_function() {
+    let dir = std::env::temp_dir().join(format!("kiln-grad-dump-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let g = Graph::new();
+    let x = g.input("x", kiln::f64, [Some(3)]);
+    let w = g.shared("w", ndarray::array![0.5f64, -1.0, 2.0].into_dyn());
+    let cost = (&x * &w).tanh().sum(None, false);
+    let opts = GradOptions {
+        dump: Some(kiln::dump::DumpOptions {
+            stages: vec!["grad".into()],
+            dir: Some(dir.clone()),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let gs = grad_with(&cost, &[&x, &w], opts).unwrap();
+    let text = std::fs::read_to_string(dir.join("grad.01.grad.txt")).expect("a grad dump");
+    let dumped = kiln::ir::text::parse("grad.01.grad.txt", &text)
+        .unwrap_or_else(|e| panic!("{e:?}\n{text}"))
+        .remove(0);
+    assert_eq!(
+        (dumped.params.len(), dumped.outputs.len()),
+        (2, 3),
+        "{text}"
+    );
+    let xv = ndarray::array![0.1f64, 0.7, -0.3].into_dyn();
+    let wv = ndarray::array![0.5f64, -1.0, 2.0].into_dyn();
+    let ran = kiln::runtime::interp::run_func(&dumped, vec![xv.clone().into(), wv.into()]).unwrap();
+    let f = function(&[&x], &[&cost, &gs[0], &gs[1]]).compile().unwrap();
+    let want = f.call(&[xv.view()]).unwrap();
+    for (a, b) in ran.iter().zip(&want) {
+        let (a, b) = (a.to_f64_vec(), b.to_f64_vec());
+        assert!(
+            a.iter().zip(&b).all(|(p, q)| (p - q).abs() < 1e-12),
+            "{a:?} {b:?}"
+        );
+    }
+    // Without the stage asked for, nothing more is written.
+    let quiet = GradOptions {
+        dump: Some(kiln::dump::DumpOptions::default()),
+        ..Default::default()
+    };
+    grad_with(&cost, &[&x], quiet).unwrap();
+    assert!(!dir.join("grad-2.01.grad.txt").exists());
+    let _ = std::fs::remove_dir_all(&dir);
 }

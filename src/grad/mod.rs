@@ -26,6 +26,7 @@
 mod control;
 mod rules;
 
+use crate::dump::DumpOptions;
 use crate::error::{Error, Result};
 use crate::graph::{to_ssa, Graph, Var, VarId};
 use crate::ir::{Func, Op};
@@ -40,9 +41,12 @@ pub enum Disconnected {
     Zero,
 }
 
-#[derive(Copy, Clone, Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub struct GradOptions {
     pub disconnected: Disconnected,
+    /// Where the `grad` dump goes (the cost and its gradients as a function in the text
+    /// form); `None` reads `KILN_DUMP` and `KILN_DUMP_DIR`.
+    pub dump: Option<DumpOptions>,
 }
 
 /// The gradient of the 0-d float `cost` with respect to each of `wrt`.
@@ -52,7 +56,25 @@ pub fn grad(cost: &Var, wrt: &[&Var]) -> Result<Vec<Var>> {
 
 /// [`grad`] with options.
 pub fn grad_with(cost: &Var, wrt: &[&Var], opts: GradOptions) -> Result<Vec<Var>> {
-    grad_impl(cost, wrt, opts, false)
+    let grads = grad_impl(cost, wrt, opts.disconnected, false)?;
+    let dump = opts.dump.unwrap_or_else(DumpOptions::from_env);
+    if dump.enabled("grad") {
+        dump_grads(&dump, cost, &grads);
+    }
+    Ok(grads)
+}
+
+/// The `grad` dump: a function named `grad` of every input the cost and its gradients read
+/// (shared variables after them), whose outputs are the cost followed by the gradients, as
+/// `kiln grad` prints it.
+fn dump_grads(dump: &DumpOptions, cost: &Var, grads: &[Var]) {
+    let outputs: Vec<Var> = std::iter::once(cost).chain(grads).cloned().collect();
+    let inputs = crate::graph::input_vars(&outputs);
+    let text = match to_ssa("grad", &inputs, &outputs, &[]) {
+        Ok(ssa) => crate::ir::text::print_func(&ssa.func),
+        Err(e) => format!("; the gradient has no function form: {e}\n"),
+    };
+    dump.for_compile("grad").dump("grad", "grad", || text);
 }
 
 /// The gradient of `cost` with respect to `targets` when `cost` was built from `adjoints`
@@ -62,10 +84,7 @@ pub fn grad_with(cost: &Var, wrt: &[&Var], opts: GradOptions) -> Result<Vec<Var>
 pub(crate) fn partial_grads(cost: &Var, targets: &[&Var], adjoints: &[Var]) -> Result<Vec<Var>> {
     let mut wrt: Vec<&Var> = targets.to_vec();
     wrt.extend(adjoints.iter().filter(|a| a.dtype().is_float()));
-    let opts = GradOptions {
-        disconnected: Disconnected::Zero,
-    };
-    let mut all = grad_impl(cost, &wrt, opts, true)?;
+    let mut all = grad_impl(cost, &wrt, Disconnected::Zero, true)?;
     all.truncate(targets.len());
     Ok(all)
 }
@@ -75,7 +94,7 @@ pub(crate) fn partial_grads(cost: &Var, targets: &[&Var], adjoints: &[Var]) -> R
 pub(crate) fn grad_impl(
     cost: &Var,
     wrt: &[&Var],
-    opts: GradOptions,
+    disconnected: Disconnected,
     leaves: bool,
 ) -> Result<Vec<Var>> {
     cost.check()?;
@@ -167,7 +186,7 @@ pub(crate) fn grad_impl(
     wrt.iter()
         .map(|w| match grads.get(&w.id()) {
             Some(v) => Ok(v.clone()),
-            None if opts.disconnected == Disconnected::Error => {
+            None if disconnected == Disconnected::Error => {
                 let through = blocked.iter().find(|a| a.inputs().iter().any(|i| depends_on(&g, i, w)));
                 Err(match through {
                     Some(a) => not_differentiable(a, "its result is not a float"),
@@ -260,7 +279,8 @@ pub fn grad_func(func: &Func, output: usize, wrt: &[&str]) -> Result<Func> {
             .ok_or_else(|| Error::Grad(format!("{} has no parameter named `{name}`", func.name)))?;
         targets.push(&inputs[i]);
     }
-    let grads = grad(&cost, &targets)?;
+    // Not `grad`: its caller dumps the whole function (`kiln grad`), under its own name.
+    let grads = grad_impl(&cost, &targets, Disconnected::Error, false)?;
     let mut outs = vec![cost];
     outs.extend(
         grads

@@ -331,6 +331,25 @@ impl Graph {
     }
 }
 
+/// The input variables (`VarKind::Input`) that `outputs` are computed from, in the order they
+/// were made: the inputs a function of `outputs` needs.
+pub(crate) fn input_vars(outputs: &[Var]) -> Vec<Var> {
+    let Some(graph) = outputs.first().map(Var::graph) else {
+        return Vec::new();
+    };
+    let g = graph.data();
+    let mut used: Vec<VarId> = outputs.iter().map(Var::id).collect();
+    for a in reachable_applies(&g, used.clone()) {
+        used.extend(g.applies[a.0 as usize].inputs.iter().copied());
+    }
+    used.sort_unstable();
+    used.dedup();
+    used.into_iter()
+        .filter(|v| matches!(g.vars[v.0 as usize].kind, VarKind::Input))
+        .map(|v| graph.var(v))
+        .collect()
+}
+
 /// The Applies reachable backwards from `roots`, sorted by creation, which is a topological
 /// order because an Apply's inputs always exist before it.
 pub(crate) fn reachable_applies(
