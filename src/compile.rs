@@ -75,6 +75,9 @@ pub struct CompileOptions {
     /// Let the optimizer mark steps that may overwrite a dead argument's buffer, the old values
     /// of updated shared variables included (on by default; see `rewrite::inplace`).
     pub inplace: bool,
+    /// Time each step of every call (`Function::profile`); defaults from `KILN_PROFILE`, with
+    /// which a function also prints its report when dropped (see `runtime::profile`).
+    pub profile: bool,
 }
 
 impl CompileOptions {
@@ -98,6 +101,7 @@ impl Default for CompileOptions {
             optimize: true,
             fast_math: false,
             inplace: true,
+            profile: crate::runtime::profile::from_env(),
         }
     }
 }
@@ -302,6 +306,22 @@ pub const NO_GPU_FEATURE: &str =
 
 /// The executable a backend makes of an SSA function.
 fn backend_executable(
+    backend: Backend,
+    func: &Func,
+    options: &CompileOptions,
+) -> Result<Box<dyn crate::runtime::Executable>> {
+    let mut exec = plain_executable(backend, func, options)?;
+    // Profiling is a diagnostic: where a backend has no profiler the function still compiles.
+    if options.profile && !exec.start_profile() {
+        eprintln!(
+            "kiln: @{}: the {backend} backend has no profiler yet; not profiled",
+            func.name
+        );
+    }
+    Ok(exec)
+}
+
+fn plain_executable(
     backend: Backend,
     func: &Func,
     options: &CompileOptions,

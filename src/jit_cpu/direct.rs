@@ -258,4 +258,14 @@ impl Executable for CpuExecutable {
             .as_ref()
             .is_some_and(|d| d.call(inputs, outputs))
     }
+
+    fn start_profile(&mut self) -> bool {
+        // The direct form runs the whole call as one: the VM times the steps.
+        self.direct = None;
+        self.vm.start_profile()
+    }
+
+    fn profile(&self) -> Option<&crate::runtime::profile::Profile> {
+        self.vm.profile()
+    }
 }

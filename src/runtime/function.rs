@@ -35,6 +35,18 @@ pub struct Function {
     direct: bool,
 }
 
+/// With `KILN_PROFILE` set, a profiled function prints its report when it goes: most are
+/// dropped when the program ends, so this is the report "at exit".
+impl Drop for Function {
+    fn drop(&mut self) {
+        if let Some(report) = self.profile().filter(|r| r.calls > 0) {
+            if super::profile::from_env() {
+                eprint!("{report}");
+            }
+        }
+    }
+}
+
 /// A call's inputs: a few, on the stack.
 type Inputs<'a> = smallvec::SmallVec<[TensorRef<'a>; 4]>;
 
@@ -85,6 +97,20 @@ impl Function {
 
     pub fn n_outputs(&self) -> usize {
         self.n_outputs
+    }
+
+    /// Where the calls so far spent their time, step by step, the slowest first (print it:
+    /// it is a table); `None` unless the function was compiled with profiling on
+    /// (`CompileOptions::profile`, or `KILN_PROFILE=1`).
+    pub fn profile(&self) -> Option<super::profile::ProfileReport> {
+        self.exec.profile().map(|p| p.report())
+    }
+
+    /// Forgets the calls profiled so far (after a warm-up, say).
+    pub fn reset_profile(&self) {
+        if let Some(p) = self.exec.profile() {
+            p.reset();
+        }
     }
 
     /// Calls the function on `inputs` and returns its outputs as new arrays.

@@ -31,6 +31,9 @@ pub struct InterpState {
     /// Buffers of intermediates that died, kept for the kernels of the next instructions and
     /// calls, so that a steady state of calls does not allocate (or fault in) large arrays.
     pool: Vec<Tensor>,
+    /// The function's profile, when it is being profiled: each step of the function's own
+    /// block is timed (taken while a step runs, so the steps inside it are not counted twice).
+    profile: Option<std::sync::Arc<super::profile::Profile>>,
 }
 
 /// How many dead buffers the pool keeps at most.
@@ -177,6 +180,7 @@ pub fn run_plan_into(
             env.values[p.index()] = Some(t);
         }
     }
+    let started = state.profile.as_ref().map(|_| std::time::Instant::now());
     let ran = run_steps(func, &plan.steps, true, &mut env, state);
     if ran.is_err() {
         give_back_donated(&donated_at, donated, &mut env.values, state);
@@ -198,6 +202,9 @@ pub fn run_plan_into(
     state.param_index = param_index;
     values.clear();
     state.slots = values;
+    if let (Some(p), Some(t0)) = (&state.profile, started) {
+        p.record_call(t0.elapsed());
+    }
     outs
 }
 
@@ -317,8 +324,44 @@ fn run_steps(
     state: &mut InterpState,
 ) -> Result<(), Error> {
     for inst in steps {
-        run_step(func, inst, top_level, env, state).map_err(|e| step_error(func, inst, e))?;
+        match state.profile.take() {
+            None => run_step(func, inst, top_level, env, state),
+            Some(p) => {
+                let ran = profiled_step(&p, func, inst, top_level, env, state);
+                state.profile = Some(p);
+                ran
+            }
+        }
+        .map_err(|e| step_error(func, inst, e))?;
     }
+    Ok(())
+}
+
+/// `run_step`, timed, with the shapes of what it read and wrote recorded in `profile`.
+fn profiled_step(
+    profile: &super::profile::Profile,
+    func: &Func,
+    inst: &Step,
+    top_level: bool,
+    env: &mut Env<'_, '_>,
+    state: &mut InterpState,
+) -> Result<(), Error> {
+    use super::profile::Seen;
+    let seen = |env: &Env<'_, '_>, vs: &[Value]| -> Vec<Seen> {
+        vs.iter()
+            .filter_map(|&v| match env.view(func, v) {
+                Ok(t) => Some(Seen::of(&t)),
+                // A result no one reads may be gone already: its type may still know it.
+                Err(_) => Seen::of_type(func.ty(v)),
+            })
+            .collect()
+    };
+    let args = seen(env, &inst.args);
+    let t0 = std::time::Instant::now();
+    run_step(func, inst, top_level, env, state)?;
+    let time = t0.elapsed();
+    let results = seen(env, &inst.results);
+    profile.record_step(inst, super::profile::measure(inst, &args, &results, time));
     Ok(())
 }
 
@@ -793,6 +836,8 @@ pub struct Interpreter {
     state: Mutex<InterpState>,
     /// Steps that may run on several threads (`warm.rs`).
     parallel_steps: usize,
+    /// Set by `start_profile`.
+    profile: Option<std::sync::Arc<super::profile::Profile>>,
 }
 
 /// Compiled thunks by the step they run.
@@ -840,6 +885,7 @@ impl Interpreter {
             thunks,
             state: Mutex::new(state),
             parallel_steps,
+            profile: None,
         }
     }
 }
@@ -896,8 +942,23 @@ impl super::Executable for Interpreter {
             Ok(mut st) => run(&mut st),
             Err(_) => run(&mut InterpState {
                 thunks: self.thunks.clone(),
+                profile: self.profile.clone(),
                 ..InterpState::default()
             }),
         }
+    }
+
+    fn start_profile(&mut self) -> bool {
+        let p = std::sync::Arc::new(super::profile::Profile::new(&self.func, &self.plan));
+        self.state
+            .get_mut()
+            .unwrap_or_else(|e| e.into_inner())
+            .profile = Some(p.clone());
+        self.profile = Some(p);
+        true
+    }
+
+    fn profile(&self) -> Option<&super::profile::Profile> {
+        self.profile.as_deref()
     }
 }

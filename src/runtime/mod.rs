@@ -4,6 +4,7 @@ pub mod device;
 pub mod function;
 pub mod interp;
 mod memory;
+pub mod profile;
 pub mod requests;
 mod rows;
 mod warm;
@@ -81,5 +82,16 @@ pub trait Executable: Send + Sync {
     /// `run_into`. The default declines.
     fn call_direct(&self, _inputs: &[TensorRef<'_>], _outputs: &mut [Tensor]) -> bool {
         false
+    }
+
+    /// Starts timing every step of every call from now on ([`profile`]); `false` where the
+    /// backend cannot. Calls then go through the plan's VM (no direct path).
+    fn start_profile(&mut self) -> bool {
+        false
+    }
+
+    /// The profile being collected, once `start_profile` started one.
+    fn profile(&self) -> Option<&profile::Profile> {
+        None
     }
 }
