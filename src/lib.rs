@@ -16,6 +16,7 @@
 //! See README.md for a tour and DESIGN.md (in the shared docs) for the architecture.
 
 pub mod aot;
+pub mod cli;
 pub mod codegen;
 pub mod compile;
 pub mod custom;

@@ -3,6 +3,10 @@
 
 mod common;
 
+#[allow(dead_code)]
+#[path = "../examples/custom_ops/kiln_with_ops.rs"]
+mod kiln_with_ops;
+
 use kiln::ir::text::{parse, parse_literal};
 use kiln::{DType, Tensor};
 use ndarray::ArrayD;
@@ -704,4 +708,58 @@ fn an_interrupted_write_leaves_no_file_behind() {
         // The run finished before the signal: then every output is complete.
         assert!(left.iter().all(|n| !n.contains(".tmp")), "{left:?}");
     }
+}
+
+/// A `kiln` built with custom ops (`kiln::cli::main_with`, the `kiln_with_ops` example) runs
+/// files that name them; without them registered, the file's error names the op.
+#[test]
+fn a_kiln_built_with_custom_ops_runs_files_that_use_them() {
+    let dir = tmpdir("with-ops");
+    let f = dir.join("t.kir");
+    std::fs::write(
+        &f,
+        "func @f(%x: f32[2, 3]) -> (f32[3], f32[3]) {\n  %a, %b = custom \"tear\" %x {dims = [1]}\n  \
+         %c = custom \"scale\" %b {factor = [2.0]}\n  return %a, %c\n}\n",
+    )
+    .unwrap();
+    let x = dir.join("x.npy");
+    let xs = ArrayD::from_shape_vec(ndarray::IxDyn(&[2, 3]), (0..6).map(|i| i as f32).collect());
+    write_npy(&x, &Tensor::F32(xs.unwrap()));
+    let args: Vec<String> = [
+        "run",
+        f.to_str().unwrap(),
+        "--input",
+        &format!("x={}", x.display()),
+        "--out-dir",
+        dir.to_str().unwrap(),
+    ]
+    .map(String::from)
+    .to_vec();
+    let e = kiln::cli::run(&args).unwrap_err();
+    assert!(
+        e.contains("t.kir:2:") && e.contains("no custom op named \"tear\""),
+        "{e}"
+    );
+    kiln_with_ops::registry().install();
+    kiln::cli::run(&args).unwrap();
+    let read = |name: &str| {
+        let f = std::fs::File::open(dir.join(name)).unwrap();
+        ArrayD::<f32>::read_npy(f)
+            .unwrap()
+            .into_raw_vec_and_offset()
+            .0
+    };
+    assert_eq!(read("out0.npy"), vec![0.0, 1.0, 2.0]);
+    assert_eq!(read("out1.npy"), vec![6.0, 8.0, 10.0]);
+    // A factory's refusal is the file's error.
+    std::fs::write(
+        &f,
+        "func @f(%x: f32[2, 3]) -> (f32[3]) {\n  %c = custom \"scale\" %x {factor = [1.0, 2.0]}\n  return %c\n}\n",
+    )
+    .unwrap();
+    let e = kiln::cli::run(&args).unwrap_err();
+    assert!(
+        e.contains("t.kir:2:") && e.contains("scale needs `factor = [x]`"),
+        "{e}"
+    );
 }

@@ -23,7 +23,7 @@ const LAYERS: &[&[&str]] = &[
     // The driver.
     &["compile"],
     // What uses the driver.
-    &["gradcheck", "lib", "bin"],
+    &["gradcheck", "cli", "lib", "bin"],
 ];
 
 /// Backends never import one another.
