@@ -131,10 +131,37 @@ fn quoted(s: &str) -> Option<(String, &str)> {
     Some((s[1..end].to_string(), &s[end + 1..]))
 }
 
+/// The dtype of a header's `descr` (numpy's spellings of kiln's dtypes, little-endian).
+fn dtype_of(descr: &str) -> Option<DType> {
+    Some(match descr {
+        "|b1" | "<b1" | "b1" => DType::Bool,
+        "<i4" => DType::I32,
+        "<i8" => DType::I64,
+        "<f4" => DType::F32,
+        "<f8" => DType::F64,
+        _ => return None,
+    })
+}
+
 /// Reads an array of `dtype` from the `.npy` file at `path`.
 pub fn read(path: &Path, dtype: DType) -> Result<Tensor> {
     let bytes = std::fs::read(path).map_err(|e| err(path, e))?;
-    let (h, data_at) = parse_header(&bytes).map_err(|e| err(path, e))?;
+    from_bytes(path, &bytes, Some(dtype))
+}
+
+/// Reads the `.npy` data in `bytes` (named `path` in errors), of `dtype` or, with `None`, of
+/// the dtype its header says.
+pub fn from_bytes(path: &Path, bytes: &[u8], dtype: Option<DType>) -> Result<Tensor> {
+    let (h, data_at) = parse_header(bytes).map_err(|e| err(path, e))?;
+    let dtype = match dtype.or_else(|| dtype_of(&h.descr)) {
+        Some(d) => d,
+        None => {
+            return Err(err(
+                path,
+                format!("holds `{}` elements, which kiln has no dtype for", h.descr),
+            ))
+        }
+    };
     if h.descr != descr_of(dtype) {
         let also = matches!(
             (dtype, h.descr.as_str()),
@@ -280,6 +307,62 @@ pub fn remove_unfinished() {
 /// temporary file next to it, then all are renamed into place; after a failure none of the
 /// paths holds a new file (an old file at one of them may be gone).
 pub fn write_all(files: &[(PathBuf, &Tensor)]) -> Result<()> {
+    let paths: Vec<PathBuf> = files.iter().map(|(p, _)| p.clone()).collect();
+    write_whole(&paths, |i, f| write_to(f, files[i].1))
+}
+
+/// Writes `entries` as the `.npz` file `path` (numpy's `savez`: a zip archive of
+/// `NAME.npy` files, stored), whole or not at all; `np.load(path)[NAME]` reads an entry.
+pub fn write_npz(path: &Path, entries: &[(String, &Tensor)]) -> Result<()> {
+    use std::io::Write;
+    use zip::write::SimpleFileOptions;
+    write_whole(&[path.to_path_buf()], |_, f| {
+        let mut zip = zip::ZipWriter::new(std::io::BufWriter::new(f));
+        for (name, t) in entries {
+            let bytes = to_bytes(t);
+            let options = SimpleFileOptions::default()
+                .compression_method(zip::CompressionMethod::Stored)
+                .large_file(bytes.len() >= u32::MAX as usize);
+            zip.start_file(format!("{name}.npy"), options)
+                .map_err(std::io::Error::other)?;
+            zip.write_all(&bytes)?;
+        }
+        zip.finish().map_err(std::io::Error::other)?.flush()
+    })
+}
+
+/// The entries of the `.npz` file at `path` (stored or deflated, as `np.savez` and
+/// `np.savez_compressed` write them), by name without `.npy`, each of the dtype its header
+/// says.
+pub fn read_npz(path: &Path) -> Result<Vec<(String, Tensor)>> {
+    use std::io::Read;
+    let file = std::fs::File::open(path).map_err(|e| err(path, e))?;
+    let mut zip = zip::ZipArchive::new(std::io::BufReader::new(file)).map_err(|e| err(path, e))?;
+    let mut out = Vec::with_capacity(zip.len());
+    for i in 0..zip.len() {
+        let mut entry = zip.by_index(i).map_err(|e| err(path, e))?;
+        let name = entry.name().to_string();
+        let inner = path.join(&name);
+        let key = name
+            .strip_suffix(".npy")
+            .ok_or_else(|| err(path, format!("the entry `{name}` is not an .npy file")))?;
+        // Read what the entry holds, whatever its directory claims (a damaged or hostile
+        // archive may claim any size).
+        let mut bytes = Vec::new();
+        entry.read_to_end(&mut bytes).map_err(|e| err(&inner, e))?;
+        out.push((key.to_string(), from_bytes(&inner, &bytes, None)?));
+    }
+    Ok(out)
+}
+
+/// Writes each of `paths` whole through `write(i, file)`, all or nothing: each is written to
+/// a temporary file next to it, then all are renamed into place; after a failure none of the
+/// paths holds a new file (an old file at one of them may be gone).
+fn write_whole(
+    paths: &[PathBuf],
+    write: impl Fn(usize, std::fs::File) -> std::io::Result<()>,
+) -> Result<()> {
+    let files: Vec<(&PathBuf, usize)> = paths.iter().zip(0..).collect();
     let tmp = |p: &Path| {
         let mut name = p.file_name().unwrap_or_default().to_os_string();
         name.push(format!(".tmp{}", std::process::id()));
@@ -294,8 +377,8 @@ pub fn write_all(files: &[(PathBuf, &Tensor)]) -> Result<()> {
             list.retain(|x| x != t);
         }
     };
-    for ((p, t), tp) in files.iter().zip(&temps) {
-        let written = std::fs::File::create(tp).and_then(|f| write_to(f, t));
+    for ((p, i), tp) in files.iter().zip(&temps) {
+        let written = std::fs::File::create(tp).and_then(|f| write(*i, f));
         if let Err(e) = written {
             cleanup(&[]);
             return Err(err(p, e));
@@ -308,7 +391,7 @@ pub fn write_all(files: &[(PathBuf, &Tensor)]) -> Result<()> {
             let r = std::fs::rename(tp, p);
             if r.is_ok() {
                 list.retain(|x| x != tp);
-                list.push(p.clone());
+                list.push((*p).clone());
             }
             r
         };
@@ -316,7 +399,7 @@ pub fn write_all(files: &[(PathBuf, &Tensor)]) -> Result<()> {
             cleanup(&done);
             return Err(err(p, e));
         }
-        done.push(p.clone());
+        done.push((*p).clone());
     }
     unfinished().retain(|x| !done.contains(x));
     Ok(())

@@ -268,4 +268,12 @@ impl Executable for CpuExecutable {
     fn profile(&self) -> Option<&crate::runtime::profile::Profile> {
         self.vm.profile()
     }
+
+    fn op_state(&self) -> crate::runtime::state::OpState {
+        self.vm.op_state()
+    }
+
+    fn set_op_state(&self, state: &crate::runtime::state::OpState) -> Result<()> {
+        self.vm.set_op_state(state)
+    }
 }

@@ -305,4 +305,18 @@ impl<D: Device> super::Executable for HostCalls<D> {
             .collect();
         self.run(&views)
     }
+
+    fn op_state(&self) -> super::state::OpState {
+        let storage = self.state.storage.lock().unwrap_or_else(|e| e.into_inner());
+        let calls = self.state.calls.load(Ordering::Relaxed);
+        super::state::collect(&self.plan, calls, &storage)
+    }
+
+    fn set_op_state(&self, state: &super::state::OpState) -> Result<()> {
+        let restored = super::state::restore(&self.func, &self.plan, state)?;
+        let mut storage = self.state.storage.lock().unwrap_or_else(|e| e.into_inner());
+        *storage = restored;
+        self.state.calls.store(state.calls, Ordering::Relaxed);
+        Ok(())
+    }
 }

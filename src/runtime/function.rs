@@ -1,5 +1,6 @@
 //! `Function`: a compiled function users call, with its shared state.
 
+use super::state::FunctionState;
 use super::Executable;
 use crate::error::{Error, Result};
 use crate::ir::Func;
@@ -104,6 +105,95 @@ impl Function {
     /// (`CompileOptions::profile`, or `KILN_PROFILE=1`).
     pub fn profile(&self) -> Option<super::profile::ProfileReport> {
         self.exec.profile().map(|p| p.report())
+    }
+
+    /// The function's state: the values of the shared variables it reads or updates (by
+    /// name; one without a name is `#i`, its place among them), and what its ops keep
+    /// between calls (custom ops' hidden outputs, the call count).
+    pub fn state(&self) -> FunctionState {
+        let shared = self
+            .shared
+            .iter()
+            .enumerate()
+            .map(|(i, b)| {
+                let value = b.cell.read().unwrap_or_else(|e| e.into_inner()).clone();
+                (self.shared_name(i), value)
+            })
+            .collect();
+        FunctionState {
+            shared,
+            ops: self.exec.op_state(),
+        }
+    }
+
+    /// The name of shared variable `i` in a state: its own, or `#i` where it has none or
+    /// shares it with another.
+    fn shared_name(&self, i: usize) -> String {
+        let name = &self.shared[i].name;
+        let unique = self.shared.iter().filter(|b| &b.name == name).count() == 1;
+        match name.is_empty() || !unique {
+            true => format!("#{i}"),
+            false => name.clone(),
+        }
+    }
+
+    /// Sets the state: the shared variables it names, and the ops' state (all of it: what
+    /// `state` omits, a fresh function's). Everything is checked first (names, dtypes,
+    /// shapes, the steps that keep op state); an error changes nothing.
+    pub fn set_state(&self, state: &FunctionState) -> Result<()> {
+        let mut values: Vec<Option<&Tensor>> = vec![None; self.shared.len()];
+        for (name, t) in &state.shared {
+            let i = (0..self.shared.len())
+                .find(|&i| &self.shared_name(i) == name)
+                .ok_or_else(|| {
+                    Error::Input(format!(
+                        "state entry `shared/{name}`: {} reads no shared variable of that name",
+                        self.func.name
+                    ))
+                })?;
+            let ty = self.func.ty(self.func.params[self.n_inputs + i]);
+            if t.dtype() != ty.dtype || !ty.accepts_shape(t.shape()) {
+                return Err(Error::Input(format!(
+                    "state entry `shared/{name}`: expected {ty}, got an array of {} {:?}",
+                    t.dtype(),
+                    t.shape()
+                )));
+            }
+            values[i] = Some(t);
+        }
+        self.exec.set_op_state(&state.ops)?;
+        for (b, t) in self.shared.iter().zip(values) {
+            if let Some(t) = t {
+                *b.cell.write().unwrap_or_else(|e| e.into_inner()) = t.clone();
+            }
+        }
+        Ok(())
+    }
+
+    /// Forgets what the ops keep between calls, as if the function were compiled afresh
+    /// (custom ops' hidden outputs empty, the call count 0); shared variables keep their
+    /// values (set them with `Var::set_value` or [`Function::set_state`]).
+    pub fn reset_state(&self) -> Result<()> {
+        self.exec.set_op_state(&Default::default())
+    }
+
+    /// Saves [`Function::state`] as an `.npz` file (numpy's `savez`: `np.load(path)` reads
+    /// it), whole or not at all.
+    pub fn save_state(&self, path: impl AsRef<std::path::Path>) -> Result<()> {
+        let entries = self.state().entries();
+        let refs: Vec<(String, &Tensor)> = entries.iter().map(|(n, t)| (n.clone(), t)).collect();
+        crate::npy::write_npz(path.as_ref(), &refs)
+    }
+
+    /// Loads a state saved by [`Function::save_state`] (of this function, or of one compiled
+    /// the same way) and sets it ([`Function::set_state`]).
+    pub fn load_state(&self, path: impl AsRef<std::path::Path>) -> Result<()> {
+        let entries = crate::npy::read_npz(path.as_ref())?;
+        let state = FunctionState::from_entries(entries).map_err(|e| match e {
+            Error::Input(m) => Error::Input(format!("{}: {m}", path.as_ref().display())),
+            e => e,
+        })?;
+        self.set_state(&state)
     }
 
     /// Forgets the calls profiled so far (after a warm-up, say).

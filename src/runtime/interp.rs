@@ -961,4 +961,17 @@ impl super::Executable for Interpreter {
     fn profile(&self) -> Option<&super::profile::Profile> {
         self.profile.as_deref()
     }
+
+    fn op_state(&self) -> super::state::OpState {
+        let st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        super::state::collect(&self.plan, st.calls, &st.storage)
+    }
+
+    fn set_op_state(&self, state: &super::state::OpState) -> Result<(), Error> {
+        let storage = super::state::restore(&self.func, &self.plan, state)?;
+        let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        st.storage = storage;
+        st.calls = state.calls;
+        Ok(())
+    }
 }

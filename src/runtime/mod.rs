@@ -7,6 +7,7 @@ mod memory;
 pub mod profile;
 pub mod requests;
 mod rows;
+pub mod state;
 mod warm;
 
 use crate::error::Result;
@@ -93,5 +94,22 @@ pub trait Executable: Send + Sync {
     /// The profile being collected, once `start_profile` started one.
     fn profile(&self) -> Option<&profile::Profile> {
         None
+    }
+
+    /// What the function's ops keep between calls (`state::OpState`): none by default.
+    fn op_state(&self) -> state::OpState {
+        state::OpState::default()
+    }
+
+    /// Replaces what the ops keep between calls (checked against the plan first: an error
+    /// changes nothing); the default state of a fresh function resets it.
+    fn set_op_state(&self, state: &state::OpState) -> Result<()> {
+        match state.hidden.first() {
+            None => Ok(()),
+            Some(h) => Err(crate::error::Error::Unsupported(format!(
+                "this backend keeps no op state (`{}`)",
+                h.key()
+            ))),
+        }
     }
 }
