@@ -437,3 +437,149 @@ fn custom_ops_run_as_host_steps_on_the_gpu_backend() {
     }
     assert_ne!(streams[0], streams[1], "a fresh stream per call");
 }
+
+/// `x` repeated twice (`[x, x]`): `make_node` leaves its length open, the shape function
+/// (`infer_shape`) says `2n`, or `claim` elements when given (a wrong or huge claim). It
+/// records whether `perform` found its output already sized.
+#[derive(Debug, Default)]
+struct Twice {
+    claim: Option<usize>,
+    presized: std::sync::Arc<std::sync::Mutex<Vec<Option<Vec<usize>>>>>,
+}
+
+impl CustomOp for Twice {
+    fn name(&self) -> &str {
+        "twice"
+    }
+    fn params(&self) -> OpParams {
+        OpParams::new().int("claim", vec![self.claim.map_or(-1, |c| c as i64)])
+    }
+    fn make_node(&self, inputs: &[&TensorType]) -> Result<Vec<TensorType>, String> {
+        match inputs {
+            [t] if t.rank() == 1 => Ok(vec![TensorType::new(t.dtype, vec![None])]),
+            _ => Err("takes one vector".into()),
+        }
+    }
+    fn infer_shape(&self, inputs: &[&TensorType]) -> Result<Vec<Vec<usize>>, String> {
+        let n = inputs[0].known_shape().ok_or("needs a known shape")?[0];
+        Ok(vec![vec![self.claim.unwrap_or(2 * n)]])
+    }
+    fn perform(
+        &self,
+        inputs: &[&Tensor],
+        outputs: &mut [Option<Tensor>],
+        _: &mut PerformContext<'_>,
+    ) -> Result<(), String> {
+        let seen = outputs[0].as_ref().map(|t| t.shape().to_vec());
+        self.presized.lock().unwrap().push(seen);
+        let x = vals(inputs[0]);
+        let both: Vec<f64> = x.iter().chain(&x).copied().collect();
+        let t = Tensor::F64(ArrayD::from_shape_vec(IxDyn(&[both.len()]), both).unwrap());
+        outputs[0] = Some(t);
+        Ok(())
+    }
+}
+
+/// A shape function resolves `?` dims where the input shapes are known, sizes the outputs
+/// before `perform` runs where they are not, and feeds the check that a result fits in
+/// memory; one that contradicts `make_node` or `perform` is an error.
+#[test]
+fn infer_shape_resolves_open_dims_and_sizes_outputs_before_perform() {
+    // Known input: the output's type is known when the graph is built, and what reads it
+    // gets that type too.
+    let g = Graph::new();
+    let x = g.input("x", kiln::f64, [Some(3)]);
+    let y = g.apply_custom_default(Twice::default(), &[&x]);
+    assert_eq!(y.ty(), TensorType::fixed(kiln::f64, &[6]));
+    assert_eq!((&y + 1.0).ty(), TensorType::fixed(kiln::f64, &[6]));
+
+    // Open input: the output has no storage before the first call; the runtime sizes it from
+    // the shape function on the run-time shapes; later calls reuse the kept storage.
+    for backend in [kiln::Backend::Cpu, kiln::Backend::Interp] {
+        let g = Graph::new();
+        let x = g.input("x", kiln::f64, [None]);
+        let op = Twice::default();
+        let presized = op.presized.clone();
+        let y = g.apply_custom_default(op, &[&x]);
+        assert_eq!(y.ty(), TensorType::new(kiln::f64, vec![None]));
+        let f = function(&[&x], &[&(&y * 2.0)])
+            .backend(backend)
+            .compile()
+            .unwrap();
+        let xs = array![1.0, 2.0].into_dyn();
+        let out = f.call(&[xs.view()]).unwrap();
+        assert_eq!(vals(&out[0]), vec![2.0, 4.0, 2.0, 4.0]);
+        f.call(&[xs.view()]).unwrap();
+        assert_eq!(
+            *presized.lock().unwrap(),
+            vec![Some(vec![4]), Some(vec![4])],
+            "{backend}"
+        );
+    }
+
+    // A shape function that contradicts make_node is a type error when the graph is built.
+    #[derive(Debug)]
+    struct Contradicts;
+    impl CustomOp for Contradicts {
+        fn name(&self) -> &str {
+            "contradicts"
+        }
+        fn make_node(&self, inputs: &[&TensorType]) -> Result<Vec<TensorType>, String> {
+            Ok(vec![TensorType::new(inputs[0].dtype, vec![Some(2), None])])
+        }
+        fn infer_shape(&self, _: &[&TensorType]) -> Result<Vec<Vec<usize>>, String> {
+            Ok(vec![vec![3, 3]])
+        }
+        fn perform(
+            &self,
+            _: &[&Tensor],
+            _: &mut [Option<Tensor>],
+            _: &mut PerformContext<'_>,
+        ) -> Result<(), String> {
+            Err("not run".into())
+        }
+    }
+    let g = Graph::new();
+    let x = g.input("x", kiln::f64, [Some(3)]);
+    let e = g
+        .try_apply_custom(Contradicts, &[&x])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("infer_shape says [3, 3] where make_node says f64[2, ?]"),
+        "{e}"
+    );
+
+    // A claim perform does not keep is caught where the result is stored.
+    let g = Graph::new();
+    let x = g.input("x", kiln::f64, [Some(3)]);
+    let lying = Twice {
+        claim: Some(5),
+        ..Default::default()
+    };
+    let y = g.apply_custom_default(lying, &[&x]);
+    let f = function(&[&x], &[&y]).compile().unwrap();
+    let e = f
+        .call(&[array![1.0, 2.0, 3.0].into_dyn().view()])
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("produced f64[6]") && e.contains("f64[5]"), "{e}");
+
+    // A result too large for memory, known from the shape function before perform runs, is an
+    // error that names it, and perform is never called.
+    let g = Graph::new();
+    let x = g.input("x", kiln::f64, [None]);
+    let huge = Twice {
+        claim: Some(1 << 45),
+        ..Default::default()
+    };
+    let presized = huge.presized.clone();
+    let y = g.apply_custom_default(huge, &[&x]);
+    let f = function(&[&x], &[&y]).compile().unwrap();
+    let e = f
+        .call(&[array![1.0].into_dyn().view()])
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("more than can be allocated"), "{e}");
+    assert!(presized.lock().unwrap().is_empty());
+}

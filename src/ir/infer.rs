@@ -432,7 +432,7 @@ fn infer_types(op: &Op, inputs: &[&TensorType]) -> Result<Vec<TensorType>, Strin
                     outs.len()
                 ));
             }
-            Ok(outs)
+            with_inferred_shapes(c, inputs, outs)
         }
         Op::Arange {
             start,
@@ -473,6 +473,49 @@ pub fn infer_ifelse(
         }
     }
     Ok(then.to_vec())
+}
+
+/// `make_node`'s output types with their `?` dims resolved by the op's shape function
+/// (`infer_shape`, Theano's) where every input shape is known. A shape function that cannot
+/// say (the default, for an output whose size only `perform` knows) leaves the types as they
+/// are; one that contradicts `make_node` is an error.
+fn with_inferred_shapes(
+    c: &crate::ir::custom::CustomOpRef,
+    inputs: &[&TensorType],
+    outs: Vec<TensorType>,
+) -> Result<Vec<TensorType>, String> {
+    let open = outs.iter().any(|t| t.known_shape().is_none());
+    if !open || inputs.iter().any(|t| t.known_shape().is_none()) {
+        return Ok(outs);
+    }
+    let Ok(shapes) = c.infer_shape(inputs) else {
+        return Ok(outs);
+    };
+    if shapes.len() != outs.len() {
+        return Err(format!(
+            "{}: infer_shape gave {} shapes for {} outputs",
+            c.name(),
+            shapes.len(),
+            outs.len()
+        ));
+    }
+    outs.into_iter()
+        .zip(shapes)
+        .map(|(t, s)| {
+            let fits = t.rank() == s.len()
+                && t.shape
+                    .iter()
+                    .zip(&s)
+                    .all(|(d, &n)| d.is_none_or(|d| d == n));
+            match fits {
+                true => Ok(TensorType::fixed(t.dtype, &s)),
+                false => Err(format!(
+                    "{}: infer_shape says {s:?} where make_node says {t}",
+                    c.name()
+                )),
+            }
+        })
+        .collect()
 }
 
 /// Concrete output shapes for concrete input shapes (Theano's `infer_shape`), for memory

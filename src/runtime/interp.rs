@@ -777,6 +777,7 @@ pub(super) fn perform_custom(
             Resource::Random => seed = (calls << 32) ^ key.0 as u64,
         }
     }
+    presize_outputs(c, args, slot, requests);
     let mut ctx = PerformContext {
         requests,
         temp: &mut temp,
@@ -802,6 +803,48 @@ pub(super) fn perform_custom(
             t.ok_or_else(|| Error::Runtime(format!("{}: perform left an output empty", c.name())))
         })
         .collect()
+}
+
+/// Gives each visible `WriteTo` output that has no storage yet (the first call) a zeroed
+/// buffer of the type the op's shape function (`infer_shape`, through `make_node`) gives for
+/// these inputs, so `perform` finds its outputs sized (MXNet's and Theano's allocated
+/// outputs). Where the shape function cannot say, the op allocates them itself, as before.
+fn presize_outputs(
+    c: &CustomOpRef,
+    args: &[&Tensor],
+    slot: &mut [Option<Tensor>],
+    requests: &[WriteRequest],
+) {
+    let visible = slot.len().saturating_sub(c.num_hidden_outputs());
+    let empty = |slot: &[Option<Tensor>], i: usize| {
+        slot[i].is_none() && requests.get(i) == Some(&WriteRequest::WriteTo)
+    };
+    // Checked first: after the first call every such output has its storage, and nothing
+    // more is done (no allocation per call).
+    if !(0..visible).any(|i| empty(slot, i)) {
+        return;
+    }
+    let tys: Vec<crate::ir::TensorType> = args
+        .iter()
+        .map(|t| crate::ir::TensorType::fixed(t.dtype(), t.shape()))
+        .collect();
+    let refs: Vec<&crate::ir::TensorType> = tys.iter().collect();
+    let Ok(outs) = crate::ir::infer(&Op::Custom(c.clone()), &refs) else {
+        return;
+    };
+    for (i, ty) in outs.iter().enumerate().take(visible) {
+        let Some(shape) = ty.known_shape() else {
+            continue;
+        };
+        // Buffers large enough that allocating them might fail are left to the op (the VM
+        // checks such results before the step, `memory::check_fits`, where it runs).
+        let bytes = shape
+            .iter()
+            .try_fold(ty.dtype.size(), |n, &d| n.checked_mul(d));
+        if empty(slot, i) && bytes.is_some_and(|b| b < super::memory::PROBE_BYTES) {
+            slot[i] = Some(Tensor::zeros(ty.dtype, &shape));
+        }
+    }
 }
 
 /// Runs one step's kernel or `perform`, turning a panic (a user's op, say) into an error that

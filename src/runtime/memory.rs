@@ -13,7 +13,7 @@ use smallvec::SmallVec;
 
 /// Results at least this large are checked with the allocator (a probe is a map and an unmap
 /// of untouched memory; smaller requests are left to fail, if ever, as Rust fails them).
-const PROBE_BYTES: usize = 1 << 28;
+pub(super) const PROBE_BYTES: usize = 1 << 28;
 
 type Shape = SmallVec<[usize; 6]>;
 
@@ -45,6 +45,13 @@ fn result_shape(
         out.push(a[a.len() - 2]);
         out.push(b[b.len() - 1]);
         return Some(out);
+    }
+    // The op's shape function on the run-time shapes (a custom op's `infer_shape`).
+    if let Op::Custom(_) = step.op {
+        let dtypes: Vec<_> = step.args.iter().map(|&a| func.ty(a).dtype).collect();
+        let shapes: Vec<&[usize]> = args.iter().map(|s| s.as_slice()).collect();
+        let mut outs = crate::ir::infer_shape(&step.op, &dtypes, &shapes).ok()?;
+        return (k < outs.len()).then(|| outs.swap_remove(k).into());
     }
     None
 }
