@@ -316,7 +316,7 @@ fn write_requests_add_to_and_null_are_issued_where_they_apply() {
     // An output nobody reads gets Null.
     let unread = Doubler(log.clone());
     let _ = g.apply_custom(unread, &[&x]);
-    // Unoptimized: fusion would otherwise fold the exp and the add into one kernel.
+    // Unoptimized (the optimized case, where fusion keeps the add: the test after this one).
     let plain = kiln::CompileOptions {
         optimize: false,
         ..Default::default()
@@ -582,4 +582,101 @@ fn infer_shape_resolves_open_dims_and_sizes_outputs_before_perform() {
         .to_string();
     assert!(e.contains("more than can be allocated"), "{e}");
     assert!(presized.lock().unwrap().is_empty());
+}
+
+/// `2 * x`, accumulating into its output storage when asked (`AddTo`); logs each request with
+/// the address of the buffer it wrote.
+#[derive(Debug, Default)]
+struct Accumulates(std::sync::Arc<std::sync::Mutex<Vec<(kiln::custom::WriteRequest, usize)>>>);
+
+impl CustomOp for Accumulates {
+    fn name(&self) -> &str {
+        "accumulates"
+    }
+    fn make_node(&self, inputs: &[&TensorType]) -> Result<Vec<TensorType>, String> {
+        Ok(vec![inputs[0].clone()])
+    }
+    fn perform(
+        &self,
+        inputs: &[&Tensor],
+        outputs: &mut [Option<Tensor>],
+        ctx: &mut PerformContext<'_>,
+    ) -> Result<(), String> {
+        use kiln::custom::WriteRequest;
+        let Tensor::F64(x) = inputs[0] else {
+            return Err("f64 only".into());
+        };
+        match (ctx.requests[0], &mut outputs[0]) {
+            (WriteRequest::AddTo, Some(Tensor::F64(acc))) => {
+                acc.zip_mut_with(x, |a, &v| *a += 2.0 * v)
+            }
+            (_, out) => *out = Some(Tensor::F64(x.mapv(|v| 2.0 * v))),
+        }
+        let at = outputs[0]
+            .as_ref()
+            .map_or(0, |t| t.view().as_ptr() as usize);
+        self.0.lock().unwrap().push((ctx.requests[0], at));
+        Ok(())
+    }
+    fn supports_add_to(&self) -> bool {
+        true
+    }
+}
+
+/// Gradient accumulation with the optimizer on: a sum of custom-op contributions, written in
+/// either order and next to elementwise work that fusion merges, runs as one buffer that each
+/// op after the first adds into (`AddTo`), with no temporary per contribution.
+#[test]
+fn add_to_accumulates_contributions_in_either_order_through_fusion() {
+    use kiln::custom::WriteRequest;
+    for backend in [kiln::Backend::Cpu, kiln::Backend::Interp] {
+        let g = Graph::new();
+        let x = g.input("x", kiln::f64, [Some(1000)]);
+        let log = Accumulates::default().0;
+        let inputs = [x.exp(), x.sin(), x.cos(), &x * 3.0];
+        let d: Vec<kiln::Var> = inputs
+            .iter()
+            .map(|i| g.apply_custom(Accumulates(log.clone()), &[i]).remove(0))
+            .collect();
+        // The accumulated value on the left, on the right, and a fusable term read by the sum.
+        let s = &d[1] + &d[0];
+        let s = &d[2] + &s;
+        let s = &(&s + &d[3]) * 0.5;
+        let f = function(&[&x], &[&s]).backend(backend).compile().unwrap();
+        let xv = ndarray::Array::<f64, _>::linspace(-2.0, 2.0, 1000).into_dyn();
+        for _ in 0..2 {
+            log.lock().unwrap().clear();
+            let out = f.call(&[xv.view()]).unwrap();
+            let want: Vec<f64> = xv
+                .iter()
+                .map(|&v: &f64| v.exp() + v.sin() + v.cos() + 3.0 * v)
+                .collect();
+            // Sums of terms of both signs: a tolerance absolute where they cancel.
+            let got = vals(&out[0]);
+            let bad = got
+                .iter()
+                .zip(&want)
+                .position(|(g, w)| (g - w).abs() > 1e-12 * (1.0 + w.abs()));
+            assert!(
+                bad.is_none(),
+                "{backend}: at {bad:?}: {:?}",
+                bad.map(|i| (got[i], want[i]))
+            );
+            let seen = log.lock().unwrap().clone();
+            let requests: Vec<WriteRequest> = seen.iter().map(|s| s.0).collect();
+            assert_eq!(
+                requests,
+                [
+                    WriteRequest::WriteTo,
+                    WriteRequest::AddTo,
+                    WriteRequest::AddTo,
+                    WriteRequest::AddTo
+                ],
+                "{backend}:\n{}",
+                kiln::ir::text::print_func(f.func())
+            );
+            // One buffer takes every contribution after the first.
+            assert!(seen[1..].iter().all(|s| s.1 == seen[1].1), "{seen:?}");
+        }
+    }
 }

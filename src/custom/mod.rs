@@ -122,8 +122,9 @@ pub trait CustomOp: Send + Sync + fmt::Debug + 'static {
     }
 
     /// Whether the op can add its output to what the output storage holds
-    /// (`WriteRequest::AddTo`). The runtime then accumulates `t + op(..)` in `t`'s buffer when
-    /// `t` is a temporary that dies there, and skips the `add`.
+    /// (`WriteRequest::AddTo`). The runtime then accumulates `t + op(..)` (or `op(..) + t`) in
+    /// `t`'s buffer when `t` is a temporary that dies there, and skips the `add`; the optimizer
+    /// keeps such an add out of fusion and runs the op right before it (`add_to_operand`).
     fn supports_add_to(&self) -> bool {
         false
     }

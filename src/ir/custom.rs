@@ -215,8 +215,9 @@ pub trait CustomKernel: Send + Sync + fmt::Debug + 'static {
     }
 
     /// Whether the op can add its output to what the output storage holds
-    /// (`WriteRequest::AddTo`). The runtime then accumulates `t + op(..)` in `t`'s buffer when
-    /// `t` is a temporary that dies there, and skips the `add`.
+    /// (`WriteRequest::AddTo`). The runtime then accumulates `t + op(..)` (or `op(..) + t`) in
+    /// `t`'s buffer when `t` is a temporary that dies there, and skips the `add`; the optimizer
+    /// keeps such an add out of fusion and runs the op right before it (`add_to_operand`).
     fn supports_add_to(&self) -> bool {
         false
     }
@@ -307,4 +308,35 @@ pub fn lookup_custom_op(name: &str, params: &OpParams) -> Result<CustomOpRef, St
         .cloned()
         .ok_or_else(|| format!("no custom op named \"{name}\" is registered"))?;
     f(params)
+}
+
+/// Which operand of the instruction `add` a custom op may accumulate into its other operand's
+/// buffer (MXNet's `kAddTo`, gradient accumulation without a temporary): `add` is an `add` of
+/// two different values, operand `k` is a visible output of a custom op that supports `AddTo`
+/// and is read by nothing but this add (`reads` counts every read, function outputs
+/// included), and the other operand and the sum have its type. `producer` gives the
+/// instruction that defines a value. The one reading of this rule: the optimizer keeps such
+/// an add out of fusion and schedules the op next to it (`rewrite::accumulate`), the runtime
+/// then issues the request (`runtime::requests`).
+pub fn add_to_operand<'f>(
+    func: &'f super::Func,
+    add: &super::Inst,
+    producer: &dyn Fn(super::Value) -> Option<&'f super::Inst>,
+    reads: &dyn Fn(super::Value) -> usize,
+) -> Option<usize> {
+    use super::{BinaryOp, Op};
+    if add.op != Op::Binary(BinaryOp::Add) || add.args.len() != 2 || add.args[0] == add.args[1] {
+        return None;
+    }
+    (0..2).find(|&k| {
+        let (r, other) = (add.args[k], add.args[1 - k]);
+        let Some(p) = producer(r) else { return false };
+        let Op::Custom(c) = &p.op else { return false };
+        let visible = p.results.len().saturating_sub(c.num_hidden_outputs());
+        c.supports_add_to()
+            && p.results[..visible].contains(&r)
+            && reads(r) == 1
+            && func.ty(other) == func.ty(r)
+            && func.ty(add.results[0]) == func.ty(r)
+    })
 }

@@ -137,6 +137,10 @@ pub fn fuse(func: &Func) -> Func {
     let mut def_at: HashMap<Value, usize> = HashMap::new();
     let mut constants: HashMap<Value, ScalarProgram> = HashMap::new();
     let mut body = std::mem::take(&mut f.body);
+    // Where each value of the input function is defined (custom ops, which fusion leaves).
+    let defined_by: HashMap<Value, usize> = (func.body.iter().enumerate())
+        .flat_map(|(i, inst)| inst.results.iter().map(move |&r| (r, i)))
+        .collect();
     // Indexed: an instruction is replaced in place while earlier ones are marked dead.
     #[allow(clippy::needless_range_loop)]
     for idx in 0..body.len() {
@@ -168,6 +172,13 @@ pub fn fuse(func: &Func) -> Func {
                     inplace: None,
                 };
             }
+            continue;
+        }
+        // An add that accumulates a custom op's output stays an add: the op adds into the
+        // running sum's buffer (`kAddTo`, see `accumulate.rs`).
+        let producer = |v: Value| defined_by.get(&v).map(|&i| &func.body[i]);
+        let reads = |v: Value| uses.get(&v).copied().unwrap_or(0);
+        if crate::ir::custom::add_to_operand(func, inst, &producer, &reads).is_some() {
             continue;
         }
         let Some(mut prog) = (inst.results.len() == 1)

@@ -1,8 +1,10 @@
 //! Rewrites of SSA functions, run in this order by [`optimize`] (`pipeline.rs`): the e-graph pass
 //! ([`egraph`]: merging duplicates, folding constants, canonicalizing, stabilizing and
 //! specializing rules, extraction by cost), merging inside regions with the values around them
-//! ([`merge_regions`]), Composite fusion ([`fuse`]), then the in-place pass ([`inplace`]).
+//! ([`merge_regions`]), Composite fusion ([`fuse`]), scheduling custom ops next to the adds
+//! that accumulate their outputs ([`accumulate`]), then the in-place pass ([`inplace`]).
 
+pub mod accumulate;
 pub mod egraph;
 pub mod fuse;
 pub mod inplace;

@@ -1,9 +1,9 @@
 //! MXNet's write requests, planned once per function for its custom ops: an output nobody reads
 //! gets `Null`; an output whose only reader is an `add` with a buffer that dies there gets
-//! `AddTo` into that buffer (gradient accumulation without a temporary), and the `add` is
-//! skipped. (`WriteInplace` is decided per call from liveness, in the interpreter.)
+//! `AddTo` into that buffer (gradient accumulation without a temporary; which adds qualify is
+//! `ir::custom::add_to_operand`), and the `add` is skipped. (`WriteInplace` is decided per call from liveness, in the interpreter.)
 
-use crate::ir::{BinaryOp, Func, Op, Value};
+use crate::ir::{Func, Op, Value};
 use std::collections::{HashMap, HashSet};
 
 #[derive(Default)]
@@ -43,39 +43,33 @@ pub fn plan(func: &Func) -> WritePlan {
         readers.entry(o).or_default().push(usize::MAX);
     }
     let mut plan = WritePlan::default();
-    for (p, inst) in func.body.iter().enumerate() {
+    for inst in &func.body {
         let Op::Custom(c) = &inst.op else { continue };
         let visible = inst.results.len() - c.num_hidden_outputs();
         for &r in &inst.results[..visible] {
-            let reads = readers.get(&r).map(Vec::as_slice).unwrap_or(&[]);
-            if reads.is_empty() {
+            if readers.get(&r).is_none_or(Vec::is_empty) {
                 plan.null.insert(r);
-                continue;
             }
-            if !c.supports_add_to() || reads.len() != 1 || reads[0] == usize::MAX {
-                continue;
-            }
-            let q = reads[0];
-            let add = &func.body[q];
-            if add.op != Op::Binary(BinaryOp::Add) || add.args[0] == add.args[1] {
-                continue;
-            }
-            let a = if add.args[0] == r {
-                add.args[1]
-            } else {
-                add.args[0]
-            };
-            let same_type = func.ty(a) == func.ty(r) && func.ty(add.results[0]) == func.ty(r);
-            // The buffer must be a temporary made before the op and read by nothing else from
-            // the op on: it is handed to the op and comes back holding the sum.
-            let made_before = def_pos.get(&a).is_some_and(|&d| d < p) && !func.params.contains(&a);
-            let free = readers.get(&a).is_some_and(|rs| {
-                rs.iter().all(|&x| x < p || x == q) && rs.iter().filter(|&&x| x == q).count() == 1
-            });
-            if same_type && made_before && free {
-                plan.add_to.insert(r, (a, add.results[0]));
-                plan.skipped_adds.insert(add.results[0], r);
-            }
+        }
+    }
+    let producer = |v: Value| def_pos.get(&v).map(|&p| &func.body[p]);
+    let reads = |v: Value| readers.get(&v).map_or(0, Vec::len);
+    for (q, add) in func.body.iter().enumerate() {
+        let Some(k) = crate::ir::custom::add_to_operand(func, add, &producer, &reads) else {
+            continue;
+        };
+        let (r, a) = (add.args[k], add.args[1 - k]);
+        let p = def_pos[&r];
+        // The buffer must be a temporary made before the op and read by nothing else from
+        // the op on: it is handed to the op and comes back holding the sum. (The optimizer
+        // schedules the op next to its add where it can: `rewrite::accumulate`.)
+        let made_before = def_pos.get(&a).is_some_and(|&d| d < p) && !func.params.contains(&a);
+        let free = readers.get(&a).is_some_and(|rs| {
+            rs.iter().all(|&x| x < p || x == q) && rs.iter().filter(|&&x| x == q).count() == 1
+        });
+        if made_before && free {
+            plan.add_to.insert(r, (a, add.results[0]));
+            plan.skipped_adds.insert(add.results[0], r);
         }
     }
     plan
