@@ -347,6 +347,54 @@ fn plain_executable(
     }
 }
 
+impl Function {
+    /// Loads a function saved by [`Function::save`]: its optimized form is verified and
+    /// compiled for `options`' backend without optimizing it again (`options.optimize` and the
+    /// other optimizer switches do not apply), its shared variables are its own (fresh, set
+    /// from the saved state), and its ops' state is restored.
+    pub fn load(path: impl AsRef<std::path::Path>, options: &CompileOptions) -> Result<Function> {
+        let path = path.as_ref();
+        let at = |e: String| Error::Input(format!("{}: {e}", path.display()));
+        let mut files = crate::npy::read_archive(path)?;
+        let mut take = |name: &str| -> Result<String> {
+            let i = files.iter().position(|(n, _)| n == name);
+            let (_, bytes) = files.swap_remove(i.ok_or_else(|| at(format!("no {name}")))?);
+            String::from_utf8(bytes).map_err(|_| at(format!("{name} is not UTF-8 text")))
+        };
+        let text = take("function.kir")?;
+        let manifest = take("function.txt")?;
+        let file = format!("{}/function.kir", path.display());
+        let func = crate::ir::text::parse(&file, &text)
+            .map_err(|es| {
+                Error::Input(
+                    es.iter()
+                        .map(|e| e.to_string())
+                        .collect::<Vec<_>>()
+                        .join("; "),
+                )
+            })?
+            .into_iter()
+            .next()
+            .ok_or_else(|| at("function.kir holds no function".into()))?;
+        crate::ir::verify::verify(&func).map_err(|es| at(es.join("; ")))?;
+        let options = &CompileOptions {
+            dump: options.dump.for_compile(&func.name),
+            ..options.clone()
+        };
+        let backend = match options.backend {
+            Some(b) => b,
+            None => Backend::from_env()?,
+        };
+        let exec = backend_executable(backend, &func, options)?;
+        let f = Function::from_saved(func, &manifest, exec).map_err(at)?;
+        let entries = crate::npy::arrays_of(path, files)?;
+        let state = crate::runtime::state::FunctionState::from_entries(entries)
+            .map_err(|e| at(e.to_string()))?;
+        f.set_state(&state).map_err(|e| at(e.to_string()))?;
+        Ok(f)
+    }
+}
+
 /// Compiles an SSA function (from the text form, say) into a `Function` of its parameters.
 /// The function is verified first.
 pub fn compile_func(func: Func, options: &CompileOptions) -> Result<Function> {

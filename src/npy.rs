@@ -314,27 +314,58 @@ pub fn write_all(files: &[(PathBuf, &Tensor)]) -> Result<()> {
 /// Writes `entries` as the `.npz` file `path` (numpy's `savez`: a zip archive of
 /// `NAME.npy` files, stored), whole or not at all; `np.load(path)[NAME]` reads an entry.
 pub fn write_npz(path: &Path, entries: &[(String, &Tensor)]) -> Result<()> {
-    use std::io::Write;
-    use zip::write::SimpleFileOptions;
-    write_whole(&[path.to_path_buf()], |_, f| {
-        let mut zip = zip::ZipWriter::new(std::io::BufWriter::new(f));
-        for (name, t) in entries {
-            let bytes = to_bytes(t);
-            let options = SimpleFileOptions::default()
-                .compression_method(zip::CompressionMethod::Stored)
-                .large_file(bytes.len() >= u32::MAX as usize);
-            zip.start_file(format!("{name}.npy"), options)
-                .map_err(std::io::Error::other)?;
-            zip.write_all(&bytes)?;
-        }
-        zip.finish().map_err(std::io::Error::other)?.flush()
-    })
+    let files: Vec<(String, Vec<u8>)> = entries
+        .iter()
+        .map(|(name, t)| (format!("{name}.npy"), to_bytes(t)))
+        .collect();
+    write_archive(path, &files)
 }
 
 /// The entries of the `.npz` file at `path` (stored or deflated, as `np.savez` and
 /// `np.savez_compressed` write them), by name without `.npy`, each of the dtype its header
 /// says.
 pub fn read_npz(path: &Path) -> Result<Vec<(String, Tensor)>> {
+    arrays_of(path, read_archive(path)?)
+}
+
+/// The `.npy` files among `files` (read from the archive `path`) as arrays, by name without
+/// `.npy`; any other file is an error.
+pub fn arrays_of(path: &Path, files: Vec<(String, Vec<u8>)>) -> Result<Vec<(String, Tensor)>> {
+    files
+        .into_iter()
+        .map(|(name, bytes)| {
+            let key = name
+                .strip_suffix(".npy")
+                .ok_or_else(|| err(path, format!("the entry `{name}` is not an .npy file")))?;
+            Ok((
+                key.to_string(),
+                from_bytes(&path.join(&name), &bytes, None)?,
+            ))
+        })
+        .collect()
+}
+
+/// Writes `files` (name, contents) as the zip archive `path`, entries stored, whole or not
+/// at all.
+pub fn write_archive(path: &Path, files: &[(String, Vec<u8>)]) -> Result<()> {
+    use std::io::Write;
+    use zip::write::SimpleFileOptions;
+    write_whole(&[path.to_path_buf()], |_, f| {
+        let mut zip = zip::ZipWriter::new(std::io::BufWriter::new(f));
+        for (name, bytes) in files {
+            let options = SimpleFileOptions::default()
+                .compression_method(zip::CompressionMethod::Stored)
+                .large_file(bytes.len() >= u32::MAX as usize);
+            zip.start_file(name.as_str(), options)
+                .map_err(std::io::Error::other)?;
+            zip.write_all(bytes)?;
+        }
+        zip.finish().map_err(std::io::Error::other)?.flush()
+    })
+}
+
+/// The files of the zip archive at `path` (stored or deflated), in order.
+pub fn read_archive(path: &Path) -> Result<Vec<(String, Vec<u8>)>> {
     use std::io::Read;
     let file = std::fs::File::open(path).map_err(|e| err(path, e))?;
     let mut zip = zip::ZipArchive::new(std::io::BufReader::new(file)).map_err(|e| err(path, e))?;
@@ -342,15 +373,13 @@ pub fn read_npz(path: &Path) -> Result<Vec<(String, Tensor)>> {
     for i in 0..zip.len() {
         let mut entry = zip.by_index(i).map_err(|e| err(path, e))?;
         let name = entry.name().to_string();
-        let inner = path.join(&name);
-        let key = name
-            .strip_suffix(".npy")
-            .ok_or_else(|| err(path, format!("the entry `{name}` is not an .npy file")))?;
         // Read what the entry holds, whatever its directory claims (a damaged or hostile
         // archive may claim any size).
         let mut bytes = Vec::new();
-        entry.read_to_end(&mut bytes).map_err(|e| err(&inner, e))?;
-        out.push((key.to_string(), from_bytes(&inner, &bytes, None)?));
+        entry
+            .read_to_end(&mut bytes)
+            .map_err(|e| err(&path.join(&name), e))?;
+        out.push((name, bytes));
     }
     Ok(out)
 }

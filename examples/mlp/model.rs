@@ -55,6 +55,23 @@ pub fn cross_entropy(logits: &Var, targets: &Var) -> Var {
 }
 
 pub fn build(dim: usize, hidden: usize, classes: usize, lr: f64) -> Result<Mlp, kiln::Error> {
+    let (step, x, logits) = training_step(dim, hidden, classes, lr)?;
+    let predict = function(&[&x], &[&logits.argmax(Some(1), false)])
+        .name("predict")
+        .compile()?;
+    Ok(Mlp {
+        step: step.compile()?,
+        predict,
+    })
+}
+
+/// The training step, not compiled yet, with its input `x` and the logits (for `predict`).
+pub fn training_step(
+    dim: usize,
+    hidden: usize,
+    classes: usize,
+    lr: f64,
+) -> Result<(kiln::FunctionBuilder, Var, Var), kiln::Error> {
     let g = Graph::new();
     let x = g.input("x", kiln::f32, [None, Some(dim)]);
     let t = g.input("targets", kiln::f32, [None, Some(classes)]);
@@ -71,13 +88,7 @@ pub fn build(dim: usize, hidden: usize, classes: usize, lr: f64) -> Result<Mlp, 
     for (p, gp) in params.iter().zip(&grads) {
         step = step.update(p, *p - gp * lr);
     }
-    let predict = function(&[&x], &[&logits.argmax(Some(1), false)])
-        .name("predict")
-        .compile()?;
-    Ok(Mlp {
-        step: step.compile()?,
-        predict,
-    })
+    Ok((step, x, logits))
 }
 
 /// Trains for `steps` full-batch steps; returns the loss before and after, and the accuracy.

@@ -48,6 +48,12 @@ impl Drop for Function {
     }
 }
 
+/// The first line of a saved function's `function.txt` (its format's version).
+const SAVED_HEADER: &str = "kiln function 1";
+
+/// The files of a saved function besides its state's.
+pub(crate) const SAVED_FILES: [&str; 2] = ["function.kir", "function.txt"];
+
 /// A call's inputs: a few, on the stack.
 type Inputs<'a> = smallvec::SmallVec<[TensorRef<'a>; 4]>;
 
@@ -186,14 +192,109 @@ impl Function {
     }
 
     /// Loads a state saved by [`Function::save_state`] (of this function, or of one compiled
-    /// the same way) and sets it ([`Function::set_state`]).
+    /// the same way), or the state in a function saved by [`Function::save`], and sets it
+    /// ([`Function::set_state`]).
     pub fn load_state(&self, path: impl AsRef<std::path::Path>) -> Result<()> {
-        let entries = crate::npy::read_npz(path.as_ref())?;
+        let mut files = crate::npy::read_archive(path.as_ref())?;
+        files.retain(|(name, _)| !SAVED_FILES.contains(&name.as_str()));
+        let entries = crate::npy::arrays_of(path.as_ref(), files)?;
         let state = FunctionState::from_entries(entries).map_err(|e| match e {
             Error::Input(m) => Error::Input(format!("{}: {m}", path.as_ref().display())),
             e => e,
         })?;
         self.set_state(&state)
+    }
+
+    /// Saves the compiled function as one file (a zip archive): its optimized form in the text
+    /// form (`function.kir`), how its parameters and outputs bind to shared variables
+    /// (`function.txt`), and its state (the `.npy` entries of [`Function::save_state`]).
+    /// `Function::load` compiles it back without optimizing it again, in any process (custom
+    /// ops it uses must be registered by name there, `custom::register_custom_op`).
+    pub fn save(&self, path: impl AsRef<std::path::Path>) -> Result<()> {
+        let mut manifest = format!(
+            "{}\ninputs {}\noutputs {}\n",
+            SAVED_HEADER, self.n_inputs, self.n_outputs
+        );
+        for b in &self.shared {
+            let update = b.update.map_or("-".to_string(), |k| k.to_string());
+            manifest.push_str(&format!("shared {update} {}\n", u8::from(b.donated)));
+        }
+        let mut files = vec![
+            (
+                "function.kir".to_string(),
+                crate::ir::text::print_func(&self.func).into_bytes(),
+            ),
+            ("function.txt".to_string(), manifest.into_bytes()),
+        ];
+        for (name, t) in self.state().entries() {
+            files.push((format!("{name}.npy"), crate::npy::to_bytes(&t)));
+        }
+        crate::npy::write_archive(path.as_ref(), &files)
+    }
+
+    /// A function of the optimized `func` run by `exec`, with shared variables of its own
+    /// (fresh cells, named after their parameters) bound as `manifest` (`function.txt` of
+    /// [`Function::save`]) says: the loaded half of a saved function.
+    pub(crate) fn from_saved(
+        func: Func,
+        manifest: &str,
+        exec: Box<dyn Executable>,
+    ) -> std::result::Result<Function, String> {
+        let mut lines = manifest.lines();
+        if lines.next() != Some(SAVED_HEADER) {
+            return Err(format!("function.txt does not start with `{SAVED_HEADER}`"));
+        }
+        let mut count = |key: &str| -> std::result::Result<usize, String> {
+            lines
+                .next()
+                .and_then(|l| l.strip_prefix(key)?.strip_prefix(' ')?.parse().ok())
+                .ok_or_else(|| format!("function.txt: expected `{key} N`"))
+        };
+        let (n_inputs, n_outputs) = (count("inputs")?, count("outputs")?);
+        let mut shared = Vec::new();
+        for (i, line) in lines.enumerate() {
+            let bad = || format!("function.txt: `{line}` is not `shared UPDATE|- 0|1`");
+            let fields: Vec<&str> = line.split(' ').collect();
+            let ["shared", update, donated] = fields.as_slice() else {
+                return Err(bad());
+            };
+            let update = match *update {
+                "-" => None,
+                k => Some(k.parse::<usize>().map_err(|_| bad())?),
+            };
+            let param = func.params.get(n_inputs + i).copied().ok_or_else(|| {
+                format!(
+                    "function.txt binds more shared variables than @{} has parameters",
+                    func.name
+                )
+            })?;
+            let ty = func.ty(param);
+            let zeros = Tensor::zeros(ty.dtype, &ty.known_shape().unwrap_or(vec![0; ty.rank()]));
+            shared.push(SharedBinding {
+                cell: std::sync::Arc::new(std::sync::RwLock::new(zeros)),
+                name: func.name_of(param).unwrap_or_default().to_string(),
+                update,
+                donated: *donated == "1",
+            });
+        }
+        let updates = shared.iter().filter(|b| b.update.is_some()).count();
+        let fits = n_inputs + shared.len() == func.params.len()
+            && n_outputs + updates == func.outputs.len()
+            && shared
+                .iter()
+                .filter_map(|b| b.update)
+                .all(|k| (n_outputs..func.outputs.len()).contains(&k));
+        if !fits {
+            return Err(format!(
+                "function.txt ({n_inputs} inputs, {} shared, {n_outputs} outputs, {updates} \
+                 updates) does not fit @{} ({} parameters, {} results)",
+                shared.len(),
+                func.name,
+                func.params.len(),
+                func.outputs.len()
+            ));
+        }
+        Ok(Function::new(func, n_inputs, n_outputs, shared, exec))
     }
 
     /// Forgets the calls profiled so far (after a warm-up, say).
