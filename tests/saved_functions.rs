@@ -169,6 +169,9 @@ fn a_training_step_goes_on_where_it_was_saved() {
     let _ = std::fs::remove_file(&path);
 }
 
+/// The files of an archive: (name, contents).
+type Files = Vec<(String, Vec<u8>)>;
+
 #[test]
 fn damaged_saved_functions_are_errors() {
     let f = kiln::compile_func(
@@ -187,7 +190,7 @@ fn damaged_saved_functions_are_errors() {
     let names: Vec<&str> = files.iter().map(|(n, _)| n.as_str()).collect();
     assert_eq!(names, ["function.kir", "function.txt", "calls.npy"]);
     let damaged = tmp("damaged.kfn");
-    let with = |edit: &dyn Fn(&mut Vec<(String, Vec<u8>)>)| {
+    let with = |edit: &dyn Fn(&mut Files)| {
         let mut fs = files.clone();
         edit(&mut fs);
         kiln::npy::write_archive(&damaged, &fs).unwrap();
