@@ -81,6 +81,20 @@ pub struct CompileOptions {
 }
 
 impl CompileOptions {
+    /// These options for one compile of the function `name` (its dump files' names), and the
+    /// backend they choose (`KILN_BACKEND` or the default where they name none).
+    fn for_func(&self, name: &str) -> Result<(CompileOptions, Backend)> {
+        let backend = match self.backend {
+            Some(b) => b,
+            None => Backend::from_env()?,
+        };
+        let options = CompileOptions {
+            dump: self.dump.for_compile(name),
+            ..self.clone()
+        };
+        Ok((options, backend))
+    }
+
     /// The optimizer's part of these options.
     pub fn optimizer(&self) -> crate::rewrite::OptimizeOptions {
         crate::rewrite::OptimizeOptions {
@@ -377,15 +391,8 @@ impl Function {
             .next()
             .ok_or_else(|| at("function.kir holds no function".into()))?;
         crate::ir::verify::verify(&func).map_err(|es| at(es.join("; ")))?;
-        let options = &CompileOptions {
-            dump: options.dump.for_compile(&func.name),
-            ..options.clone()
-        };
-        let backend = match options.backend {
-            Some(b) => b,
-            None => Backend::from_env()?,
-        };
-        let exec = backend_executable(backend, &func, options)?;
+        let (options, backend) = &options.for_func(&func.name)?;
+        let exec = backend_executable(*backend, &func, options)?;
         let f = Function::from_saved(func, &manifest, exec).map_err(at)?;
         let entries = crate::npy::arrays_of(path, files)?;
         let state = crate::runtime::state::FunctionState::from_entries(entries)
@@ -399,14 +406,8 @@ impl Function {
 /// The function is verified first.
 pub fn compile_func(func: Func, options: &CompileOptions) -> Result<Function> {
     crate::ir::verify::verify(&func).map_err(|es| Error::Input(es.join("; ")))?;
-    let options = &CompileOptions {
-        dump: options.dump.for_compile(&func.name),
-        ..options.clone()
-    };
-    let backend = match options.backend {
-        Some(b) => b,
-        None => Backend::from_env()?,
-    };
+    let (options, backend) = &options.for_func(&func.name)?;
+    let backend = *backend;
     options
         .dump
         .dump(&func.name, "input", || crate::ir::text::print_func(&func));

@@ -32,6 +32,17 @@ fn tmpdir(name: &str) -> PathBuf {
     d
 }
 
+/// `dir/f.kir`: `@f` computes `exp` of an f32[2].
+fn exp_file(dir: &Path) -> PathBuf {
+    let f = dir.join("f.kir");
+    std::fs::write(
+        &f,
+        "func @f(%x: f32[2]) -> (f32[2]) {\n  %y = exp %x\n  return %y\n}\n",
+    )
+    .unwrap();
+    f
+}
+
 fn write_npy(path: &Path, t: &Tensor) {
     let f = std::fs::File::create(path).unwrap();
     match t {
@@ -244,12 +255,7 @@ fn user_errors_are_one_line_and_exit_1() {
 #[test]
 fn opt_dumps_its_input_and_the_interpreter_its_schedule() {
     let dir = tmpdir("dump-opt");
-    let f = dir.join("f.kir");
-    std::fs::write(
-        &f,
-        "func @f(%x: f32[2]) -> (f32[2]) {\n  %y = exp %x\n  return %y\n}\n",
-    )
-    .unwrap();
+    let f = exp_file(&dir);
     let out = kiln(&["opt", f.to_str().unwrap()], &[("KILN_DUMP", "input")]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
@@ -284,12 +290,7 @@ fn opt_dumps_its_input_and_the_interpreter_its_schedule() {
 #[test]
 fn aot_dumps_the_machine_code_of_its_object() {
     let dir = tmpdir("dump-aot");
-    let f = dir.join("f.kir");
-    std::fs::write(
-        &f,
-        "func @f(%x: f32[2]) -> (f32[2]) {\n  %y = exp %x\n  return %y\n}\n",
-    )
-    .unwrap();
+    let f = exp_file(&dir);
     let obj = dir.join("f.o");
     let args = ["aot", f.to_str().unwrap(), "-o", obj.to_str().unwrap()];
     let out = kiln(&args, &[("KILN_DUMP", "asm,clif")]);
@@ -307,12 +308,7 @@ fn aot_dumps_the_machine_code_of_its_object() {
 #[test]
 fn dumps_show_each_stage_on_stderr_or_in_files() {
     let dir = tmpdir("dump");
-    let f = dir.join("f.kir");
-    std::fs::write(
-        &f,
-        "func @f(%x: f32[2]) -> (f32[2]) {\n  %y = exp %x\n  return %y\n}\n",
-    )
-    .unwrap();
+    let f = exp_file(&dir);
     let x = dir.join("x.npy");
     write_npy(&x, &Tensor::F32(ArrayD::zeros(ndarray::IxDyn(&[2]))));
     let args = [
@@ -471,12 +467,7 @@ fn ptx_prints_the_kernels_for_the_chosen_arch_and_dumps_llvm_and_ptx() {
 #[test]
 fn the_gpu_backend_names_the_missing_feature() {
     let dir = tmpdir("nogpu");
-    let f = dir.join("f.kir");
-    std::fs::write(
-        &f,
-        "func @f(%x: f32[2]) -> (f32[2]) {\n  %y = exp %x\n  return %y\n}\n",
-    )
-    .unwrap();
+    let f = exp_file(&dir);
     let x = dir.join("x.npy");
     write_npy(&x, &Tensor::F32(ArrayD::zeros(ndarray::IxDyn(&[2]))));
     let out = kiln(
