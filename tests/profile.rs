@@ -20,9 +20,22 @@ fn profiled(backend: Backend) -> kiln::Function {
         .unwrap()
 }
 
+/// The backends with a profiler: the CPU, the interpreter, and the device VM of the GPU
+/// backend (here on the host device, which runs the GPU runtime's logic without a GPU).
+fn backends() -> Vec<Backend> {
+    #[cfg(feature = "gpu")]
+    kiln::jit_ptx::cuda::use_host_device();
+    let mut all = vec![Backend::Cpu, Backend::Interp];
+    if cfg!(feature = "gpu") {
+        all.push(Backend::Gpu);
+    }
+    all
+}
+
+/// Every backend, the device VM of the GPU backend included with the `gpu` feature.
 #[test]
-fn a_profiled_function_reports_every_step_of_its_calls() {
-    for backend in [Backend::Cpu, Backend::Interp] {
+fn a_profiled_function_reports_every_step_of_its_calls_also_on_the_gpu_backend() {
+    for backend in backends() {
         let f = profiled(backend);
         let x = Array::from_elem(IxDyn(&[64, 128]), 0.01f32);
         let w = Array::from_elem(IxDyn(&[128, 32]), 0.02f32);

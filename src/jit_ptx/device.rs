@@ -329,6 +329,10 @@ impl VmDevice for GpuSteps {
             _ => Ok(None),
         }
     }
+
+    fn synchronize(&self) -> Result<()> {
+        self.device.synchronize()
+    }
 }
 
 /// A whole function on the device (see the module doc for what it takes): the device VM

@@ -14,6 +14,7 @@
 //! and offered buffers, a buffer pool, row groups run by blocks.
 
 use super::interp::{guarded, perform_custom};
+use super::profile::Seen;
 use crate::error::{Error, Result};
 use crate::ir::custom::WriteRequest;
 use crate::ir::{DType, Func, Op};
@@ -37,6 +38,12 @@ pub trait Device: Send + Sync {
     /// Runs `step` (not an `ifelse` or row group) with the device's own code, or returns
     /// `Ok(None)` when it has none: the VM then runs it on host copies.
     fn run_step(&self, step: &Step, args: &[Self::Array]) -> Result<Option<Vec<Self::Array>>>;
+
+    /// Waits for the work queued so far (the profiler times a step between two waits); a
+    /// device that runs everything at once has nothing to wait for.
+    fn synchronize(&self) -> Result<()> {
+        Ok(())
+    }
 }
 
 /// What the device VM keeps between calls of one function: the call count (a custom op's
@@ -46,6 +53,8 @@ pub trait Device: Send + Sync {
 pub struct VmState {
     calls: AtomicU64,
     storage: Mutex<HashMap<StepId, Vec<Option<Tensor>>>>,
+    /// The function's profile, when it is being profiled (`runtime::profile`).
+    profile: Option<Arc<super::profile::Profile>>,
 }
 
 /// Runs `plan`, lowered from `func`, on `device` with `inputs` (device arrays of the
@@ -90,7 +99,18 @@ pub fn run_plan<D: Device>(
         state,
         calls,
     };
+    let started = match &state.profile {
+        Some(_) => {
+            device.synchronize()?;
+            Some(std::time::Instant::now())
+        }
+        None => None,
+    };
     vm.run_steps(&plan.steps, &mut env, true)?;
+    if let (Some(p), Some(t0)) = (&state.profile, started) {
+        device.synchronize()?;
+        p.record_call(t0.elapsed());
+    }
     func.outputs
         .iter()
         .map(|v| {
@@ -125,6 +145,16 @@ impl<D: Device> Vm<'_, D> {
         top_level: bool,
     ) -> Result<()> {
         for step in steps {
+            // The profile times the function's own steps, each between two waits for the
+            // device; what runs inside a branch or group counts in its step.
+            let profiled = self.state.profile.as_ref().filter(|_| top_level);
+            let before = match profiled {
+                Some(_) => {
+                    self.device.synchronize()?;
+                    Some((self.seen(env, &step.args), std::time::Instant::now()))
+                }
+                None => None,
+            };
             let results = match &step.kernel {
                 Kernel::IfElse { then, otherwise } => {
                     let cond = self.device.download(&self.get(env, step.args[0])?)?;
@@ -162,6 +192,12 @@ impl<D: Device> Vm<'_, D> {
             for (&r, t) in step.results.iter().zip(results) {
                 env[r.index()] = Some(t);
             }
+            if let (Some(p), Some((args, t0))) = (profiled, before) {
+                self.device.synchronize()?;
+                let time = t0.elapsed();
+                let results = self.seen(env, &step.results);
+                p.record_step(step, super::profile::measure(step, &args, &results, time));
+            }
             if top_level {
                 for v in &step.frees {
                     if !self.func.outputs.contains(v) {
@@ -171,6 +207,15 @@ impl<D: Device> Vm<'_, D> {
             }
         }
         Ok(())
+    }
+
+    /// The shapes of `values` where they are on the device, for the profile.
+    fn seen(&self, env: &[Option<D::Array>], values: &[crate::ir::Value]) -> Vec<Seen> {
+        values
+            .iter()
+            .filter_map(|&v| env[v.index()].as_ref())
+            .map(|a| Seen::new(self.device.dtype(a), self.device.shape(a)))
+            .collect()
     }
 
     /// One step: the device's code, else on host copies (`host_step`).
@@ -304,6 +349,16 @@ impl<D: Device> super::Executable for HostCalls<D> {
             })
             .collect();
         self.run(&views)
+    }
+
+    fn start_profile(&mut self) -> bool {
+        let p = super::profile::Profile::new(&self.func, &self.plan);
+        self.state.profile = Some(Arc::new(p));
+        true
+    }
+
+    fn profile(&self) -> Option<&super::profile::Profile> {
+        self.state.profile.as_deref()
     }
 
     fn op_state(&self) -> super::state::OpState {
