@@ -66,14 +66,7 @@ pub fn run_plan<D: Device>(
     state: &VmState,
     inputs: &[&D::Array],
 ) -> Result<Vec<D::Array>> {
-    if inputs.len() != func.params.len() {
-        return Err(Error::Input(format!(
-            "{} takes {} inputs, got {}",
-            func.name,
-            func.params.len(),
-            inputs.len()
-        )));
-    }
+    super::check_input_count(func, inputs.len())?;
     let mut env: Vec<Option<D::Array>> = vec![None; func.values.len()];
     for (&p, &t) in func.params.iter().zip(inputs) {
         let (ty, shape, dtype) = (func.ty(p), device.shape(t), device.dtype(t));

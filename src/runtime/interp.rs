@@ -137,14 +137,7 @@ pub fn run_plan_into(
     donated: &mut [Option<Tensor>],
     state: &mut InterpState,
 ) -> Result<Vec<Tensor>, Error> {
-    if inputs.len() != func.params.len() {
-        return Err(Error::Input(format!(
-            "{} takes {} inputs, got {}",
-            func.name,
-            func.params.len(),
-            inputs.len()
-        )));
-    }
+    super::check_input_count(func, inputs.len())?;
     state.calls += 1;
     if state.planned_for != Some(plan.serial) {
         state.param_index = vec![None; func.values.len()];

@@ -13,6 +13,18 @@ mod warm;
 use crate::error::Result;
 use crate::tensor::{Tensor, TensorRef};
 
+/// A call of `func` with `n` inputs: one per parameter, or an error that says so (both VMs).
+pub(crate) fn check_input_count(func: &crate::ir::Func, n: usize) -> Result<()> {
+    match n == func.params.len() {
+        true => Ok(()),
+        false => Err(crate::error::Error::Input(format!(
+            "{} takes {} inputs, got {n}",
+            func.name,
+            func.params.len()
+        ))),
+    }
+}
+
 /// The compiled form of one instruction that a backend hands the interpreter (Theano's thunk):
 /// it computes the instruction's results from its arguments. Instructions without a thunk run
 /// their op's `perform`. Arguments are views: a function's inputs reach a thunk without a copy.
