@@ -155,7 +155,7 @@ fn gradients_flow_through_the_taken_branch_only() {
         &c,
         || {
             vec![g
-                .apply_custom(ops::Scale { factor: 3.0 }, &[&x])
+                .apply_custom(ops::Scale::new(3.0), &[&x])
                 .remove(0)
                 .sum(None, false)]
         },

@@ -82,7 +82,7 @@ fn permute_runs_in_place_only_when_its_input_is_dead() {
     assert_eq!(runs.load(Ordering::Relaxed), 0);
 
     // A temporary read only by the permute: overwritten in place.
-    let scaled = g.apply_custom(Scale { factor: 1.0 }, &[&x]);
+    let scaled = g.apply_custom(Scale::new(1.0), &[&x]);
     let p = permute(&[1, 0]);
     let runs = p.in_place_runs.clone();
     let y = g.apply_custom(p, &[&scaled[0]]);
@@ -187,8 +187,8 @@ fn equal_params_make_equal_ops_so_duplicates_can_merge() {
     };
     assert_eq!(hash(&a), hash(&b));
     assert_ne!(
-        Op::Custom(CustomOpRef::new(Scale { factor: 0.0 })),
-        Op::Custom(CustomOpRef::new(Scale { factor: -0.0 }))
+        Op::Custom(CustomOpRef::new(Scale::new(0.0))),
+        Op::Custom(CustomOpRef::new(Scale::new(-0.0)))
     );
 }
 

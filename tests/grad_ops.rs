@@ -194,7 +194,7 @@ fn matmul_in_every_form() {
 fn custom_op_gradients() {
     let p = [pts(11, &[3], -1.0, 1.0)];
     check(
-        |g, v| g.apply_custom(ops::Scale { factor: -2.5 }, &[&v[0].sin()])[0].exp(),
+        |g, v| g.apply_custom(ops::Scale::new(-2.5), &[&v[0].sin()])[0].exp(),
         &p,
     );
     // An op without a gradient is an error naming it and where it was built.

@@ -32,7 +32,7 @@ fn tear(p: &OpParams) -> Result<CustomOpRef, String> {
 
 fn scale(p: &OpParams) -> Result<CustomOpRef, String> {
     match p.get_floats("factor") {
-        Some(&[factor]) => Ok(CustomOpRef::new(Scale { factor })),
+        Some(&[factor]) => Ok(CustomOpRef::new(Scale::new(factor))),
         _ => Err("scale needs `factor = [x]`".into()),
     }
 }

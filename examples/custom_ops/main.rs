@@ -2,12 +2,11 @@
 //!
 //! Run with `cargo run --release --example custom_ops`.
 
-#[allow(dead_code)] // `Scale` is used by the tests and the gradient docs
 mod ops;
 
 use kiln::{function, Graph};
 use ndarray::{array, ArrayD};
-use ops::{AddWithBuffer, Permute, Tear};
+use ops::{AddWithBuffer, Permute, Scale, Tear};
 use std::sync::atomic::Ordering;
 
 fn main() -> Result<(), kiln::Error> {
@@ -46,6 +45,29 @@ fn main() -> Result<(), kiln::Error> {
         "permute ran in place {} times; add_with_buffer allocated its buffer {} time(s)",
         runs.load(Ordering::Relaxed),
         allocations.load(Ordering::Relaxed)
+    );
+
+    // Gradient-style accumulation (MXNet's kAddTo): a sum of contributions of an op that can
+    // add into its output storage. The optimizer keeps the adds and runs each op right before
+    // its add; the runtime hands it the running sum, so the sum takes no array per term.
+    let added = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let scaled = |t: &kiln::Var| {
+        let op = Scale {
+            accumulations: added.clone(),
+            ..Scale::new(0.5)
+        };
+        g.apply_custom(op, &[t]).remove(0)
+    };
+    let terms = [x.tanh(), x.exp(), x.sin(), x.cos()].map(|t| scaled(&t));
+    let sum = &(&(&terms[0] + &terms[1]) + &terms[2]) + &terms[3];
+    let f = function(&[&x], &[&sum]).compile()?;
+    println!(
+        "0.5 * (tanh x + exp x + sin x + cos x) = {}",
+        f.call(&[xv.view()])?[0]
+    );
+    println!(
+        "of the four scale ops, {} added into the running sum (AddTo)",
+        added.load(Ordering::Relaxed)
     );
     Ok(())
 }

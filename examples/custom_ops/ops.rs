@@ -199,10 +199,22 @@ impl CustomOp for AddWithBuffer {
     }
 }
 
-/// `factor * x`, with its gradient written symbolically in terms of kiln ops.
-#[derive(Debug)]
+/// `factor * x`, with its gradient written symbolically in terms of kiln ops; it can add its
+/// result into a running sum (`supports_add_to`).
+#[derive(Debug, Default)]
 pub struct Scale {
     pub factor: f64,
+    /// How many calls added into a running sum (`WriteRequest::AddTo`).
+    pub accumulations: Arc<AtomicUsize>,
+}
+
+impl Scale {
+    pub fn new(factor: f64) -> Scale {
+        Scale {
+            factor,
+            ..Scale::default()
+        }
+    }
 }
 
 impl CustomOp for Scale {
@@ -225,14 +237,33 @@ impl CustomOp for Scale {
         &self,
         inputs: &[&Tensor],
         outputs: &mut [Option<Tensor>],
-        _: &mut PerformContext<'_>,
+        ctx: &mut PerformContext<'_>,
     ) -> Result<(), String> {
+        // Asked to accumulate (MXNet's kAddTo): add into the running sum the runtime handed
+        // over, with no array of its own.
+        if ctx.requests[0] == WriteRequest::AddTo {
+            self.accumulations.fetch_add(1, Ordering::Relaxed);
+            return match (&mut outputs[0], inputs[0]) {
+                (Some(Tensor::F32(acc)), Tensor::F32(a)) => {
+                    acc.zip_mut_with(a, |s, &v| *s += v * self.factor as f32);
+                    Ok(())
+                }
+                (Some(Tensor::F64(acc)), Tensor::F64(a)) => {
+                    acc.zip_mut_with(a, |s, &v| *s += v * self.factor);
+                    Ok(())
+                }
+                _ => Err("scale: nothing to accumulate into".into()),
+            };
+        }
         outputs[0] = Some(match inputs[0] {
             Tensor::F32(a) => Tensor::F32(a.mapv(|v| v * self.factor as f32)),
             Tensor::F64(a) => Tensor::F64(a.mapv(|v| v * self.factor)),
             t => return Err(format!("takes floats, got {}", t.dtype())),
         });
         Ok(())
+    }
+    fn supports_add_to(&self) -> bool {
+        true
     }
     fn grad(
         &self,
