@@ -510,9 +510,13 @@ fn infer_shape_resolves_open_dims_and_sizes_outputs_before_perform() {
         let out = f.call(&[xs.view()]).unwrap();
         assert_eq!(vals(&out[0]), vec![2.0, 4.0, 2.0, 4.0]);
         f.call(&[xs.view()]).unwrap();
+        // A longer input: the kept output is remade at the new size before perform.
+        let out = f.call(&[array![1.0, 2.0, 3.0].into_dyn().view()]).unwrap();
+        assert_eq!(vals(&out[0]), vec![2.0, 4.0, 6.0, 2.0, 4.0, 6.0]);
+        let seen = presized.lock().unwrap().clone();
         assert_eq!(
-            *presized.lock().unwrap(),
-            vec![Some(vec![4]), Some(vec![4])],
+            seen,
+            vec![Some(vec![4]), Some(vec![4]), Some(vec![6])],
             "{backend}"
         );
     }

@@ -6,7 +6,7 @@ mod ops;
 
 use kiln::{function, Graph};
 use ndarray::{array, ArrayD};
-use ops::{AddWithBuffer, Permute, Scale, Tear};
+use ops::{AddWithBuffer, Permute, Repeat, Scale, Tear};
 use std::sync::atomic::Ordering;
 
 fn main() -> Result<(), kiln::Error> {
@@ -69,5 +69,25 @@ fn main() -> Result<(), kiln::Error> {
         "of the four scale ops, {} added into the running sum (AddTo)",
         added.load(Ordering::Relaxed)
     );
+
+    // A shape function: `repeat`'s make_node says f32[?], its infer_shape says 3n. On a known
+    // length the output's type is known when the graph is built; on an open one the runtime
+    // sizes the output from it before perform runs (perform fills what it is given).
+    let v = g.input("v", kiln::f32, [Some(2)]);
+    let known = g.apply_custom_default(Repeat { times: 3 }, &[&v]);
+    let w = g.input("w", kiln::f32, [None]);
+    let open = g.apply_custom_default(Repeat { times: 3 }, &[&w]);
+    println!(
+        "repeat of f32[2] has type {}, of f32[?] {}",
+        known.ty(),
+        open.ty()
+    );
+    let f = function(&[&w], &[&open]).compile()?;
+    for w in [array![1.0f32, 2.0], array![7.0f32, 8.0, 9.0]] {
+        println!(
+            "repeat 3 times {w} = {}",
+            f.call(&[w.view().into_dyn()])?[0]
+        );
+    }
     Ok(())
 }

@@ -1,6 +1,7 @@
 //! Custom ops written against kiln's public op model, shared by the `custom_ops` example and
 //! the tests: libnd4j's `tear`, a `permute` that may run in place, an `add` that keeps a hidden
-//! buffer twice the needed size, and a `scale` with a symbolic gradient.
+//! buffer twice the needed size, a `scale` with a symbolic gradient, and a `repeat` whose
+//! output length only its shape function knows.
 
 use kiln::custom::{Arity, CustomOp, InputGrad, OpParams, PerformContext, WriteRequest};
 use kiln::{Tensor, TensorType, Var};
@@ -275,5 +276,51 @@ impl CustomOp for Scale {
             Some(g) => InputGrad::Grad(g * self.factor),
             None => InputGrad::Disconnected,
         }])
+    }
+}
+
+/// `x` repeated `times` times along its only axis. `make_node` leaves the length open (`?`);
+/// the shape function (`infer_shape`) says it, so where the input's length is known the
+/// output's type is known too, and where it is not, the runtime sizes the output from it
+/// before `perform` runs.
+#[derive(Debug)]
+pub struct Repeat {
+    pub times: usize,
+}
+
+impl CustomOp for Repeat {
+    fn name(&self) -> &str {
+        "repeat"
+    }
+    fn params(&self) -> OpParams {
+        OpParams::new().int("times", vec![self.times as i64])
+    }
+    fn make_node(&self, inputs: &[&TensorType]) -> Result<Vec<TensorType>, String> {
+        match inputs {
+            [t] if t.rank() == 1 => Ok(vec![TensorType::new(t.dtype, vec![None])]),
+            _ => Err("takes one vector".into()),
+        }
+    }
+    fn infer_shape(&self, inputs: &[&TensorType]) -> Result<Vec<Vec<usize>>, String> {
+        let n = inputs[0]
+            .known_shape()
+            .ok_or("the input's length is not known")?[0];
+        Ok(vec![vec![n * self.times]])
+    }
+    fn perform(
+        &self,
+        inputs: &[&Tensor],
+        outputs: &mut [Option<Tensor>],
+        _: &mut PerformContext<'_>,
+    ) -> Result<(), String> {
+        let x = f32_input(inputs[0], "repeat")?;
+        // The runtime sized the output from `infer_shape`: fill it where it is.
+        let Some(Tensor::F32(out)) = &mut outputs[0] else {
+            return Err("repeat: the output was not sized".into());
+        };
+        for (i, o) in out.iter_mut().enumerate() {
+            *o = x[[i % x.len()]];
+        }
+        Ok(())
     }
 }

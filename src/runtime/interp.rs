@@ -798,10 +798,11 @@ pub(super) fn perform_custom(
         .collect()
 }
 
-/// Gives each visible `WriteTo` output that has no storage yet (the first call) a zeroed
-/// buffer of the type the op's shape function (`infer_shape`, through `make_node`) gives for
-/// these inputs, so `perform` finds its outputs sized (MXNet's and Theano's allocated
-/// outputs). Where the shape function cannot say, the op allocates them itself, as before.
+/// Gives each visible `WriteTo` output whose kept storage does not have the type the op's
+/// shape function (`infer_shape`, through `make_node`) gives for these inputs (none yet on
+/// the first call; another shape when the inputs changed) a zeroed buffer of that type, so
+/// `perform` finds its outputs sized (MXNet's and Theano's allocated outputs). Where the shape
+/// function cannot say, the op allocates them itself, as before.
 fn presize_outputs(
     c: &CustomOpRef,
     args: &[&Tensor],
@@ -809,12 +810,8 @@ fn presize_outputs(
     requests: &[WriteRequest],
 ) {
     let visible = slot.len().saturating_sub(c.num_hidden_outputs());
-    let empty = |slot: &[Option<Tensor>], i: usize| {
-        slot[i].is_none() && requests.get(i) == Some(&WriteRequest::WriteTo)
-    };
-    // Checked first: after the first call every such output has its storage, and nothing
-    // more is done (no allocation per call).
-    if !(0..visible).any(|i| empty(slot, i)) {
+    let written = |i: usize| requests.get(i) == Some(&WriteRequest::WriteTo);
+    if !(0..visible).any(written) {
         return;
     }
     let tys: Vec<crate::ir::TensorType> = args
@@ -826,15 +823,18 @@ fn presize_outputs(
         return;
     };
     for (i, ty) in outs.iter().enumerate().take(visible) {
-        let Some(shape) = ty.known_shape() else {
+        let Some(shape) = ty.known_shape().filter(|_| written(i)) else {
             continue;
         };
+        let sized = |t: &Tensor| t.dtype() == ty.dtype && t.shape() == shape.as_slice();
         // Buffers large enough that allocating them might fail are left to the op (the VM
         // checks such results before the step, `memory::check_fits`, where it runs).
         let bytes = shape
             .iter()
             .try_fold(ty.dtype.size(), |n, &d| n.checked_mul(d));
-        if empty(slot, i) && bytes.is_some_and(|b| b < super::memory::PROBE_BYTES) {
+        if !slot[i].as_ref().is_some_and(sized)
+            && bytes.is_some_and(|b| b < super::memory::PROBE_BYTES)
+        {
             slot[i] = Some(Tensor::zeros(ty.dtype, &shape));
         }
     }
