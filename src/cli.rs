@@ -4,14 +4,9 @@
 //!
 //! It is a library entry point so that a crate with custom ops can build its own `kiln` that
 //! knows them by name in the text form (as `mlir-opt` is built with a user's dialects):
-//!
-//! ```no_run
-//! # use kiln::custom::{CustomOpRef, OpParams};
-//! # fn make_my_op(p: &OpParams) -> Result<CustomOpRef, String> { unimplemented!() }
-//! fn main() -> std::process::ExitCode {
-//!     kiln::cli::main_with(kiln::cli::Registry::new().op("my_op", make_my_op))
-//! }
-//! ```
+//! `kiln::cli::main_with(Registry::new().op("tear", tear_from_attrs))`, where each factory
+//! builds the op from the attributes written in the file. `examples/custom_ops/kiln_with_ops.rs`
+//! is a complete one (with `tear` and `scale`), run by `tests/cli.rs`.
 
 use crate::custom::{register_custom_op, CustomOpRef, OpParams};
 use crate::ir::text::{parse, print_func};

@@ -6,6 +6,8 @@
 #[path = "../examples/custom_ops/ops.rs"]
 mod ops;
 
+mod common;
+
 use kiln::runtime::state::FunctionState;
 use kiln::{function, Backend, CompileOptions, Function, Graph, Tensor};
 use ndarray::{array, ArrayD, IxDyn};
@@ -44,21 +46,9 @@ fn f32s(t: &Tensor) -> Vec<f32> {
     t.to_f64_vec().iter().map(|&v| v as f32).collect()
 }
 
-/// The backends that keep op state: the CPU, the interpreter, and with the `gpu` feature the
-/// device VM of the GPU backend (on the host device here).
-fn backends() -> Vec<Backend> {
-    #[cfg(feature = "gpu")]
-    kiln::jit_ptx::cuda::use_host_device();
-    let mut all = vec![Backend::Cpu, Backend::Interp];
-    if cfg!(feature = "gpu") {
-        all.push(Backend::Gpu);
-    }
-    all
-}
-
 #[test]
 fn state_is_read_saved_loaded_and_reset_also_on_the_gpu_backend() {
-    for backend in backends() {
+    for backend in common::backends_with_gpu_host() {
         let g = Graph::new();
         let (f, w, allocations) = accumulator(&g, backend);
         let x = array![0.5f32, 0.5, 0.5].into_dyn();

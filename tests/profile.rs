@@ -1,6 +1,8 @@
 //! The profiler: per step of a compiled function, its runs, time, bytes and rate; on demand
 //! through `Function::profile`, and printed when the function goes with `KILN_PROFILE` set.
 
+mod common;
+
 use kiln::{function, Backend, CompileOptions, Graph};
 use ndarray::{Array, IxDyn};
 
@@ -20,22 +22,10 @@ fn profiled(backend: Backend) -> kiln::Function {
         .unwrap()
 }
 
-/// The backends with a profiler: the CPU, the interpreter, and the device VM of the GPU
-/// backend (here on the host device, which runs the GPU runtime's logic without a GPU).
-fn backends() -> Vec<Backend> {
-    #[cfg(feature = "gpu")]
-    kiln::jit_ptx::cuda::use_host_device();
-    let mut all = vec![Backend::Cpu, Backend::Interp];
-    if cfg!(feature = "gpu") {
-        all.push(Backend::Gpu);
-    }
-    all
-}
-
 /// Every backend, the device VM of the GPU backend included with the `gpu` feature.
 #[test]
 fn a_profiled_function_reports_every_step_of_its_calls_also_on_the_gpu_backend() {
-    for backend in backends() {
+    for backend in common::backends_with_gpu_host() {
         let f = profiled(backend);
         let x = Array::from_elem(IxDyn(&[64, 128]), 0.01f32);
         let w = Array::from_elem(IxDyn(&[128, 32]), 0.02f32);

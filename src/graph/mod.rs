@@ -338,16 +338,24 @@ pub(crate) fn input_vars(outputs: &[Var]) -> Vec<Var> {
         return Vec::new();
     };
     let g = graph.data();
-    let mut used: Vec<VarId> = outputs.iter().map(Var::id).collect();
-    for a in reachable_applies(&g, used.clone()) {
+    let roots: Vec<VarId> = outputs.iter().map(Var::id).collect();
+    used_vars(&g, &roots, &reachable_applies(&g, roots.iter().copied()))
+        .into_iter()
+        .filter(|v| matches!(g.vars[v.0 as usize].kind, VarKind::Input))
+        .map(|v| graph.var(v))
+        .collect()
+}
+
+/// Every variable a function of `roots` touches: the roots and the inputs of `applies` (the
+/// Applies they need), sorted, each once.
+pub(crate) fn used_vars(g: &GraphData, roots: &[VarId], applies: &[ApplyId]) -> Vec<VarId> {
+    let mut used = roots.to_vec();
+    for &a in applies {
         used.extend(g.applies[a.0 as usize].inputs.iter().copied());
     }
     used.sort_unstable();
     used.dedup();
-    used.into_iter()
-        .filter(|v| matches!(g.vars[v.0 as usize].kind, VarKind::Input))
-        .map(|v| graph.var(v))
-        .collect()
+    used
 }
 
 /// The Applies reachable backwards from `roots`, sorted by creation, which is a topological

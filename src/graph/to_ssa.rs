@@ -57,12 +57,7 @@ pub fn to_ssa(
     let applies = reachable_applies(&g, roots.iter().copied());
 
     // Every variable the function touches: inputs of needed applies and the roots themselves.
-    let mut used: Vec<VarId> = roots.clone();
-    for &a in &applies {
-        used.extend(g.applies[a.0 as usize].inputs.iter().copied());
-    }
-    used.sort_unstable();
-    used.dedup();
+    let used = super::used_vars(&g, &roots, &applies);
 
     // Type errors recorded while building surface here, the earliest first.
     for &v in &used {

@@ -171,8 +171,8 @@ pub trait CustomKernel: Send + Sync + fmt::Debug + 'static {
     /// fully known types. It resolves the `?` dims `make_node` leaves where the input shapes
     /// are known (the output types get these shapes), sizes the outputs `perform` finds (made
     /// on the first call, remade when their shape changes), and sizes results for the check
-    /// that they fit in memory. An `Err`
-    /// means "not known before `perform`"; shapes that contradict `make_node` are an error.
+    /// that they fit in memory. An `Err` means "not known before `perform`"; shapes that
+    /// contradict `make_node` are an error.
     fn infer_shape(&self, input_types: &[&TensorType]) -> Result<Vec<Vec<usize>>, String> {
         self.make_node(input_types)?
             .into_iter()

@@ -6,6 +6,7 @@
 //! buffer to add into (`runtime::requests`), and N contributions summed in any order and
 //! grouping accumulate in one buffer, with no temporary per contribution.
 
+use super::{def_positions, read_counts};
 use crate::ir::custom::add_to_operand;
 use crate::ir::{Func, Inst, Value};
 use std::collections::HashMap;
@@ -14,48 +15,17 @@ use std::collections::HashMap;
 /// and needed (the add's other operand is defined after the op).
 pub fn schedule_accumulation(func: &mut Func) {
     let reads = read_counts(func);
-    let mut def_pos = positions(func);
+    let mut def_pos = def_positions(func);
     let mut q = 0;
     while q < func.body.len() {
         if let Some(p) = op_to_move(func, q, &reads, &def_pos) {
             let op = func.body.remove(p);
             // The add is now at q - 1; the op goes right before it.
             func.body.insert(q - 1, op);
-            def_pos = positions(func);
+            def_pos = def_positions(func);
         }
         q += 1;
     }
-}
-
-/// Where each value is defined in the top-level body.
-fn positions(func: &Func) -> HashMap<Value, usize> {
-    (func.body.iter().enumerate())
-        .flat_map(|(i, inst)| inst.results.iter().map(move |&r| (r, i)))
-        .collect()
-}
-
-/// How often each value is read: by instructions (in any region), regions' yields and the
-/// function's outputs.
-pub(crate) fn read_counts(func: &Func) -> HashMap<Value, usize> {
-    fn count(body: &[Inst], reads: &mut HashMap<Value, usize>) {
-        for i in body {
-            for &a in &i.args {
-                *reads.entry(a).or_default() += 1;
-            }
-            for r in &i.regions {
-                count(&r.body, reads);
-                for &y in &r.yields {
-                    *reads.entry(y).or_default() += 1;
-                }
-            }
-        }
-    }
-    let mut reads = HashMap::new();
-    count(&func.body, &mut reads);
-    for &o in &func.outputs {
-        *reads.entry(o).or_default() += 1;
-    }
-    reads
 }
 
 /// The position of the custom op that the add at `q` accumulates, when it should move to just

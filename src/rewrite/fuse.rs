@@ -112,24 +112,7 @@ fn scalar_constant(inst: &Inst) -> Option<ScalarProgram> {
 /// Fuses the top-level body of `func` (regions are left as they are).
 pub fn fuse(func: &Func) -> Func {
     let mut f = func.clone();
-    let mut uses: HashMap<Value, usize> = HashMap::new();
-    fn count(body: &[Inst], uses: &mut HashMap<Value, usize>) {
-        for i in body {
-            for &a in &i.args {
-                *uses.entry(a).or_default() += 1;
-            }
-            for r in &i.regions {
-                count(&r.body, uses);
-                for &y in &r.yields {
-                    *uses.entry(y).or_default() += 1;
-                }
-            }
-        }
-    }
-    count(&f.body, &mut uses);
-    for &o in &f.outputs {
-        *uses.entry(o).or_default() += 1;
-    }
+    let uses = super::read_counts(&f);
     // The fusable instructions so far, by the value they define: (program, args).
     type Group = (ScalarProgram, Vec<Value>, HashMap<Value, usize>);
     let mut fusable: HashMap<Value, Group> = HashMap::new();
@@ -138,9 +121,7 @@ pub fn fuse(func: &Func) -> Func {
     let mut constants: HashMap<Value, ScalarProgram> = HashMap::new();
     let mut body = std::mem::take(&mut f.body);
     // Where each value of the input function is defined (custom ops, which fusion leaves).
-    let defined_by: HashMap<Value, usize> = (func.body.iter().enumerate())
-        .flat_map(|(i, inst)| inst.results.iter().map(move |&r| (r, i)))
-        .collect();
+    let defined_by = super::def_positions(func);
     // Indexed: an instruction is replaced in place while earlier ones are marked dead.
     #[allow(clippy::needless_range_loop)]
     for idx in 0..body.len() {

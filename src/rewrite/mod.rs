@@ -17,7 +17,38 @@ pub use merge_regions::merge_regions;
 pub use pipeline::{optimize, optimize_donating, OptimizeOptions};
 
 use crate::ir::{Func, Inst, Value};
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
+
+/// How often each value is read: by instructions (in any region), regions' yields and the
+/// function's outputs.
+pub(crate) fn read_counts(func: &Func) -> HashMap<Value, usize> {
+    fn count(body: &[Inst], reads: &mut HashMap<Value, usize>) {
+        for i in body {
+            for &a in &i.args {
+                *reads.entry(a).or_default() += 1;
+            }
+            for r in &i.regions {
+                count(&r.body, reads);
+                for &y in &r.yields {
+                    *reads.entry(y).or_default() += 1;
+                }
+            }
+        }
+    }
+    let mut reads = HashMap::new();
+    count(&func.body, &mut reads);
+    for &o in &func.outputs {
+        *reads.entry(o).or_default() += 1;
+    }
+    reads
+}
+
+/// Where each value is defined in the top-level body (its instruction's position).
+pub(crate) fn def_positions(func: &Func) -> HashMap<Value, usize> {
+    (func.body.iter().enumerate())
+        .flat_map(|(i, inst)| inst.results.iter().map(move |&r| (r, i)))
+        .collect()
+}
 
 /// Every value something reads: an instruction (in any region), a region's yield, or the
 /// function's outputs.

@@ -229,7 +229,7 @@ impl<D: Device> Vm<'_, D> {
                     .or_insert_with(|| vec![None; step.results.len()]);
                 let requests = vec![WriteRequest::WriteTo; step.results.len()];
                 guarded(&step.op, || {
-                    perform_custom(c, step.id, self.calls, &refs, slot, &requests)
+                    perform_custom(c, self.func, step, self.calls, &refs, slot, &requests)
                 })?
             }
             _ => guarded(&step.op, || host_step(step, &host))?,

@@ -515,7 +515,7 @@ fn run_step(
     // perform is the oracle and must not panic, but a panic (a user's op, say) is turned
     // into an error rather than taking the caller's process down.
     let outs = guarded(&inst.op, || match &inst.op {
-        Op::Custom(c) => run_custom(c, inst, &args, donated, accumulators, state),
+        Op::Custom(c) => run_custom(c, func, inst, &args, donated, accumulators, state),
         op => perform(op, &args),
     })?;
     let outs = match overwritten {
@@ -717,6 +717,7 @@ fn run_ifelse(
 /// Runs a custom op with its kept output storage, its resources and write requests.
 fn run_custom(
     c: &CustomOpRef,
+    func: &Func,
     inst: &Step,
     args: &[&Tensor],
     donated: Option<Tensor>,
@@ -744,10 +745,10 @@ fn run_custom(
         slot[i] = Some(t);
         requests[i] = WriteRequest::AddTo;
     }
-    perform_custom(c, key, calls, args, slot, &requests)
+    perform_custom(c, func, inst, calls, args, slot, &requests)
 }
 
-/// A custom op's `perform` at step `key` in call number `calls` of its function: its scratch
+/// A custom op's `perform` at `step` of `func` in call number `calls`: its scratch
 /// space and random stream (fresh per call and per step), `slot` the storage kept for its
 /// outputs between calls (holding, where `requests` say so, a buffer to write in place or add
 /// to). Returns the outputs: those written in place or added to move on, the others are
@@ -755,7 +756,8 @@ fn run_custom(
 /// VM (`device.rs`) both run custom ops through this.
 pub(super) fn perform_custom(
     c: &CustomOpRef,
-    key: StepId,
+    func: &Func,
+    step: &Step,
     calls: u64,
     args: &[&Tensor],
     slot: &mut [Option<Tensor>],
@@ -767,10 +769,10 @@ pub(super) fn perform_custom(
         match r {
             Resource::TempSpace(n) => temp = vec![0u8; n],
             // A fresh stream per call and per op: the call count and the op's position.
-            Resource::Random => seed = (calls << 32) ^ key.0 as u64,
+            Resource::Random => seed = (calls << 32) ^ step.id.0 as u64,
         }
     }
-    presize_outputs(c, args, slot, requests);
+    presize_outputs(c, func, step, args, slot, requests);
     let mut ctx = PerformContext {
         requests,
         temp: &mut temp,
@@ -802,16 +804,26 @@ pub(super) fn perform_custom(
 /// shape function (`infer_shape`, through `make_node`) gives for these inputs (none yet on
 /// the first call; another shape when the inputs changed) a zeroed buffer of that type, so
 /// `perform` finds its outputs sized (MXNet's and Theano's allocated outputs). Where the shape
-/// function cannot say, the op allocates them itself, as before.
+/// function cannot say, the op allocates them itself, as before. Outputs whose types in
+/// `func` know their shapes are checked against those: the shape function runs per call only
+/// for an op with an output of open shape, or before a kept buffer exists.
 fn presize_outputs(
     c: &CustomOpRef,
+    func: &Func,
+    step: &Step,
     args: &[&Tensor],
     slot: &mut [Option<Tensor>],
     requests: &[WriteRequest],
 ) {
     let visible = slot.len().saturating_sub(c.num_hidden_outputs());
     let written = |i: usize| requests.get(i) == Some(&WriteRequest::WriteTo);
-    if !(0..visible).any(written) {
+    let kept = |slot: &[Option<Tensor>], i: usize| {
+        let ty = func.ty(step.results[i]);
+        slot[i].as_ref().is_some_and(|t| {
+            ty.known_shape().is_some() && t.dtype() == ty.dtype && ty.accepts_shape(t.shape())
+        })
+    };
+    if (0..visible).all(|i| !written(i) || kept(slot, i)) {
         return;
     }
     let tys: Vec<crate::ir::TensorType> = args

@@ -4,6 +4,18 @@
 use kiln::Tensor;
 use std::path::{Path, PathBuf};
 
+/// The backends that take every step (CPU, interpreter) and, with the `gpu` feature, the GPU
+/// backend's device VM on the host device (the GPU runtime's logic without a GPU).
+pub fn backends_with_gpu_host() -> Vec<kiln::Backend> {
+    #[cfg(feature = "gpu")]
+    kiln::jit_ptx::cuda::use_host_device();
+    let mut all = vec![kiln::Backend::Cpu, kiln::Backend::Interp];
+    if cfg!(feature = "gpu") {
+        all.push(kiln::Backend::Gpu);
+    }
+    all
+}
+
 /// Every `.kir` file under `dir`, recursively.
 pub fn kir_files(dir: &Path, out: &mut Vec<PathBuf>) {
     let Ok(entries) = std::fs::read_dir(dir) else {
