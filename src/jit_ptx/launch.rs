@@ -141,8 +141,8 @@ pub fn map_launch<T: Operand>(inputs: &[T], rank: usize) -> Result<Launch> {
 }
 
 /// A reduce kernel of rank `rank` over `axes` (sorted) on `inputs`:
-/// `[n_out, n_red, dims.., strides..]`. Max and min of an empty axis are the interpreter's
-/// error.
+/// `[n_out, n_red, dims.., strides..]`. An empty axis of a reduction without an identity
+/// (`ReduceOp::has_identity`: max, min) is the interpreter's error.
 pub fn reduce_launch<T: Operand>(
     inputs: &[T],
     rank: usize,
@@ -160,7 +160,7 @@ pub fn reduce_launch<T: Operand>(
         })
         .collect();
     let n_out: usize = out_shape.iter().product();
-    if n_red == 0 && n_out > 0 && matches!(op, ReduceOp::Max | ReduceOp::Min) {
+    if n_red == 0 && n_out > 0 && !op.has_identity() {
         return Err(Error::Shape(format!(
             "{} of an empty axis has no identity",
             op.name()
