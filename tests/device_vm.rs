@@ -1,15 +1,17 @@
-//! The device VM (`runtime::device`, which the GPU runtime is an instance of) against the
-//! interpreter: every `run:` directive of the file-test corpus, with the optimizer off and on,
-//! each plan lowered plainly and with the CPU's lowering choices (row groups, fused updates,
-//! folded transposes and broadcasts), run on `HostArrays` (the host as a device: every step
-//! through `perform` on the VM's own walk of the plan) must give the interpreter's outputs bit
-//! for bit, or fail where it fails.
+//! The VM's copying paths (the ones the GPU runtime's values take) against the interpreter:
+//! every `run:` directive of the file-test corpus, with the optimizer off and on, each plan
+//! lowered plainly and with the CPU's lowering choices (row groups, fused updates, folded
+//! transposes and broadcasts), run on `HostArrays` (a device whose arrays are copied at every
+//! crossing, every step through `perform` on copies, nothing in place) must give the
+//! interpreter's outputs (the host device: arrays where they are, steps in place, buffers
+//! reused) bit for bit, or fail where it fails.
 
 mod common;
 use common::{kir_files, split_top};
 use kiln::ir::text::{parse, parse_literal};
 use kiln::lower::{lower_with, LowerOptions};
-use kiln::runtime::device::{run_plan, HostArrays, VmState};
+use kiln::runtime::device::{run_plan, HostArrays};
+use kiln::runtime::vm::VmState;
 use kiln::{CompileOptions, Tensor};
 use std::path::Path;
 use std::sync::Arc;
@@ -54,8 +56,8 @@ fn the_device_vm_runs_the_corpus_as_the_interpreter_does() {
                     let plan = lower_with(&opt, lowering);
                     runs += 1;
                     let on: Vec<Arc<Tensor>> = inputs.iter().cloned().map(Arc::new).collect();
-                    let refs: Vec<&Arc<Tensor>> = on.iter().collect();
-                    let got = run_plan(&HostArrays, &opt, &plan, &VmState::default(), &refs);
+                    let mut state = VmState::default();
+                    let got = run_plan(&HostArrays, &opt, &plan, &mut state, &on);
                     let what = format!("{} `{spec}` (optimize {optimize})", path.display());
                     match (&want, got) {
                         (Ok(w), Ok(g)) => {

@@ -2,7 +2,7 @@
 //! launcher for map and reduce kernels over them (`GpuKernel::run`, parameters from
 //! `launch.rs` exactly as the host oracle gets them), and `DeviceFunction`: a whole plan on the
 //! device, values kept there between steps and between calls (inputs and outputs are
-//! `DeviceTensor`s). It is the device VM (`runtime::device`) over this function's map and
+//! `DeviceTensor`s). It is the VM (`runtime::vm`) over this function's map and
 //! reduce kernels, f32 and f64 products (cuBLAS, `blas.rs`) and the plan's views; the VM reads
 //! `ifelse` conditions back and runs every other step (other shape ops, random ops, custom
 //! ops) on the host with explicit copies each way. This is `Backend::Gpu`.
@@ -16,7 +16,9 @@ use crate::ir::{DType, Func};
 use crate::lower::view::{Layout, View};
 use crate::lower::{Plan, Step};
 use crate::runtime::device::Device as VmDevice;
+use crate::runtime::vm::VmState;
 use crate::tensor::{Tensor, TensorRef};
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -276,34 +278,84 @@ pub fn load_kernels(
     GpuKernel::load_all(&Arc::new(module), &infos)
 }
 
-/// A compiled function's side of the device VM (`runtime::device`): its kernels by step, its
+/// A compiled function's device for the VM (`runtime::vm`): its kernels by step, its
 /// products through cuBLAS, the plan's views of device arrays. What it has no code for (other
-/// shape ops, random ops, products cuBLAS does not take) the VM runs on host copies.
+/// shape ops, random ops, custom ops) the VM runs on host copies; a product cuBLAS does not
+/// take runs on host copies here. Arrays are handles to device buffers: none is ever written
+/// after the step that made it (no step runs in place), so an input the VM wants to own is
+/// shared, not copied.
 struct GpuSteps {
     device: Arc<Device>,
     kernels: HashMap<crate::lower::StepId, GpuKernel>,
 }
 
+impl GpuSteps {
+    /// `step` on host copies of `args`, its results copied back.
+    fn on_host(&self, step: &Step, args: &[DeviceTensor]) -> Result<Vec<DeviceTensor>> {
+        let host = args
+            .iter()
+            .map(DeviceTensor::download)
+            .collect::<Result<Vec<_>>>()?;
+        let refs: Vec<&Tensor> = host.iter().collect();
+        crate::runtime::device::host_step(step, &refs)?
+            .iter()
+            .map(|t| self.upload(t.view()))
+            .collect()
+    }
+}
+
 impl VmDevice for GpuSteps {
     type Array = DeviceTensor;
+    type Ref<'a> = DeviceTensor;
 
-    fn shape<'a>(&self, a: &'a DeviceTensor) -> &'a [usize] {
-        &a.shape
+    fn view(&self, a: &DeviceTensor) -> DeviceTensor {
+        a.clone()
     }
-    fn dtype(&self, a: &DeviceTensor) -> DType {
-        a.dtype
+    fn reborrow(&self, r: &DeviceTensor) -> DeviceTensor {
+        r.clone()
+    }
+    fn shape<'r>(&self, r: &'r DeviceTensor) -> &'r [usize] {
+        &r.shape
+    }
+    fn dtype(&self, r: &DeviceTensor) -> DType {
+        r.dtype
+    }
+    fn is_dense(&self, r: &DeviceTensor) -> bool {
+        r.is_row_major()
+    }
+    fn to_owned(&self, r: DeviceTensor) -> Result<DeviceTensor> {
+        Ok(r)
     }
     fn upload(&self, t: TensorRef<'_>) -> Result<DeviceTensor> {
         DeviceTensor::upload(&self.device, t)
     }
-    fn download(&self, a: &DeviceTensor) -> Result<Tensor> {
+    fn download<'a>(&self, a: &'a DeviceTensor) -> Result<Cow<'a, Tensor>> {
+        a.download().map(Cow::Owned)
+    }
+    fn download_owned(&self, a: DeviceTensor) -> Result<Tensor> {
         a.download()
     }
+    fn upload_owned(&self, t: Tensor) -> Result<DeviceTensor> {
+        DeviceTensor::upload(&self.device, t.view())
+    }
 
-    fn run_step(&self, step: &Step, args: &[DeviceTensor]) -> Result<Option<Vec<DeviceTensor>>> {
+    fn runs(&self, step: &Step) -> bool {
+        self.kernels.contains_key(&step.id)
+            || matches!(
+                step.kernel,
+                crate::lower::Kernel::Gemm { .. } | crate::lower::Kernel::View(_)
+            )
+    }
+
+    fn run(
+        &self,
+        step: &Step,
+        args: &[DeviceTensor],
+        _dest: Option<DeviceTensor>,
+    ) -> Result<Vec<DeviceTensor>> {
         if let Some(kernel) = self.kernels.get(&step.id) {
             let refs: Vec<&DeviceTensor> = args.iter().collect();
-            return kernel.run(&self.device, &refs).map(Some);
+            return kernel.run(&self.device, &refs);
         }
         match &step.kernel {
             crate::lower::Kernel::Gemm { transposed, update } => {
@@ -315,19 +367,29 @@ impl VmDevice for GpuSteps {
                     }
                 };
                 if !super::blas::supports(args[0].dtype()) {
-                    return Ok(None);
+                    return self.on_host(step, args);
                 }
                 match super::blas::matmul(&self.device, &args[0], &args[1], *transposed, update) {
-                    Ok(c) => Ok(Some(vec![c])),
+                    Ok(c) => Ok(vec![c]),
                     // No cuBLAS, or a batch broadcast it does not take: on the host.
-                    Err(Error::Unsupported(_)) => Ok(None),
+                    Err(Error::Unsupported(_)) => self.on_host(step, args),
                     Err(e) => Err(e),
                 }
             }
             // Views of device arrays: no copy, no host step.
-            crate::lower::Kernel::View(v) => Ok(args[0].view(v).map(|v| vec![v])),
-            _ => Ok(None),
+            crate::lower::Kernel::View(v) => match args[0].view(v) {
+                Some(v) => Ok(vec![v]),
+                None => self.on_host(step, args),
+            },
+            _ => self.on_host(step, args),
         }
+    }
+
+    unsafe fn alias<'a>(&self, a: &DeviceTensor) -> Self::Ref<'a> {
+        a.clone()
+    }
+    fn address(&self, a: &DeviceTensor) -> Option<usize> {
+        (!a.shape.contains(&0)).then(|| Arc::as_ptr(&a.buf) as usize + a.offset as usize)
     }
 
     fn synchronize(&self) -> Result<()> {
@@ -335,13 +397,13 @@ impl VmDevice for GpuSteps {
     }
 }
 
-/// A whole function on the device (see the module doc for what it takes): the device VM
-/// (`runtime::device`) over this function's kernels.
+/// A whole function on the device (see the module doc for what it takes): the VM
+/// (`runtime::vm`) over this function's kernels.
 pub struct DeviceFunction {
     func: Func,
     plan: Plan,
     steps: GpuSteps,
-    state: crate::runtime::device::VmState,
+    state: std::sync::Mutex<VmState<GpuSteps>>,
 }
 
 impl DeviceFunction {
@@ -395,12 +457,9 @@ impl DeviceFunction {
 
     /// As an `Executable` of host arrays (copied in and out at each call), for `Function`.
     pub fn into_executable(self) -> Box<dyn crate::runtime::Executable> {
-        Box::new(crate::runtime::device::HostCalls {
-            device: self.steps,
-            func: self.func,
-            plan: self.plan,
-            state: self.state,
-        })
+        Box::new(crate::runtime::device::HostCalls::new(
+            self.steps, self.func, self.plan,
+        ))
     }
 
     /// Copies `t` to the device.
@@ -411,6 +470,8 @@ impl DeviceFunction {
     /// Runs the function on device arrays; the results stay on the device (queued: read them
     /// with `download`, or `synchronize` the device).
     pub fn run(&self, inputs: &[&DeviceTensor]) -> Result<Vec<DeviceTensor>> {
-        crate::runtime::device::run_plan(&self.steps, &self.func, &self.plan, &self.state, inputs)
+        let inputs: Vec<DeviceTensor> = inputs.iter().map(|&t| t.clone()).collect();
+        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        crate::runtime::device::run_plan(&self.steps, &self.func, &self.plan, &mut state, &inputs)
     }
 }

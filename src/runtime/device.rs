@@ -1,43 +1,113 @@
-//! The plan's VM over a device: values live where a [`Device`] keeps them (GPU memory, host
-//! memory), each step runs there with the device's own code (a kernel, a library call, a
-//! view) or, where the device has none, as the op's `perform` on host copies of its
-//! arguments, with its results copied back. `ifelse` reads its condition back and runs one
-//! branch; `?` dims are checked before each step as in the interpreter; a value is dropped
-//! after the step that reads it last.
+//! Where the VM's values live and how a step runs there: the [`Device`] trait. The VM
+//! (`runtime::vm`) is one walk of the plan over any device; a device says what an array is,
+//! how it is copied to and from host memory, and which steps it runs with code of its own (a
+//! compiled kernel, a library call, a view). Every other step runs as the op's `perform` on
+//! host copies of its arguments, which for the host itself are no copies at all.
 //!
-//! The GPU runtime (`jit_ptx::device::DeviceFunction`) is this VM over CUDA (or its host
-//! stand-in); [`HostArrays`] is the host as such a device, every step through `perform`, which
-//! tests the VM itself against the interpreter. Custom ops run on host copies with the
-//! interpreter's `perform_custom` (their storage kept per step between calls, a fresh random
-//! stream per call), every output requested `WriteTo`. The interpreter (`interp`) stays the VM
-//! of host arrays with what only it does so far: write requests other than `WriteTo`, donated
-//! and offered buffers, a buffer pool, row groups run by blocks.
+//! The devices: the host (`runtime::host::Host`: host arrays, the CPU backend's compiled
+//! kernels, the GEMM library, row groups by blocks; with no kernels it is the reference
+//! interpreter), [`HostArrays`] (host arrays that are copied at every crossing and every step
+//! through `perform`: it tests the VM's copying paths, the ones a GPU takes, against the
+//! interpreter), and the GPU (`jit_ptx::device`: CUDA memory, PTX kernels, cuBLAS).
 
-use super::interp::{guarded, perform_custom};
-use super::profile::Seen;
+use super::vm::{Env, VmState};
 use crate::error::{Error, Result};
-use crate::ir::custom::WriteRequest;
-use crate::ir::{DType, Func, Op};
-use crate::lower::{Kernel, Plan, Step, StepId};
+use crate::ir::{DType, Func};
+use crate::lower::rows::Role;
+use crate::lower::{Kernel, Plan, Step};
 use crate::tensor::{Tensor, TensorRef};
-use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::borrow::Cow;
 use std::sync::{Arc, Mutex};
 
 /// Where a VM's values live and how steps run there.
-pub trait Device: Send + Sync {
-    /// An array on the device (cheap to clone: a handle).
-    type Array: Clone;
+pub trait Device: Send + Sync + Sized {
+    /// An array the VM owns: moving it moves the ownership (the VM writes in place only into
+    /// arrays it owns, and only on a device that says it can: [`Device::in_place`]).
+    type Array: Send;
+    /// A borrowed array: a call's input, a step's argument.
+    type Ref<'a>
+    where
+        Self: 'a;
 
-    fn shape<'a>(&self, a: &'a Self::Array) -> &'a [usize];
-    fn dtype(&self, a: &Self::Array) -> DType;
-    /// A copy of a host array on the device.
+    fn view<'a>(&self, a: &'a Self::Array) -> Self::Ref<'a>;
+    /// `r` for a shorter time (what a covariant reference does by itself; the compiler cannot
+    /// see through an associated type).
+    fn reborrow<'a>(&self, r: &'a Self::Ref<'_>) -> Self::Ref<'a>;
+    fn shape<'r>(&self, r: &'r Self::Ref<'_>) -> &'r [usize];
+    fn dtype(&self, r: &Self::Ref<'_>) -> DType;
+    /// Whether `r` is dense and row-major.
+    fn is_dense(&self, r: &Self::Ref<'_>) -> bool;
+    /// An array with `r`'s elements that the VM owns.
+    fn to_owned(&self, r: Self::Ref<'_>) -> Result<Self::Array>;
+    /// A device array with the elements of a host array.
     fn upload(&self, t: TensorRef<'_>) -> Result<Self::Array>;
-    /// A host copy of a device array (after all work queued before).
-    fn download(&self, a: &Self::Array) -> Result<Tensor>;
-    /// Runs `step` (not an `ifelse` or row group) with the device's own code, or returns
-    /// `Ok(None)` when it has none: the VM then runs it on host copies.
-    fn run_step(&self, step: &Step, args: &[Self::Array]) -> Result<Option<Vec<Self::Array>>>;
+    /// The host array of `a` (the host's own: borrowed; a device's: copied back after the
+    /// work queued before).
+    fn download<'a>(&self, a: &'a Self::Array) -> Result<Cow<'a, Tensor>>;
+    /// `download` of an array the VM gives up.
+    fn download_owned(&self, a: Self::Array) -> Result<Tensor>;
+    /// `upload` of a host array the VM gives up.
+    fn upload_owned(&self, t: Tensor) -> Result<Self::Array>;
+
+    /// Whether the device runs `step` (not an `ifelse` or row group) with code of its own.
+    fn runs(&self, step: &Step) -> bool;
+    /// Runs `step`, which [`Device::runs`], on `args`. `dest`, where given, is a buffer the
+    /// device may write result 0 into (an output the caller offered, a dead intermediate of
+    /// the result's type, or, for a step marked in place, the marked argument's own buffer,
+    /// which `args` then view: see [`Device::alias`]); it may also drop it.
+    fn run(
+        &self,
+        step: &Step,
+        args: &[Self::Ref<'_>],
+        dest: Option<Self::Array>,
+    ) -> Result<Vec<Self::Array>>;
+
+    /// Whether the VM may hand a step the buffer of an argument it overwrites (the in-place
+    /// pass's marks): only a device whose kernels read each element before writing it there.
+    fn in_place(&self) -> bool {
+        false
+    }
+    /// A view of `a`'s elements that stays valid while `a` moves into [`Device::run`] as its
+    /// `dest` (only called where [`Device::in_place`]).
+    ///
+    /// # Safety
+    /// The caller keeps the view no longer than the step that writes into `a`.
+    unsafe fn alias<'a>(&self, a: &Self::Array) -> Self::Ref<'a>;
+
+    /// Writes `src` into `dst`'s buffer where it fits and gives back the buffer left over
+    /// (`src`'s, or `dst`'s old one when `dst` becomes `src`).
+    fn assign(&self, dst: &mut Self::Array, src: Self::Array) -> Option<Self::Array> {
+        Some(std::mem::replace(dst, src))
+    }
+    /// The bytes of a dead buffer the VM keeps for the next steps and calls, or `None` where
+    /// the device does not reuse buffers (its code makes its own).
+    fn pooled_bytes(&self, _a: &Self::Array) -> Option<usize> {
+        None
+    }
+    /// Where `a`'s elements are (to find a donated buffer again after a failed call), or
+    /// `None` for an array without elements.
+    fn address(&self, a: &Self::Array) -> Option<usize>;
+    /// Whether results live in host memory, so the VM checks before a step that a large one
+    /// can be allocated (`runtime::memory`).
+    fn host_memory(&self) -> bool {
+        false
+    }
+
+    /// Runs the row group `group` of `members` with code of the device's own, or returns
+    /// `Ok(false)` having run nothing: the VM then runs the members one by one.
+    #[allow(clippy::too_many_arguments)]
+    fn run_rows(
+        &self,
+        _func: &Func,
+        _group: &Step,
+        _rows: usize,
+        _members: &[Step],
+        _roles: &[Vec<Role>],
+        _env: &mut Env<'_, '_, Self>,
+        _state: &mut VmState<Self>,
+    ) -> Result<bool> {
+        Ok(false)
+    }
 
     /// Waits for the work queued so far (the profiler times a step between two waits); a
     /// device that runs everything at once has nothing to wait for.
@@ -46,201 +116,10 @@ pub trait Device: Send + Sync {
     }
 }
 
-/// What the device VM keeps between calls of one function: the call count (a custom op's
-/// random stream is fresh per call, as in the interpreter) and each custom op's output
-/// storage, by step.
-#[derive(Default)]
-pub struct VmState {
-    calls: AtomicU64,
-    storage: Mutex<HashMap<StepId, Vec<Option<Tensor>>>>,
-    /// The function's profile, when it is being profiled (`runtime::profile`).
-    profile: Option<Arc<super::profile::Profile>>,
-}
-
-/// Runs `plan`, lowered from `func`, on `device` with `inputs` (device arrays of the
-/// parameters' types); the outputs stay on the device.
-pub fn run_plan<D: Device>(
-    device: &D,
-    func: &Func,
-    plan: &Plan,
-    state: &VmState,
-    inputs: &[&D::Array],
-) -> Result<Vec<D::Array>> {
-    super::check_input_count(func, inputs.len())?;
-    let mut env: Vec<Option<D::Array>> = vec![None; func.values.len()];
-    for (&p, &t) in func.params.iter().zip(inputs) {
-        let (ty, shape, dtype) = (func.ty(p), device.shape(t), device.dtype(t));
-        let fits = ty.dtype == dtype
-            && ty.rank() == shape.len()
-            && ty
-                .shape
-                .iter()
-                .zip(shape)
-                .all(|(a, b)| a.is_none_or(|a| a == *b));
-        if !fits {
-            return Err(Error::Input(format!(
-                "{}: input {p} has type {ty}, got an array of {dtype} {shape:?}",
-                func.name
-            )));
-        }
-        env[p.index()] = Some(t.clone());
-    }
-    let calls = state.calls.fetch_add(1, Ordering::Relaxed) + 1;
-    let vm = Vm {
-        device,
-        func,
-        state,
-        calls,
-    };
-    let started = match &state.profile {
-        Some(_) => {
-            device.synchronize()?;
-            Some(std::time::Instant::now())
-        }
-        None => None,
-    };
-    vm.run_steps(&plan.steps, &mut env, true)?;
-    if let (Some(p), Some(t0)) = (&state.profile, started) {
-        device.synchronize()?;
-        p.record_call(t0.elapsed());
-    }
-    func.outputs
-        .iter()
-        .map(|v| {
-            env[v.index()]
-                .clone()
-                .ok_or_else(|| Error::Runtime(format!("{}: output {v} not computed", func.name)))
-        })
-        .collect()
-}
-
-struct Vm<'a, D: Device> {
-    device: &'a D,
-    func: &'a Func,
-    state: &'a VmState,
-    /// This call's number, from 1.
-    calls: u64,
-}
-
-impl<D: Device> Vm<'_, D> {
-    fn get(&self, env: &[Option<D::Array>], v: crate::ir::Value) -> Result<D::Array> {
-        env[v.index()].clone().ok_or_else(|| {
-            Error::Runtime(format!("{}: {v} used before it is defined", self.func.name))
-        })
-    }
-
-    /// Runs `steps`, dropping values after their last use when `top_level` (inside a branch
-    /// they are kept: its yields are read after its steps).
-    fn run_steps(
-        &self,
-        steps: &[Step],
-        env: &mut [Option<D::Array>],
-        top_level: bool,
-    ) -> Result<()> {
-        for step in steps {
-            // The profile times the function's own steps, each between two waits for the
-            // device; what runs inside a branch or group counts in its step.
-            let profiled = self.state.profile.as_ref().filter(|_| top_level);
-            let before = match profiled {
-                Some(_) => {
-                    self.device.synchronize()?;
-                    Some((self.seen(env, &step.args), std::time::Instant::now()))
-                }
-                None => None,
-            };
-            let results = match &step.kernel {
-                Kernel::IfElse { then, otherwise } => {
-                    let cond = self.device.download(&self.get(env, step.args[0])?)?;
-                    let taken = cond.to_f64_vec().first().is_some_and(|&c| c != 0.0);
-                    let branch = if taken { then } else { otherwise };
-                    self.run_steps(&branch.steps, env, false)?;
-                    branch
-                        .yields
-                        .iter()
-                        .map(|&y| self.get(env, y))
-                        .collect::<Result<Vec<_>>>()?
-                }
-                // A row group is a CPU schedule: its members run one after the other.
-                Kernel::Rows { steps, .. } => {
-                    self.run_steps(steps, env, false)?;
-                    step.results
-                        .iter()
-                        .map(|&r| self.get(env, r))
-                        .collect::<Result<Vec<_>>>()?
-                }
-                _ => {
-                    let args = step
-                        .args
-                        .iter()
-                        .map(|&a| self.get(env, a))
-                        .collect::<Result<Vec<_>>>()?;
-                    // `?` dims never broadcast: the interpreter's check, on the device shapes.
-                    super::interp::check_stretch(self.func, step, |v| {
-                        Ok(self.device.shape(&self.get(env, v)?).into())
-                    })?;
-                    self.run_step(step, &args)
-                        .map_err(|e| step_error(self.func, step, e))?
-                }
-            };
-            for (&r, t) in step.results.iter().zip(results) {
-                env[r.index()] = Some(t);
-            }
-            if let (Some(p), Some((args, t0))) = (profiled, before) {
-                self.device.synchronize()?;
-                let time = t0.elapsed();
-                let results = self.seen(env, &step.results);
-                p.record_step(step, super::profile::measure(step, &args, &results, time));
-            }
-            if top_level {
-                for v in &step.frees {
-                    if !self.func.outputs.contains(v) {
-                        env[v.index()] = None;
-                    }
-                }
-            }
-        }
-        Ok(())
-    }
-
-    /// The shapes of `values` where they are on the device, for the profile.
-    fn seen(&self, env: &[Option<D::Array>], values: &[crate::ir::Value]) -> Vec<Seen> {
-        values
-            .iter()
-            .filter_map(|&v| env[v.index()].as_ref())
-            .map(|a| Seen::new(self.device.dtype(a), self.device.shape(a)))
-            .collect()
-    }
-
-    /// One step: the device's code, else on host copies (`host_step`).
-    fn run_step(&self, step: &Step, args: &[D::Array]) -> Result<Vec<D::Array>> {
-        if let Some(outs) = self.device.run_step(step, args)? {
-            return Ok(outs);
-        }
-        let host = args
-            .iter()
-            .map(|a| self.device.download(a))
-            .collect::<Result<Vec<_>>>()?;
-        let outs = match (&step.kernel, &step.op) {
-            (Kernel::Perform, Op::Custom(c)) => {
-                let refs: Vec<&Tensor> = host.iter().collect();
-                let mut storage = self.state.storage.lock().unwrap_or_else(|e| e.into_inner());
-                let slot = storage
-                    .entry(step.id)
-                    .or_insert_with(|| vec![None; step.results.len()]);
-                let requests = vec![WriteRequest::WriteTo; step.results.len()];
-                guarded(&step.op, || {
-                    perform_custom(c, self.func, step, self.calls, &refs, slot, &requests)
-                })?
-            }
-            _ => guarded(&step.op, || host_step(step, &host))?,
-        };
-        outs.iter().map(|t| self.device.upload(t.view())).collect()
-    }
-}
-
 /// What a step (not an `ifelse` or row group) computes, on host arrays: the op's `perform`,
-/// and for a product the plan's folded transposes and fused update.
-pub fn host_step(step: &Step, args: &[Tensor]) -> Result<Vec<Tensor>> {
+/// and for a product the plan's folded transposes and fused update. A device runs the steps
+/// it has no code for through this, on copies.
+pub fn host_step(step: &Step, args: &[&Tensor]) -> Result<Vec<Tensor>> {
     if let Kernel::Gemm { transposed, update } = &step.kernel {
         let view = |k: usize| {
             let t = args[k].view();
@@ -266,51 +145,121 @@ pub fn host_step(step: &Step, args: &[Tensor]) -> Result<Vec<Tensor>> {
         };
         return Ok(vec![out]);
     }
-    let refs: Vec<&Tensor> = args.iter().collect();
-    crate::perform::perform(&step.op, &refs)
+    crate::perform::perform(&step.op, args)
 }
 
-/// A step's error with the op and the value it computes.
-fn step_error(func: &Func, step: &Step, e: Error) -> Error {
-    let at = format!("{} (%{})", step.op.display_name(), step.results[0].0);
-    match e {
-        Error::Runtime(m) => Error::Runtime(format!("{}: {at}: {m}", func.name)),
-        Error::Shape(m) => Error::Shape(format!("{}: {at}: {m}", func.name)),
-        other => other,
+/// Runs `plan`, lowered from `func`, on `device` with `inputs` (device arrays, checked
+/// against the parameters' types); the outputs stay on the device.
+pub fn run_plan<D: Device>(
+    device: &D,
+    func: &Func,
+    plan: &Plan,
+    state: &mut VmState<D>,
+    inputs: &[D::Ref<'_>],
+) -> Result<Vec<D::Array>> {
+    super::check_input_count(func, inputs.len())?;
+    for (&p, t) in func.params.iter().zip(inputs) {
+        let (ty, shape, dtype) = (func.ty(p), device.shape(t), device.dtype(t));
+        let fits = ty.dtype == dtype
+            && ty.rank() == shape.len()
+            && ty
+                .shape
+                .iter()
+                .zip(shape)
+                .all(|(a, b)| a.is_none_or(|a| a == *b));
+        if !fits {
+            return Err(Error::Input(format!(
+                "{}: input {p} has type {ty}, got an array of {dtype} {shape:?}",
+                func.name
+            )));
+        }
     }
+    super::vm::run_plan_into(device, func, plan, inputs, Vec::new(), &mut [], state)
 }
 
-/// The host as a device of this VM: arrays in host memory, every step through `perform`. It
-/// is the reference the device VM is tested against the interpreter with.
+/// The host as a device whose arrays are copied at every crossing, every step through
+/// `perform` on those copies, nothing in place: the paths a GPU's values take, tested
+/// against the interpreter without a GPU.
 pub struct HostArrays;
 
 impl Device for HostArrays {
     type Array = Arc<Tensor>;
+    type Ref<'a> = Arc<Tensor>;
 
-    fn shape<'a>(&self, a: &'a Arc<Tensor>) -> &'a [usize] {
-        a.shape()
+    fn view(&self, a: &Arc<Tensor>) -> Arc<Tensor> {
+        a.clone()
     }
-    fn dtype(&self, a: &Arc<Tensor>) -> DType {
-        a.dtype()
+    fn reborrow(&self, r: &Arc<Tensor>) -> Arc<Tensor> {
+        r.clone()
+    }
+    fn shape<'r>(&self, r: &'r Arc<Tensor>) -> &'r [usize] {
+        r.shape()
+    }
+    fn dtype(&self, r: &Arc<Tensor>) -> DType {
+        r.dtype()
+    }
+    fn is_dense(&self, r: &Arc<Tensor>) -> bool {
+        r.view().is_standard_layout()
+    }
+    fn to_owned(&self, r: Arc<Tensor>) -> Result<Arc<Tensor>> {
+        Ok(Arc::new((*r).clone()))
     }
     fn upload(&self, t: TensorRef<'_>) -> Result<Arc<Tensor>> {
         Ok(Arc::new(t.to_owned()))
     }
-    fn download(&self, a: &Arc<Tensor>) -> Result<Tensor> {
-        Ok((**a).clone())
+    fn download<'a>(&self, a: &'a Arc<Tensor>) -> Result<Cow<'a, Tensor>> {
+        Ok(Cow::Owned((**a).clone()))
     }
-    fn run_step(&self, _: &Step, _: &[Arc<Tensor>]) -> Result<Option<Vec<Arc<Tensor>>>> {
-        Ok(None)
+    fn download_owned(&self, a: Arc<Tensor>) -> Result<Tensor> {
+        Ok((*a).clone())
+    }
+    fn upload_owned(&self, t: Tensor) -> Result<Arc<Tensor>> {
+        Ok(Arc::new(t))
+    }
+    fn runs(&self, _: &Step) -> bool {
+        false
+    }
+    fn run(
+        &self,
+        step: &Step,
+        _: &[Arc<Tensor>],
+        _: Option<Arc<Tensor>>,
+    ) -> Result<Vec<Self::Array>> {
+        Err(Error::Runtime(format!(
+            "{}: host arrays have no code of their own",
+            step.op.display_name()
+        )))
+    }
+    unsafe fn alias<'a>(&self, a: &Arc<Tensor>) -> Self::Ref<'a> {
+        a.clone()
+    }
+    fn address(&self, a: &Arc<Tensor>) -> Option<usize> {
+        (!a.is_empty()).then_some(Arc::as_ptr(a) as usize)
     }
 }
 
 /// A plan on a device, called with host arrays (copied in and out): an `Executable` for
-/// `Function`.
+/// `Function`. Calls from several threads at once each get a VM state of their own when the
+/// kept one is busy.
 pub struct HostCalls<D: Device> {
     pub device: D,
     pub func: Func,
     pub plan: Plan,
-    pub state: VmState,
+    pub state: Mutex<VmState<D>>,
+    /// Set by `start_profile` (the state keeps it too).
+    profile: Option<Arc<super::profile::Profile>>,
+}
+
+impl<D: Device> HostCalls<D> {
+    pub fn new(device: D, func: Func, plan: Plan) -> HostCalls<D> {
+        HostCalls {
+            device,
+            func,
+            plan,
+            state: Mutex::new(VmState::default()),
+            profile: None,
+        }
+    }
 }
 
 impl<D: Device> super::Executable for HostCalls<D> {
@@ -319,10 +268,21 @@ impl<D: Device> super::Executable for HostCalls<D> {
             .iter()
             .map(|t| self.device.upload(t.reborrow()))
             .collect::<Result<Vec<_>>>()?;
-        let refs: Vec<&D::Array> = on.iter().collect();
-        run_plan(&self.device, &self.func, &self.plan, &self.state, &refs)?
-            .iter()
-            .map(|a| self.device.download(a))
+        let refs: Vec<D::Ref<'_>> = on.iter().map(|a| self.device.view(a)).collect();
+        let fresh = || VmState::fresh(self.profile.clone());
+        let outs = super::vm::with_state(&self.state, fresh, |st| {
+            super::vm::run_plan_into(
+                &self.device,
+                &self.func,
+                &self.plan,
+                &refs,
+                Vec::new(),
+                &mut [],
+                st,
+            )
+        })?;
+        outs.into_iter()
+            .map(|a| self.device.download_owned(a))
             .collect()
     }
 
@@ -345,26 +305,28 @@ impl<D: Device> super::Executable for HostCalls<D> {
     }
 
     fn start_profile(&mut self) -> bool {
-        let p = super::profile::Profile::new(&self.func, &self.plan);
-        self.state.profile = Some(Arc::new(p));
+        let p = Arc::new(super::profile::Profile::new(&self.func, &self.plan));
+        self.state
+            .get_mut()
+            .unwrap_or_else(|e| e.into_inner())
+            .profile = Some(p.clone());
+        self.profile = Some(p);
         true
     }
 
     fn profile(&self) -> Option<&super::profile::Profile> {
-        self.state.profile.as_deref()
+        self.profile.as_deref()
     }
 
     fn op_state(&self) -> super::state::OpState {
-        let storage = self.state.storage.lock().unwrap_or_else(|e| e.into_inner());
-        let calls = self.state.calls.load(Ordering::Relaxed);
-        super::state::collect(&self.plan, calls, &storage)
+        let st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        st.op_state(&self.plan)
     }
 
     fn set_op_state(&self, state: &super::state::OpState) -> Result<()> {
         let restored = super::state::restore(&self.func, &self.plan, state)?;
-        let mut storage = self.state.storage.lock().unwrap_or_else(|e| e.into_inner());
-        *storage = restored;
-        self.state.calls.store(state.calls, Ordering::Relaxed);
+        let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        st.set_op_state(restored, state.calls);
         Ok(())
     }
 }

@@ -1,19 +1,23 @@
-//! Running compiled functions: the reference interpreter and the `Function` users call.
+//! Running compiled functions: the VM over a plan on a device (the host, the GPU), the
+//! reference interpreter (the VM on the host), and the `Function` users call.
 
+mod custom_step;
 pub mod device;
 pub mod function;
+pub mod host;
 pub mod interp;
 mod memory;
 pub mod profile;
 pub mod requests;
 mod rows;
 pub mod state;
+pub mod vm;
 mod warm;
 
 use crate::error::Result;
 use crate::tensor::{Tensor, TensorRef};
 
-/// A call of `func` with `n` inputs: one per parameter, or an error that says so (both VMs).
+/// A call of `func` with `n` inputs: one per parameter, or an error that says so.
 pub(crate) fn check_input_count(func: &crate::ir::Func, n: usize) -> Result<()> {
     match n == func.params.len() {
         true => Ok(()),

@@ -2,17 +2,15 @@
 //! how often it ran, its time, the bytes it read and wrote, its share of the calls' time and
 //! the bandwidth (or, for a matrix product, the FLOP rate) it reached.
 //!
-//! The VMs (the interpreter, which the CPU backend runs, and the device VM of the GPU backend,
-//! which waits for the device before and after each step) time each step of the function's
-//! own block (a row group or an `ifelse` counts as one step, its members inside it) when the
-//! function was compiled with profiling on
+//! The VM (on any device: it waits for the device before and after each step) times each
+//! step of the function's own block (a row group or an `ifelse` counts as one step, its
+//! members inside it) when the function was compiled with profiling on
 //! (`CompileOptions::profile`, default from `KILN_PROFILE`); nothing is timed otherwise. With
 //! `KILN_PROFILE` set, a function prints its report to stderr when it is dropped; any profiled
 //! function gives it on demand (`Function::profile`).
 
 use crate::ir::{DType, Func, TensorType};
 use crate::lower::{Kernel, Plan, Step};
-use crate::tensor::TensorRef;
 use std::fmt;
 use std::sync::Mutex;
 use std::time::Duration;
@@ -166,10 +164,6 @@ impl Seen {
             dtype,
             shape: shape.into(),
         }
-    }
-
-    pub fn of(t: &TensorRef<'_>) -> Seen {
-        Seen::new(t.dtype(), t.shape())
     }
 
     /// From a type that knows every dim.

@@ -6,7 +6,8 @@
 //! rayon's threads; a block is small enough that the members' own kernels stay
 //! single-threaded inside it.
 
-use super::interp::{take_offered, Env, InterpState};
+use super::host::Host;
+use super::vm::{take_offered, Env, VmState};
 use super::Thunk;
 use crate::error::Error;
 use crate::ir::Func;
@@ -48,19 +49,19 @@ struct DirectOut {
 /// Runs the group `group` of `members`, or returns `Ok(false)` without running anything when
 /// it cannot (a member without a compiled kernel, a value whose run-time first dim is not the
 /// row count, too little work to split): the caller then runs the members one by one.
+#[allow(clippy::too_many_arguments)]
 pub(super) fn run_rows(
+    host: &Host,
     func: &Func,
     group: &Step,
     rows: usize,
     members: &[Step],
     roles: &[Vec<Role>],
-    env: &mut Env<'_, '_>,
-    state: &mut InterpState,
+    env: &mut Env<'_, '_, Host>,
+    state: &mut VmState<Host>,
 ) -> Result<bool, Error> {
-    let thunks: Option<SmallVec<[Arc<dyn Thunk>; 8]>> = members
-        .iter()
-        .map(|m| state.thunks.get(m.id.index()).cloned().flatten())
-        .collect();
+    let thunks: Option<SmallVec<[Arc<dyn Thunk>; 8]>> =
+        members.iter().map(|m| host.thunk(m).cloned()).collect();
     let Some(thunks) = thunks else {
         return Ok(false);
     };
@@ -82,7 +83,7 @@ pub(super) fn run_rows(
     // Outside values read by rows must have the row count at run time.
     for (m, rs) in members.iter().zip(roles) {
         for (&a, r) in m.args.iter().zip(rs) {
-            if *r == Role::Rows && env.view(func, a)?.shape().first() != Some(&rows) {
+            if *r == Role::Rows && env.view(host, func, a)?.shape().first() != Some(&rows) {
                 return Ok(false);
             }
         }
@@ -100,9 +101,9 @@ pub(super) fn run_rows(
         let fits = |t: &Tensor| {
             t.dtype() == ty.dtype && t.shape() == shape.as_slice() && t.view().is_standard_layout()
         };
-        let full = take_offered(&mut env.dests, v)
+        let full = take_offered::<Host>(&mut env.dests, v)
             .filter(fits)
-            .or_else(|| state.take_buffer(ty))
+            .or_else(|| state.take_buffer(host, ty))
             .unwrap_or_else(|| Tensor::zeros(ty.dtype, &shape));
         outs.push((i, full));
     }
@@ -148,8 +149,8 @@ pub(super) fn run_rows(
                     .iter()
                     .zip(&roles[i])
                     .map(|(&a, role)| match *role {
-                        Role::Rows => Ok(view_env.view(func, a)?.slice_rows(r0, r1)),
-                        Role::Whole => view_env.view(func, a),
+                        Role::Rows => Ok(view_env.view(host, func, a)?.slice_rows(r0, r1)),
+                        Role::Whole => view_env.view(host, func, a),
                         Role::Inner(j) => temps[j]
                             .as_ref()
                             .map(Tensor::view)

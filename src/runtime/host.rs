@@ -1,0 +1,169 @@
+//! The host as a device of the VM: values are host arrays (`Tensor`s, a call's inputs read
+//! where the caller has them), the steps a backend compiled run as its thunks (the CPU
+//! backend's kernels, the GPU backend's host-compiled kernels), matrix products through the
+//! GEMM library (folded transposes read through strides, a fused update written over its
+//! matrix), row groups by blocks (`rows`), and every other step as the op's `perform` on the
+//! arrays themselves. Elementwise kernels read each element before writing it, so steps run
+//! in place where the plan marks them. With no thunks this is the reference interpreter.
+
+use super::device::Device;
+use super::vm::{Env, VmState};
+use super::Thunk;
+use crate::error::{Error, Result};
+use crate::ir::{DType, Func};
+use crate::lower::rows::Role;
+use crate::lower::{Kernel, Plan, Step, StepId};
+use crate::tensor::{Tensor, TensorRef};
+use std::borrow::Cow;
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// Compiled thunks by the step they run.
+pub type Thunks = HashMap<StepId, Arc<dyn Thunk>>;
+
+/// The host device: its thunks indexed by step id (a lookup per step and call, so no
+/// hashing).
+#[derive(Clone, Default)]
+pub struct Host {
+    pub(super) thunks: Arc<Vec<Option<Arc<dyn Thunk>>>>,
+}
+
+impl Host {
+    /// The host with `thunks` for the steps of `plan` they were compiled for.
+    pub fn with_thunks(plan: &Plan, thunks: Thunks) -> Host {
+        let mut table = vec![None; plan.n_steps];
+        for (id, t) in thunks {
+            if let Some(slot) = table.get_mut(id.index()) {
+                *slot = Some(t);
+            }
+        }
+        Host {
+            thunks: Arc::new(table),
+        }
+    }
+
+    pub(super) fn thunk(&self, step: &Step) -> Option<&Arc<dyn Thunk>> {
+        self.thunks.get(step.id.index())?.as_ref()
+    }
+}
+
+impl Device for Host {
+    type Array = Tensor;
+    type Ref<'a> = TensorRef<'a>;
+
+    fn view<'a>(&self, a: &'a Tensor) -> TensorRef<'a> {
+        a.view()
+    }
+    fn reborrow<'a>(&self, r: &'a TensorRef<'_>) -> TensorRef<'a> {
+        r.reborrow()
+    }
+    fn shape<'r>(&self, r: &'r TensorRef<'_>) -> &'r [usize] {
+        r.shape()
+    }
+    fn dtype(&self, r: &TensorRef<'_>) -> DType {
+        r.dtype()
+    }
+    fn is_dense(&self, r: &TensorRef<'_>) -> bool {
+        r.is_standard_layout()
+    }
+    fn to_owned(&self, r: TensorRef<'_>) -> Result<Tensor> {
+        Ok(r.to_owned())
+    }
+    fn upload(&self, t: TensorRef<'_>) -> Result<Tensor> {
+        Ok(t.to_owned())
+    }
+    fn download<'a>(&self, a: &'a Tensor) -> Result<Cow<'a, Tensor>> {
+        Ok(Cow::Borrowed(a))
+    }
+    fn download_owned(&self, a: Tensor) -> Result<Tensor> {
+        Ok(a)
+    }
+    fn upload_owned(&self, t: Tensor) -> Result<Tensor> {
+        Ok(t)
+    }
+
+    fn runs(&self, step: &Step) -> bool {
+        matches!(step.kernel, Kernel::Gemm { .. }) || self.thunk(step).is_some()
+    }
+
+    fn run(
+        &self,
+        step: &Step,
+        args: &[TensorRef<'_>],
+        dest: Option<Tensor>,
+    ) -> Result<Vec<Tensor>> {
+        let Kernel::Gemm { transposed, update } = step.kernel else {
+            let t = self.thunk(step).ok_or_else(|| {
+                Error::Runtime(format!("{}: no compiled kernel", step.op.display_name()))
+            })?;
+            return t.run_into(args, dest);
+        };
+        let operands = 2 + update.is_some() as usize;
+        if args.len() != operands {
+            return Err(Error::Runtime(format!(
+                "{} takes {operands} operands, got {}",
+                if update.is_some() {
+                    "a gemm update"
+                } else {
+                    "matmul"
+                },
+                args.len()
+            )));
+        }
+        let operand = |k: usize| {
+            let t = args[k].reborrow();
+            if transposed[k] {
+                t.swap_last_two()
+            } else {
+                t
+            }
+        };
+        let (a, b) = (operand(0), operand(1));
+        let out = match update {
+            None => crate::perform::matmul_into(&a, &b, dest)?,
+            Some(u) => {
+                // `dest` is the matrix's own buffer where the VM could hand it over.
+                let mut w = match dest {
+                    Some(w) => w,
+                    None => args[2].to_owned(),
+                };
+                crate::perform::matmul_update(&a, &b, &mut w, u.scale)?;
+                w
+            }
+        };
+        Ok(vec![out])
+    }
+
+    fn in_place(&self) -> bool {
+        true
+    }
+    unsafe fn alias<'a>(&self, a: &Tensor) -> Self::Ref<'a> {
+        // SAFETY: passed on from the caller (`Device::alias`).
+        unsafe { a.alias_view() }
+    }
+    fn assign(&self, dst: &mut Tensor, src: Tensor) -> Option<Tensor> {
+        super::function::assign_or_replace(dst, src)
+    }
+    fn pooled_bytes(&self, a: &Tensor) -> Option<usize> {
+        Some(a.len() * a.dtype().size())
+    }
+    fn address(&self, a: &Tensor) -> Option<usize> {
+        (!a.is_empty()).then(|| a.view().as_ptr() as usize)
+    }
+    fn host_memory(&self) -> bool {
+        true
+    }
+
+    fn run_rows(
+        &self,
+        func: &Func,
+        group: &Step,
+        rows: usize,
+        members: &[Step],
+        roles: &[Vec<Role>],
+        env: &mut Env<'_, '_, Self>,
+        state: &mut VmState<Self>,
+    ) -> Result<bool> {
+        super::rows::run_rows(self, func, group, rows, members, roles, env, state)
+    }
+}
