@@ -10,6 +10,7 @@ use crate::error::{Error, Result};
 use crate::ir::reduce::Finish;
 use crate::ir::scalar::{ScalarInst, ScalarOp, ScalarProgram};
 use crate::ir::{DType, F64Bits, Func, Op, ReduceOp, Reduction, Value};
+use crate::lower::memory::{place, Lifetime};
 use crate::lower::{self, Kernel};
 use crate::tensor::Tensor;
 use std::collections::HashMap;
@@ -900,40 +901,31 @@ pub fn build(func: &Func, in_names: &[String], out_names: &[String]) -> Result<P
     })
 }
 
-/// Places every unplaced buffer in the scratch area: each at the lowest 64-byte-aligned offset
-/// that overlaps no buffer alive at the same time. Returns the area's size.
+/// Places every unplaced buffer in the scratch area (`lower::memory`'s static memory plan, at
+/// 64-byte-aligned offsets). Returns the area's size.
 fn layout(roots: &mut [Root]) -> usize {
-    let align = |x: usize| x.div_ceil(SCRATCH_ALIGN) * SCRATCH_ALIGN;
-    let mut order: Vec<usize> = (0..roots.len())
+    let unplaced: Vec<usize> = (0..roots.len())
         .filter(|&r| roots[r].buffer && roots[r].loc.is_none())
         .collect();
-    // Larger buffers first among those born at the same step packs a little better.
-    order.sort_by_key(|&r| (roots[r].first, std::cmp::Reverse(roots[r].bytes)));
-    let mut placed: Vec<(usize, usize, usize, usize)> = Vec::new(); // (off, bytes, first, last)
-    let mut total = 0;
-    for r in order {
-        let (first, last, bytes) = (roots[r].first, roots[r].last, roots[r].bytes);
-        if first == usize::MAX {
+    let lives: Vec<Lifetime> = unplaced
+        .iter()
+        .map(|&r| match roots[r].first {
             // Never touched by a step (a dead value): needs no memory.
-            roots[r].loc = Some(Loc::Scratch(0));
-            continue;
-        }
-        let mut busy: Vec<(usize, usize)> = placed
-            .iter()
-            .filter(|p| p.2 <= last && first <= p.3 && p.1 > 0)
-            .map(|p| (p.0, p.0 + p.1))
-            .collect();
-        busy.sort_unstable();
-        let mut off = 0;
-        for (s, e) in busy {
-            if off + bytes <= s {
-                break;
-            }
-            off = off.max(align(e));
-        }
-        placed.push((off, bytes, first, last));
+            usize::MAX => Lifetime {
+                bytes: 0,
+                first: 0,
+                last: 0,
+            },
+            first => Lifetime {
+                bytes: roots[r].bytes,
+                first,
+                last: roots[r].last,
+            },
+        })
+        .collect();
+    let (offsets, total) = place(&lives, SCRATCH_ALIGN);
+    for (r, off) in unplaced.into_iter().zip(offsets) {
         roots[r].loc = Some(Loc::Scratch(off));
-        total = total.max(align(off + bytes));
     }
     total
 }

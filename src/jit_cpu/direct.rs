@@ -3,7 +3,7 @@
 //!
 //! For such a function everything the VM decides per call is decided once, here: each
 //! kernel's `rows x cols` and operand strides, and where each value lives (an input, an
-//! output buffer, a slice of scratch memory for intermediates). A call then checks that the
+//! output buffer, a slice of scratch memory for intermediates, placed by `lower::memory`). A call then checks that the
 //! inputs are contiguous and the output buffers fit, and calls the kernels one after another.
 //! Anything else (a strided input, a buffer of another shape that must be replaced first, a
 //! second thread calling at the same time) is still served: the first two are handled here,
@@ -18,6 +18,7 @@ use crate::codegen::clif::map::KernelFn;
 use crate::error::Result;
 use crate::for_each_dtype;
 use crate::ir::{DType, Func, Value};
+use crate::lower::memory::{place, Lifetime};
 use crate::lower::{Kernel, Plan, StepId};
 use crate::runtime::interp::Interpreter;
 use crate::runtime::Executable;
@@ -30,7 +31,8 @@ use std::sync::{Arc, Mutex};
 enum Slot {
     Input(usize),
     Output(usize),
-    /// Byte offset into the scratch memory.
+    /// Byte offset into the scratch memory (while planning: the value's index among the
+    /// intermediates).
     Scratch(usize),
 }
 
@@ -90,9 +92,11 @@ impl Direct {
             at.insert(v, Slot::Output(i));
             outputs.push(known(v)?);
         }
-        let mut scratch_bytes = 0usize;
+        // Intermediates, placed once their lifetimes are known (`lower::memory`): until then
+        // a `Slot::Scratch` holds an index into this list.
+        let mut lives: Vec<Lifetime> = Vec::new();
         let mut calls = Vec::new();
-        for step in &plan.steps {
+        for (t, step) in plan.steps.iter().enumerate() {
             let (Kernel::Map { .. }, Some(r)) = (&step.kernel, step.results.first()) else {
                 return None;
             };
@@ -108,7 +112,11 @@ impl Direct {
             let mut arg_slots = Vec::new();
             let mut arg_shapes = Vec::new();
             for &a in &step.args {
-                arg_slots.push(*at.get(&a)?);
+                let slot = *at.get(&a)?;
+                if let Slot::Scratch(k) = slot {
+                    lives[k].last = t;
+                }
+                arg_slots.push(slot);
                 let ty = func.ty(a);
                 arg_shapes.push((ty.known_shape()?, ty.dtype.size()));
             }
@@ -141,8 +149,12 @@ impl Direct {
                     Some(&s @ Slot::Output(_)) => s,
                     Some(_) => return None,
                     None => {
-                        let s = Slot::Scratch(scratch_bytes);
-                        scratch_bytes += (n * dtype.size()).div_ceil(16) * 16;
+                        let s = Slot::Scratch(lives.len());
+                        lives.push(Lifetime {
+                            bytes: n * dtype.size(),
+                            first: t,
+                            last: t,
+                        });
                         at.insert(r, s);
                         s
                     }
@@ -161,6 +173,13 @@ impl Direct {
         };
         if calls.is_empty() || !(0..outputs.len()).all(computed) {
             return None;
+        }
+        // 16 bytes: the width of the kernels' vectors.
+        let (offsets, scratch_bytes) = place(&lives, 16);
+        for slot in calls.iter_mut().flat_map(|c| c.slots.iter_mut()) {
+            if let Slot::Scratch(k) = slot {
+                *k = offsets[*k];
+            }
         }
         Some(Direct {
             inputs,

@@ -17,6 +17,7 @@
 pub mod access;
 mod fold_broadcasts;
 pub mod gemm_update;
+pub mod memory;
 pub mod rows;
 pub mod stretch;
 pub mod text;
