@@ -515,11 +515,8 @@ fn run_own<D: Device>(
     state: &mut VmState<D>,
 ) -> Result<(), Error> {
     let r0 = inst.results[0];
-    // SAFETY (each `alias`): the buffer moves into the step as `dest`, which keeps it alive
-    // while it reads its arguments (the `Device::run` contract); the steps marked in place
-    // (elementwise) write each element after reading it, and a fused update reads its matrix
-    // only as the buffer it updates.
-    let taken: Option<(Value, D::Array)> = match &inst.kernel {
+    // The buffer result 0 goes into, and the argument whose buffer it is (in place).
+    let (dest, overwritten): (Option<D::Array>, Option<Value>) = match &inst.kernel {
         // A fused update writes over its matrix (argument 2) where this call owns it in a
         // fitting layout; the device copies it otherwise.
         Kernel::Gemm {
@@ -530,51 +527,33 @@ fn run_own<D: Device>(
                     let v = device.view(t);
                     device.dtype(&v) == func.ty(r0).dtype && device.is_dense(&v)
                 });
-                fits.then(|| env.values[w.index()].take().map(|t| (w, t)))
-                    .flatten()
+                match fits {
+                    true => (env.values[w.index()].take(), Some(w)),
+                    false => (None, None),
+                }
             }
-            _ => None,
+            _ => (None, None),
         },
         _ => match take_offered::<D>(&mut env.dests, r0) {
-            Some(d) => {
-                return run_own_into(device, func, inst, env, state, Some(d));
-            }
-            None => take_overwritten(device, func, inst, env)?,
+            Some(d) => (Some(d), None),
+            None => match take_overwritten(device, func, inst, env)? {
+                Some((v, b)) => (Some(b), Some(v)),
+                None if inst.results.len() == 1 => (state.take_buffer(device, func.ty(r0)), None),
+                None => (None, None),
+            },
         },
     };
-    let Some((v, buf)) = taken else {
-        let dest = match inst.results.len() {
-            1 => state.take_buffer(device, func.ty(r0)),
-            _ => None,
-        };
-        return run_own_into(device, func, inst, env, state, dest);
-    };
     let args = inst
         .args
         .iter()
-        .map(|&a| match a == v {
-            true => Ok(unsafe { device.alias(&buf) }),
-            false => env.view(device, func, a),
+        .map(|&a| match (&dest, overwritten) {
+            // SAFETY: the buffer moves into the step as `dest`, which keeps it alive while it
+            // reads its arguments (the `Device::run` contract); the steps marked in place
+            // (elementwise) write each element after reading it, and a fused update reads its
+            // matrix only as the buffer it updates.
+            (Some(b), Some(v)) if a == v => Ok(unsafe { device.alias(b) }),
+            _ => env.view(device, func, a),
         })
-        .collect::<Result<smallvec::SmallVec<[_; 4]>, _>>()?;
-    let outs = guarded(&inst.op, || device.run(inst, &args, Some(buf)))?;
-    drop(args);
-    store_results(device, func, inst, outs, &mut env.values, state)
-}
-
-/// `run_own` with `dest` (or none) and every argument read where it is.
-fn run_own_into<D: Device>(
-    device: &D,
-    func: &Func,
-    inst: &Step,
-    env: &mut Env<'_, '_, D>,
-    state: &mut VmState<D>,
-    dest: Option<D::Array>,
-) -> Result<(), Error> {
-    let args = inst
-        .args
-        .iter()
-        .map(|&a| env.view(device, func, a))
         .collect::<Result<smallvec::SmallVec<[_; 4]>, _>>()?;
     let outs = guarded(&inst.op, || device.run(inst, &args, dest))?;
     drop(args);
