@@ -45,7 +45,8 @@ pub use error::{Error, Result, SourceLoc};
 pub use grad::grad;
 pub use gradcheck::{verify_grad, VerifyOptions};
 pub use graph::{
-    concat, debugprint, elementwise, ifelse, select, Apply, Graph, Operand, Scalar, Var,
+    concat, debugprint, elementwise, ifelse, scatter_add, select, Apply, Graph, Operand, Scalar,
+    Var,
 };
 pub use ir::{DType, TensorType};
 pub use runtime::function::Function;

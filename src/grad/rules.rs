@@ -4,7 +4,7 @@
 use super::Error;
 use crate::custom::InputGrad;
 use crate::error::Result;
-use crate::graph::{select, Apply, Graph, Var};
+use crate::graph::{scatter_add, select, Apply, Graph, Var};
 use crate::ir::{BinaryOp, DType, Op, ReduceOp, UnaryOp};
 use crate::tensor::Tensor;
 
@@ -157,6 +157,25 @@ pub fn input_grads(
             g1(gy.expand_dims(&axes.iter().map(|&a| a as i64).collect::<Vec<_>>()))
         }
         Op::Concat { axis } => concat_grads(&gy, x, axis)?,
+        // `take` and `scatter_add` are each other's gradients; indices have none.
+        Op::Take { axis } => vec![
+            InGrad::Grad(scatter_add(&zeros_like(&x[0]), &x[1], &gy, axis as i64)),
+            InGrad::Zero,
+        ],
+        Op::ScatterAdd { axis } => vec![
+            InGrad::Grad(gy.clone()),
+            InGrad::Zero,
+            InGrad::Grad(gy.take(&x[1], axis as i64)),
+        ],
+        Op::OneHot { .. } => vec![InGrad::Zero],
+        // Each input element adds into every later output: the gradient sums the output
+        // gradient from the end (cumsum of the reversed gradient, reversed back).
+        Op::Cumsum { .. } if !x[0].dtype().is_float() => vec![InGrad::Zero],
+        Op::Cumsum { axis } => {
+            let mut ranges = vec![(None, None, 1); axis + 1];
+            ranges[axis] = (None, None, -1);
+            g1(gy.slice(&ranges).cumsum(axis as i64).slice(&ranges))
+        }
         Op::Slice {
             starts,
             stops,

@@ -274,6 +274,39 @@ impl Var {
         })
     }
 
+    /// numpy `take`: the elements at the positions `indices` (an i32 or i64 tensor of any
+    /// shape; negative counts from the end) gives along `axis` (negative counts from the end).
+    /// The result has this tensor's dims before `axis`, the indices' dims, then its dims after
+    /// `axis`; an embedding lookup is `table.take(&ids, 0)`. Its gradient is a `scatter_add`
+    /// into zeros. An index out of range is an error when the function runs.
+    #[track_caller]
+    pub fn take(&self, indices: &Var, axis: i64) -> Var {
+        let loc = SourceLoc::caller();
+        match normalize_axis(axis, self.rank()) {
+            Ok(axis) => self.apply1(Op::Take { axis }, &[indices], loc),
+            Err(e) => self.apply_with(loc, |_| Err(format!("take: {e}"))),
+        }
+    }
+
+    /// numpy `cumsum` along `axis` (negative counts from the end): running sums, added in
+    /// order; the dtype is `sum`'s (bool gives i64).
+    #[track_caller]
+    pub fn cumsum(&self, axis: i64) -> Var {
+        let loc = SourceLoc::caller();
+        self.apply_with(loc, |t| {
+            let axis = normalize_axis(axis, t.rank()).map_err(|e| format!("cumsum: {e}"))?;
+            Ok(Op::Cumsum { axis })
+        })
+    }
+
+    /// A one-hot encoding of these integer indices (JAX's `one_hot`): shape `self.shape +
+    /// [depth]`, `dtype`, 1 where the last index equals the index and 0 elsewhere; an index
+    /// outside `0..depth` gives a row of zeros.
+    #[track_caller]
+    pub fn one_hot(&self, depth: usize, dtype: DType) -> Var {
+        self.apply1(Op::OneHot { depth, dtype }, &[], SourceLoc::caller())
+    }
+
     /// numpy basic slicing of the leading axes: `(start, stop, step)` per axis, `None` for an
     /// omitted bound.
     #[track_caller]
@@ -373,6 +406,20 @@ pub fn select(cond: &Var, a: impl Operand, b: impl Operand) -> Var {
         a
     };
     cond.apply1(Op::Select, &[&a, &b], SourceLoc::caller())
+}
+
+/// numpy `add.at(x.copy(), ...)` along `axis`: `x` with `updates` added at the positions
+/// `indices` (i32 or i64; negative counts from the end) gives along `axis` (negative counts from
+/// the end). `updates` has the shape `x.take(indices, axis)` has; repeated positions add up.
+/// The gradient of `take`; its own gradients are `g` for `x` and `g.take(indices, axis)` for
+/// `updates`. An index out of range is an error when the function runs.
+#[track_caller]
+pub fn scatter_add(x: &Var, indices: &Var, updates: &Var, axis: i64) -> Var {
+    let loc = SourceLoc::caller();
+    match normalize_axis(axis, x.rank()) {
+        Ok(axis) => x.apply1(Op::ScatterAdd { axis }, &[indices, updates], loc),
+        Err(e) => x.apply_with(loc, |_| Err(format!("scatter_add: {e}"))),
+    }
 }
 
 /// Joins tensors along `axis` (negative counts from the end).

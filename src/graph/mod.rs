@@ -16,7 +16,7 @@ mod debugprint;
 mod lambda;
 mod to_ssa;
 
-pub use build::{concat, select, Operand};
+pub use build::{concat, scatter_add, select, Operand};
 pub use control::ifelse;
 pub use debugprint::debugprint;
 pub use lambda::{elementwise, unfold_program, Elementwise, Lambda, Scalar, ScalarOperand};

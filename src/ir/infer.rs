@@ -235,6 +235,54 @@ fn infer_types(op: &Op, inputs: &[&TensorType]) -> Result<Vec<TensorType>, Strin
                 .collect::<Vec<_>>();
             one(TensorType::new(t.dtype, shape))
         }
+        Op::Take { axis } => Ok(vec![take_type(name, inputs[0], inputs[1], *axis)?]),
+        Op::ScatterAdd { axis } => {
+            let (x, upd) = (inputs[0], inputs[2]);
+            if !x.dtype.is_numeric() {
+                return Err(format!("scatter_add: adds numbers, not {}", x.dtype));
+            }
+            let want = take_type(name, x, inputs[1], *axis)?;
+            let fits = upd.dtype == want.dtype
+                && upd.rank() == want.rank()
+                && upd
+                    .shape
+                    .iter()
+                    .zip(&want.shape)
+                    .all(|(a, b)| a.is_none() || b.is_none() || a == b);
+            if !fits {
+                return Err(format!(
+                    "scatter_add: the updates have type {upd}; adding them at indices {} along \
+                     axis {axis} of {x} needs {want}",
+                    inputs[1]
+                ));
+            }
+            one(x.clone())
+        }
+        Op::Cumsum { axis } => {
+            let t = inputs[0];
+            if *axis >= t.rank() {
+                return Err(format!(
+                    "cumsum: axis {axis} is out of range for {t} (rank {})",
+                    t.rank()
+                ));
+            }
+            one(TensorType::new(
+                ReduceOp::Sum.result_dtype(t.dtype),
+                t.shape.clone(),
+            ))
+        }
+        Op::OneHot { depth, dtype } => {
+            let t = inputs[0];
+            if !matches!(t.dtype, DType::I32 | DType::I64) {
+                return Err(format!(
+                    "one_hot: the indices must be i32 or i64, not {}",
+                    t.dtype
+                ));
+            }
+            let mut shape = t.shape.clone();
+            shape.push(Some(*depth));
+            one(TensorType::new(*dtype, shape))
+        }
         Op::Concat { axis } => {
             let Some(first) = inputs.first() else {
                 return Err("concat takes at least one input".into());
@@ -598,6 +646,32 @@ pub fn arange_len(start: f64, stop: f64, step: f64) -> Result<usize, String> {
     }
     let n = ((stop - start) / step).ceil();
     Ok(if n > 0.0 { n as usize } else { 0 })
+}
+
+/// The type of `take` of `x` at `indices` along `axis`: `x`'s dims before `axis`, the indices'
+/// dims, `x`'s dims after it.
+fn take_type(
+    name: &str,
+    x: &TensorType,
+    indices: &TensorType,
+    axis: usize,
+) -> Result<TensorType, String> {
+    if !matches!(indices.dtype, DType::I32 | DType::I64) {
+        return Err(format!(
+            "{name}: the indices must be i32 or i64, not {}",
+            indices.dtype
+        ));
+    }
+    if axis >= x.rank() {
+        return Err(format!(
+            "{name}: axis {axis} is out of range for {x} (rank {})",
+            x.rank()
+        ));
+    }
+    let mut shape = x.shape[..axis].to_vec();
+    shape.extend(&indices.shape);
+    shape.extend(&x.shape[axis + 1..]);
+    Ok(TensorType::new(x.dtype, shape))
 }
 
 #[cfg(test)]

@@ -124,6 +124,30 @@ pub enum Op {
     Concat {
         axis: usize,
     },
+    /// numpy `take`: the elements of input 0 at the positions input 1 (i32 or i64, any shape;
+    /// negative counts from the end; out of range is an error) gives along `axis`. The result
+    /// has input 0's dims before `axis`, then the indices' dims, then input 0's dims after it.
+    Take {
+        axis: usize,
+    },
+    /// numpy `add.at` out of place: input 0 with the elements of input 2 added at the
+    /// positions input 1 gives along `axis` (repeated positions add up, in index order);
+    /// input 2 has the shape `take` gives for these inputs. The gradient of `take`.
+    ScatterAdd {
+        axis: usize,
+    },
+    /// numpy `cumsum` along `axis`: each element the sum of those before it and itself, added
+    /// in order (numpy's order, not a pairwise one); the dtype is `sum`'s (bool gives i64).
+    Cumsum {
+        axis: usize,
+    },
+    /// A one-hot encoding (JAX's `one_hot`): for integer indices of shape `s`, an array of
+    /// shape `s + [depth]` and dtype `dtype`, 1 where the last index equals the index and 0
+    /// elsewhere; an index outside `0..depth` gives a row of zeros.
+    OneHot {
+        depth: usize,
+        dtype: DType,
+    },
     /// numpy basic slicing on the leading `starts.len()` axes. `i64::MIN` / `i64::MAX` are minus
     /// and plus infinity: an omitted start is MIN for a positive step and MAX for a negative one,
     /// an omitted stop the other way round (see `infer::slice_bounds`).
@@ -409,6 +433,10 @@ impl Op {
             Op::ExpandDims { .. } => "expand_dims",
             Op::Squeeze { .. } => "squeeze",
             Op::Concat { .. } => "concat",
+            Op::Take { .. } => "take",
+            Op::ScatterAdd { .. } => "scatter_add",
+            Op::OneHot { .. } => "one_hot",
+            Op::Cumsum { .. } => "cumsum",
             Op::Slice { .. } => "slice",
             Op::MatMul => "matmul",
             Op::Const(_) => "const",
@@ -440,8 +468,9 @@ impl Op {
             Op::Unary(_) | Op::Cast { .. } | Op::Reduce { .. } => Some(1),
             Op::Transpose { .. } | Op::Reshape { .. } | Op::BroadcastTo { .. } => Some(1),
             Op::ExpandDims { .. } | Op::Squeeze { .. } | Op::Slice { .. } => Some(1),
-            Op::Binary(_) | Op::MatMul => Some(2),
-            Op::Select => Some(3),
+            Op::Binary(_) | Op::MatMul | Op::Take { .. } => Some(2),
+            Op::Select | Op::ScatterAdd { .. } => Some(3),
+            Op::OneHot { .. } | Op::Cumsum { .. } => Some(1),
             Op::Concat { .. } => None,
             Op::Const(_) | Op::Zeros { .. } | Op::Ones { .. } | Op::Full { .. } => Some(0),
             Op::Arange { .. } => Some(0),
@@ -503,7 +532,8 @@ impl Op {
             return true;
         }
         match self {
-            Op::Custom(_) | Op::IfElse => true,
+            // An index out of range is an error.
+            Op::Custom(_) | Op::IfElse | Op::Take { .. } | Op::ScatterAdd { .. } => true,
             Op::Reduce { op, axes, .. } | Op::FusedReduce { op, axes, .. }
                 if !op.has_identity() =>
             {

@@ -5,6 +5,7 @@
 
 mod composite;
 mod elementwise;
+mod index;
 mod linalg;
 pub(crate) mod reduce;
 pub(crate) mod shape;
@@ -50,6 +51,10 @@ pub fn perform(op: &Op, inputs: &[&Tensor]) -> Result<Vec<Tensor>, Error> {
         Op::ExpandDims { axes } => one(shape::expand_dims(inputs[0], axes)?),
         Op::Squeeze { axes } => one(shape::squeeze(inputs[0], axes)?),
         Op::Concat { axis } => one(shape::concat(inputs, *axis)?),
+        Op::Take { axis } => one(index::take(inputs[0], inputs[1], *axis)?),
+        Op::ScatterAdd { axis } => one(index::scatter_add(inputs[0], inputs[1], inputs[2], *axis)?),
+        Op::Cumsum { axis } => one(index::cumsum(inputs[0], *axis)?),
+        Op::OneHot { depth, dtype } => one(index::one_hot(inputs[0], *depth, *dtype)?),
         Op::Slice {
             starts,
             stops,

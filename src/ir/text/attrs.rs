@@ -249,6 +249,26 @@ pub fn build_op(
             axis: normalize_axis(a.int("axis")?.unwrap_or(0), rank)
                 .map_err(|e| format!("concat: {e}"))?,
         },
+        "take" | "scatter_add" => {
+            let axis = normalize_axis(a.int("axis")?.unwrap_or(0), rank)
+                .map_err(|e| format!("{name}: {e}"))?;
+            match name {
+                "take" => Op::Take { axis },
+                _ => Op::ScatterAdd { axis },
+            }
+        }
+        "cumsum" => Op::Cumsum {
+            axis: normalize_axis(need(a.int("axis")?, name, "axis")?, rank)
+                .map_err(|e| format!("cumsum: {e}"))?,
+        },
+        "one_hot" => {
+            let depth = need(a.int("depth")?, name, "depth")?;
+            Op::OneHot {
+                depth: usize::try_from(depth)
+                    .map_err(|_| format!("one_hot: depth {depth} is negative"))?,
+                dtype: a.dtype("dtype")?.unwrap_or(DType::F32),
+            }
+        }
         "slice" => {
             let steps = a.ints("steps")?;
             let starts = a.opt_ints("starts")?;
@@ -433,7 +453,13 @@ pub fn inst_attrs(op: &Op, inplace: Option<usize>) -> String {
         Op::ExpandDims { axes } | Op::Squeeze { axes } => {
             items.push(format!("axes = {}", list(axes)))
         }
-        Op::Concat { axis } => items.push(format!("axis = {axis}")),
+        Op::Concat { axis } | Op::Take { axis } | Op::ScatterAdd { axis } | Op::Cumsum { axis } => {
+            items.push(format!("axis = {axis}"))
+        }
+        Op::OneHot { depth, dtype } => {
+            items.push(format!("depth = {depth}"));
+            items.push(format!("dtype = {dtype}"));
+        }
         Op::Slice {
             starts,
             stops,

@@ -99,7 +99,8 @@ pub fn node_cost(eg: &KilnEGraph, node: &Node, out: &Ty) -> f64 {
                         .map_or(UNKNOWN_DIM, |d| d.map_or(UNKNOWN_DIM, |d| d as f64));
                     read + write + 2.0 * n * k
                 }
-                Op::Concat { .. } => read + write,
+                Op::Concat { .. } | Op::Take { .. } | Op::ScatterAdd { .. } => read + write,
+                Op::OneHot { .. } | Op::Cumsum { .. } => read + write + n,
                 Op::Composite { program, .. } | Op::FusedReduce { program, .. } => {
                     read + write + n * program.insts.len() as f64
                 }

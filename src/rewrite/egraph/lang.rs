@@ -116,6 +116,10 @@ pub fn family(op: &Op) -> u16 {
         Op::Composite { .. } => 113,
         Op::FusedReduce { .. } => 114,
         Op::Custom(_) => 115,
+        Op::Take { .. } => 116,
+        Op::ScatterAdd { .. } => 117,
+        Op::OneHot { .. } => 118,
+        Op::Cumsum { .. } => 119,
     }
 }
 
