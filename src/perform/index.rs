@@ -1,10 +1,11 @@
 //! Indexing by tensors: `take` (numpy's, along one axis), `scatter_add` (numpy's `add.at`,
 //! out of place) and `one_hot`; and `cumsum`, which walks an axis the same way. Each array is
 //! seen as `[outer, n, inner]` around the indexed axis, in row-major order, so one loop serves
-//! every rank.
+//! every rank. They read views (`TensorRef`): the VM's host device runs them on a call's
+//! inputs where they are, so an embedding table is read, never copied.
 
 use crate::error::Error;
-use crate::tensor::Tensor;
+use crate::tensor::{Tensor, TensorRef};
 use ndarray::{ArrayD, IxDyn};
 
 fn err(msg: String) -> Error {
@@ -13,10 +14,15 @@ fn err(msg: String) -> Error {
 
 /// The indices as positions along an axis of `n` elements: negative counts from the end,
 /// anything else outside `0..n` is an error naming the index (numpy's `IndexError`).
-fn positions(what: &str, indices: &Tensor, n: usize, axis: usize) -> Result<Vec<usize>, Error> {
+fn positions(
+    what: &str,
+    indices: &TensorRef<'_>,
+    n: usize,
+    axis: usize,
+) -> Result<Vec<usize>, Error> {
     let raw: Vec<i64> = match indices {
-        Tensor::I32(a) => a.iter().map(|&i| i as i64).collect(),
-        Tensor::I64(a) => a.iter().copied().collect(),
+        TensorRef::I32(a) => a.iter().map(|&i| i as i64).collect(),
+        TensorRef::I64(a) => a.iter().copied().collect(),
         t => {
             return Err(err(format!(
                 "{what}: indices of {} are not integers",
@@ -44,7 +50,7 @@ fn split(shape: &[usize], axis: usize) -> (usize, usize, usize) {
 }
 
 /// The shape of `take` of an array of `shape` at `indices` along `axis`.
-fn taken_shape(shape: &[usize], indices: &Tensor, axis: usize) -> Vec<usize> {
+fn taken_shape(shape: &[usize], indices: &TensorRef<'_>, axis: usize) -> Vec<usize> {
     let mut out = shape[..axis].to_vec();
     out.extend(indices.shape());
     out.extend(&shape[axis + 1..]);
@@ -52,7 +58,7 @@ fn taken_shape(shape: &[usize], indices: &Tensor, axis: usize) -> Vec<usize> {
 }
 
 /// numpy `take(x, indices, axis)`.
-pub fn take(x: &Tensor, indices: &Tensor, axis: usize) -> Result<Tensor, Error> {
+pub fn take(x: &TensorRef<'_>, indices: &TensorRef<'_>, axis: usize) -> Result<Tensor, Error> {
     if axis >= x.shape().len() {
         return Err(err(format!(
             "take: axis {axis} is out of range for rank {}",
@@ -81,20 +87,20 @@ pub fn take(x: &Tensor, indices: &Tensor, axis: usize) -> Result<Tensor, Error> 
         }};
     }
     Ok(match x {
-        Tensor::Bool(a) => gather!(Bool, a),
-        Tensor::I32(a) => gather!(I32, a),
-        Tensor::I64(a) => gather!(I64, a),
-        Tensor::F32(a) => gather!(F32, a),
-        Tensor::F64(a) => gather!(F64, a),
+        TensorRef::Bool(a) => gather!(Bool, a),
+        TensorRef::I32(a) => gather!(I32, a),
+        TensorRef::I64(a) => gather!(I64, a),
+        TensorRef::F32(a) => gather!(F32, a),
+        TensorRef::F64(a) => gather!(F64, a),
     })
 }
 
 /// numpy `add.at` on a copy of `x`: `updates[.., j, ..]` added at position `indices[j]` along
 /// `axis`, in index order (a position repeated adds up).
 pub fn scatter_add(
-    x: &Tensor,
-    indices: &Tensor,
-    updates: &Tensor,
+    x: &TensorRef<'_>,
+    indices: &TensorRef<'_>,
+    updates: &TensorRef<'_>,
     axis: usize,
 ) -> Result<Tensor, Error> {
     if axis >= x.shape().len() {
@@ -137,20 +143,24 @@ pub fn scatter_add(
         }};
     }
     Ok(match (x, updates) {
-        (Tensor::I32(a), Tensor::I32(u)) => add_at!(I32, a, u),
-        (Tensor::I64(a), Tensor::I64(u)) => add_at!(I64, a, u),
-        (Tensor::F32(a), Tensor::F32(u)) => add_at!(F32, a, u),
-        (Tensor::F64(a), Tensor::F64(u)) => add_at!(F64, a, u),
+        (TensorRef::I32(a), TensorRef::I32(u)) => add_at!(I32, a, u),
+        (TensorRef::I64(a), TensorRef::I64(u)) => add_at!(I64, a, u),
+        (TensorRef::F32(a), TensorRef::F32(u)) => add_at!(F32, a, u),
+        (TensorRef::F64(a), TensorRef::F64(u)) => add_at!(F64, a, u),
         _ => return Err(err(format!("scatter_add: adds numbers, not {}", x.dtype()))),
     })
 }
 
 /// `one_hot(indices, depth)` of `dtype`: 1 where the last index equals the index, 0 elsewhere
 /// (an index outside `0..depth` gives a row of zeros).
-pub fn one_hot(indices: &Tensor, depth: usize, dtype: crate::ir::DType) -> Result<Tensor, Error> {
+pub fn one_hot(
+    indices: &TensorRef<'_>,
+    depth: usize,
+    dtype: crate::ir::DType,
+) -> Result<Tensor, Error> {
     let raw: Vec<i64> = match indices {
-        Tensor::I32(a) => a.iter().map(|&i| i as i64).collect(),
-        Tensor::I64(a) => a.iter().copied().collect(),
+        TensorRef::I32(a) => a.iter().map(|&i| i as i64).collect(),
+        TensorRef::I64(a) => a.iter().copied().collect(),
         t => {
             return Err(err(format!(
                 "one_hot: indices of {} are not integers",
@@ -206,7 +216,7 @@ impl OneOf for f64 {
 
 /// numpy `cumsum` along `axis`: running sums in order, in `sum`'s dtype (bool counts as i64;
 /// integers wrap on overflow, as numpy's do).
-pub fn cumsum(x: &Tensor, axis: usize) -> Result<Tensor, Error> {
+pub fn cumsum(x: &TensorRef<'_>, axis: usize) -> Result<Tensor, Error> {
     if axis >= x.shape().len() {
         return Err(err(format!(
             "cumsum: axis {axis} is out of range for rank {}",
@@ -231,14 +241,44 @@ pub fn cumsum(x: &Tensor, axis: usize) -> Result<Tensor, Error> {
         }};
     }
     Ok(match x {
-        Tensor::Bool(a) => running!(
+        TensorRef::Bool(a) => running!(
             I64,
             a.iter().map(|&b| b as i64).collect(),
             i64::wrapping_add
         ),
-        Tensor::I32(a) => running!(I32, a.iter().copied().collect(), i32::wrapping_add),
-        Tensor::I64(a) => running!(I64, a.iter().copied().collect(), i64::wrapping_add),
-        Tensor::F32(a) => running!(F32, a.iter().copied().collect(), |p: f32, q: f32| p + q),
-        Tensor::F64(a) => running!(F64, a.iter().copied().collect(), |p: f64, q: f64| p + q),
+        TensorRef::I32(a) => running!(I32, a.iter().copied().collect(), i32::wrapping_add),
+        TensorRef::I64(a) => running!(I64, a.iter().copied().collect(), i64::wrapping_add),
+        TensorRef::F32(a) => running!(F32, a.iter().copied().collect(), |p: f32, q: f32| p + q),
+        TensorRef::F64(a) => running!(F64, a.iter().copied().collect(), |p: f64, q: f64| p + q),
     })
+}
+
+/// The index ops on views (`Op::Take`, `ScatterAdd`, `OneHot`, `Cumsum`), or `None` for any
+/// other op.
+pub fn perform_view(
+    op: &crate::ir::Op,
+    args: &[TensorRef<'_>],
+) -> Option<Result<Vec<Tensor>, Error>> {
+    use crate::ir::Op;
+    let arity = match op {
+        Op::Take { .. } => 2,
+        Op::ScatterAdd { .. } => 3,
+        Op::OneHot { .. } | Op::Cumsum { .. } => 1,
+        _ => return None,
+    };
+    if args.len() != arity {
+        return Some(Err(err(format!(
+            "{} takes {arity} inputs, got {}",
+            op.name(),
+            args.len()
+        ))));
+    }
+    let out = match op {
+        Op::Take { axis } => take(&args[0], &args[1], *axis),
+        Op::ScatterAdd { axis } => scatter_add(&args[0], &args[1], &args[2], *axis),
+        Op::OneHot { depth, dtype } => one_hot(&args[0], *depth, *dtype),
+        Op::Cumsum { axis } => cumsum(&args[0], *axis),
+        _ => return None,
+    };
+    Some(out.map(|t| vec![t]))
 }

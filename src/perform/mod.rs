@@ -11,6 +11,7 @@ pub(crate) mod reduce;
 pub(crate) mod shape;
 
 pub use elementwise::{float_divmod, sigmoid, IntArith};
+pub use index::perform_view;
 pub use linalg::{matmul_into, matmul_update};
 pub use reduce::pairwise_sum;
 pub use shape::resolve_reshape;
@@ -51,10 +52,11 @@ pub fn perform(op: &Op, inputs: &[&Tensor]) -> Result<Vec<Tensor>, Error> {
         Op::ExpandDims { axes } => one(shape::expand_dims(inputs[0], axes)?),
         Op::Squeeze { axes } => one(shape::squeeze(inputs[0], axes)?),
         Op::Concat { axis } => one(shape::concat(inputs, *axis)?),
-        Op::Take { axis } => one(index::take(inputs[0], inputs[1], *axis)?),
-        Op::ScatterAdd { axis } => one(index::scatter_add(inputs[0], inputs[1], inputs[2], *axis)?),
-        Op::Cumsum { axis } => one(index::cumsum(inputs[0], *axis)?),
-        Op::OneHot { depth, dtype } => one(index::one_hot(inputs[0], *depth, *dtype)?),
+        Op::Take { .. } | Op::ScatterAdd { .. } | Op::OneHot { .. } | Op::Cumsum { .. } => {
+            let views: Vec<_> = inputs.iter().map(|t| t.view()).collect();
+            index::perform_view(op, &views)
+                .unwrap_or_else(|| Err(Error::Runtime(format!("{}: not an index op", op.name()))))
+        }
         Op::Slice {
             starts,
             stops,

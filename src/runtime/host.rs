@@ -2,8 +2,9 @@
 //! where the caller has them), the steps a backend compiled run as its thunks (the CPU
 //! backend's kernels, the GPU backend's host-compiled kernels), matrix products through the
 //! GEMM library (folded transposes read through strides, a fused update written over its
-//! matrix), row groups by blocks (`rows`), and every other step as the op's `perform` on the
-//! arrays themselves. Elementwise kernels read each element before writing it, so steps run
+//! matrix), row groups by blocks (`rows`), the ops whose reference reads views (indexing:
+//! `perform::perform_view`) on the arrays where they are, and every other step as the op's
+//! `perform` on the arrays themselves (a call's inputs copied first). Elementwise kernels read each element before writing it, so steps run
 //! in place where the plan marks them. With no thunks this is the reference interpreter.
 
 use super::device::Device;
@@ -47,6 +48,19 @@ impl Host {
     }
 }
 
+/// Whether `step` is an op whose reference implementation reads views (`perform_view`: the
+/// index ops), so it runs on a call's inputs where they are instead of on owned copies.
+fn reads_views(step: &Step) -> bool {
+    matches!(step.kernel, Kernel::Perform)
+        && matches!(
+            step.op,
+            crate::ir::Op::Take { .. }
+                | crate::ir::Op::ScatterAdd { .. }
+                | crate::ir::Op::OneHot { .. }
+                | crate::ir::Op::Cumsum { .. }
+        )
+}
+
 impl Device for Host {
     type Array = Tensor;
     type Ref<'a> = TensorRef<'a>;
@@ -83,7 +97,9 @@ impl Device for Host {
     }
 
     fn runs(&self, step: &Step) -> bool {
-        matches!(step.kernel, Kernel::Gemm { .. }) || self.thunk(step).is_some()
+        matches!(step.kernel, Kernel::Gemm { .. })
+            || self.thunk(step).is_some()
+            || reads_views(step)
     }
 
     fn run(
@@ -92,6 +108,11 @@ impl Device for Host {
         args: &[TensorRef<'_>],
         dest: Option<Tensor>,
     ) -> Result<Vec<Tensor>> {
+        if reads_views(step) {
+            if let Some(out) = crate::perform::perform_view(&step.op, args) {
+                return out;
+            }
+        }
         let Kernel::Gemm { transposed, update } = step.kernel else {
             let t = self.thunk(step).ok_or_else(|| {
                 Error::Runtime(format!("{}: no compiled kernel", step.op.display_name()))
