@@ -273,12 +273,7 @@ fn infer_types(op: &Op, inputs: &[&TensorType]) -> Result<Vec<TensorType>, Strin
         }
         Op::OneHot { depth, dtype } => {
             let t = inputs[0];
-            if !matches!(t.dtype, DType::I32 | DType::I64) {
-                return Err(format!(
-                    "one_hot: the indices must be i32 or i64, not {}",
-                    t.dtype
-                ));
-            }
+            check_indices(name, t)?;
             let mut shape = t.shape.clone();
             shape.push(Some(*depth));
             one(TensorType::new(*dtype, shape))
@@ -648,6 +643,14 @@ pub fn arange_len(start: f64, stop: f64, step: f64) -> Result<usize, String> {
     Ok(if n > 0.0 { n as usize } else { 0 })
 }
 
+/// Indices are i32 or i64.
+fn check_indices(name: &str, indices: &TensorType) -> Result<(), String> {
+    match indices.dtype {
+        DType::I32 | DType::I64 => Ok(()),
+        d => Err(format!("{name}: the indices must be i32 or i64, not {d}")),
+    }
+}
+
 /// The type of `take` of `x` at `indices` along `axis`: `x`'s dims before `axis`, the indices'
 /// dims, `x`'s dims after it.
 fn take_type(
@@ -656,12 +659,7 @@ fn take_type(
     indices: &TensorType,
     axis: usize,
 ) -> Result<TensorType, String> {
-    if !matches!(indices.dtype, DType::I32 | DType::I64) {
-        return Err(format!(
-            "{name}: the indices must be i32 or i64, not {}",
-            indices.dtype
-        ));
-    }
+    check_indices(name, indices)?;
     if axis >= x.rank() {
         return Err(format!(
             "{name}: axis {axis} is out of range for {x} (rank {})",

@@ -16,7 +16,7 @@ use crate::ir::{DType, Func};
 use crate::lower::view::{Layout, View};
 use crate::lower::{Plan, Step};
 use crate::runtime::device::Device as VmDevice;
-use crate::runtime::vm::VmState;
+use crate::runtime::vm::Kept;
 use crate::tensor::{Tensor, TensorRef};
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -403,7 +403,7 @@ pub struct DeviceFunction {
     func: Func,
     plan: Plan,
     steps: GpuSteps,
-    state: std::sync::Mutex<VmState<GpuSteps>>,
+    kept: Kept<GpuSteps>,
 }
 
 impl DeviceFunction {
@@ -442,7 +442,7 @@ impl DeviceFunction {
             func,
             plan,
             steps: GpuSteps { device, kernels },
-            state: Default::default(),
+            kept: Kept::default(),
         })
     }
 
@@ -471,7 +471,8 @@ impl DeviceFunction {
     /// with `download`, or `synchronize` the device).
     pub fn run(&self, inputs: &[&DeviceTensor]) -> Result<Vec<DeviceTensor>> {
         let inputs: Vec<DeviceTensor> = inputs.iter().map(|&t| t.clone()).collect();
-        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        crate::runtime::device::run_plan(&self.steps, &self.func, &self.plan, &mut state, &inputs)
+        self.kept.with(|st| {
+            crate::runtime::device::run_plan(&self.steps, &self.func, &self.plan, st, &inputs)
+        })
     }
 }

@@ -20,16 +20,7 @@ fn positions(
     n: usize,
     axis: usize,
 ) -> Result<Vec<usize>, Error> {
-    let raw: Vec<i64> = match indices {
-        TensorRef::I32(a) => a.iter().map(|&i| i as i64).collect(),
-        TensorRef::I64(a) => a.iter().copied().collect(),
-        t => {
-            return Err(err(format!(
-                "{what}: indices of {} are not integers",
-                t.dtype()
-            )))
-        }
-    };
+    let raw = index_values(what, indices)?;
     raw.into_iter()
         .map(|i| {
             let p = if i < 0 { i + n as i64 } else { i };
@@ -40,6 +31,20 @@ fn positions(
             })
         })
         .collect()
+}
+
+/// The values of an index tensor (i32 or i64), in row-major order.
+fn index_values(what: &str, indices: &TensorRef<'_>) -> Result<Vec<i64>, Error> {
+    Ok(match indices {
+        TensorRef::I32(a) => a.iter().map(|&i| i as i64).collect(),
+        TensorRef::I64(a) => a.iter().copied().collect(),
+        t => {
+            return Err(err(format!(
+                "{what}: indices of {} are not integers",
+                t.dtype()
+            )))
+        }
+    })
 }
 
 /// `(outer, n, inner)` of `shape` around `axis`.
@@ -158,16 +163,7 @@ pub fn one_hot(
     depth: usize,
     dtype: crate::ir::DType,
 ) -> Result<Tensor, Error> {
-    let raw: Vec<i64> = match indices {
-        TensorRef::I32(a) => a.iter().map(|&i| i as i64).collect(),
-        TensorRef::I64(a) => a.iter().copied().collect(),
-        t => {
-            return Err(err(format!(
-                "one_hot: indices of {} are not integers",
-                t.dtype()
-            )))
-        }
-    };
+    let raw = index_values("one_hot", indices)?;
     let mut shape = indices.shape().to_vec();
     shape.push(depth);
     let mut out = Tensor::zeros(dtype, &shape);
@@ -251,6 +247,15 @@ pub fn cumsum(x: &TensorRef<'_>, axis: usize) -> Result<Tensor, Error> {
         TensorRef::F32(a) => running!(F32, a.iter().copied().collect(), |p: f32, q: f32| p + q),
         TensorRef::F64(a) => running!(F64, a.iter().copied().collect(), |p: f64, q: f64| p + q),
     })
+}
+
+/// Whether `op` has an implementation on views ([`perform_view`]): the index ops.
+pub fn has_view_form(op: &crate::ir::Op) -> bool {
+    use crate::ir::Op;
+    matches!(
+        op,
+        Op::Take { .. } | Op::ScatterAdd { .. } | Op::OneHot { .. } | Op::Cumsum { .. }
+    )
 }
 
 /// The index ops on views (`Op::Take`, `ScatterAdd`, `OneHot`, `Cumsum`), or `None` for any

@@ -11,7 +11,7 @@ pub(crate) mod reduce;
 pub(crate) mod shape;
 
 pub use elementwise::{float_divmod, sigmoid, IntArith};
-pub use index::perform_view;
+pub use index::{has_view_form, perform_view};
 pub use linalg::{matmul_into, matmul_update};
 pub use reduce::pairwise_sum;
 pub use shape::resolve_reshape;

@@ -10,14 +10,14 @@
 //! through `perform`: it tests the VM's copying paths, the ones a GPU takes, against the
 //! interpreter), and the GPU (`jit_ptx::device`: CUDA memory, PTX kernels, cuBLAS).
 
-use super::vm::{Env, VmState};
+use super::vm::{Env, Kept, VmState};
 use crate::error::{Error, Result};
 use crate::ir::{DType, Func};
 use crate::lower::rows::Role;
 use crate::lower::{Kernel, Plan, Step};
 use crate::tensor::{Tensor, TensorRef};
 use std::borrow::Cow;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 /// Where a VM's values live and how steps run there.
 pub trait Device: Send + Sync + Sized {
@@ -120,32 +120,60 @@ pub trait Device: Send + Sync + Sized {
 /// and for a product the plan's folded transposes and fused update. A device runs the steps
 /// it has no code for through this, on copies.
 pub fn host_step(step: &Step, args: &[&Tensor]) -> Result<Vec<Tensor>> {
-    if let Kernel::Gemm { transposed, update } = &step.kernel {
-        let view = |k: usize| {
-            let t = args[k].view();
-            if transposed[k] {
-                t.swap_last_two()
-            } else {
-                t
-            }
-        };
-        if args.len() != 2 + usize::from(update.is_some()) {
-            return Err(Error::Runtime(format!(
-                "a gemm step with {} arguments",
-                args.len()
-            )));
-        }
-        let out = match update {
-            None => crate::perform::matmul_into(&view(0), &view(1), None)?,
-            Some(u) => {
-                let mut w = args[2].clone();
-                crate::perform::matmul_update(&view(0), &view(1), &mut w, u.scale)?;
-                w
-            }
-        };
-        return Ok(vec![out]);
+    if let Kernel::Gemm { .. } = step.kernel {
+        let views: Vec<TensorRef<'_>> = args.iter().map(|t| t.view()).collect();
+        return host_gemm(step, &views, None).map(|t| vec![t]);
     }
     crate::perform::perform(&step.op, args)
+}
+
+/// A `gemm` step on host arrays through the GEMM library: the product of arguments 0 and 1
+/// (each read transposed where the plan folded a transpose), into `dest` where it fits; with
+/// a fused update, argument 2 minus the product times the scale, written over `dest` when
+/// the caller hands over argument 2's own buffer there, else over a copy of it.
+pub(super) fn host_gemm(
+    step: &Step,
+    args: &[TensorRef<'_>],
+    dest: Option<Tensor>,
+) -> Result<Tensor> {
+    let Kernel::Gemm { transposed, update } = step.kernel else {
+        return Err(Error::Runtime(format!(
+            "{}: not a gemm step",
+            step.op.display_name()
+        )));
+    };
+    let operands = 2 + update.is_some() as usize;
+    if args.len() != operands {
+        return Err(Error::Runtime(format!(
+            "{} takes {operands} operands, got {}",
+            if update.is_some() {
+                "a gemm update"
+            } else {
+                "matmul"
+            },
+            args.len()
+        )));
+    }
+    let operand = |k: usize| {
+        let t = args[k].reborrow();
+        if transposed[k] {
+            t.swap_last_two()
+        } else {
+            t
+        }
+    };
+    let (a, b) = (operand(0), operand(1));
+    match update {
+        None => crate::perform::matmul_into(&a, &b, dest),
+        Some(u) => {
+            let mut w = match dest {
+                Some(w) => w,
+                None => args[2].to_owned(),
+            };
+            crate::perform::matmul_update(&a, &b, &mut w, u.scale)?;
+            Ok(w)
+        }
+    }
 }
 
 /// Runs `plan`, lowered from `func`, on `device` with `inputs` (device arrays, checked
@@ -239,15 +267,12 @@ impl Device for HostArrays {
 }
 
 /// A plan on a device, called with host arrays (copied in and out): an `Executable` for
-/// `Function`. Calls from several threads at once each get a VM state of their own when the
-/// kept one is busy.
+/// `Function`.
 pub struct HostCalls<D: Device> {
     pub device: D,
     pub func: Func,
     pub plan: Plan,
-    pub state: Mutex<VmState<D>>,
-    /// Set by `start_profile` (the state keeps it too).
-    profile: Option<Arc<super::profile::Profile>>,
+    kept: Kept<D>,
 }
 
 impl<D: Device> HostCalls<D> {
@@ -256,8 +281,7 @@ impl<D: Device> HostCalls<D> {
             device,
             func,
             plan,
-            state: Mutex::new(VmState::default()),
-            profile: None,
+            kept: Kept::default(),
         }
     }
 }
@@ -269,8 +293,7 @@ impl<D: Device> super::Executable for HostCalls<D> {
             .map(|t| self.device.upload(t.reborrow()))
             .collect::<Result<Vec<_>>>()?;
         let refs: Vec<D::Ref<'_>> = on.iter().map(|a| self.device.view(a)).collect();
-        let fresh = || VmState::fresh(self.profile.clone());
-        let outs = super::vm::with_state(&self.state, fresh, |st| {
+        let outs = self.kept.with(|st| {
             super::vm::run_plan_into(
                 &self.device,
                 &self.func,
@@ -305,28 +328,19 @@ impl<D: Device> super::Executable for HostCalls<D> {
     }
 
     fn start_profile(&mut self) -> bool {
-        let p = Arc::new(super::profile::Profile::new(&self.func, &self.plan));
-        self.state
-            .get_mut()
-            .unwrap_or_else(|e| e.into_inner())
-            .profile = Some(p.clone());
-        self.profile = Some(p);
+        self.kept.start_profile(&self.func, &self.plan);
         true
     }
 
     fn profile(&self) -> Option<&super::profile::Profile> {
-        self.profile.as_deref()
+        self.kept.profile()
     }
 
     fn op_state(&self) -> super::state::OpState {
-        let st = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        st.op_state(&self.plan)
+        self.kept.op_state(&self.plan)
     }
 
     fn set_op_state(&self, state: &super::state::OpState) -> Result<()> {
-        let restored = super::state::restore(&self.func, &self.plan, state)?;
-        let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        st.set_op_state(restored, state.calls);
-        Ok(())
+        self.kept.set_op_state(&self.func, &self.plan, state)
     }
 }

@@ -48,17 +48,10 @@ impl Host {
     }
 }
 
-/// Whether `step` is an op whose reference implementation reads views (`perform_view`: the
-/// index ops), so it runs on a call's inputs where they are instead of on owned copies.
+/// Whether `step` is an op whose reference implementation reads views (the index ops), so
+/// it runs on a call's inputs where they are instead of on owned copies.
 fn reads_views(step: &Step) -> bool {
-    matches!(step.kernel, Kernel::Perform)
-        && matches!(
-            step.op,
-            crate::ir::Op::Take { .. }
-                | crate::ir::Op::ScatterAdd { .. }
-                | crate::ir::Op::OneHot { .. }
-                | crate::ir::Op::Cumsum { .. }
-        )
+    matches!(step.kernel, Kernel::Perform) && crate::perform::has_view_form(&step.op)
 }
 
 impl Device for Host {
@@ -113,46 +106,14 @@ impl Device for Host {
                 return out;
             }
         }
-        let Kernel::Gemm { transposed, update } = step.kernel else {
-            let t = self.thunk(step).ok_or_else(|| {
-                Error::Runtime(format!("{}: no compiled kernel", step.op.display_name()))
-            })?;
-            return t.run_into(args, dest);
-        };
-        let operands = 2 + update.is_some() as usize;
-        if args.len() != operands {
-            return Err(Error::Runtime(format!(
-                "{} takes {operands} operands, got {}",
-                if update.is_some() {
-                    "a gemm update"
-                } else {
-                    "matmul"
-                },
-                args.len()
-            )));
+        if let Kernel::Gemm { .. } = step.kernel {
+            // `dest` is the fused update's matrix itself where the VM could hand it over.
+            return super::device::host_gemm(step, args, dest).map(|t| vec![t]);
         }
-        let operand = |k: usize| {
-            let t = args[k].reborrow();
-            if transposed[k] {
-                t.swap_last_two()
-            } else {
-                t
-            }
-        };
-        let (a, b) = (operand(0), operand(1));
-        let out = match update {
-            None => crate::perform::matmul_into(&a, &b, dest)?,
-            Some(u) => {
-                // `dest` is the matrix's own buffer where the VM could hand it over.
-                let mut w = match dest {
-                    Some(w) => w,
-                    None => args[2].to_owned(),
-                };
-                crate::perform::matmul_update(&a, &b, &mut w, u.scale)?;
-                w
-            }
-        };
-        Ok(vec![out])
+        let t = self.thunk(step).ok_or_else(|| {
+            Error::Runtime(format!("{}: no compiled kernel", step.op.display_name()))
+        })?;
+        t.run_into(args, dest)
     }
 
     fn in_place(&self) -> bool {

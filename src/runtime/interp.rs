@@ -3,13 +3,12 @@
 //! compiled kernels in as thunks (`Interpreter::with_thunks`).
 
 use super::host::Host;
-use super::vm::{run_plan_into as run_on, with_state, VmState};
+use super::vm::{run_plan_into as run_on, Kept, VmState};
 use crate::error::Error;
 use crate::ir::{Func, Op, Value};
 use crate::lower::{lower, Kernel, Plan, Step};
 use crate::tensor::{Tensor, TensorRef};
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::Mutex;
 
 pub use super::host::Thunks;
 
@@ -82,17 +81,14 @@ pub fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
     }
 }
 
-/// The interpreter as a backend. Calls from several threads at once each get their own
-/// state when the kept one is busy: ops' storage reuse is an optimization, never required.
+/// The interpreter as a backend (the VM on the host, with the thunks it was given).
 pub struct Interpreter {
     func: Func,
     plan: Plan,
     host: Host,
-    state: Mutex<InterpState>,
+    kept: Kept<Host>,
     /// Steps that may run on several threads (`warm.rs`).
     parallel_steps: usize,
-    /// Set by `start_profile`.
-    profile: Option<std::sync::Arc<super::profile::Profile>>,
 }
 
 impl Interpreter {
@@ -114,9 +110,8 @@ impl Interpreter {
             func,
             plan,
             host,
-            state: Mutex::new(InterpState::default()),
+            kept: Kept::default(),
             parallel_steps,
-            profile: None,
         }
     }
 }
@@ -161,8 +156,7 @@ impl super::Executable for Interpreter {
         donated: &mut [Option<Tensor>],
     ) -> Result<Vec<Tensor>, Error> {
         let (func, plan, host) = (&self.func, &self.plan, &self.host);
-        let fresh = || InterpState::fresh(self.profile.clone());
-        with_state(&self.state, fresh, |st| {
+        self.kept.with(|st| {
             if super::warm::worthwhile(self.parallel_steps) {
                 super::warm::run(|| run_on(host, func, plan, inputs, dests, donated, st))
             } else {
@@ -172,28 +166,19 @@ impl super::Executable for Interpreter {
     }
 
     fn start_profile(&mut self) -> bool {
-        let p = std::sync::Arc::new(super::profile::Profile::new(&self.func, &self.plan));
-        self.state
-            .get_mut()
-            .unwrap_or_else(|e| e.into_inner())
-            .profile = Some(p.clone());
-        self.profile = Some(p);
+        self.kept.start_profile(&self.func, &self.plan);
         true
     }
 
     fn profile(&self) -> Option<&super::profile::Profile> {
-        self.profile.as_deref()
+        self.kept.profile()
     }
 
     fn op_state(&self) -> super::state::OpState {
-        let st = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        st.op_state(&self.plan)
+        self.kept.op_state(&self.plan)
     }
 
     fn set_op_state(&self, state: &super::state::OpState) -> Result<(), Error> {
-        let storage = super::state::restore(&self.func, &self.plan, state)?;
-        let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        st.set_op_state(storage, state.calls);
-        Ok(())
+        self.kept.set_op_state(&self.func, &self.plan, state)
     }
 }

@@ -65,14 +65,6 @@ const POOL_MAX: usize = 16;
 const POOL_MIN_BYTES: usize = 1 << 16;
 
 impl<D: Device> VmState<D> {
-    /// A state for a call that finds the kept one busy: no kept storage, the same profile.
-    pub fn fresh(profile: Option<Arc<super::profile::Profile>>) -> VmState<D> {
-        VmState {
-            profile,
-            ..VmState::default()
-        }
-    }
-
     /// A kept buffer of exactly this dtype and shape, if there is one.
     pub(super) fn take_buffer(&mut self, device: &D, ty: &TensorType) -> Option<D::Array> {
         let shape = ty.known_shape()?;
@@ -91,30 +83,71 @@ impl<D: Device> VmState<D> {
             self.pool.push(t);
         }
     }
+}
 
-    /// The custom ops' hidden outputs and the call count (`runtime::state`).
-    pub(super) fn op_state(&self, plan: &Plan) -> super::state::OpState {
-        super::state::collect(plan, self.calls, &self.storage)
-    }
+/// What an executable keeps for the VM between calls of one function: its state (a call that
+/// finds it busy, from another thread, runs with a fresh one: ops' storage reuse is an
+/// optimization, never required) and its profile once profiling started.
+pub struct Kept<D: Device> {
+    state: Mutex<VmState<D>>,
+    profile: Option<Arc<super::profile::Profile>>,
+}
 
-    /// Replaces the custom ops' storage (checked by `state::restore`) and the call count.
-    pub(super) fn set_op_state(&mut self, storage: super::state::Storage, calls: u64) {
-        self.storage = storage;
-        self.calls = calls;
+impl<D: Device> Default for Kept<D> {
+    fn default() -> Self {
+        Kept {
+            state: Mutex::new(VmState::default()),
+            profile: None,
+        }
     }
 }
 
-/// Runs `f` with the state kept in `kept`, or with `fresh()` when another call holds it: ops'
-/// storage reuse is an optimization, never required.
-pub(super) fn with_state<D: Device, R>(
-    kept: &Mutex<VmState<D>>,
-    fresh: impl FnOnce() -> VmState<D>,
-    f: impl FnOnce(&mut VmState<D>) -> R,
-) -> R {
-    match kept.try_lock() {
-        Ok(mut st) => f(&mut st),
-        Err(std::sync::TryLockError::Poisoned(p)) => f(&mut p.into_inner()),
-        Err(std::sync::TryLockError::WouldBlock) => f(&mut fresh()),
+impl<D: Device> Kept<D> {
+    /// Runs `f` with the kept state, or a fresh one (with the same profile) when it is busy.
+    pub fn with<R>(&self, f: impl FnOnce(&mut VmState<D>) -> R) -> R {
+        match self.state.try_lock() {
+            Ok(mut st) => f(&mut st),
+            Err(std::sync::TryLockError::Poisoned(p)) => f(&mut p.into_inner()),
+            Err(std::sync::TryLockError::WouldBlock) => f(&mut VmState {
+                profile: self.profile.clone(),
+                ..VmState::default()
+            }),
+        }
+    }
+
+    /// Times every step of every call from now on (`Executable::start_profile`).
+    pub fn start_profile(&mut self, func: &Func, plan: &Plan) {
+        let p = Arc::new(super::profile::Profile::new(func, plan));
+        self.state
+            .get_mut()
+            .unwrap_or_else(|e| e.into_inner())
+            .profile = Some(p.clone());
+        self.profile = Some(p);
+    }
+
+    pub fn profile(&self) -> Option<&super::profile::Profile> {
+        self.profile.as_deref()
+    }
+
+    /// The custom ops' hidden outputs and the call count (`runtime::state`).
+    pub fn op_state(&self, plan: &Plan) -> super::state::OpState {
+        let st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        super::state::collect(plan, st.calls, &st.storage)
+    }
+
+    /// Replaces the custom ops' storage and the call count with `state`, checked against the
+    /// plan first (`state::restore`: an error changes nothing).
+    pub fn set_op_state(
+        &self,
+        func: &Func,
+        plan: &Plan,
+        state: &super::state::OpState,
+    ) -> Result<(), Error> {
+        let storage = super::state::restore(func, plan, state)?;
+        let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        st.storage = storage;
+        st.calls = state.calls;
+        Ok(())
     }
 }
 
