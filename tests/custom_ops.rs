@@ -266,9 +266,19 @@ fn ops_get_the_resources_they_ask_for_and_a_default_output() {
     assert_eq!(vals(&a[2]), vec![1.0, 2.0]);
 }
 
-/// `2 * x`, able to add its result to what its output storage holds; records its requests.
+/// `2 * x`, able to add its result to what its output storage holds; logs each request with
+/// the address of the buffer it wrote (0 for none).
 #[derive(Debug, Default)]
-struct Doubler(std::sync::Arc<std::sync::Mutex<Vec<kiln::custom::WriteRequest>>>);
+struct Doubler(std::sync::Arc<std::sync::Mutex<Vec<(kiln::custom::WriteRequest, usize)>>>);
+
+impl Doubler {
+    /// The requests logged so far.
+    fn requests(
+        log: &std::sync::Mutex<Vec<(kiln::custom::WriteRequest, usize)>>,
+    ) -> Vec<kiln::custom::WriteRequest> {
+        log.lock().unwrap().iter().map(|s| s.0).collect()
+    }
+}
 
 impl CustomOp for Doubler {
     fn name(&self) -> &str {
@@ -284,7 +294,6 @@ impl CustomOp for Doubler {
         ctx: &mut PerformContext<'_>,
     ) -> Result<(), String> {
         use kiln::custom::WriteRequest;
-        self.0.lock().unwrap().push(ctx.requests[0]);
         let Tensor::F64(x) = inputs[0] else {
             return Err("f64 only".into());
         };
@@ -295,6 +304,10 @@ impl CustomOp for Doubler {
             (WriteRequest::Null, _) => {}
             (_, out) => *out = Some(Tensor::F64(x.mapv(|v| 2.0 * v))),
         }
+        let at = outputs[0]
+            .as_ref()
+            .map_or(0, |t| t.view().as_ptr() as usize);
+        self.0.lock().unwrap().push((ctx.requests[0], at));
         Ok(())
     }
     fn supports_add_to(&self) -> bool {
@@ -329,7 +342,7 @@ fn write_requests_add_to_and_null_are_issued_where_they_apply() {
     let out = f.call(&[xv.view()]).unwrap();
     let want: Vec<f64> = xv.iter().map(|v| v.exp() + 2.0 * v).collect();
     assert_near(&vals(&out[0]), &want);
-    assert_eq!(*log.lock().unwrap(), vec![WriteRequest::AddTo]);
+    assert_eq!(Doubler::requests(&log), vec![WriteRequest::AddTo]);
     // The unread op is not even in the function (nothing needs it); with its output returned
     // through a second function it runs with Null only when nothing reads it.
     let seen2 = Doubler::default();
@@ -344,7 +357,7 @@ fn write_requests_add_to_and_null_are_issued_where_they_apply() {
     let out2 = f2.call(&[xv.view()]).unwrap();
     assert_near(&vals(&out2[0]), &want);
     assert_eq!(
-        *log2.lock().unwrap(),
+        Doubler::requests(&log2),
         vec![WriteRequest::WriteTo],
         "acc2 is still needed, so no AddTo"
     );
@@ -588,45 +601,6 @@ fn infer_shape_resolves_open_dims_and_sizes_outputs_before_perform() {
     assert!(presized.lock().unwrap().is_empty());
 }
 
-/// `2 * x`, accumulating into its output storage when asked (`AddTo`); logs each request with
-/// the address of the buffer it wrote.
-#[derive(Debug, Default)]
-struct Accumulates(std::sync::Arc<std::sync::Mutex<Vec<(kiln::custom::WriteRequest, usize)>>>);
-
-impl CustomOp for Accumulates {
-    fn name(&self) -> &str {
-        "accumulates"
-    }
-    fn make_node(&self, inputs: &[&TensorType]) -> Result<Vec<TensorType>, String> {
-        Ok(vec![inputs[0].clone()])
-    }
-    fn perform(
-        &self,
-        inputs: &[&Tensor],
-        outputs: &mut [Option<Tensor>],
-        ctx: &mut PerformContext<'_>,
-    ) -> Result<(), String> {
-        use kiln::custom::WriteRequest;
-        let Tensor::F64(x) = inputs[0] else {
-            return Err("f64 only".into());
-        };
-        match (ctx.requests[0], &mut outputs[0]) {
-            (WriteRequest::AddTo, Some(Tensor::F64(acc))) => {
-                acc.zip_mut_with(x, |a, &v| *a += 2.0 * v)
-            }
-            (_, out) => *out = Some(Tensor::F64(x.mapv(|v| 2.0 * v))),
-        }
-        let at = outputs[0]
-            .as_ref()
-            .map_or(0, |t| t.view().as_ptr() as usize);
-        self.0.lock().unwrap().push((ctx.requests[0], at));
-        Ok(())
-    }
-    fn supports_add_to(&self) -> bool {
-        true
-    }
-}
-
 /// Gradient accumulation with the optimizer on: a sum of custom-op contributions, written in
 /// either order and next to elementwise work that fusion merges, runs as one buffer that each
 /// op after the first adds into (`AddTo`), with no temporary per contribution.
@@ -636,11 +610,11 @@ fn add_to_accumulates_contributions_in_either_order_through_fusion() {
     for backend in [kiln::Backend::Cpu, kiln::Backend::Interp] {
         let g = Graph::new();
         let x = g.input("x", kiln::f64, [Some(1000)]);
-        let log = Accumulates::default().0;
+        let log = Doubler::default().0;
         let inputs = [x.exp(), x.sin(), x.cos(), &x * 3.0];
         let d: Vec<kiln::Var> = inputs
             .iter()
-            .map(|i| g.apply_custom(Accumulates(log.clone()), &[i]).remove(0))
+            .map(|i| g.apply_custom(Doubler(log.clone()), &[i]).remove(0))
             .collect();
         // The accumulated value on the left, on the right, and a fusable term read by the sum.
         let s = &d[1] + &d[0];
