@@ -1,0 +1,314 @@
+//! Random programs of the index ops (`take`, `scatter_add`, `cumsum`, `one_hot`) on every
+//! backend against references written with ndarray's own indexing (`select`,
+//! `index_axis_mut`, `accumulate_axis_inplace`): arrays of rank 1 to 5 (index results up to
+//! rank 5, `one_hot` from rank-0 indices), empty dims, every dtype each op takes, i32 and i64
+//! indices (negative ones included), and inputs given row-major, with their axes reversed (a
+//! transposed view) or reversed along one axis (a negative stride).
+
+mod common;
+use common::backends_with_gpu_host;
+use kiln::{function, scatter_add, DType, Graph, Tensor, TensorRef};
+use ndarray::{ArrayD, ArrayViewD, Axis, IxDyn};
+
+struct Rng(u64);
+
+impl Rng {
+    fn below(&mut self, n: usize) -> usize {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        (self.0 % n.max(1) as u64) as usize
+    }
+}
+
+/// How an input reaches the function.
+#[derive(Clone, Copy, Debug)]
+enum Layout {
+    RowMajor,
+    /// A transposed view of a row-major array of the reversed shape.
+    Transposed,
+    /// A view reversed along one axis (negative stride).
+    Reversed(usize),
+}
+
+/// An array of `shape` holding `vals` in logical order, stored as `layout` says (`view` gives
+/// the logical array back as a view of it).
+fn stored<T: Clone>(shape: &[usize], vals: Vec<T>, layout: Layout) -> ArrayD<T> {
+    let logical = ArrayD::from_shape_vec(IxDyn(shape), vals).unwrap();
+    match layout {
+        Layout::RowMajor => logical,
+        // Owned arrays in the permuted memory order: the view taken later undoes it.
+        Layout::Transposed => logical.reversed_axes().as_standard_layout().to_owned(),
+        Layout::Reversed(a) => {
+            let mut r = logical;
+            r.invert_axis(Axis(a));
+            r.as_standard_layout().to_owned()
+        }
+    }
+}
+
+/// The logical view of an array `stored` made.
+fn view<T>(a: &ArrayD<T>, layout: Layout) -> ArrayViewD<'_, T> {
+    match layout {
+        Layout::RowMajor => a.view(),
+        Layout::Transposed => a.view().reversed_axes(),
+        Layout::Reversed(ax) => {
+            let mut v = a.view();
+            v.invert_axis(Axis(ax));
+            v
+        }
+    }
+}
+
+fn ref_take<T: Clone>(x: &ArrayViewD<T>, pos: &[usize], axis: usize, idx: &[usize]) -> ArrayD<T> {
+    let mut shape = x.shape()[..axis].to_vec();
+    shape.extend(idx);
+    shape.extend(&x.shape()[axis + 1..]);
+    let picked = x.select(Axis(axis), pos);
+    ArrayD::from_shape_vec(IxDyn(&shape), picked.iter().cloned().collect()).unwrap()
+}
+
+fn ref_scatter<T: Elem>(
+    x: &ArrayViewD<T>,
+    pos: &[usize],
+    axis: usize,
+    upd: &ArrayViewD<T>,
+) -> ArrayD<T> {
+    let mut out = x.to_owned();
+    let mut flat_shape = x.shape().to_vec();
+    flat_shape[axis] = pos.len();
+    let upd = ArrayD::from_shape_vec(IxDyn(&flat_shape), upd.iter().copied().collect()).unwrap();
+    for (j, &p) in pos.iter().enumerate() {
+        let mut dst = out.index_axis_mut(Axis(axis), p);
+        dst.zip_mut_with(&upd.index_axis(Axis(axis), j), |d, &u| *d = d.add(u));
+    }
+    out
+}
+
+fn ref_cumsum<T: Elem>(x: &ArrayViewD<T>, axis: usize) -> ArrayD<T> {
+    let mut out = x.to_owned();
+    out.accumulate_axis_inplace(Axis(axis), |&prev, cur| *cur = prev.add(*cur));
+    out
+}
+
+/// Values for an element type from small integers.
+trait Elem: Copy + 'static {
+    const DTYPE: DType;
+    fn of(v: i64) -> Self;
+    /// `self + o` (bool: or; never called for bool, which neither op adds).
+    fn add(self, o: Self) -> Self;
+}
+macro_rules! elem {
+    ($t:ty, $d:expr, $v:ident => $e:expr, $a:ident, $b:ident => $sum:expr) => {
+        impl Elem for $t {
+            const DTYPE: DType = $d;
+            fn of($v: i64) -> Self {
+                $e
+            }
+            fn add(self, o: Self) -> Self {
+                let ($a, $b) = (self, o);
+                $sum
+            }
+        }
+    };
+}
+elem!(bool, DType::Bool, v => v % 2 != 0, a, b => a | b);
+elem!(i32, DType::I32, v => v as i32, a, b => a + b);
+elem!(i64, DType::I64, v => v, a, b => a + b);
+elem!(f32, DType::F32, v => v as f32 * 0.37, a, b => a + b);
+elem!(f64, DType::F64, v => v as f64 * 0.37, a, b => a + b);
+
+/// Runs `outs(x, i[, u])` on every backend with the given views and checks each output.
+fn check(
+    what: &str,
+    params: &[(DType, Vec<usize>)],
+    inputs: &[TensorRef<'_>],
+    build: &dyn Fn(&[kiln::Var]) -> kiln::Var,
+    want: &Result<Tensor, ()>,
+) {
+    for backend in backends_with_gpu_host() {
+        let g = Graph::new();
+        let vars: Vec<kiln::Var> = params
+            .iter()
+            .enumerate()
+            .map(|(k, (d, s))| {
+                let dims: Vec<Option<usize>> = s.iter().map(|&n| Some(n)).collect();
+                g.input(&format!("p{k}"), *d, dims)
+            })
+            .collect();
+        let y = build(&vars);
+        let refs: Vec<&kiln::Var> = vars.iter().collect();
+        let f = function(&refs, &[&y])
+            .backend(backend)
+            .compile()
+            .unwrap_or_else(|e| panic!("{what} on {backend:?}: {e}"));
+        match (f.call(inputs), want) {
+            (Ok(out), Ok(w)) => assert!(
+                out[0].bit_eq(w),
+                "{what} on {backend:?}: got {:?}, want {w:?}",
+                out[0]
+            ),
+            (Err(e), Err(())) => assert!(e.to_string().contains("out of range"), "{what}: {e}"),
+            (got, _) => panic!("{what} on {backend:?}: {:?}", got.map(|_| ())),
+        }
+    }
+}
+
+fn case<T: Elem>(rng: &mut Rng)
+where
+    Tensor: From<ArrayD<T>>,
+    for<'a> TensorRef<'a>: From<ArrayViewD<'a, T>>,
+{
+    let rank = 1 + rng.below(5);
+    let axis = rng.below(rank);
+    // Dims 0..=3, the indexed axis at least 1 (so that indices have something to pick).
+    let shape: Vec<usize> = (0..rank)
+        .map(|d| {
+            if d == axis {
+                1 + rng.below(3)
+            } else {
+                rng.below(4)
+            }
+        })
+        .collect();
+    let numel: usize = shape.iter().product();
+    let layout = match rng.below(3) {
+        0 => Layout::RowMajor,
+        1 => Layout::Transposed,
+        _ => Layout::Reversed(rng.below(rank)),
+    };
+    let vals: Vec<T> = (0..numel).map(|_| T::of(rng.below(7) as i64 - 3)).collect();
+    let owner = stored(&shape, vals, layout);
+    let x = view(&owner, layout);
+    // Indices: rank so that the result has rank at most 5; one in 12 out of range.
+    let n = shape[axis];
+    let irank = rng.below(7 - rank);
+    let ishape: Vec<usize> = (0..irank).map(|_| rng.below(3)).collect();
+    let m: usize = ishape.iter().product();
+    let raw: Vec<i64> = (0..m)
+        .map(|_| match rng.below(12) {
+            0 => n as i64 + rng.below(2) as i64,
+            _ => rng.below(2 * n) as i64 - n as i64,
+        })
+        .collect();
+    let pos: Option<Vec<usize>> = raw
+        .iter()
+        .map(|&i| {
+            let p = if i < 0 { i + n as i64 } else { i };
+            (p >= 0 && (p as usize) < n).then_some(p as usize)
+        })
+        .collect();
+    let wide = rng.below(2) == 0;
+    let (idt, idx): (DType, Tensor) = if wide {
+        let a = ArrayD::from_shape_vec(IxDyn(&ishape), raw.clone()).unwrap();
+        (DType::I64, a.into())
+    } else {
+        let a = ArrayD::from_shape_vec(IxDyn(&ishape), raw.iter().map(|&i| i as i32).collect())
+            .unwrap();
+        (DType::I32, a.into())
+    };
+    let ax = axis as i64 - if rng.below(2) == 0 { rank as i64 } else { 0 };
+    let what = format!(
+        "{:?} {shape:?} {layout:?} axis {axis} indices {raw:?} {ishape:?}",
+        T::DTYPE
+    );
+    let xp = (T::DTYPE, shape.clone());
+    let ip = (idt, ishape.clone());
+    // take
+    let want = pos
+        .as_ref()
+        .map(|p| Tensor::from(ref_take(&x, p, axis, &ishape)))
+        .ok_or(());
+    check(
+        &format!("take {what}"),
+        &[xp.clone(), ip.clone()],
+        &[x.clone().into(), idx.view()],
+        &|v| v[0].take(&v[1], ax),
+        &want,
+    );
+    // cumsum (bool counts as i64: checked on the numeric dtypes)
+    if T::DTYPE != DType::Bool {
+        check(
+            &format!("cumsum {what}"),
+            std::slice::from_ref(&xp),
+            &[x.clone().into()],
+            &|v| v[0].cumsum(ax),
+            &Ok(Tensor::from(ref_cumsum(&x, axis))),
+        );
+    }
+    // scatter_add of updates shaped as the take, themselves a reversed view
+    if T::DTYPE != DType::Bool {
+        let mut ushape = shape[..axis].to_vec();
+        ushape.extend(&ishape);
+        ushape.extend(&shape[axis + 1..]);
+        let uvals: Vec<T> = (0..ushape.iter().product::<usize>())
+            .map(|_| T::of(rng.below(9) as i64 - 4))
+            .collect();
+        let ulayout = if ushape.is_empty() {
+            Layout::RowMajor
+        } else {
+            Layout::Reversed(rng.below(ushape.len()))
+        };
+        let uowner = stored(&ushape, uvals, ulayout);
+        let u = view(&uowner, ulayout);
+        let want = pos
+            .as_ref()
+            .map(|p| Tensor::from(ref_scatter(&x, p, axis, &u)))
+            .ok_or(());
+        check(
+            &format!("scatter_add {what}"),
+            &[xp, ip, (T::DTYPE, ushape)],
+            &[x.into(), idx.view(), u.into()],
+            &|v| scatter_add(&v[0], &v[1], &v[2], ax),
+            &want,
+        );
+    }
+}
+
+#[test]
+fn random_index_programs_agree_with_ndarray_on_every_backend() {
+    let mut rng = Rng(0x2545f4914f6cdd1d);
+    for k in 0..200 {
+        match k % 5 {
+            0 => case::<bool>(&mut rng),
+            1 => case::<i32>(&mut rng),
+            2 => case::<i64>(&mut rng),
+            3 => case::<f32>(&mut rng),
+            _ => case::<f64>(&mut rng),
+        }
+    }
+}
+
+#[test]
+fn random_one_hot_programs_agree_on_every_backend() {
+    let mut rng = Rng(0x9e3779b97f4a7c15);
+    for _ in 0..60 {
+        // Indices of rank 0 to 4 (the result up to rank 5), any dtype out.
+        let rank = rng.below(5);
+        let shape: Vec<usize> = (0..rank).map(|_| rng.below(4)).collect();
+        let depth = rng.below(5);
+        let m: usize = shape.iter().product();
+        let raw: Vec<i64> = (0..m).map(|_| rng.below(depth + 3) as i64 - 1).collect();
+        let dtype = [DType::Bool, DType::I32, DType::I64, DType::F32, DType::F64][rng.below(5)];
+        let idx = ArrayD::from_shape_vec(IxDyn(&shape), raw.clone()).unwrap();
+        let mut oshape = shape.clone();
+        oshape.push(depth);
+        let mut hot = vec![0.0; m * depth];
+        for (r, &i) in raw.iter().enumerate() {
+            if i >= 0 && (i as usize) < depth {
+                hot[r * depth + i as usize] = 1.0;
+            }
+        }
+        let hot = Tensor::from(ArrayD::from_shape_vec(IxDyn(&oshape), hot).unwrap());
+        let want = kiln::perform::perform(&kiln::ir::Op::Cast { to: dtype }, &[&hot])
+            .unwrap()
+            .remove(0);
+        check(
+            &format!("one_hot {shape:?} depth {depth} {dtype:?} {raw:?}"),
+            &[(DType::I64, shape.clone())],
+            &[idx.view().into()],
+            &|v| v[0].one_hot(depth, dtype),
+            &Ok(want),
+        );
+    }
+}
