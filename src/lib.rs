@@ -45,9 +45,10 @@ pub use error::{Error, Result, SourceLoc};
 pub use grad::grad;
 pub use gradcheck::{verify_grad, VerifyOptions};
 pub use graph::{
-    concat, debugprint, elementwise, ifelse, scatter_add, select, Apply, Graph, Operand, Scalar,
-    Var,
+    concat, debugprint, elementwise, ifelse, scatter_add, scatter_set, select, Apply, Graph,
+    Operand, Scalar, Var,
 };
+pub use ir::window::{Conv2d, PoolKind};
 pub use ir::{DType, TensorType};
 pub use runtime::function::Function;
 pub use tensor::{Tensor, TensorRef};

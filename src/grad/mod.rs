@@ -25,6 +25,8 @@
 
 mod control;
 mod rules;
+mod rules_conv;
+mod rules_index;
 
 use crate::dump::DumpOptions;
 use crate::error::{Error, Result};

@@ -176,6 +176,49 @@ pub fn input_grads(
             ranges[axis] = (None, None, -1);
             g1(gy.slice(&ranges).cumsum(axis as i64).slice(&ranges))
         }
+        Op::TakeAlongAxis { axis } => vec![
+            InGrad::Grad(super::rules_index::take_along_axis(
+                &x[0], &x[1], &gy, axis,
+            )?),
+            InGrad::Zero,
+        ],
+        Op::ScatterSet { axis } => super::rules_index::scatter_set(&x[0], &x[1], &x[2], &gy, axis)?,
+        Op::Cumprod { .. } if !x[0].dtype().is_float() => vec![InGrad::Zero],
+        Op::Cumprod { axis } => g1(g
+            .apply(Op::CumprodGrad { axis }, &[&x[0], &gy])
+            .swap_remove(0)),
+        Op::Sort { .. } if !x[0].dtype().is_float() => vec![InGrad::Zero],
+        Op::Sort { axis, descending } => g1(super::rules_index::sort(&x[0], &gy, axis, descending)),
+        Op::Argsort { .. } => vec![InGrad::Zero],
+        Op::Conv2d(conv) => super::rules_conv::conv2d(g, &x[0], &x[1], &gy, conv)?,
+        Op::Conv2dGradImage { conv, .. } => vec![
+            InGrad::Grad(g.apply(Op::Conv2d(conv), &[&gy, &x[1]]).swap_remove(0)),
+            InGrad::Grad(super::rules_conv::conv_filter_grad(
+                g, &gy, &x[0], conv, &x[1],
+            )?),
+        ],
+        Op::Conv2dGradFilter { conv, .. } => vec![
+            InGrad::Grad(super::rules_conv::conv_image_grad(
+                g, &x[1], &gy, conv, &x[0],
+            )?),
+            InGrad::Grad(g.apply(Op::Conv2d(conv), &[&x[0], &gy]).swap_remove(0)),
+        ],
+        Op::Pool2d(_) if !x[0].dtype().is_float() => vec![InGrad::Zero],
+        Op::Pool2d(pool) => g1(g.apply(Op::Pool2dGrad(pool), &[&x[0], &gy]).swap_remove(0)),
+        // Average pooling's gradient is linear in the output's gradient: its own is pooling.
+        Op::Pool2dGrad(pool) if pool.kind == crate::ir::window::PoolKind::Avg => vec![
+            InGrad::Zero,
+            InGrad::Grad(g.apply(Op::Pool2d(pool), &[&gy]).swap_remove(0)),
+        ],
+        Op::Pool2dGrad(_) | Op::CumprodGrad { .. } => x
+            .iter()
+            .map(|_| {
+                InGrad::NotDifferentiable(format!(
+                    "{} has no gradient of its own (a second derivative)",
+                    op.name()
+                ))
+            })
+            .collect(),
         Op::Slice {
             starts,
             stops,

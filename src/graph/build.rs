@@ -133,7 +133,7 @@ where
 }
 
 impl Var {
-    fn apply1(&self, op: Op, others: &[&Var], loc: SourceLoc) -> Var {
+    pub(super) fn apply1(&self, op: Op, others: &[&Var], loc: SourceLoc) -> Var {
         let mut inputs = vec![self];
         inputs.extend_from_slice(others);
         self.graph.apply_at(op, &inputs, loc).swap_remove(0)
@@ -141,7 +141,7 @@ impl Var {
 
     /// Builds an op whose parameters depend on this variable's type; a failure to build the
     /// parameters poisons the result like a type error does.
-    fn apply_with(
+    pub(super) fn apply_with(
         &self,
         loc: SourceLoc,
         make: impl FnOnce(&TensorType) -> Result<Op, String>,

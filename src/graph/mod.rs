@@ -14,12 +14,15 @@ mod build;
 mod control;
 mod debugprint;
 mod lambda;
+mod sorting;
 mod to_ssa;
+mod windowed;
 
 pub use build::{concat, scatter_add, select, Operand};
 pub use control::ifelse;
 pub use debugprint::debugprint;
 pub use lambda::{elementwise, unfold_program, Elementwise, Lambda, Scalar, ScalarOperand};
+pub use sorting::scatter_set;
 pub use to_ssa::{to_ssa, SsaFunction};
 
 use crate::error::{Error, Result, SourceLoc};

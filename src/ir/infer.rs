@@ -242,14 +242,7 @@ fn infer_types(op: &Op, inputs: &[&TensorType]) -> Result<Vec<TensorType>, Strin
                 return Err(format!("scatter_add: adds numbers, not {}", x.dtype));
             }
             let want = take_type(name, x, inputs[1], *axis)?;
-            let fits = upd.dtype == want.dtype
-                && upd.rank() == want.rank()
-                && upd
-                    .shape
-                    .iter()
-                    .zip(&want.shape)
-                    .all(|(a, b)| a.is_none() || b.is_none() || a == b);
-            if !fits {
+            if !fits_type(upd, &want) {
                 return Err(format!(
                     "scatter_add: the updates have type {upd}; adding them at indices {} along \
                      axis {axis} of {x} needs {want}",
@@ -260,16 +253,89 @@ fn infer_types(op: &Op, inputs: &[&TensorType]) -> Result<Vec<TensorType>, Strin
         }
         Op::Cumsum { axis } => {
             let t = inputs[0];
-            if *axis >= t.rank() {
-                return Err(format!(
-                    "cumsum: axis {axis} is out of range for {t} (rank {})",
-                    t.rank()
-                ));
-            }
+            check_axis(name, t, *axis)?;
             one(TensorType::new(
                 ReduceOp::Sum.result_dtype(t.dtype),
                 t.shape.clone(),
             ))
+        }
+        Op::TakeAlongAxis { axis } => {
+            let (x, idx) = (inputs[0], inputs[1]);
+            check_indices(name, idx)?;
+            check_axis(name, x, *axis)?;
+            if idx.rank() != x.rank() {
+                return Err(format!(
+                    "{name}: the indices {idx} must have the rank of {x} ({})",
+                    x.rank()
+                ));
+            }
+            let mut shape = Vec::with_capacity(x.rank());
+            for a in 0..x.rank() {
+                shape.push(if a == *axis {
+                    idx.shape[a]
+                } else {
+                    broadcast_dims(&[x.shape[a]], &[idx.shape[a]])
+                        .map_err(|e| format!("{name}: axis {a}: {e}"))?[0]
+                });
+            }
+            one(TensorType::new(x.dtype, shape))
+        }
+        Op::ScatterSet { axis } => {
+            let (x, upd) = (inputs[0], inputs[2]);
+            let want = take_type(name, x, inputs[1], *axis)?;
+            if !fits_type(upd, &want) {
+                return Err(format!(
+                    "{name}: the updates have type {upd}; writing them at indices {} along \
+                     axis {axis} of {x} needs {want}",
+                    inputs[1]
+                ));
+            }
+            one(x.clone())
+        }
+        Op::Cumprod { axis } => {
+            let t = inputs[0];
+            check_axis(name, t, *axis)?;
+            one(TensorType::new(
+                ReduceOp::Prod.result_dtype(t.dtype),
+                t.shape.clone(),
+            ))
+        }
+        Op::CumprodGrad { axis } => {
+            let (x, g) = (inputs[0], inputs[1]);
+            check_axis(name, x, *axis)?;
+            if !x.dtype.is_float() || !fits_type(g, x) {
+                return Err(format!(
+                    "{name}: takes a float input and a gradient of its type, got {x} and {g}"
+                ));
+            }
+            one(x.clone())
+        }
+        Op::Sort { axis, .. } | Op::Argsort { axis, .. } => {
+            let t = inputs[0];
+            check_axis(name, t, *axis)?;
+            let dtype = match op {
+                Op::Sort { .. } => t.dtype,
+                _ => DType::I64,
+            };
+            one(TensorType::new(dtype, t.shape.clone()))
+        }
+        Op::Conv2d(conv) => one(super::window::conv_type(conv, inputs[0], inputs[1])?),
+        Op::Conv2dGradImage { conv, image } => one(super::window::conv_grad_image_type(
+            conv, *image, inputs[0], inputs[1],
+        )?),
+        Op::Conv2dGradFilter { conv, kernel } => one(super::window::conv_grad_filter_type(
+            conv, *kernel, inputs[0], inputs[1],
+        )?),
+        Op::Pool2d(pool) => one(super::window::pool_type(pool, inputs[0])?),
+        Op::Pool2dGrad(pool) => {
+            let (x, g) = (inputs[0], inputs[1]);
+            let y = super::window::pool_type(pool, x)?;
+            if !fits_type(g, &y) {
+                return Err(format!(
+                    "{name}: the gradient has type {g}, the pooled output {y}"
+                ));
+            }
+            one(x.clone())
         }
         Op::OneHot { depth, dtype } => {
             let t = inputs[0];
@@ -644,6 +710,27 @@ pub fn arange_len(start: f64, stop: f64, step: f64) -> Result<usize, String> {
 }
 
 /// Indices are i32 or i64.
+/// Whether a value of type `t` can stand where `want` is expected: the same dtype and rank,
+/// and no two known dims that differ.
+pub(super) fn fits_type(t: &TensorType, want: &TensorType) -> bool {
+    t.dtype == want.dtype
+        && t.rank() == want.rank()
+        && t.shape
+            .iter()
+            .zip(&want.shape)
+            .all(|(a, b)| a.is_none() || b.is_none() || a == b)
+}
+
+fn check_axis(name: &str, t: &TensorType, axis: usize) -> Result<(), String> {
+    if axis >= t.rank() {
+        return Err(format!(
+            "{name}: axis {axis} is out of range for {t} (rank {})",
+            t.rank()
+        ));
+    }
+    Ok(())
+}
+
 fn check_indices(name: &str, indices: &TensorType) -> Result<(), String> {
     match indices.dtype {
         DType::I32 | DType::I64 => Ok(()),

@@ -11,6 +11,7 @@ pub mod scalar;
 pub mod text;
 pub mod types;
 pub mod verify;
+pub mod window;
 
 pub use dtype::{DType, Element};
 pub use func::{Func, Inst, Region, Value, ValueData};

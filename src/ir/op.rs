@@ -141,6 +141,61 @@ pub enum Op {
     Cumsum {
         axis: usize,
     },
+    /// numpy `take_along_axis`: input 1 (i32 or i64, the rank of input 0) picks, in each
+    /// lane along `axis`, which of input 0's elements go there; the other dims broadcast
+    /// together. The result has the broadcast dims and the indices' length along `axis`.
+    TakeAlongAxis {
+        axis: usize,
+    },
+    /// numpy's `x[.., indices, ..] = updates` on a copy (Theano's `set_subtensor` with integer
+    /// indices): input 0 with the elements of input 2 written at the positions input 1 gives
+    /// along `axis`. Input 2 has the shape `take` gives; where a position repeats, the last one
+    /// in index order is kept.
+    ScatterSet {
+        axis: usize,
+    },
+    /// numpy `cumprod` along `axis`: each element the product of those before it and itself,
+    /// multiplied in order; the dtype is `prod`'s (bool gives i64).
+    Cumprod {
+        axis: usize,
+    },
+    /// The gradient of `cumprod` with respect to its input, from the input (0) and the
+    /// gradient of the output (1): exact where the input holds zeros, where dividing the output
+    /// by the input would not be.
+    CumprodGrad {
+        axis: usize,
+    },
+    /// numpy `sort` along `axis` (stable; NaN sorts as the greatest value), largest first when
+    /// `descending`, equal elements then still in index order.
+    Sort {
+        axis: usize,
+        descending: bool,
+    },
+    /// numpy `argsort` along `axis` (stable, i64 positions), in the order `sort` gives.
+    Argsort {
+        axis: usize,
+        descending: bool,
+    },
+    /// A 2-D convolution (cross-correlation, as in PyTorch and JAX) of input 0 (`[N, C, H, W]`)
+    /// with the filters of input 1 (`[O, C / groups, KH, KW]`), giving `[N, O, OH, OW]`.
+    Conv2d(super::window::Conv2d),
+    /// The gradient of `conv2d` with respect to its image, from the output's gradient (0) and
+    /// the filters (1); `image` is the image's height and width.
+    Conv2dGradImage {
+        conv: super::window::Conv2d,
+        image: [usize; 2],
+    },
+    /// The gradient of `conv2d` with respect to its filters, from the image (0) and the output's
+    /// gradient (1); `kernel` is the filters' height and width.
+    Conv2dGradFilter {
+        conv: super::window::Conv2d,
+        kernel: [usize; 2],
+    },
+    /// Max or average pooling over the last two axes.
+    Pool2d(super::window::Pool2d),
+    /// The gradient of `pool2d` with respect to its input, from the input (0) and the
+    /// output's gradient (1).
+    Pool2dGrad(super::window::Pool2d),
     /// A one-hot encoding (JAX's `one_hot`): for integer indices of shape `s`, an array of
     /// shape `s + [depth]` and dtype `dtype`, 1 where the last index equals the index and 0
     /// elsewhere; an index outside `0..depth` gives a row of zeros.
@@ -437,6 +492,17 @@ impl Op {
             Op::ScatterAdd { .. } => "scatter_add",
             Op::OneHot { .. } => "one_hot",
             Op::Cumsum { .. } => "cumsum",
+            Op::TakeAlongAxis { .. } => "take_along_axis",
+            Op::ScatterSet { .. } => "scatter_set",
+            Op::Cumprod { .. } => "cumprod",
+            Op::CumprodGrad { .. } => "cumprod_grad",
+            Op::Sort { .. } => "sort",
+            Op::Argsort { .. } => "argsort",
+            Op::Conv2d(_) => "conv2d",
+            Op::Conv2dGradImage { .. } => "conv2d_grad_image",
+            Op::Conv2dGradFilter { .. } => "conv2d_grad_filter",
+            Op::Pool2d(p) => p.kind.name(),
+            Op::Pool2dGrad(p) => p.kind.grad_name(),
             Op::Slice { .. } => "slice",
             Op::MatMul => "matmul",
             Op::Const(_) => "const",
@@ -469,8 +535,11 @@ impl Op {
             Op::Transpose { .. } | Op::Reshape { .. } | Op::BroadcastTo { .. } => Some(1),
             Op::ExpandDims { .. } | Op::Squeeze { .. } | Op::Slice { .. } => Some(1),
             Op::Binary(_) | Op::MatMul | Op::Take { .. } => Some(2),
-            Op::Select | Op::ScatterAdd { .. } => Some(3),
-            Op::OneHot { .. } | Op::Cumsum { .. } => Some(1),
+            Op::Select | Op::ScatterAdd { .. } | Op::ScatterSet { .. } => Some(3),
+            Op::OneHot { .. } | Op::Cumsum { .. } | Op::Cumprod { .. } => Some(1),
+            Op::Sort { .. } | Op::Argsort { .. } | Op::Pool2d(_) => Some(1),
+            Op::TakeAlongAxis { .. } | Op::CumprodGrad { .. } | Op::Conv2d(_) => Some(2),
+            Op::Conv2dGradImage { .. } | Op::Conv2dGradFilter { .. } | Op::Pool2dGrad(_) => Some(2),
             Op::Concat { .. } => None,
             Op::Const(_) | Op::Zeros { .. } | Op::Ones { .. } | Op::Full { .. } => Some(0),
             Op::Arange { .. } => Some(0),
@@ -534,6 +603,7 @@ impl Op {
         match self {
             // An index out of range is an error.
             Op::Custom(_) | Op::IfElse | Op::Take { .. } | Op::ScatterAdd { .. } => true,
+            Op::TakeAlongAxis { .. } | Op::ScatterSet { .. } => true,
             Op::Reduce { op, axes, .. } | Op::FusedReduce { op, axes, .. }
                 if !op.has_identity() =>
             {

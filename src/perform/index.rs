@@ -48,7 +48,7 @@ fn index_values(what: &str, indices: &TensorRef<'_>) -> Result<Vec<i64>, Error> 
 }
 
 /// `(outer, n, inner)` of `shape` around `axis`.
-fn split(shape: &[usize], axis: usize) -> (usize, usize, usize) {
+pub(super) fn split(shape: &[usize], axis: usize) -> (usize, usize, usize) {
     let outer = shape[..axis].iter().product();
     let inner = shape[axis + 1..].iter().product();
     (outer, shape[axis], inner)
@@ -108,52 +108,180 @@ pub fn scatter_add(
     updates: &TensorRef<'_>,
     axis: usize,
 ) -> Result<Tensor, Error> {
-    if axis >= x.shape().len() {
+    macro_rules! add_at {
+        ($a:ident, $u:ident, $add:expr) => {
+            scatter("scatter_add", $a, indices, $u, axis, $add)
+        };
+    }
+    match (x, updates) {
+        (TensorRef::I32(a), TensorRef::I32(u)) => {
+            add_at!(a, u, |d: &mut i32, v| { *d = d.wrapping_add(v) })
+        }
+        (TensorRef::I64(a), TensorRef::I64(u)) => {
+            add_at!(a, u, |d: &mut i64, v| { *d = d.wrapping_add(v) })
+        }
+        (TensorRef::F32(a), TensorRef::F32(u)) => add_at!(a, u, |d: &mut f32, v| *d += v),
+        (TensorRef::F64(a), TensorRef::F64(u)) => add_at!(a, u, |d: &mut f64, v| *d += v),
+        _ => Err(mismatch("scatter_add", x, indices, updates, axis)),
+    }
+}
+
+/// numpy `x[.., indices, ..] = updates` on a copy of `x`: `updates[.., j, ..]` written at
+/// position `indices[j]` along `axis`, in index order (where a position repeats, the last
+/// write stays).
+pub fn scatter_set(
+    x: &TensorRef<'_>,
+    indices: &TensorRef<'_>,
+    updates: &TensorRef<'_>,
+    axis: usize,
+) -> Result<Tensor, Error> {
+    macro_rules! set_at {
+        ($a:ident, $u:ident) => {
+            scatter("scatter_set", $a, indices, $u, axis, |d, v| *d = v)
+        };
+    }
+    match (x, updates) {
+        (TensorRef::Bool(a), TensorRef::Bool(u)) => set_at!(a, u),
+        (TensorRef::I32(a), TensorRef::I32(u)) => set_at!(a, u),
+        (TensorRef::I64(a), TensorRef::I64(u)) => set_at!(a, u),
+        (TensorRef::F32(a), TensorRef::F32(u)) => set_at!(a, u),
+        (TensorRef::F64(a), TensorRef::F64(u)) => set_at!(a, u),
+        _ => Err(mismatch("scatter_set", x, indices, updates, axis)),
+    }
+}
+
+/// The error for updates whose dtype does not fit.
+fn mismatch(
+    what: &str,
+    x: &TensorRef<'_>,
+    indices: &TensorRef<'_>,
+    updates: &TensorRef<'_>,
+    axis: usize,
+) -> Error {
+    err(format!(
+        "{what}: the updates are {}{:?}, these indices along axis {axis} of {}{:?} need {}{:?}",
+        updates.dtype(),
+        updates.shape(),
+        x.dtype(),
+        x.shape(),
+        x.dtype(),
+        taken_shape(
+            x.shape(),
+            indices,
+            axis.min(x.shape().len().saturating_sub(1))
+        )
+    ))
+}
+
+/// A copy of `x` with `combine(element, update)` applied at each position along `axis` that
+/// `indices` names, in index order.
+fn scatter<T: Copy>(
+    what: &str,
+    x: &ndarray::ArrayViewD<'_, T>,
+    indices: &TensorRef<'_>,
+    updates: &ndarray::ArrayViewD<'_, T>,
+    axis: usize,
+    combine: impl Fn(&mut T, T),
+) -> Result<Tensor, Error>
+where
+    ArrayD<T>: Into<Tensor>,
+{
+    if axis >= x.ndim() {
         return Err(err(format!(
-            "scatter_add: axis {axis} is out of range for rank {}",
-            x.shape().len()
+            "{what}: axis {axis} is out of range for rank {}",
+            x.ndim()
         )));
     }
     let (outer, n, inner) = split(x.shape(), axis);
-    let at = positions("scatter_add", indices, n, axis)?;
+    let at = positions(what, indices, n, axis)?;
     let want = taken_shape(x.shape(), indices, axis);
-    if updates.shape() != want.as_slice() || updates.dtype() != x.dtype() {
+    if updates.shape() != want.as_slice() {
         return Err(err(format!(
-            "scatter_add: the updates are {}{:?}, adding at these indices needs {}{want:?}",
-            updates.dtype(),
-            updates.shape(),
-            x.dtype()
+            "{what}: the updates have shape {:?}, these indices need {want:?}",
+            updates.shape()
         )));
     }
-    macro_rules! add_at {
-        ($v:ident, $a:ident, $u:ident) => {{
-            let mut out: Vec<_> = $a.iter().copied().collect();
-            let dense = $u.as_standard_layout();
-            let upd = dense
-                .as_slice()
-                .ok_or_else(|| err("scatter_add: a standard-layout array is contiguous".into()))?;
-            let m = at.len();
-            for o in 0..outer {
-                for (j, &p) in at.iter().enumerate() {
-                    let dst = (o * n + p) * inner;
-                    let src = (o * m + j) * inner;
-                    for k in 0..inner {
-                        out[dst + k] += upd[src + k];
-                    }
-                }
+    let mut out: Vec<T> = x.iter().copied().collect();
+    let dense = updates.as_standard_layout();
+    let upd = dense
+        .as_slice()
+        .ok_or_else(|| err(format!("{what}: a standard-layout array is contiguous")))?;
+    let m = at.len();
+    for o in 0..outer {
+        for (j, &p) in at.iter().enumerate() {
+            let dst = (o * n + p) * inner;
+            let src = (o * m + j) * inner;
+            for k in 0..inner {
+                combine(&mut out[dst + k], upd[src + k]);
             }
-            Tensor::$v(
-                ArrayD::from_shape_vec(IxDyn(x.shape()), out).map_err(|e| err(e.to_string()))?,
-            )
-        }};
+        }
     }
-    Ok(match (x, updates) {
-        (TensorRef::I32(a), TensorRef::I32(u)) => add_at!(I32, a, u),
-        (TensorRef::I64(a), TensorRef::I64(u)) => add_at!(I64, a, u),
-        (TensorRef::F32(a), TensorRef::F32(u)) => add_at!(F32, a, u),
-        (TensorRef::F64(a), TensorRef::F64(u)) => add_at!(F64, a, u),
-        _ => return Err(err(format!("scatter_add: adds numbers, not {}", x.dtype()))),
-    })
+    Ok(ArrayD::from_shape_vec(IxDyn(x.shape()), out)
+        .map_err(|e| err(e.to_string()))?
+        .into())
+}
+
+/// numpy `take_along_axis(x, indices, axis)`: in each lane along `axis`, the elements of `x` at
+/// the positions `indices` holds there; the other dims broadcast.
+pub fn take_along_axis(
+    x: &TensorRef<'_>,
+    indices: &TensorRef<'_>,
+    axis: usize,
+) -> Result<Tensor, Error> {
+    let what = "take_along_axis";
+    let rank = x.shape().len();
+    if axis >= rank || indices.shape().len() != rank {
+        return Err(err(format!(
+            "{what}: axis {axis} of {}{:?} with indices of shape {:?}",
+            x.dtype(),
+            x.shape(),
+            indices.shape()
+        )));
+    }
+    let n = x.shape()[axis];
+    let at = ArrayD::from_shape_vec(IxDyn(indices.shape()), positions(what, indices, n, axis)?)
+        .map_err(|e| err(e.to_string()))?;
+    let mut shape = crate::ir::broadcast_shapes(x.shape(), at.shape())
+        .map_err(|e| err(format!("{what}: {e}")))
+        .or_else(|e| {
+            // Only the dims other than `axis` broadcast; `axis` may differ freely.
+            let mut xs = x.shape().to_vec();
+            xs[axis] = at.shape()[axis];
+            crate::ir::broadcast_shapes(&xs, at.shape()).map_err(|_| e)
+        })?;
+    shape[axis] = at.shape()[axis];
+    let mut from = shape.clone();
+    from[axis] = n;
+    crate::for_each_ref!(x, a => Ok(gather_lanes(a, &at, axis, &shape, &from)?.into()))
+}
+
+/// `take_along_axis` on one dtype: `x` broadcast to `from`, the positions to `shape`.
+fn gather_lanes<T: Copy>(
+    x: &ndarray::ArrayViewD<'_, T>,
+    at: &ArrayD<usize>,
+    axis: usize,
+    shape: &[usize],
+    from: &[usize],
+) -> Result<ArrayD<T>, Error> {
+    let bad = || err("take_along_axis: the inputs do not broadcast".into());
+    let xb = x.broadcast(IxDyn(from)).ok_or_else(bad)?;
+    let ab = at.broadcast(IxDyn(shape)).ok_or_else(bad)?;
+    let Some(&first) = xb.iter().next() else {
+        // No element to read: the result is empty too (an index into an empty axis was
+        // refused above).
+        return ArrayD::from_shape_vec(IxDyn(shape), Vec::new()).map_err(|e| err(e.to_string()));
+    };
+    let mut out = ArrayD::from_elem(IxDyn(shape), first);
+    let ax = ndarray::Axis(axis);
+    ndarray::Zip::from(out.lanes_mut(ax))
+        .and(xb.lanes(ax))
+        .and(ab.lanes(ax))
+        .for_each(|mut o, xl, al| {
+            for (d, &p) in o.iter_mut().zip(al.iter()) {
+                *d = xl[p];
+            }
+        });
+    Ok(out)
 }
 
 /// `one_hot(indices, depth)` of `dtype`: 1 where the last index equals the index, 0 elsewhere
@@ -213,49 +341,125 @@ impl OneOf for f64 {
 /// numpy `cumsum` along `axis`: running sums in order, in `sum`'s dtype (bool counts as i64;
 /// integers wrap on overflow, as numpy's do).
 pub fn cumsum(x: &TensorRef<'_>, axis: usize) -> Result<Tensor, Error> {
-    if axis >= x.shape().len() {
+    match x {
+        TensorRef::Bool(a) => running(
+            "cumsum",
+            &a.mapv(|b| b as i64).view(),
+            axis,
+            i64::wrapping_add,
+        ),
+        TensorRef::I32(a) => running("cumsum", a, axis, i32::wrapping_add),
+        TensorRef::I64(a) => running("cumsum", a, axis, i64::wrapping_add),
+        TensorRef::F32(a) => running("cumsum", a, axis, |p: f32, q: f32| p + q),
+        TensorRef::F64(a) => running("cumsum", a, axis, |p: f64, q: f64| p + q),
+    }
+}
+
+/// numpy `cumprod` along `axis`: running products in order, in `prod`'s dtype (bool counts as
+/// i64; integers wrap on overflow).
+pub fn cumprod(x: &TensorRef<'_>, axis: usize) -> Result<Tensor, Error> {
+    match x {
+        TensorRef::Bool(a) => running(
+            "cumprod",
+            &a.mapv(|b| b as i64).view(),
+            axis,
+            i64::wrapping_mul,
+        ),
+        TensorRef::I32(a) => running("cumprod", a, axis, i32::wrapping_mul),
+        TensorRef::I64(a) => running("cumprod", a, axis, i64::wrapping_mul),
+        TensorRef::F32(a) => running("cumprod", a, axis, |p: f32, q: f32| p * q),
+        TensorRef::F64(a) => running("cumprod", a, axis, |p: f64, q: f64| p * q),
+    }
+}
+
+/// Each element along `axis` combined with the running result before it, in order.
+fn running<T: Copy>(
+    what: &str,
+    x: &ndarray::ArrayViewD<'_, T>,
+    axis: usize,
+    combine: impl Fn(T, T) -> T,
+) -> Result<Tensor, Error>
+where
+    ArrayD<T>: Into<Tensor>,
+{
+    if axis >= x.ndim() {
         return Err(err(format!(
-            "cumsum: axis {axis} is out of range for rank {}",
-            x.shape().len()
+            "{what}: axis {axis} is out of range for rank {}",
+            x.ndim()
         )));
     }
     let (outer, n, inner) = split(x.shape(), axis);
-    macro_rules! running {
-        ($v:ident, $vals:expr, $add:expr) => {{
-            let mut out: Vec<_> = $vals;
-            for o in 0..outer {
-                for k in 1..n {
-                    for i in 0..inner {
-                        let at = (o * n + k) * inner + i;
-                        out[at] = $add(out[at - inner], out[at]);
-                    }
+    let mut out: Vec<T> = x.iter().copied().collect();
+    for o in 0..outer {
+        for k in 1..n {
+            for i in 0..inner {
+                let at = (o * n + k) * inner + i;
+                out[at] = combine(out[at - inner], out[at]);
+            }
+        }
+    }
+    Ok(ArrayD::from_shape_vec(IxDyn(x.shape()), out)
+        .map_err(|e| err(e.to_string()))?
+        .into())
+}
+
+/// The gradient of `cumprod` along `axis` with respect to `x`, given the output's gradient
+/// `g`. Written without dividing by `x`, so it is exact where `x` holds zeros:
+/// `dx[j] = prod(x[..j]) * s[j]` with `s[j] = g[j] + x[j + 1] * s[j + 1]`, which is
+/// `sum over k >= j of g[k] * prod(x[j + 1..=k])`.
+pub fn cumprod_grad(x: &TensorRef<'_>, g: &TensorRef<'_>, axis: usize) -> Result<Tensor, Error> {
+    fn lanes<T: num_traits::Float>(
+        x: &ndarray::ArrayViewD<'_, T>,
+        g: &ndarray::ArrayViewD<'_, T>,
+        axis: usize,
+    ) -> Result<ArrayD<T>, Error> {
+        if axis >= x.ndim() || x.shape() != g.shape() {
+            return Err(err(format!(
+                "cumprod_grad: axis {axis} of an input of shape {:?} and a gradient of {:?}",
+                x.shape(),
+                g.shape()
+            )));
+        }
+        let (outer, n, inner) = split(x.shape(), axis);
+        let xs: Vec<T> = x.iter().copied().collect();
+        let gs: Vec<T> = g.iter().copied().collect();
+        let mut dx = vec![T::zero(); xs.len()];
+        for o in 0..outer {
+            for i in 0..inner {
+                let at = |k: usize| (o * n + k) * inner + i;
+                // s, from the end, into dx.
+                let mut s = T::zero();
+                for k in (0..n).rev() {
+                    s = if k + 1 < n {
+                        gs[at(k)] + xs[at(k + 1)] * s
+                    } else {
+                        gs[at(k)]
+                    };
+                    dx[at(k)] = s;
+                }
+                let mut before = T::one();
+                for k in 0..n {
+                    dx[at(k)] = before * dx[at(k)];
+                    before = before * xs[at(k)];
                 }
             }
-            Tensor::$v(
-                ArrayD::from_shape_vec(IxDyn(x.shape()), out).map_err(|e| err(e.to_string()))?,
-            )
-        }};
+        }
+        ArrayD::from_shape_vec(IxDyn(x.shape()), dx).map_err(|e| err(e.to_string()))
     }
-    Ok(match x {
-        TensorRef::Bool(a) => running!(
-            I64,
-            a.iter().map(|&b| b as i64).collect(),
-            i64::wrapping_add
-        ),
-        TensorRef::I32(a) => running!(I32, a.iter().copied().collect(), i32::wrapping_add),
-        TensorRef::I64(a) => running!(I64, a.iter().copied().collect(), i64::wrapping_add),
-        TensorRef::F32(a) => running!(F32, a.iter().copied().collect(), |p: f32, q: f32| p + q),
-        TensorRef::F64(a) => running!(F64, a.iter().copied().collect(), |p: f64, q: f64| p + q),
-    })
+    match (x, g) {
+        (TensorRef::F32(a), TensorRef::F32(b)) => Ok(lanes(a, b, axis)?.into()),
+        (TensorRef::F64(a), TensorRef::F64(b)) => Ok(lanes(a, b, axis)?.into()),
+        _ => Err(err(format!(
+            "cumprod_grad: takes floats of one dtype, got {} and {}",
+            x.dtype(),
+            g.dtype()
+        ))),
+    }
 }
 
 /// Whether `op` has an implementation on views ([`perform_view`]): the index ops.
 pub fn has_view_form(op: &crate::ir::Op) -> bool {
-    use crate::ir::Op;
-    matches!(
-        op,
-        Op::Take { .. } | Op::ScatterAdd { .. } | Op::OneHot { .. } | Op::Cumsum { .. }
-    )
+    perform_arity(op).is_some()
 }
 
 /// The index ops on views (`Op::Take`, `ScatterAdd`, `OneHot`, `Cumsum`), or `None` for any
@@ -265,12 +469,7 @@ pub fn perform_view(
     args: &[TensorRef<'_>],
 ) -> Option<Result<Vec<Tensor>, Error>> {
     use crate::ir::Op;
-    let arity = match op {
-        Op::Take { .. } => 2,
-        Op::ScatterAdd { .. } => 3,
-        Op::OneHot { .. } | Op::Cumsum { .. } => 1,
-        _ => return None,
-    };
+    let arity = perform_arity(op)?;
     if args.len() != arity {
         return Some(Err(err(format!(
             "{} takes {arity} inputs, got {}",
@@ -283,7 +482,36 @@ pub fn perform_view(
         Op::ScatterAdd { axis } => scatter_add(&args[0], &args[1], &args[2], *axis),
         Op::OneHot { depth, dtype } => one_hot(&args[0], *depth, *dtype),
         Op::Cumsum { axis } => cumsum(&args[0], *axis),
+        Op::TakeAlongAxis { axis } => take_along_axis(&args[0], &args[1], *axis),
+        Op::ScatterSet { axis } => scatter_set(&args[0], &args[1], &args[2], *axis),
+        Op::Cumprod { axis } => cumprod(&args[0], *axis),
+        Op::CumprodGrad { axis } => cumprod_grad(&args[0], &args[1], *axis),
+        Op::Sort { axis, descending } => super::sort::sort(&args[0], *axis, *descending),
+        Op::Argsort { axis, descending } => super::sort::argsort(&args[0], *axis, *descending),
+        Op::Conv2d(c) => super::window::conv2d(&args[0], &args[1], c),
+        Op::Conv2dGradImage { conv, image } => {
+            super::window::conv2d_grad_image(&args[0], &args[1], conv, *image)
+        }
+        Op::Conv2dGradFilter { conv, kernel } => {
+            super::window::conv2d_grad_filter(&args[0], &args[1], conv, *kernel)
+        }
+        Op::Pool2d(p) => super::window::pool2d(&args[0], p),
+        Op::Pool2dGrad(p) => super::window::pool2d_grad(&args[0], &args[1], p),
         _ => return None,
     };
     Some(out.map(|t| vec![t]))
+}
+
+/// The number of inputs of an op that [`perform_view`] runs, or `None` for the others.
+fn perform_arity(op: &crate::ir::Op) -> Option<usize> {
+    use crate::ir::Op;
+    match op {
+        Op::OneHot { .. } | Op::Cumsum { .. } | Op::Cumprod { .. } => Some(1),
+        Op::Sort { .. } | Op::Argsort { .. } | Op::Pool2d(_) => Some(1),
+        Op::Take { .. } | Op::TakeAlongAxis { .. } | Op::CumprodGrad { .. } => Some(2),
+        Op::Conv2d(_) | Op::Conv2dGradImage { .. } | Op::Conv2dGradFilter { .. } => Some(2),
+        Op::Pool2dGrad(_) => Some(2),
+        Op::ScatterAdd { .. } | Op::ScatterSet { .. } => Some(3),
+        _ => None,
+    }
 }

@@ -13,7 +13,7 @@ fn err(msg: String) -> Error {
     Error::Shape(msg)
 }
 
-trait MatElem: LinalgScalar + Copy {
+pub(super) trait MatElem: LinalgScalar + Copy {
     /// `c = a @ b`, every element of `c` overwritten (whatever it held before).
     fn mm_into(a: ArrayView2<Self>, b: ArrayView2<Self>, c: ArrayViewMut2<Self>);
 

@@ -9,6 +9,8 @@ mod index;
 mod linalg;
 pub(crate) mod reduce;
 pub(crate) mod shape;
+mod sort;
+mod window;
 
 pub use elementwise::{float_divmod, sigmoid, IntArith};
 pub use index::{has_view_form, perform_view};
@@ -52,7 +54,21 @@ pub fn perform(op: &Op, inputs: &[&Tensor]) -> Result<Vec<Tensor>, Error> {
         Op::ExpandDims { axes } => one(shape::expand_dims(inputs[0], axes)?),
         Op::Squeeze { axes } => one(shape::squeeze(inputs[0], axes)?),
         Op::Concat { axis } => one(shape::concat(inputs, *axis)?),
-        Op::Take { .. } | Op::ScatterAdd { .. } | Op::OneHot { .. } | Op::Cumsum { .. } => {
+        Op::Take { .. }
+        | Op::ScatterAdd { .. }
+        | Op::OneHot { .. }
+        | Op::Cumsum { .. }
+        | Op::TakeAlongAxis { .. }
+        | Op::ScatterSet { .. }
+        | Op::Cumprod { .. }
+        | Op::CumprodGrad { .. }
+        | Op::Sort { .. }
+        | Op::Argsort { .. }
+        | Op::Conv2d(_)
+        | Op::Conv2dGradImage { .. }
+        | Op::Conv2dGradFilter { .. }
+        | Op::Pool2d(_)
+        | Op::Pool2dGrad(_) => {
             let views: Vec<_> = inputs.iter().map(|t| t.view()).collect();
             index::perform_view(op, &views)
                 .unwrap_or_else(|| Err(Error::Runtime(format!("{}: not an index op", op.name()))))

@@ -2,6 +2,7 @@
 
 use crate::ir::custom::{lookup_custom_op, OpParams};
 use crate::ir::types::{normalize_axes, normalize_axis};
+use crate::ir::window::{Conv2d, Pool2d, PoolKind};
 use crate::ir::{BinaryOp, DType, F64Bits, Op, RandomDist, ReduceOp, TensorType, UnaryOp};
 use std::fmt::Write;
 
@@ -173,6 +174,22 @@ fn need<T>(v: Option<T>, op: &str, name: &str) -> Result<T, String> {
     v.ok_or_else(|| format!("{op} needs the attribute `{name}`"))
 }
 
+/// A two-element size list (height, width), or `default` when absent.
+fn pair(a: &mut Attrs, name: &str, default: [usize; 2]) -> Result<[usize; 2], String> {
+    match a.sizes(name)? {
+        None => Ok(default),
+        Some(v) => <[usize; 2]>::try_from(v.as_slice())
+            .map_err(|_| format!("`{name}` must list two sizes (height, width)")),
+    }
+}
+
+fn need_pair(a: &mut Attrs, op: &str, name: &str) -> Result<[usize; 2], String> {
+    if a.items.iter().all(|(n, _)| n != name) {
+        return Err(format!("{op} needs the attribute `{name}`"));
+    }
+    pair(a, name, [0, 0])
+}
+
 /// Builds the op named `name` (with the string of `custom`) from its attributes and the types
 /// of its arguments.
 pub fn build_op(
@@ -257,10 +274,65 @@ pub fn build_op(
                 _ => Op::ScatterAdd { axis },
             }
         }
-        "cumsum" => Op::Cumsum {
-            axis: normalize_axis(need(a.int("axis")?, name, "axis")?, rank)
-                .map_err(|e| format!("cumsum: {e}"))?,
-        },
+        "cumsum" | "cumprod" | "cumprod_grad" | "take_along_axis" | "scatter_set" => {
+            let axis = normalize_axis(need(a.int("axis")?, name, "axis")?, rank)
+                .map_err(|e| format!("{name}: {e}"))?;
+            match name {
+                "cumsum" => Op::Cumsum { axis },
+                "cumprod" => Op::Cumprod { axis },
+                "cumprod_grad" => Op::CumprodGrad { axis },
+                "take_along_axis" => Op::TakeAlongAxis { axis },
+                _ => Op::ScatterSet { axis },
+            }
+        }
+        "sort" | "argsort" => {
+            let axis = normalize_axis(need(a.int("axis")?, name, "axis")?, rank)
+                .map_err(|e| format!("{name}: {e}"))?;
+            let descending = a.bool("descending")?.unwrap_or(false);
+            match name {
+                "sort" => Op::Sort { axis, descending },
+                _ => Op::Argsort { axis, descending },
+            }
+        }
+        "conv2d" | "conv2d_grad_image" | "conv2d_grad_filter" => {
+            let d = Conv2d::default();
+            let conv = Conv2d {
+                stride: pair(&mut a, "strides", d.stride)?,
+                padding: pair(&mut a, "padding", d.padding)?,
+                dilation: pair(&mut a, "dilation", d.dilation)?,
+                groups: usize::try_from(a.int("groups")?.unwrap_or(1))
+                    .map_err(|_| format!("{name}: groups must not be negative"))?,
+            };
+            match name {
+                "conv2d" => Op::Conv2d(conv),
+                "conv2d_grad_image" => Op::Conv2dGradImage {
+                    conv,
+                    image: need_pair(&mut a, name, "image")?,
+                },
+                _ => Op::Conv2dGradFilter {
+                    conv,
+                    kernel: need_pair(&mut a, name, "kernel")?,
+                },
+            }
+        }
+        "max_pool2d" | "avg_pool2d" | "max_pool2d_grad" | "avg_pool2d_grad" => {
+            let window = need_pair(&mut a, name, "window")?;
+            let pool = Pool2d {
+                kind: if name.starts_with("max") {
+                    PoolKind::Max
+                } else {
+                    PoolKind::Avg
+                },
+                window,
+                stride: pair(&mut a, "strides", window)?,
+                padding: pair(&mut a, "padding", [0, 0])?,
+            };
+            if name.ends_with("_grad") {
+                Op::Pool2dGrad(pool)
+            } else {
+                Op::Pool2d(pool)
+            }
+        }
         "one_hot" => {
             let depth = need(a.int("depth")?, name, "depth")?;
             Op::OneHot {
@@ -433,6 +505,23 @@ fn list<T: std::fmt::Display>(v: &[T]) -> String {
     )
 }
 
+/// A convolution's parameters that differ from the defaults.
+fn conv_attrs(conv: &Conv2d, items: &mut Vec<String>) {
+    let d = Conv2d::default();
+    if conv.stride != d.stride {
+        items.push(format!("strides = {}", list(&conv.stride)));
+    }
+    if conv.padding != d.padding {
+        items.push(format!("padding = {}", list(&conv.padding)));
+    }
+    if conv.dilation != d.dilation {
+        items.push(format!("dilation = {}", list(&conv.dilation)));
+    }
+    if conv.groups != d.groups {
+        items.push(format!("groups = {}", conv.groups));
+    }
+}
+
 /// The attributes of an instruction as text (`{axes = [1], keepdims = true}`): its op's, then
 /// its in-place mark (`inplace = 0`); empty when it has none.
 pub fn inst_attrs(op: &Op, inplace: Option<usize>) -> String {
@@ -455,6 +544,32 @@ pub fn inst_attrs(op: &Op, inplace: Option<usize>) -> String {
         }
         Op::Concat { axis } | Op::Take { axis } | Op::ScatterAdd { axis } | Op::Cumsum { axis } => {
             items.push(format!("axis = {axis}"))
+        }
+        Op::TakeAlongAxis { axis }
+        | Op::ScatterSet { axis }
+        | Op::Cumprod { axis }
+        | Op::CumprodGrad { axis } => items.push(format!("axis = {axis}")),
+        Op::Sort { axis, descending } | Op::Argsort { axis, descending } => {
+            items.push(format!("axis = {axis}"));
+            if *descending {
+                items.push("descending = true".into());
+            }
+        }
+        Op::Conv2d(conv) => conv_attrs(conv, &mut items),
+        Op::Conv2dGradImage { conv, image } => {
+            conv_attrs(conv, &mut items);
+            items.push(format!("image = {}", list(image)));
+        }
+        Op::Conv2dGradFilter { conv, kernel } => {
+            conv_attrs(conv, &mut items);
+            items.push(format!("kernel = {}", list(kernel)));
+        }
+        Op::Pool2d(p) | Op::Pool2dGrad(p) => {
+            items.push(format!("window = {}", list(&p.window)));
+            items.push(format!("strides = {}", list(&p.stride)));
+            if p.padding != [0, 0] {
+                items.push(format!("padding = {}", list(&p.padding)));
+            }
         }
         Op::OneHot { depth, dtype } => {
             items.push(format!("depth = {depth}"));

@@ -100,7 +100,18 @@ pub fn node_cost(eg: &KilnEGraph, node: &Node, out: &Ty) -> f64 {
                     read + write + 2.0 * n * k
                 }
                 Op::Concat { .. } | Op::Take { .. } | Op::ScatterAdd { .. } => read + write,
-                Op::OneHot { .. } | Op::Cumsum { .. } => read + write + n,
+                Op::OneHot { .. } | Op::Cumsum { .. } | Op::Cumprod { .. } => read + write + n,
+                Op::TakeAlongAxis { .. } | Op::ScatterSet { .. } => read + write + n,
+                Op::CumprodGrad { .. } => read + write + 4.0 * n,
+                // n log n comparisons, about.
+                Op::Sort { .. } | Op::Argsort { .. } => read + write + 16.0 * n,
+                // The windowed ops are never rewritten into anything else; their cost only
+                // has to be of the right size beside the rest.
+                Op::Conv2d(_)
+                | Op::Conv2dGradImage { .. }
+                | Op::Conv2dGradFilter { .. }
+                | Op::Pool2d(_)
+                | Op::Pool2dGrad(_) => read + write + 16.0 * n,
                 Op::Composite { program, .. } | Op::FusedReduce { program, .. } => {
                     read + write + n * program.insts.len() as f64
                 }

@@ -120,6 +120,17 @@ pub fn family(op: &Op) -> u16 {
         Op::ScatterAdd { .. } => 117,
         Op::OneHot { .. } => 118,
         Op::Cumsum { .. } => 119,
+        Op::TakeAlongAxis { .. } => 120,
+        Op::ScatterSet { .. } => 121,
+        Op::Cumprod { .. } => 122,
+        Op::CumprodGrad { .. } => 123,
+        Op::Sort { .. } => 124,
+        Op::Argsort { .. } => 125,
+        Op::Conv2d(_) => 126,
+        Op::Conv2dGradImage { .. } => 127,
+        Op::Conv2dGradFilter { .. } => 128,
+        Op::Pool2d(_) => 129,
+        Op::Pool2dGrad(_) => 130,
     }
 }
 

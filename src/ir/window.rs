@@ -1,0 +1,305 @@
+//! The geometry of windowed ops (`conv2d` and pooling): their parameters and the one rule
+//! for how many windows fit along an axis, read by type inference, `perform` and the
+//! gradients alike.
+
+use super::types::{Dim, TensorType};
+
+/// A 2-D convolution's parameters, per spatial axis (height, width). Padding adds zeros on
+/// both sides; dilation spaces the filter's taps; `groups` splits the channels into
+/// independent convolutions (PyTorch's and JAX's `feature_group_count`).
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Conv2d {
+    pub stride: [usize; 2],
+    pub padding: [usize; 2],
+    pub dilation: [usize; 2],
+    pub groups: usize,
+}
+
+impl Default for Conv2d {
+    fn default() -> Self {
+        Conv2d {
+            stride: [1, 1],
+            padding: [0, 0],
+            dilation: [1, 1],
+            groups: 1,
+        }
+    }
+}
+
+impl Conv2d {
+    /// The output's height and width for an image of `image` and filters of `kernel`, or why
+    /// none fits.
+    pub fn output(&self, image: [usize; 2], kernel: [usize; 2]) -> Result<[usize; 2], String> {
+        let mut out = [0; 2];
+        for a in 0..2 {
+            let span = self.dilation[a] * (kernel[a].max(1) - 1) + 1;
+            out[a] = windows(image[a], span, self.stride[a], self.padding[a]).ok_or_else(|| {
+                format!(
+                    "conv2d: a filter spanning {span} does not fit in {} (padded by {} on \
+                     each side) along axis {}",
+                    image[a],
+                    self.padding[a],
+                    a + 2
+                )
+            })?;
+        }
+        Ok(out)
+    }
+
+    /// Why these parameters mean nothing, if they do not.
+    pub fn check(&self) -> Result<(), String> {
+        if self.stride.contains(&0) || self.dilation.contains(&0) || self.groups == 0 {
+            return Err(format!(
+                "conv2d: strides {:?}, dilations {:?} and groups {} must be at least 1",
+                self.stride, self.dilation, self.groups
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// What a pooling window gives.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum PoolKind {
+    /// The greatest element; padding is never the greatest.
+    Max,
+    /// The mean over the whole window, padding counted as zeros (PyTorch's default
+    /// `count_include_pad`, and what summing a window and dividing by its size gives).
+    Avg,
+}
+
+impl PoolKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            PoolKind::Max => "max_pool2d",
+            PoolKind::Avg => "avg_pool2d",
+        }
+    }
+
+    pub fn grad_name(self) -> &'static str {
+        match self {
+            PoolKind::Max => "max_pool2d_grad",
+            PoolKind::Avg => "avg_pool2d_grad",
+        }
+    }
+}
+
+/// A pooling window over the last two axes.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Pool2d {
+    pub kind: PoolKind,
+    pub window: [usize; 2],
+    pub stride: [usize; 2],
+    pub padding: [usize; 2],
+}
+
+impl Pool2d {
+    /// The output's last two dims for an input whose last two are `input`, or why none fits.
+    pub fn output(&self, input: [usize; 2]) -> Result<[usize; 2], String> {
+        let mut out = [0; 2];
+        for a in 0..2 {
+            out[a] = windows(input[a], self.window[a], self.stride[a], self.padding[a])
+                .ok_or_else(|| {
+                    format!(
+                        "{}: a window of {} does not fit in {} (padded by {} on each side)",
+                        self.kind.name(),
+                        self.window[a],
+                        input[a],
+                        self.padding[a]
+                    )
+                })?;
+        }
+        Ok(out)
+    }
+
+    /// Why these parameters mean nothing, if they do not. Padding of half a window or more
+    /// would make windows of padding alone.
+    pub fn check(&self) -> Result<(), String> {
+        let name = self.kind.name();
+        if self.window.contains(&0) || self.stride.contains(&0) {
+            return Err(format!(
+                "{name}: window {:?} and strides {:?} must be at least 1",
+                self.window, self.stride
+            ));
+        }
+        if (0..2).any(|a| 2 * self.padding[a] > self.window[a]) {
+            return Err(format!(
+                "{name}: padding {:?} must be at most half the window {:?}",
+                self.padding, self.window
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// A known dim's value, or `None`.
+fn dims2(t: &TensorType, first: usize) -> [Dim; 2] {
+    [t.shape[first], t.shape[first + 1]]
+}
+
+/// The output dims of `f` on known `input` dims, unknown where any is.
+fn spatial(
+    input: [Dim; 2],
+    f: impl FnOnce([usize; 2]) -> Result<[usize; 2], String>,
+) -> Result<[Dim; 2], String> {
+    match input {
+        [Some(h), Some(w)] => f([h, w]).map(|o| o.map(Some)),
+        _ => Ok([None, None]),
+    }
+}
+
+fn float_rank4(name: &str, what: &str, t: &TensorType) -> Result<(), String> {
+    if t.rank() != 4 || !t.dtype.is_float() {
+        return Err(format!(
+            "{name}: the {what} must be a rank-4 f32 or f64 tensor, got {t}"
+        ));
+    }
+    Ok(())
+}
+
+/// `a` and `b` agree where both are known.
+fn agree(a: Dim, b: Dim) -> bool {
+    a.is_none() || b.is_none() || a == b
+}
+
+/// The type of `conv2d` of image `x` (`[N, C, H, W]`) with filters `w` (`[O, C / groups, KH,
+/// KW]`).
+pub fn conv_type(conv: &Conv2d, x: &TensorType, w: &TensorType) -> Result<TensorType, String> {
+    conv.check()?;
+    float_rank4("conv2d", "image", x)?;
+    float_rank4("conv2d", "filters", w)?;
+    if x.dtype != w.dtype {
+        return Err(format!("conv2d: the image is {x} and the filters {w}"));
+    }
+    check_channels(conv, x.shape[1], w.shape[0], w.shape[1])?;
+    let kernel = dims2(w, 2);
+    let out = match kernel {
+        [Some(kh), Some(kw)] => spatial(dims2(x, 2), |hw| conv.output(hw, [kh, kw]))?,
+        _ => [None, None],
+    };
+    Ok(TensorType::new(
+        x.dtype,
+        vec![x.shape[0], w.shape[0], out[0], out[1]],
+    ))
+}
+
+/// The channel counts agree with the groups: `C = groups * filter channels`, `O` a multiple of
+/// groups.
+fn check_channels(conv: &Conv2d, c: Dim, o: Dim, per_group: Dim) -> Result<(), String> {
+    let g = conv.groups;
+    if let (Some(c), Some(k)) = (c, per_group) {
+        if c != g * k {
+            return Err(format!(
+                "conv2d: the image has {c} channels; filters of {k} channels in {g} group(s) \
+                 need {}",
+                g * k
+            ));
+        }
+    }
+    if let Some(o) = o {
+        if o % g != 0 {
+            return Err(format!("conv2d: {o} filters do not split into {g} groups"));
+        }
+    }
+    Ok(())
+}
+
+/// The type of the image gradient of `conv2d` from the output's gradient `g` and filters `w`,
+/// for an image of `image` (height, width).
+pub fn conv_grad_image_type(
+    conv: &Conv2d,
+    image: [usize; 2],
+    g: &TensorType,
+    w: &TensorType,
+) -> Result<TensorType, String> {
+    let name = "conv2d_grad_image";
+    conv.check()?;
+    float_rank4(name, "gradient", g)?;
+    float_rank4(name, "filters", w)?;
+    let c = w.shape[1].map(|k| k * conv.groups);
+    let image_ty = TensorType::new(w.dtype, vec![g.shape[0], c, Some(image[0]), Some(image[1])]);
+    let y = conv_type(conv, &image_ty, w)?;
+    if !super::infer::fits_type(g, &y) {
+        return Err(format!(
+            "{name}: the gradient has type {g}, the convolution's output {y}"
+        ));
+    }
+    Ok(image_ty)
+}
+
+/// The type of the filter gradient of `conv2d` from the image `x` and the output's gradient
+/// `g`, for filters of `kernel` (height, width).
+pub fn conv_grad_filter_type(
+    conv: &Conv2d,
+    kernel: [usize; 2],
+    x: &TensorType,
+    g: &TensorType,
+) -> Result<TensorType, String> {
+    let name = "conv2d_grad_filter";
+    conv.check()?;
+    float_rank4(name, "image", x)?;
+    float_rank4(name, "gradient", g)?;
+    let per_group = x.shape[1].map(|c| c / conv.groups);
+    let w = TensorType::new(
+        x.dtype,
+        vec![g.shape[1], per_group, Some(kernel[0]), Some(kernel[1])],
+    );
+    let y = conv_type(conv, x, &w)?;
+    if !super::infer::fits_type(g, &y) || !agree(x.shape[0], g.shape[0]) {
+        return Err(format!(
+            "{name}: the gradient has type {g}, the convolution's output {y}"
+        ));
+    }
+    Ok(w)
+}
+
+/// The type of pooling `x` (rank 2 or more; the last two axes are pooled).
+pub fn pool_type(pool: &Pool2d, x: &TensorType) -> Result<TensorType, String> {
+    pool.check()?;
+    let name = pool.kind.name();
+    let numeric = match pool.kind {
+        PoolKind::Max => x.dtype.is_numeric(),
+        PoolKind::Avg => x.dtype.is_float(),
+    };
+    if x.rank() < 2 || !numeric {
+        return Err(format!(
+            "{name}: takes a tensor of rank 2 or more of {}, got {x}",
+            match pool.kind {
+                PoolKind::Max => "numbers",
+                PoolKind::Avg => "floats",
+            }
+        ));
+    }
+    let r = x.rank();
+    let out = spatial(dims2(x, r - 2), |hw| pool.output(hw))?;
+    let mut shape = x.shape.clone();
+    shape[r - 2] = out[0];
+    shape[r - 1] = out[1];
+    Ok(TensorType::new(x.dtype, shape))
+}
+
+/// How many windows spanning `span` fit, `stride` apart, in `n` padded by `pad` on both sides
+/// (the floor rule of PyTorch, JAX and cuDNN); `None` when not even one does.
+pub fn windows(n: usize, span: usize, stride: usize, pad: usize) -> Option<usize> {
+    let padded = n + 2 * pad;
+    (padded >= span && stride > 0).then(|| (padded - span) / stride + 1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn window_counts_follow_the_floor_rule() {
+        assert_eq!(windows(5, 3, 1, 0), Some(3));
+        assert_eq!(windows(5, 3, 2, 1), Some(3));
+        assert_eq!(windows(4, 2, 2, 0), Some(2));
+        assert_eq!(windows(2, 3, 1, 0), None);
+        let c = Conv2d {
+            dilation: [2, 1],
+            ..Conv2d::default()
+        };
+        assert_eq!(c.output([7, 7], [3, 3]), Ok([3, 5]));
+        assert!(c.output([4, 7], [3, 3]).is_err());
+    }
+}

@@ -1,0 +1,382 @@
+//! `conv2d`, `max_pool2d` and `avg_pool2d` against their definitions written as plain loops
+//! (PyTorch's cross-correlation, floor rule, zero padding; max pooling ignores padding,
+//! average pooling counts it) on random shapes, strides, paddings, dilations and groups, on
+//! every backend; their gradients against finite differences; errors; the text form.
+
+mod common;
+use common::backends_with_gpu_host;
+use kiln::{function, verify_grad, Conv2d, Graph, Tensor, VerifyOptions};
+use ndarray::{ArrayD, IxDyn};
+
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    fn below(&mut self, n: u64) -> usize {
+        (self.next() % n) as usize
+    }
+    fn values(&mut self, shape: &[usize]) -> ArrayD<f64> {
+        let n = shape.iter().product();
+        let v = (0..n)
+            .map(|_| (self.below(2001) as f64 - 1000.0) / 500.0)
+            .collect();
+        ArrayD::from_shape_vec(IxDyn(shape), v).unwrap()
+    }
+}
+
+/// The input element at padded position `p` (one spatial axis), if it is not padding.
+fn unpad(p: isize, n: usize) -> Option<usize> {
+    (p >= 0 && (p as usize) < n).then_some(p as usize)
+}
+
+/// conv2d by its definition.
+fn conv_ref(x: &ArrayD<f64>, w: &ArrayD<f64>, c: &Conv2d) -> ArrayD<f64> {
+    let (n, ch, h, wd) = (x.shape()[0], x.shape()[1], x.shape()[2], x.shape()[3]);
+    let (o, cg, kh, kw) = (w.shape()[0], w.shape()[1], w.shape()[2], w.shape()[3]);
+    let og = o / c.groups;
+    assert_eq!(ch, cg * c.groups);
+    let oh = (h + 2 * c.padding[0] - c.dilation[0] * (kh - 1) - 1) / c.stride[0] + 1;
+    let ow = (wd + 2 * c.padding[1] - c.dilation[1] * (kw - 1) - 1) / c.stride[1] + 1;
+    let mut out = ArrayD::zeros(IxDyn(&[n, o, oh, ow]));
+    for b in 0..n {
+        for f in 0..o {
+            let g = f / og;
+            for y in 0..oh {
+                for xx in 0..ow {
+                    let mut s = 0.0;
+                    for k in 0..cg {
+                        for i in 0..kh {
+                            for j in 0..kw {
+                                let py = (y * c.stride[0] + i * c.dilation[0]) as isize
+                                    - c.padding[0] as isize;
+                                let px = (xx * c.stride[1] + j * c.dilation[1]) as isize
+                                    - c.padding[1] as isize;
+                                if let (Some(iy), Some(ix)) = (unpad(py, h), unpad(px, wd)) {
+                                    s += x[[b, g * cg + k, iy, ix]] * w[[f, k, i, j]];
+                                }
+                            }
+                        }
+                    }
+                    out[[b, f, y, xx]] = s;
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Pooling by its definition over a rank-4 input.
+fn pool_ref(
+    x: &ArrayD<f64>,
+    max: bool,
+    win: [usize; 2],
+    st: [usize; 2],
+    pad: [usize; 2],
+) -> ArrayD<f64> {
+    let s = x.shape();
+    let (h, w) = (s[2], s[3]);
+    let oh = (h + 2 * pad[0] - win[0]) / st[0] + 1;
+    let ow = (w + 2 * pad[1] - win[1]) / st[1] + 1;
+    let mut out = ArrayD::zeros(IxDyn(&[s[0], s[1], oh, ow]));
+    for b in 0..s[0] {
+        for c in 0..s[1] {
+            for y in 0..oh {
+                for xx in 0..ow {
+                    let mut vals = vec![];
+                    for i in 0..win[0] {
+                        for j in 0..win[1] {
+                            let py = (y * st[0] + i) as isize - pad[0] as isize;
+                            let px = (xx * st[1] + j) as isize - pad[1] as isize;
+                            if let (Some(iy), Some(ix)) = (unpad(py, h), unpad(px, w)) {
+                                vals.push(x[[b, c, iy, ix]]);
+                            }
+                        }
+                    }
+                    out[[b, c, y, xx]] = if max {
+                        vals.iter().copied().fold(f64::NEG_INFINITY, f64::max)
+                    } else {
+                        vals.iter().sum::<f64>() / (win[0] * win[1]) as f64
+                    };
+                }
+            }
+        }
+    }
+    out
+}
+
+fn close(got: &Tensor, want: &ArrayD<f64>) -> bool {
+    let g = got.as_f64().expect("f64");
+    g.shape() == want.shape()
+        && g.iter()
+            .zip(want)
+            .all(|(a, b)| (a - b).abs() <= 1e-12 * (1.0 + b.abs()))
+}
+
+#[test]
+fn random_convolutions_match_the_definition() {
+    let mut rng = Rng(0x2545f4914f6cdd1d);
+    for case in 0..30 {
+        let groups = 1 + rng.below(3);
+        let conv = Conv2d {
+            stride: [1 + rng.below(3), 1 + rng.below(2)],
+            padding: [rng.below(3), rng.below(2)],
+            dilation: [1 + rng.below(2), 1 + rng.below(3)],
+            groups,
+        };
+        let (kh, kw) = (1 + rng.below(3), 1 + rng.below(3));
+        let need = |k: usize, d: usize, p: usize| (d * (k - 1) + 1).saturating_sub(2 * p);
+        let h = need(kh, conv.dilation[0], conv.padding[0]).max(1) + rng.below(5);
+        let w = need(kw, conv.dilation[1], conv.padding[1]).max(1) + rng.below(5);
+        let (n, cg, og) = (1 + rng.below(2), 1 + rng.below(3), 1 + rng.below(3));
+        let x = rng.values(&[n, cg * groups, h, w]);
+        let f = rng.values(&[og * groups, cg, kh, kw]);
+        let want = conv_ref(&x, &f, &conv);
+        let xs = x.shape().to_vec();
+        let fs = f.shape().to_vec();
+        for backend in backends_with_gpu_host() {
+            let g = Graph::new();
+            let xv = g.input(
+                "x",
+                kiln::f64,
+                xs.iter().map(|&d| Some(d)).collect::<Vec<_>>(),
+            );
+            // Unknown dims on the filters: the shapes are checked when the function runs.
+            let fv = g.input("f", kiln::f64, [None, Some(fs[1]), None, None]);
+            let y = xv.conv2d(&fv, conv);
+            let fun = function(&[&xv, &fv], &[&y])
+                .backend(backend)
+                .compile()
+                .unwrap();
+            let out = fun
+                .call(&[&Tensor::from(x.clone()), &Tensor::from(f.clone())])
+                .unwrap();
+            assert!(
+                close(&out[0], &want),
+                "case {case} {backend:?} {conv:?} x{xs:?} f{fs:?}: {:?} want {want:?}",
+                out[0]
+            );
+        }
+    }
+}
+
+#[test]
+fn random_pools_match_the_definition() {
+    let mut rng = Rng(0x1234_5678_9abc_def1);
+    for case in 0..30 {
+        let win = [1 + rng.below(3), 1 + rng.below(3)];
+        let st = [1 + rng.below(3), 1 + rng.below(3)];
+        let pad = [
+            rng.below(win[0] as u64 / 2 + 1),
+            rng.below(win[1] as u64 / 2 + 1),
+        ];
+        let h = win[0] + rng.below(4);
+        let w = win[1] + rng.below(4);
+        let (n, c) = (1 + rng.below(2), 1 + rng.below(3));
+        let x = rng.values(&[n, c, h, w]);
+        for max in [true, false] {
+            let want = pool_ref(&x, max, win, st, pad);
+            for backend in backends_with_gpu_host() {
+                let g = Graph::new();
+                let xv = g.input("x", kiln::f64, vec![None; 4]);
+                let y = if max {
+                    xv.max_pool2d(win, st, pad)
+                } else {
+                    xv.avg_pool2d(win, st, pad)
+                };
+                let f = function(&[&xv], &[&y]).backend(backend).compile().unwrap();
+                let out = f.call(&[&Tensor::from(x.clone())]).unwrap();
+                assert!(
+                    close(&out[0], &want),
+                    "case {case} {backend:?} max {max} {win:?} {st:?} {pad:?}: {:?} want {want:?}",
+                    out[0]
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn f32_convolution_and_integer_max_pooling_run() {
+    let x =
+        ArrayD::from_shape_vec(IxDyn(&[1, 1, 3, 3]), (1..=9).map(|v| v as f32).collect()).unwrap();
+    let w = ArrayD::from_shape_vec(IxDyn(&[1, 1, 2, 2]), vec![1.0f32, 0.0, 0.0, -1.0]).unwrap();
+    let xi = ArrayD::from_shape_vec(IxDyn(&[3, 3]), vec![1i32, 5, 2, 7, 3, 9, 4, 8, 6]).unwrap();
+    for backend in backends_with_gpu_host() {
+        let g = Graph::new();
+        let xv = g.input("x", kiln::f32, [Some(1), Some(1), Some(3), Some(3)]);
+        let wv = g.input("w", kiln::f32, [Some(1), Some(1), Some(2), Some(2)]);
+        let iv = g.input("i", kiln::i32, [Some(3), Some(3)]);
+        let f = function(
+            &[&xv, &wv, &iv],
+            &[
+                &xv.conv2d(&wv, Conv2d::default()),
+                &iv.max_pool2d([2, 2], [1, 1], [0, 0]),
+            ],
+        )
+        .backend(backend)
+        .compile()
+        .unwrap();
+        let out = f
+            .call(&[
+                &Tensor::from(x.clone()),
+                &Tensor::from(w.clone()),
+                &Tensor::from(xi.clone()),
+            ])
+            .unwrap();
+        // x[i, j] - x[i + 1, j + 1] = -4 everywhere.
+        let want = ArrayD::from_shape_vec(IxDyn(&[1, 1, 2, 2]), vec![-4.0f32; 4]).unwrap();
+        assert!(out[0].bit_eq(&want.into()), "{backend:?}: {:?}", out[0]);
+        let wanti = ArrayD::from_shape_vec(IxDyn(&[2, 2]), vec![7i32, 9, 8, 9]).unwrap();
+        assert!(out[1].bit_eq(&wanti.into()), "{backend:?}: {:?}", out[1]);
+    }
+}
+
+#[test]
+fn gradients_match_finite_differences() {
+    let mut rng = Rng(77);
+    let conv = Conv2d {
+        stride: [2, 1],
+        padding: [1, 1],
+        dilation: [1, 2],
+        groups: 2,
+    };
+    let x = rng.values(&[2, 4, 5, 6]);
+    let w = rng.values(&[4, 2, 2, 2]);
+    verify_grad(
+        |_, v| {
+            let y = v[0].conv2d(&v[1], conv);
+            (&y * &y).sum(None, false) + y.sin().sum(None, false)
+        },
+        &[x.clone(), w],
+        VerifyOptions::default(),
+    )
+    .unwrap();
+    // Pooling with overlapping windows and padding (distinct values: max is differentiable).
+    let p = rng.values(&[1, 2, 5, 5]);
+    verify_grad(
+        |_, v| {
+            let m = v[0].max_pool2d([3, 3], [2, 2], [1, 1]);
+            let a = v[0].avg_pool2d([2, 3], [1, 2], [1, 1]);
+            (&m * &m).sum(None, false) + a.exp().sum(None, false)
+        },
+        std::slice::from_ref(&p),
+        VerifyOptions::default(),
+    )
+    .unwrap();
+}
+
+#[test]
+fn second_derivatives_of_convolution_and_average_pooling() {
+    // The gradient ops are linear maps with gradients of their own: a gradient-norm penalty
+    // differentiates through them.
+    let mut rng = Rng(99);
+    let x = rng.values(&[1, 2, 4, 4]);
+    let w = rng.values(&[3, 2, 3, 3]);
+    let conv = Conv2d {
+        padding: [1, 1],
+        ..Conv2d::default()
+    };
+    verify_grad(
+        |_, v| {
+            let y = v[0].conv2d(&v[1], conv).avg_pool2d([2, 2], [2, 2], [0, 0]);
+            let loss = (&y * &y).sum(None, false);
+            let gs = kiln::grad(&loss, &[&v[0], &v[1]]).unwrap();
+            (&gs[0] * &gs[0]).sum(None, false) + (&gs[1] * &gs[1]).sum(None, false)
+        },
+        &[x, w],
+        VerifyOptions::default(),
+    )
+    .unwrap();
+}
+
+#[test]
+fn errors_name_the_problem() {
+    let g = Graph::new();
+    let x = g.input("x", kiln::f32, [Some(1), Some(3), Some(5), Some(5)]);
+    let w = g.input("w", kiln::f32, [Some(4), Some(2), Some(3), Some(3)]);
+    let e = x
+        .conv2d(&w, Conv2d::default())
+        .check()
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("the image has 3 channels"), "{e}");
+    let w = g.input("w", kiln::f32, [Some(4), Some(3), Some(7), Some(3)]);
+    let e = x
+        .conv2d(&w, Conv2d::default())
+        .check()
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("does not fit"), "{e}");
+    let e = x
+        .conv2d(
+            &w,
+            Conv2d {
+                stride: [0, 1],
+                ..Conv2d::default()
+            },
+        )
+        .check()
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("at least 1"), "{e}");
+    let i = g.input("i", kiln::i32, [Some(1), Some(3), Some(5), Some(5)]);
+    let e = i
+        .avg_pool2d([2, 2], [2, 2], [0, 0])
+        .check()
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("floats"), "{e}");
+    let e = x
+        .max_pool2d([2, 2], [2, 2], [2, 0])
+        .check()
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("at most half the window"), "{e}");
+    // Shapes unknown until the call are checked then, on every backend.
+    for backend in backends_with_gpu_host() {
+        let g = Graph::new();
+        let x = g.input("x", kiln::f32, vec![None; 4]);
+        let w = g.input("w", kiln::f32, vec![None; 4]);
+        let f = function(&[&x, &w], &[&x.conv2d(&w, Conv2d::default())])
+            .backend(backend)
+            .compile()
+            .unwrap();
+        let xs = Tensor::zeros(kiln::f32, &[1, 2, 4, 4]);
+        let ws = Tensor::zeros(kiln::f32, &[1, 2, 5, 1]);
+        let e = f.call(&[&xs, &ws]).unwrap_err().to_string();
+        assert!(e.contains("does not fit"), "{backend:?}: {e}");
+    }
+}
+
+#[test]
+fn the_text_form_spells_the_attributes_and_parses_back() {
+    let src = "func @f(%x: f32[2, 4, 8, 8], %w: f32[6, 2, 3, 3]) -> (f32[2, 6, 4, 8], f32[2, 6, 2, 4], f32[2, 6, 2, 4]) {
+  %y = conv2d %x, %w {strides = [2, 1], padding = [1, 1], groups = 2}
+  %m = max_pool2d %y {window = [2, 2]}
+  %a = avg_pool2d %y {window = [3, 2], strides = [2, 2], padding = [1, 0]}
+  return %y, %m, %a
+}
+";
+    let f = kiln::ir::text::parse_one("f.kir", src).unwrap();
+    let printed = kiln::ir::text::print_func(&f);
+    for want in [
+        "conv2d %x, %w {strides = [2, 1], padding = [1, 1], groups = 2}",
+        "max_pool2d %y {window = [2, 2], strides = [2, 2]}",
+        "avg_pool2d %y {window = [3, 2], strides = [2, 2], padding = [1, 0]}",
+    ] {
+        assert!(printed.contains(want), "{want}: {printed}");
+    }
+    let again = kiln::ir::text::parse_one("f.kir", &printed).unwrap();
+    assert_eq!(kiln::ir::text::print_func(&again), printed);
+    let e = kiln::ir::text::parse_one(
+        "f.kir",
+        "func @f(%x: f32[1, 1, 4, 4]) -> (f32[1, 1, 2, 2]) {\n  %m = max_pool2d %x {strides = [2, 2]}\n  return %m\n}\n",
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("needs the attribute `window`"), "{e}");
+}
