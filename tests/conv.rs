@@ -69,6 +69,98 @@ fn conv_ref(x: &ArrayD<f64>, w: &ArrayD<f64>, c: &Conv2d) -> ArrayD<f64> {
     out
 }
 
+/// The gradients of `sum(conv2d(x, w) * r)` with respect to `x` and `w`, by the definition:
+/// each product of the sum adds `r` times the other factor.
+fn conv_grads_ref(
+    x: &ArrayD<f64>,
+    w: &ArrayD<f64>,
+    r: &ArrayD<f64>,
+    c: &Conv2d,
+) -> (ArrayD<f64>, ArrayD<f64>) {
+    let (mut dx, mut dw) = (ArrayD::zeros(x.raw_dim()), ArrayD::zeros(w.raw_dim()));
+    let (h, wd) = (x.shape()[2], x.shape()[3]);
+    let (o, cg, kh, kw) = (w.shape()[0], w.shape()[1], w.shape()[2], w.shape()[3]);
+    let og = o / c.groups;
+    let s = r.shape();
+    for b in 0..s[0] {
+        for f in 0..o {
+            for y in 0..s[2] {
+                for xx in 0..s[3] {
+                    let g = r[[b, f, y, xx]];
+                    for k in 0..cg {
+                        for i in 0..kh {
+                            for j in 0..kw {
+                                let py = (y * c.stride[0] + i * c.dilation[0]) as isize
+                                    - c.padding[0] as isize;
+                                let px = (xx * c.stride[1] + j * c.dilation[1]) as isize
+                                    - c.padding[1] as isize;
+                                if let (Some(iy), Some(ix)) = (unpad(py, h), unpad(px, wd)) {
+                                    let ch = f / og * cg + k;
+                                    dx[[b, ch, iy, ix]] += g * w[[f, k, i, j]];
+                                    dw[[f, k, i, j]] += g * x[[b, ch, iy, ix]];
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+    (dx, dw)
+}
+
+#[test]
+fn random_convolution_gradients_match_the_definition() {
+    let mut rng = Rng(31337);
+    for case in 0..12 {
+        let groups = 1 + rng.below(2);
+        let conv = Conv2d {
+            stride: [1 + rng.below(2), 1 + rng.below(3)],
+            padding: [rng.below(3), rng.below(2)],
+            dilation: [1 + rng.below(2), 1],
+            groups,
+        };
+        let (kh, kw) = (1 + rng.below(3), 1 + rng.below(3));
+        let h = conv.dilation[0] * (kh - 1) + 1 + rng.below(4);
+        let w = kw + rng.below(5);
+        let (n, cg, og) = (1 + rng.below(3), 1 + rng.below(3), 1 + rng.below(2));
+        let x = rng.values(&[n, cg * groups, h, w]);
+        let f = rng.values(&[og * groups, cg, kh, kw]);
+        let want = conv_ref(&x, &f, &conv);
+        let r = rng.values(want.shape());
+        let (want_dx, want_dw) = conv_grads_ref(&x, &f, &r, &conv);
+        for backend in backends_with_gpu_host() {
+            let g = Graph::new();
+            // The gradients need the image's and filters' height and width typed.
+            let xv = g.input("x", kiln::f64, [None, None, Some(h), Some(w)]);
+            let fv = g.input("f", kiln::f64, [None, None, Some(kh), Some(kw)]);
+            let rv = g.input("r", kiln::f64, vec![None; 4]);
+            let y = xv.conv2d(&fv, conv);
+            let loss = (&y * &rv).sum(None, false);
+            let grads = kiln::grad(&loss, &[&xv, &fv]).unwrap();
+            let fun = function(&[&xv, &fv, &rv], &[&grads[0], &grads[1]])
+                .backend(backend)
+                .compile()
+                .unwrap();
+            let out = fun
+                .call(&[
+                    &Tensor::from(x.clone()),
+                    &Tensor::from(f.clone()),
+                    &Tensor::from(r.clone()),
+                ])
+                .unwrap();
+            assert!(
+                close(&out[0], &want_dx),
+                "case {case} {backend:?} {conv:?}: image"
+            );
+            assert!(
+                close(&out[1], &want_dw),
+                "case {case} {backend:?} {conv:?}: filters"
+            );
+        }
+    }
+}
+
 /// Pooling by its definition over a rank-4 input.
 fn pool_ref(
     x: &ArrayD<f64>,
@@ -195,6 +287,85 @@ fn random_pools_match_the_definition() {
                     out[0]
                 );
             }
+        }
+    }
+}
+
+/// The gradient of `sum(pool(x) * r)` by its definition: each output's `r` to the first
+/// greatest element of its window (max) or spread over the window (average).
+fn pool_grad_ref(
+    x: &ArrayD<f64>,
+    r: &ArrayD<f64>,
+    max: bool,
+    win: [usize; 2],
+    st: [usize; 2],
+) -> ArrayD<f64> {
+    let mut dx = ArrayD::zeros(x.raw_dim());
+    let s = r.shape();
+    for b in 0..s[0] {
+        for c in 0..s[1] {
+            for y in 0..s[2] {
+                for xx in 0..s[3] {
+                    let taps = (0..win[0])
+                        .flat_map(|i| (0..win[1]).map(move |j| (y * st[0] + i, xx * st[1] + j)));
+                    let g = r[[b, c, y, xx]];
+                    if max {
+                        let best = taps
+                            .reduce(|p, q| {
+                                if x[[b, c, q.0, q.1]] > x[[b, c, p.0, p.1]] {
+                                    q
+                                } else {
+                                    p
+                                }
+                            })
+                            .unwrap();
+                        dx[[b, c, best.0, best.1]] += g;
+                    } else {
+                        for (i, j) in taps {
+                            dx[[b, c, i, j]] += g / (win[0] * win[1]) as f64;
+                        }
+                    }
+                }
+            }
+        }
+    }
+    dx
+}
+
+#[test]
+fn large_pools_split_over_threads_match_the_definition() {
+    // 2 x 64 x 40 x 40 = 204800 elements: more than one block of planes (128 Ki elements
+    // each), so the planes are pooled on several threads (and the gradients too).
+    let mut rng = Rng(4242);
+    let x = rng.values(&[2, 64, 40, 40]);
+    let (win, st) = ([3, 2], [2, 2]);
+    for max in [true, false] {
+        let want = pool_ref(&x, max, win, st, [0, 0]);
+        let r = rng.values(want.shape());
+        let want_grad = pool_grad_ref(&x, &r, max, win, st);
+        for backend in backends_with_gpu_host() {
+            let g = Graph::new();
+            let xv = g.input("x", kiln::f64, vec![None; 4]);
+            let rv = g.input("r", kiln::f64, vec![None; 4]);
+            let y = if max {
+                xv.max_pool2d(win, st, [0, 0])
+            } else {
+                xv.avg_pool2d(win, st, [0, 0])
+            };
+            let loss = (&y * &rv).sum(None, false);
+            let dx = kiln::grad(&loss, &[&xv]).unwrap().remove(0);
+            let f = function(&[&xv, &rv], &[&y, &dx])
+                .backend(backend)
+                .compile()
+                .unwrap();
+            let out = f
+                .call(&[&Tensor::from(x.clone()), &Tensor::from(r.clone())])
+                .unwrap();
+            assert!(close(&out[0], &want), "{backend:?} max {max}");
+            assert!(
+                close(&out[1], &want_grad),
+                "{backend:?} max {max}: gradient"
+            );
         }
     }
 }

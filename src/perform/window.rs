@@ -8,7 +8,7 @@ use super::linalg::MatElem;
 use crate::error::Error;
 use crate::ir::window::{Conv2d, Pool2d, PoolKind};
 use crate::tensor::{Tensor, TensorRef};
-use ndarray::{ArrayD, ArrayView2, ArrayViewD, ArrayViewMut2, IxDyn};
+use ndarray::{ArrayD, ArrayView2, ArrayViewD, ArrayViewMut2, CowArray, IxDyn};
 
 fn err(msg: String) -> Error {
     Error::Runtime(msg)
@@ -64,9 +64,82 @@ impl Geometry {
         self.out[0] * self.out[1]
     }
 
-    /// For each row `r` of a group's unrolled image and output position `q`, the offset of the
-    /// image element within the group's channels (or `None` in the padding), as `f(r, q, at)`.
-    fn for_each_tap(&self, mut f: impl FnMut(usize, usize, Option<usize>)) {
+    /// The images of one chunk and group unrolled into a `[k, nc * p]` matrix (im2col): row
+    /// `(c, i, j)` holds, for each image of the chunk and output position, the image element
+    /// under filter tap `(i, j)` of channel `c`, or zero in the padding. Channels are filled
+    /// on rayon's threads.
+    fn im2col<T: Copy + Send + Sync + num_traits::Zero>(
+        &self,
+        chunk: Chunk,
+        g: usize,
+        img: &[T],
+        cols: &mut [T],
+    ) {
+        use rayon::prelude::*;
+        let taps = self.kernel[0] * self.kernel[1];
+        let width = chunk.len * self.p();
+        let cg = self.c / self.conv.groups;
+        cols[..cg * taps * width]
+            .par_chunks_mut(taps * width)
+            .enumerate()
+            .for_each(|(c, rows)| {
+                self.each_segment(chunk, g, c, rows, |seg, line, (lo, hi, first)| {
+                    let Some(line) = line else {
+                        seg.fill(T::zero());
+                        return;
+                    };
+                    let (src, step) = (&img[line..line + self.image[1]], self.conv.stride[1]);
+                    seg[..lo].fill(T::zero());
+                    seg[hi..].fill(T::zero());
+                    if step == 1 {
+                        seg[lo..hi].copy_from_slice(&src[first..first + hi - lo]);
+                    } else {
+                        for (k, v) in seg[lo..hi].iter_mut().enumerate() {
+                            *v = src[first + k * step];
+                        }
+                    }
+                });
+            });
+    }
+
+    /// The transpose of [`Geometry::im2col`] (col2im): each element of the `[k, nc * p]`
+    /// matrix added into the image element it was read from.
+    fn col2im<T: Copy + std::ops::AddAssign>(
+        &self,
+        chunk: Chunk,
+        g: usize,
+        cols: &mut [T],
+        img: &mut [T],
+    ) {
+        let taps = self.kernel[0] * self.kernel[1];
+        let width = chunk.len * self.p();
+        let step = self.conv.stride[1];
+        for (c, rows) in cols
+            .chunks_mut(taps * width)
+            .take(self.c / self.conv.groups)
+            .enumerate()
+        {
+            self.each_segment(chunk, g, c, rows, |seg, src, (lo, hi, first)| {
+                if let Some(line) = src {
+                    for (k, v) in seg[lo..hi].iter().enumerate() {
+                        img[line + first + k * step] += *v;
+                    }
+                }
+            });
+        }
+    }
+
+    /// For channel `c` of group `g`, each output row's segment of the unrolled rows `rows`
+    /// (`[taps, nc * p]`) with the image row it reads (its offset, `None` in the padding) and
+    /// the outputs `lo..hi` whose tap lands in the image, the first at column `first`.
+    fn each_segment<T>(
+        &self,
+        chunk: Chunk,
+        g: usize,
+        c: usize,
+        rows: &mut [T],
+        mut f: impl FnMut(&mut [T], Option<usize>, (usize, usize, usize)),
+    ) {
         let [kh, kw] = self.kernel;
         let [h, w] = self.image;
         let [oh, ow] = self.out;
@@ -76,58 +149,119 @@ impl Geometry {
             dilation,
             ..
         } = self.conv;
-        for c in 0..self.c / self.conv.groups {
-            for i in 0..kh {
-                for j in 0..kw {
-                    let r = (c * kh + i) * kw + j;
+        let (p, width) = (self.p(), chunk.len * self.p());
+        let cg = self.c / self.conv.groups;
+        for i in 0..kh {
+            for j in 0..kw {
+                let row = &mut rows[(i * kw + j) * width..][..width];
+                let (lo, hi) = valid_x(j * dilation[1], padding[1], stride[1], w, ow);
+                // The image column of output `lo`'s tap (in range when lo < hi).
+                let first = (lo * stride[1] + j * dilation[1]).wrapping_sub(padding[1]);
+                for b in 0..chunk.len {
+                    let plane = ((chunk.start + b) * self.c + g * cg + c) * h * w;
                     for y in 0..oh {
-                        let iy = (y * stride[0] + i * dilation[0]).checked_sub(padding[0]);
-                        for x in 0..ow {
-                            let ix = (x * stride[1] + j * dilation[1]).checked_sub(padding[1]);
-                            let at = match (iy, ix) {
-                                (Some(iy), Some(ix)) if iy < h && ix < w => {
-                                    Some((c * h + iy) * w + ix)
-                                }
-                                _ => None,
-                            };
-                            f(r, y * ow + x, at);
-                        }
+                        let seg = &mut row[b * p + y * ow..][..ow];
+                        let line = (y * stride[0] + i * dilation[0])
+                            .checked_sub(padding[0])
+                            .filter(|&iy| iy < h && lo < hi)
+                            .map(|iy| plane + iy * w);
+                        f(seg, line, (lo, hi, first));
                     }
                 }
             }
         }
     }
 
-    /// Group `g` of image `n` unrolled into a `[k, p]` matrix.
-    fn im2col<T: Copy + num_traits::Zero>(&self, img: &[T], n: usize, g: usize, cols: &mut [T]) {
-        let cg = self.c / self.conv.groups;
-        let base = (n * self.c + g * cg) * self.image[0] * self.image[1];
-        let p = self.p();
-        self.for_each_tap(|r, q, at| {
-            cols[r * p + q] = at.map_or(T::zero(), |a| img[base + a]);
-        });
+    /// Images per chunk: as many as keep a group's unrolled matrix near
+    /// [`UNROLL_BUDGET`] elements, so a large batch is not unrolled whole.
+    fn chunk_images(&self) -> usize {
+        (unroll_budget() / (self.k() * self.p()).max(1)).clamp(1, self.n.max(1))
     }
 
-    /// The `[k, p]` matrix `cols` added back into group `g` of image `n`.
-    fn col2im<T: Copy + std::ops::AddAssign>(&self, cols: &[T], n: usize, g: usize, img: &mut [T]) {
-        let cg = self.c / self.conv.groups;
-        let base = (n * self.c + g * cg) * self.image[0] * self.image[1];
+    /// The chunks of the batch.
+    fn chunks(&self) -> impl Iterator<Item = Chunk> {
+        let (n, step) = (self.n, self.chunk_images());
+        (0..n).step_by(step).map(move |start| Chunk {
+            start,
+            len: step.min(n - start),
+        })
+    }
+
+    /// Where group `g`'s channels of `[n, o, p]` output-shaped data sit in an `[og, nc * p]`
+    /// matrix of a chunk: `(matrix offset, data offset)` of each run of `p` elements.
+    fn group_runs(&self, chunk: Chunk, g: usize) -> impl Iterator<Item = (usize, usize)> {
+        let (p, o_all) = (self.p(), self.o);
+        let og = o_all / self.conv.groups;
+        let width = chunk.len * p;
+        (0..og).flat_map(move |o| {
+            (0..chunk.len).map(move |b| {
+                let at = ((chunk.start + b) * o_all + g * og + o) * p;
+                (o * width + b * p, at)
+            })
+        })
+    }
+
+    /// Group `g`'s channels of a chunk of `nop` gathered into the matrix `mat`.
+    fn gather_group<T: Copy>(&self, chunk: Chunk, g: usize, nop: &[T], mat: &mut [T]) {
         let p = self.p();
-        self.for_each_tap(|r, q, at| {
-            if let Some(a) = at {
-                img[base + a] += cols[r * p + q];
-            }
-        });
+        for (m, d) in self.group_runs(chunk, g) {
+            mat[m..m + p].copy_from_slice(&nop[d..d + p]);
+        }
+    }
+
+    /// The matrix `mat` written into group `g`'s channels of a chunk of `nop`.
+    fn scatter_group<T: Copy>(&self, chunk: Chunk, g: usize, mat: &[T], nop: &mut [T]) {
+        let p = self.p();
+        for (m, d) in self.group_runs(chunk, g) {
+            nop[d..d + p].copy_from_slice(&mat[m..m + p]);
+        }
     }
 }
 
+/// Unrolled elements per chunk of images (16 MiB of f32).
+const UNROLL_BUDGET: usize = 1 << 22;
+
+#[cfg(test)]
+thread_local! {
+    /// The budget in this crate's unit tests, which lower it to split small batches.
+    static TEST_BUDGET: std::cell::Cell<usize> = const { std::cell::Cell::new(UNROLL_BUDGET) };
+}
+
+fn unroll_budget() -> usize {
+    #[cfg(test)]
+    return TEST_BUDGET.with(|b| b.get());
+    #[cfg(not(test))]
+    UNROLL_BUDGET
+}
+
+/// A run of images of the batch.
+#[derive(Copy, Clone)]
+struct Chunk {
+    start: usize,
+    len: usize,
+}
+
+/// The outputs `lo..hi` (of `ow`) whose tap at `offset` (the tap's dilated position) lands in
+/// an image row of `w` padded by `pad`: `0 <= x * stride + offset - pad < w`.
+fn valid_x(offset: usize, pad: usize, stride: usize, w: usize, ow: usize) -> (usize, usize) {
+    let lo = pad.saturating_sub(offset).div_ceil(stride);
+    let hi = (w + pad).saturating_sub(offset).div_ceil(stride);
+    let hi = hi.min(ow);
+    (lo.min(hi), hi)
+}
+
 /// Conv elements: floats that kiln's GEMM multiplies.
-trait ConvElem: MatElem + num_traits::Float + std::ops::AddAssign {}
+trait ConvElem: MatElem + num_traits::Float + std::ops::AddAssign + Send + Sync {}
 impl ConvElem for f32 {}
 impl ConvElem for f64 {}
 
-fn dense<T: Copy>(a: &ArrayViewD<'_, T>) -> Vec<T> {
-    a.iter().copied().collect()
+/// The row-major elements of `a`, borrowed where they already are.
+fn dense<'a, T: Copy>(a: &'a ArrayViewD<'_, T>) -> CowArray<'a, T, IxDyn> {
+    a.as_standard_layout()
+}
+
+fn slice<'a, T>(a: &'a CowArray<'_, T, IxDyn>) -> &'a [T] {
+    a.as_slice().expect("a standard-layout array is contiguous")
 }
 
 fn matrix<T>(rows: usize, cols: usize, v: &[T]) -> ArrayView2<'_, T> {
@@ -138,6 +272,7 @@ fn matrix_mut<T>(rows: usize, cols: usize, v: &mut [T]) -> ArrayViewMut2<'_, T> 
     ArrayViewMut2::from_shape((rows, cols), v).expect("a slice of rows * cols elements")
 }
 
+/// `conv2d`: per chunk of images and group, `out[og, nc * p] = w_g[og, k] @ cols[k, nc * p]`.
 fn conv_t<T: ConvElem>(
     x: &ArrayViewD<'_, T>,
     w: &ArrayViewD<'_, T>,
@@ -147,21 +282,26 @@ fn conv_t<T: ConvElem>(
     let (k, p, groups) = (geo.k(), geo.p(), conv.groups);
     let og = geo.o / groups;
     let (img, filters) = (dense(x), dense(w));
+    let (img, filters) = (slice(&img), slice(&filters));
     let mut out = vec![T::zero(); geo.n * geo.o * p];
-    let mut cols = vec![T::zero(); k * p];
-    for n in 0..geo.n {
+    let most = geo.chunk_images() * p;
+    let (mut cols, mut prod) = (vec![T::zero(); k * most], vec![T::zero(); og * most]);
+    for chunk in geo.chunks() {
+        let width = chunk.len * p;
         for g in 0..groups {
-            geo.im2col(&img, n, g, &mut cols);
+            geo.im2col(chunk, g, img, &mut cols);
             let wg = matrix(og, k, &filters[g * og * k..(g + 1) * og * k]);
-            let start = (n * geo.o + g * og) * p;
-            let dst = matrix_mut(og, p, &mut out[start..start + og * p]);
-            T::mm_into(wg, matrix(k, p, &cols), dst);
+            let dst = matrix_mut(og, width, &mut prod[..og * width]);
+            T::mm_into(wg, matrix(k, width, &cols[..k * width]), dst);
+            geo.scatter_group(chunk, g, &prod, &mut out);
         }
     }
     let shape = [geo.n, geo.o, geo.out[0], geo.out[1]];
     ArrayD::from_shape_vec(IxDyn(&shape), out).map_err(|e| err(e.to_string()))
 }
 
+/// The image gradient: per chunk and group, `cols[k, nc * p] = w_g^T @ g[og, nc * p]`, added
+/// back into the image (col2im).
 fn grad_image_t<T: ConvElem>(
     gy: &ArrayViewD<'_, T>,
     w: &ArrayViewD<'_, T>,
@@ -174,30 +314,28 @@ fn grad_image_t<T: ConvElem>(
     }
     let x_shape = [gy.shape()[0], ws[1] * conv.groups, image[0], image[1]];
     let geo = Geometry::new(conv, &x_shape, ws)?;
-    if gy.shape() != [geo.n, geo.o, geo.out[0], geo.out[1]] {
-        return Err(err(format!(
-            "conv2d_grad_image: a gradient of shape {:?} for an output of {:?}",
-            gy.shape(),
-            [geo.n, geo.o, geo.out[0], geo.out[1]]
-        )));
-    }
+    check_output("conv2d_grad_image", &geo, gy.shape())?;
     let (k, p, groups) = (geo.k(), geo.p(), conv.groups);
     let og = geo.o / groups;
     let (g_all, filters) = (dense(gy), dense(w));
+    let (g_all, filters) = (slice(&g_all), slice(&filters));
     let mut dx = vec![T::zero(); x_shape.iter().product()];
-    let mut cols = vec![T::zero(); k * p];
-    for n in 0..geo.n {
+    let most = geo.chunk_images() * p;
+    let (mut cols, mut gmat) = (vec![T::zero(); k * most], vec![T::zero(); og * most]);
+    for chunk in geo.chunks() {
+        let width = chunk.len * p;
         for g in 0..groups {
+            geo.gather_group(chunk, g, g_all, &mut gmat);
             let wg = matrix(og, k, &filters[g * og * k..(g + 1) * og * k]);
-            let start = (n * geo.o + g * og) * p;
-            let gg = matrix(og, p, &g_all[start..start + og * p]);
-            T::mm_into(wg.t(), gg, matrix_mut(k, p, &mut cols));
-            geo.col2im(&cols, n, g, &mut dx);
+            let dst = matrix_mut(k, width, &mut cols[..k * width]);
+            T::mm_into(wg.t(), matrix(og, width, &gmat[..og * width]), dst);
+            geo.col2im(chunk, g, &mut cols, &mut dx);
         }
     }
     ArrayD::from_shape_vec(IxDyn(&x_shape), dx).map_err(|e| err(e.to_string()))
 }
 
+/// The filter gradient: per chunk and group, `dw_g[og, k] += g[og, nc * p] @ cols^T`.
 fn grad_filter_t<T: ConvElem>(
     x: &ArrayViewD<'_, T>,
     gy: &ArrayViewD<'_, T>,
@@ -210,30 +348,46 @@ fn grad_filter_t<T: ConvElem>(
     }
     let w_shape = [gs[1], xs[1] / conv.groups, kernel[0], kernel[1]];
     let geo = Geometry::new(conv, xs, &w_shape)?;
-    if gs != [geo.n, geo.o, geo.out[0], geo.out[1]] {
-        return Err(err(format!(
-            "conv2d_grad_filter: a gradient of shape {gs:?} for an output of {:?}",
-            [geo.n, geo.o, geo.out[0], geo.out[1]]
-        )));
-    }
+    check_output("conv2d_grad_filter", &geo, gs)?;
     let (k, p, groups) = (geo.k(), geo.p(), conv.groups);
     let og = geo.o / groups;
     let (img, g_all) = (dense(x), dense(gy));
+    let (img, g_all) = (slice(&img), slice(&g_all));
     let mut dw = vec![T::zero(); geo.o * k];
-    let mut cols = vec![T::zero(); k * p];
-    let mut part = vec![T::zero(); og * k];
-    for n in 0..geo.n {
+    let mut part = vec![T::zero(); k * og];
+    let most = geo.chunk_images() * p;
+    let (mut cols, mut gmat) = (vec![T::zero(); k * most], vec![T::zero(); og * most]);
+    for chunk in geo.chunks() {
+        let width = chunk.len * p;
         for g in 0..groups {
-            geo.im2col(&img, n, g, &mut cols);
-            let start = (n * geo.o + g * og) * p;
-            let gg = matrix(og, p, &g_all[start..start + og * p]);
-            T::mm_into(gg, matrix(k, p, &cols).t(), matrix_mut(og, k, &mut part));
-            for (d, &v) in dw[g * og * k..(g + 1) * og * k].iter_mut().zip(&part) {
-                *d += v;
+            geo.im2col(chunk, g, img, &mut cols);
+            geo.gather_group(chunk, g, g_all, &mut gmat);
+            // dw_g^T[k, og] = cols[k, width] @ g^T[width, og]: the unrolled image is the
+            // row-major A, and only the group's few output channels are packed from a
+            // transposed view.
+            let gm = matrix(og, width, &gmat[..og * width]);
+            let cm = matrix(k, width, &cols[..k * width]);
+            T::mm_into(cm, gm.t(), matrix_mut(k, og, &mut part));
+            let dwg = &mut dw[g * og * k..(g + 1) * og * k];
+            for (r, row) in part.chunks(og).enumerate() {
+                for (o, &v) in row.iter().enumerate() {
+                    dwg[o * k + r] += v;
+                }
             }
         }
     }
     ArrayD::from_shape_vec(IxDyn(&w_shape), dw).map_err(|e| err(e.to_string()))
+}
+
+/// The output gradient has the convolution's output shape.
+fn check_output(what: &str, geo: &Geometry, got: &[usize]) -> Result<(), Error> {
+    let want = [geo.n, geo.o, geo.out[0], geo.out[1]];
+    if got != want {
+        return Err(err(format!(
+            "{what}: a gradient of shape {got:?} for an output of {want:?}"
+        )));
+    }
+    Ok(())
 }
 
 fn floats_only(what: &str, a: &TensorRef<'_>, b: &TensorRef<'_>) -> Error {
@@ -283,7 +437,7 @@ pub fn conv2d_grad_filter(
 }
 
 /// Elements max pooling compares: NaN wins, as in numpy's `max`.
-trait PoolElem: Copy + PartialOrd {
+trait PoolElem: Copy + PartialOrd + Default + Send + Sync {
     fn is_nan(self) -> bool {
         false
     }
@@ -303,7 +457,7 @@ impl PoolElem for f64 {
 
 /// The pooled planes: `planes` of `[h, w]` in, `[oh, ow]` out.
 struct Planes {
-    planes: usize,
+    pool: Pool2d,
     input: [usize; 2],
     out: [usize; 2],
 }
@@ -318,7 +472,7 @@ impl Planes {
         }
         let input = [shape[r - 2], shape[r - 1]];
         Ok(Planes {
-            planes: shape[..r - 2].iter().product(),
+            pool: *pool,
             input,
             out: pool.output(input).map_err(err)?,
         })
@@ -332,66 +486,153 @@ impl Planes {
         s
     }
 
-    /// For each output element (its index) the input elements of its window that are not
-    /// padding, in row-major order, as `f(out, inputs)`.
-    fn for_each_window(&self, pool: &Pool2d, mut f: impl FnMut(usize, &[usize])) {
+    fn in_len(&self) -> usize {
+        self.input[0] * self.input[1]
+    }
+
+    fn out_len(&self) -> usize {
+        self.out[0] * self.out[1]
+    }
+
+    /// For each tap `(i, j)` of the window in row-major order, each output row `y` whose tap
+    /// row is in the plane and the outputs `lo..hi` of that row whose tap column is:
+    /// `f(output offset of (y, lo), input offset of its tap, hi - lo)`; along the run the
+    /// output advances by 1 and the input by the stride.
+    fn each_tap_run(&self, mut f: impl FnMut(usize, usize, usize)) {
+        let Pool2d {
+            window,
+            stride,
+            padding,
+            ..
+        } = self.pool;
         let [h, w] = self.input;
         let [oh, ow] = self.out;
-        let mut taps = Vec::with_capacity(pool.window[0] * pool.window[1]);
-        for b in 0..self.planes {
-            for y in 0..oh {
-                for x in 0..ow {
-                    taps.clear();
-                    for i in 0..pool.window[0] {
-                        let Some(iy) = (y * pool.stride[0] + i).checked_sub(pool.padding[0]) else {
-                            continue;
-                        };
-                        for j in 0..pool.window[1] {
-                            let ix = (x * pool.stride[1] + j).checked_sub(pool.padding[1]);
-                            if let Some(ix) = ix.filter(|&ix| iy < h && ix < w) {
-                                taps.push((b * h + iy) * w + ix);
-                            }
-                        }
+        for i in 0..window[0] {
+            for j in 0..window[1] {
+                let (lo, hi) = valid_x(j, padding[1], stride[1], w, ow);
+                if lo == hi {
+                    continue;
+                }
+                let first = lo * stride[1] + j - padding[1];
+                for y in 0..oh {
+                    let Some(iy) = (y * stride[0] + i).checked_sub(padding[0]) else {
+                        continue;
+                    };
+                    if iy < h {
+                        f(y * ow + lo, iy * w + first, hi - lo);
                     }
-                    f((b * oh + y) * ow + x, &taps);
                 }
             }
         }
     }
-}
 
-/// The position of a window's greatest element: the first of equals, a NaN before anything.
-fn argmax<T: PoolElem>(v: &[T], taps: &[usize]) -> usize {
-    let mut best = taps[0];
-    for &t in &taps[1..] {
-        if v[best].is_nan() {
-            break;
+    /// Max pooling of one plane `v` into `out`; with `ARG`, the input offset of each maximum
+    /// in `arg`: the first of equals in the window's row-major order, a NaN before anything.
+    /// Each output starts from its window's first element that is not padding.
+    fn max_plane<T: PoolElem, const ARG: bool>(&self, v: &[T], out: &mut [T], arg: &mut [usize]) {
+        let [oh, ow] = self.out;
+        let first =
+            |o: usize, a: usize| (o * self.pool.stride[a]).saturating_sub(self.pool.padding[a]);
+        for y in 0..oh {
+            let row = first(y, 0) * self.input[1];
+            for x in 0..ow {
+                let t = row + first(x, 1);
+                out[y * ow + x] = v[t];
+                if ARG {
+                    arg[y * ow + x] = t;
+                }
+            }
         }
-        if v[t] > v[best] || v[t].is_nan() {
-            best = t;
+        let step = self.pool.stride[1];
+        self.each_tap_run(|o0, t0, n| {
+            // Branch-free selects; the run's elements sliced first, so an index is checked
+            // against one bound.
+            let src = &v[t0..=t0 + (n - 1) * step];
+            let out = &mut out[o0..o0 + n];
+            for (k, o) in out.iter_mut().enumerate() {
+                let e = src[k * step];
+                let take = (e > *o) | (e.is_nan() & !o.is_nan());
+                *o = if take { e } else { *o };
+                if ARG {
+                    arg[o0 + k] = if take { t0 + k * step } else { arg[o0 + k] };
+                }
+            }
+        });
+    }
+
+    /// Each block of planes of `input` (planes of `in_len`) with the matching ones of
+    /// `output` (planes of `out_len`), on rayon's threads when there is enough work; blocks
+    /// of about 128 Ki input elements (smaller ones ran slower split on the 2-core machine).
+    fn each_block<A: Send + Sync, B: Send>(
+        &self,
+        input: &[A],
+        output: &mut [B],
+        out_len: usize,
+        f: impl Fn(usize, &[A], &mut [B]) + Send + Sync,
+    ) {
+        use rayon::prelude::*;
+        let in_len = self.in_len();
+        if in_len == 0 || out_len == 0 {
+            return;
+        }
+        let per = self.block_planes();
+        if input.len() <= in_len * per {
+            f(0, input, output);
+        } else {
+            input
+                .par_chunks(in_len * per)
+                .zip(output.par_chunks_mut(out_len * per))
+                .enumerate()
+                .for_each(|(i, (a, b))| f(i, a, b));
         }
     }
-    best
+
+    /// Planes per block of [`Planes::each_block`].
+    fn block_planes(&self) -> usize {
+        (1usize << 17).div_ceil(self.in_len().max(1))
+    }
+}
+
+/// The window's area as `T` (the divisor of average pooling, padding included).
+fn area<T: ConvElem>(pool: &Pool2d) -> T {
+    T::from(pool.window[0] * pool.window[1]).expect("a window's size")
 }
 
 fn max_pool_t<T: PoolElem>(x: &ArrayViewD<'_, T>, pool: &Pool2d) -> Result<ArrayD<T>, Error> {
     let planes = Planes::new(pool, x.shape())?;
     let v = dense(x);
+    let v = slice(&v);
     let shape = planes.out_shape(x.shape());
-    let mut out = Vec::with_capacity(shape.iter().product());
-    // Padding of at most half a window leaves every window an element (`Pool2d::check`).
-    planes.for_each_window(pool, |_, taps| out.push(v[argmax(&v, taps)]));
+    let (n, in_len) = (planes.out_len(), planes.in_len());
+    let mut out = vec![T::default(); shape.iter().product()];
+    planes.each_block(v, &mut out, n, |_, v, out| {
+        for (v, out) in v.chunks(in_len).zip(out.chunks_mut(n)) {
+            planes.max_plane::<T, false>(v, out, &mut []);
+        }
+    });
     ArrayD::from_shape_vec(IxDyn(&shape), out).map_err(|e| err(e.to_string()))
 }
 
 fn avg_pool_t<T: ConvElem>(x: &ArrayViewD<'_, T>, pool: &Pool2d) -> Result<ArrayD<T>, Error> {
     let planes = Planes::new(pool, x.shape())?;
     let v = dense(x);
+    let v = slice(&v);
     let shape = planes.out_shape(x.shape());
-    let area = T::from(pool.window[0] * pool.window[1]).expect("a window's size");
-    let mut out = Vec::with_capacity(shape.iter().product());
-    planes.for_each_window(pool, |_, taps| {
-        out.push(taps.iter().fold(T::zero(), |s, &t| s + v[t]) / area)
+    let (n, in_len) = (planes.out_len(), planes.in_len());
+    let mut out = vec![T::zero(); shape.iter().product()];
+    let (step, area) = (pool.stride[1], area::<T>(pool));
+    planes.each_block(v, &mut out, n, |_, v, out| {
+        for (v, out) in v.chunks(in_len).zip(out.chunks_mut(n)) {
+            planes.each_tap_run(|o0, t0, len| {
+                let src = v[t0..].iter().step_by(step);
+                for (o, &e) in out[o0..o0 + len].iter_mut().zip(src) {
+                    *o += e;
+                }
+            });
+        }
+        for o in out.iter_mut() {
+            *o = *o / area;
+        }
     });
     ArrayD::from_shape_vec(IxDyn(&shape), out).map_err(|e| err(e.to_string()))
 }
@@ -411,13 +652,29 @@ fn pool_grad_t<T: ConvElem + PoolElem>(
         )));
     }
     let (v, g) = (dense(x), dense(gy));
+    let (v, g) = (slice(&v), slice(&g));
+    let (n, in_len) = (planes.out_len(), planes.in_len());
     let mut dx = vec![T::zero(); v.len()];
-    let area = T::from(pool.window[0] * pool.window[1]).expect("a window's size");
-    planes.for_each_window(pool, |o, taps| match pool.kind {
-        PoolKind::Max => dx[argmax(&v, taps)] += g[o],
-        PoolKind::Avg => {
-            for &t in taps {
-                dx[t] += g[o] / area;
+    let (step, area) = (pool.stride[1], area::<T>(pool));
+    let per = planes.block_planes();
+    planes.each_block(v, &mut dx, in_len, |block, v, dx| {
+        // This block's planes of the output's gradient.
+        let g = &g[block * per * n..][..v.len() / in_len.max(1) * n];
+        let (mut out, mut arg) = (vec![T::zero(); n], vec![0; n]);
+        let planes_of = v.chunks(in_len).zip(g.chunks(n)).zip(dx.chunks_mut(in_len));
+        for ((v, g), dx) in planes_of {
+            match pool.kind {
+                PoolKind::Max => {
+                    planes.max_plane::<T, true>(v, &mut out, &mut arg);
+                    for (&a, &gv) in arg.iter().zip(g) {
+                        dx[a] += gv;
+                    }
+                }
+                PoolKind::Avg => planes.each_tap_run(|o0, t0, len| {
+                    for k in 0..len {
+                        dx[t0 + k * step] += g[o0 + k] / area;
+                    }
+                }),
             }
         }
     });
@@ -450,5 +707,64 @@ pub fn pool2d_grad(x: &TensorRef<'_>, g: &TensorRef<'_>, pool: &Pool2d) -> Resul
         (TensorRef::F32(a), TensorRef::F32(b)) => Ok(pool_grad_t(a, b, pool)?.into()),
         (TensorRef::F64(a), TensorRef::F64(b)) => Ok(pool_grad_t(a, b, pool)?.into()),
         _ => Err(floats_only(pool.kind.grad_name(), x, g)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn values(n: usize, seed: u64) -> Vec<f64> {
+        (0..n)
+            .map(|i| ((i as u64 * 2654435761 + seed) % 1000) as f64 / 250.0 - 2.0)
+            .collect()
+    }
+
+    fn array(shape: &[usize], seed: u64) -> ArrayD<f64> {
+        ArrayD::from_shape_vec(IxDyn(shape), values(shape.iter().product(), seed)).unwrap()
+    }
+
+    fn close(a: &ArrayD<f64>, b: &ArrayD<f64>) -> bool {
+        a.shape() == b.shape()
+            && a.iter()
+                .zip(b)
+                .all(|(x, y)| (x - y).abs() <= 1e-12 * (1.0 + y.abs()))
+    }
+
+    /// Runs `f` with the unroll budget set to `budget` elements.
+    fn with_budget<R>(budget: usize, f: impl FnOnce() -> R) -> R {
+        let old = TEST_BUDGET.with(|b| b.replace(budget));
+        let out = f();
+        TEST_BUDGET.with(|b| b.set(old));
+        out
+    }
+
+    #[test]
+    fn a_batch_unrolled_in_chunks_gives_what_one_chunk_gives() {
+        let conv = Conv2d {
+            stride: [2, 1],
+            padding: [1, 2],
+            dilation: [1, 2],
+            groups: 2,
+        };
+        let x = array(&[5, 4, 7, 9], 1);
+        let w = array(&[6, 2, 3, 2], 2);
+        let whole = conv_t(&x.view(), &w.view(), &conv).unwrap();
+        let g = array(whole.shape(), 3);
+        let dx = grad_image_t(&g.view(), &w.view(), &conv, [7, 9]).unwrap();
+        let dw = grad_filter_t(&x.view(), &g.view(), &conv, [3, 2]).unwrap();
+        // One image per chunk, then two (the last chunk holding one).
+        for budget in [1, 2 * 4 * 3 * 2 * 4 * 7] {
+            with_budget(budget, || {
+                let geo = Geometry::new(&conv, x.shape(), w.shape()).unwrap();
+                assert!(geo.chunks().count() > 1, "budget {budget}");
+                let y = conv_t(&x.view(), &w.view(), &conv).unwrap();
+                assert!(close(&y, &whole), "budget {budget}: forward");
+                let d = grad_image_t(&g.view(), &w.view(), &conv, [7, 9]).unwrap();
+                assert!(close(&d, &dx), "budget {budget}: image gradient");
+                let d = grad_filter_t(&x.view(), &g.view(), &conv, [3, 2]).unwrap();
+                assert!(close(&d, &dw), "budget {budget}: filter gradient");
+            });
+        }
     }
 }
