@@ -1,13 +1,14 @@
-//! Random programs of the index ops (`take`, `scatter_add`, `cumsum`, `one_hot`) on every
-//! backend against references written with ndarray's own indexing (`select`,
-//! `index_axis_mut`, `accumulate_axis_inplace`): arrays of rank 1 to 5 (index results up to
+//! Random programs of the index ops (`take`, `scatter_add`, `scatter_set`, `cumsum`,
+//! `cumprod`, `take_along_axis`, `sort`, `argsort`, `one_hot`) on every backend against
+//! references written with ndarray's own indexing (`select`, `index_axis_mut`,
+//! `accumulate_axis_inplace`, `lanes`): arrays of rank 1 to 5 (index results up to
 //! rank 5, `one_hot` from rank-0 indices), empty dims, every dtype each op takes, i32 and i64
 //! indices (negative ones included), and inputs given row-major, with their axes reversed (a
 //! transposed view) or reversed along one axis (a negative stride).
 
 mod common;
 use common::backends_with_gpu_host;
-use kiln::{function, scatter_add, DType, Graph, Tensor, TensorRef};
+use kiln::{function, scatter_add, scatter_set, DType, Graph, Tensor, TensorRef};
 use ndarray::{ArrayD, ArrayViewD, Axis, IxDyn};
 
 struct Rng(u64);
@@ -85,9 +86,77 @@ fn ref_scatter<T: Elem>(
     out
 }
 
+/// numpy `x[.., pos, ..] = upd` on a copy: positions written in order, the last write stays.
+fn ref_scatter_set<T: Elem>(
+    x: &ArrayViewD<T>,
+    pos: &[usize],
+    axis: usize,
+    upd: &ArrayViewD<T>,
+) -> ArrayD<T> {
+    let mut out = x.to_owned();
+    let mut flat_shape = x.shape().to_vec();
+    flat_shape[axis] = pos.len();
+    let upd = ArrayD::from_shape_vec(IxDyn(&flat_shape), upd.iter().copied().collect()).unwrap();
+    for (j, &p) in pos.iter().enumerate() {
+        out.index_axis_mut(Axis(axis), p)
+            .assign(&upd.index_axis(Axis(axis), j));
+    }
+    out
+}
+
 fn ref_cumsum<T: Elem>(x: &ArrayViewD<T>, axis: usize) -> ArrayD<T> {
     let mut out = x.to_owned();
     out.accumulate_axis_inplace(Axis(axis), |&prev, cur| *cur = prev.add(*cur));
+    out
+}
+
+fn ref_cumprod<T: Elem>(x: &ArrayViewD<T>, axis: usize) -> ArrayD<T> {
+    let mut out = x.to_owned();
+    out.accumulate_axis_inplace(Axis(axis), |&prev, cur| *cur = prev.mul(*cur));
+    out
+}
+
+/// numpy `take_along_axis`: `out[i] = x[i with i[axis] replaced by pos[i]]`, `x` and `pos`
+/// broadcast (size-1 dims stretch) on the other axes.
+fn ref_take_along<T: Copy>(x: &ArrayViewD<T>, pos: &ArrayD<usize>, axis: usize) -> ArrayD<T> {
+    let shape: Vec<usize> = (0..x.ndim())
+        .map(|a| match (x.shape()[a], pos.shape()[a]) {
+            _ if a == axis => pos.shape()[a],
+            (1, p) => p,
+            (d, _) => d,
+        })
+        .collect();
+    ArrayD::from_shape_fn(IxDyn(&shape), |ix| {
+        let at = |dims: &[usize], a: usize| if dims[a] == 1 { 0 } else { ix[a] };
+        let pix: Vec<usize> = (0..x.ndim()).map(|a| at(pos.shape(), a)).collect();
+        let mut xix: Vec<usize> = (0..x.ndim()).map(|a| at(x.shape(), a)).collect();
+        xix[axis] = pos[IxDyn(&pix)];
+        x[IxDyn(&xix)]
+    })
+}
+
+/// Each lane along `axis` sorted stably by `key`, as positions (argsort) into the lane.
+fn ref_argsort<T: Elem>(x: &ArrayViewD<T>, axis: usize, descending: bool) -> ArrayD<i64> {
+    let mut out = ArrayD::<i64>::zeros(x.raw_dim());
+    for (lane, mut o) in x
+        .lanes(Axis(axis))
+        .into_iter()
+        .zip(out.lanes_mut(Axis(axis)))
+    {
+        let mut order: Vec<usize> = (0..lane.len()).collect();
+        order.sort_by(|&p, &q| {
+            let (a, b) = (lane[p].key(), lane[q].key());
+            let c = a.partial_cmp(&b).unwrap();
+            if descending {
+                c.reverse()
+            } else {
+                c
+            }
+        });
+        for (d, p) in o.iter_mut().zip(order) {
+            *d = p as i64;
+        }
+    }
     out
 }
 
@@ -97,9 +166,13 @@ trait Elem: Copy + 'static {
     fn of(v: i64) -> Self;
     /// `self + o` (bool: or; never called for bool, which neither op adds).
     fn add(self, o: Self) -> Self;
+    /// `self * o` (bool: and; never called for bool).
+    fn mul(self, o: Self) -> Self;
+    /// The value as a sort key (the values are small integers times a constant).
+    fn key(self) -> f64;
 }
 macro_rules! elem {
-    ($t:ty, $d:expr, $v:ident => $e:expr, $a:ident, $b:ident => $sum:expr) => {
+    ($t:ty, $d:expr, $v:ident => $e:expr, $a:ident, $b:ident => $sum:expr, $prod:expr, $k:expr) => {
         impl Elem for $t {
             const DTYPE: DType = $d;
             fn of($v: i64) -> Self {
@@ -109,14 +182,22 @@ macro_rules! elem {
                 let ($a, $b) = (self, o);
                 $sum
             }
+            fn mul(self, o: Self) -> Self {
+                let ($a, $b) = (self, o);
+                $prod
+            }
+            fn key(self) -> f64 {
+                let $a = self;
+                $k
+            }
         }
     };
 }
-elem!(bool, DType::Bool, v => v % 2 != 0, a, b => a | b);
-elem!(i32, DType::I32, v => v as i32, a, b => a + b);
-elem!(i64, DType::I64, v => v, a, b => a + b);
-elem!(f32, DType::F32, v => v as f32 * 0.37, a, b => a + b);
-elem!(f64, DType::F64, v => v as f64 * 0.37, a, b => a + b);
+elem!(bool, DType::Bool, v => v % 2 != 0, a, b => a | b, a & b, a as u8 as f64);
+elem!(i32, DType::I32, v => v as i32, a, b => a + b, a * b, a as f64);
+elem!(i64, DType::I64, v => v, a, b => a + b, a * b, a as f64);
+elem!(f32, DType::F32, v => v as f32 * 0.37, a, b => a + b, a * b, a as f64);
+elem!(f64, DType::F64, v => v as f64 * 0.37, a, b => a + b, a * b, a);
 
 /// Runs `outs(x, i[, u])` on every backend with the given views and checks each output.
 fn check(
@@ -236,7 +317,112 @@ where
             &Ok(Tensor::from(ref_cumsum(&x, axis))),
         );
     }
-    // scatter_add of updates shaped as the take, themselves a reversed view
+    // cumprod, sort and argsort along the axis (bool's cumprod counts as i64: numeric only)
+    if T::DTYPE != DType::Bool {
+        check(
+            &format!("cumprod {what}"),
+            std::slice::from_ref(&xp),
+            &[x.clone().into()],
+            &|v| v[0].cumprod(ax),
+            &Ok(Tensor::from(ref_cumprod(&x, axis))),
+        );
+    }
+    let descending = rng.below(2) == 0;
+    let order = ref_argsort(&x, axis, descending);
+    let sorted = ArrayD::from_shape_fn(x.raw_dim(), |ix| {
+        let mut at = ix.clone();
+        at[axis] = order[&ix] as usize;
+        x[at]
+    });
+    check(
+        &format!("argsort (descending {descending}) {what}"),
+        std::slice::from_ref(&xp),
+        &[x.clone().into()],
+        &|v| {
+            if descending {
+                v[0].argsort_descending(ax)
+            } else {
+                v[0].argsort(ax)
+            }
+        },
+        &Ok(Tensor::I64(order.clone())),
+    );
+    check(
+        &format!("sort (descending {descending}) {what}"),
+        std::slice::from_ref(&xp),
+        &[x.clone().into()],
+        &|v| {
+            if descending {
+                v[0].sort_descending(ax)
+            } else {
+                v[0].sort(ax)
+            }
+        },
+        &Ok(Tensor::from(sorted)),
+    );
+    // take_along_axis: indices of x's rank, 0 to 2 along the axis, the other dims x's own or
+    // 1 (broadcast); a position out of range in one case in 12.
+    let ashape: Vec<usize> = (0..rank)
+        .map(|d| match d {
+            _ if d == axis => rng.below(3),
+            _ if rng.below(3) == 0 => 1,
+            _ => shape[d],
+        })
+        .collect();
+    let araw: Vec<i64> = (0..ashape.iter().product::<usize>())
+        .map(|_| match rng.below(12) {
+            0 => n as i64,
+            _ => rng.below(2 * n) as i64 - n as i64,
+        })
+        .collect();
+    let apos: Option<Vec<usize>> = araw
+        .iter()
+        .map(|&i| {
+            let p = if i < 0 { i + n as i64 } else { i };
+            (p >= 0 && (p as usize) < n).then_some(p as usize)
+        })
+        .collect();
+    let aidx = ArrayD::from_shape_vec(IxDyn(&ashape), araw.clone()).unwrap();
+    let want = apos
+        .map(|p| {
+            let p = ArrayD::from_shape_vec(IxDyn(&ashape), p).unwrap();
+            Tensor::from(ref_take_along(&x, &p, axis))
+        })
+        .ok_or(());
+    check(
+        &format!("take_along_axis {what} at {araw:?} {ashape:?}"),
+        &[xp.clone(), (DType::I64, ashape.clone())],
+        &[x.clone().into(), aidx.view().into()],
+        &|v| v[0].take_along_axis(&v[1], ax),
+        &want,
+    );
+    // scatter_set and scatter_add of updates shaped as the take, themselves a reversed view
+    {
+        let mut ushape = shape[..axis].to_vec();
+        ushape.extend(&ishape);
+        ushape.extend(&shape[axis + 1..]);
+        let uvals: Vec<T> = (0..ushape.iter().product::<usize>())
+            .map(|_| T::of(rng.below(9) as i64 - 4))
+            .collect();
+        let ulayout = if ushape.is_empty() {
+            Layout::RowMajor
+        } else {
+            Layout::Reversed(rng.below(ushape.len()))
+        };
+        let uowner = stored(&ushape, uvals, ulayout);
+        let u = view(&uowner, ulayout);
+        let want = pos
+            .as_ref()
+            .map(|p| Tensor::from(ref_scatter_set(&x, p, axis, &u)))
+            .ok_or(());
+        check(
+            &format!("scatter_set {what}"),
+            &[xp.clone(), ip.clone(), (T::DTYPE, ushape)],
+            &[x.clone().into(), idx.view(), u.into()],
+            &|v| scatter_set(&v[0], &v[1], &v[2], ax),
+            &want,
+        );
+    }
     if T::DTYPE != DType::Bool {
         let mut ushape = shape[..axis].to_vec();
         ushape.extend(&ishape);
