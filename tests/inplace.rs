@@ -266,3 +266,46 @@ fn a_failed_call_leaves_the_variable_with_its_shape_and_old_or_new_value() {
     );
     f.call(&[ok.view()]).unwrap();
 }
+
+#[test]
+fn a_scatter_update_writes_its_rows_into_the_table_where_it_is() {
+    // table[ids] += rows: the scatter overwrites the shared table (donated), touching only its
+    // rows; without the pass the values are the same.
+    let run = |inplace: bool| {
+        let g = Graph::new();
+        let table = g.shared("table", mat(6, 4, 9));
+        let ids = g.input("ids", kiln::i64, [None]);
+        let rows = g.input("rows", kiln::f32, [None, Some(4)]);
+        let f = function(&[&ids, &rows], &[])
+            .update(&table, kiln::scatter_add(&table, &ids, &rows, 0))
+            .options(options(inplace))
+            .compile()
+            .unwrap();
+        (table, f)
+    };
+    let (with_t, with_f) = run(true);
+    let (without_t, without_f) = run(false);
+    let printed = kiln::ir::text::print_func(with_f.func());
+    assert!(printed.contains("inplace = 0"), "{printed}");
+    let before = buffer_of(&with_t);
+    let ids = ndarray::arr1(&[3i64, -1, 3]).into_dyn();
+    let rows = mat(3, 4, 10);
+    let call = |f: &Function, ids: &ArrayD<i64>| {
+        f.call(&[ids.view().into(), rows.view().into()] as &[TensorRef])
+    };
+    for _ in 0..3 {
+        call(&with_f, &ids).unwrap();
+        call(&without_f, &ids).unwrap();
+    }
+    assert_eq!(buffer_of(&with_t), before, "the table stays in its buffer");
+    let (a, b) = (
+        f32s(&with_t.value().unwrap()),
+        f32s(&without_t.value().unwrap()),
+    );
+    assert_eq!(a, b);
+    // An index out of range fails before anything is written: the table keeps its value.
+    let bad = ndarray::arr1(&[2i64, 6, 1]).into_dyn();
+    assert!(call(&with_f, &bad).is_err());
+    assert_eq!(f32s(&with_t.value().unwrap()), a);
+    call(&with_f, &ids).unwrap();
+}

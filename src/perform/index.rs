@@ -186,39 +186,145 @@ fn scatter<T: Copy>(
 where
     ArrayD<T>: Into<Tensor>,
 {
-    if axis >= x.ndim() {
-        return Err(err(format!(
-            "{what}: axis {axis} is out of range for rank {}",
-            x.ndim()
-        )));
-    }
-    let (outer, n, inner) = split(x.shape(), axis);
-    let at = positions(what, indices, n, axis)?;
-    let want = taken_shape(x.shape(), indices, axis);
-    if updates.shape() != want.as_slice() {
-        return Err(err(format!(
-            "{what}: the updates have shape {:?}, these indices need {want:?}",
-            updates.shape()
-        )));
-    }
-    let mut out: Vec<T> = x.iter().copied().collect();
-    let dense = updates.as_standard_layout();
-    let upd = dense
-        .as_slice()
+    let plan = ScatterPlan::new(what, x.shape(), indices, updates.shape(), axis)?;
+    // A row-major copy (one memcpy where `x` is row-major already).
+    let mut out = x.as_standard_layout().into_owned();
+    let dst = out
+        .as_slice_mut()
         .ok_or_else(|| err(format!("{what}: a standard-layout array is contiguous")))?;
-    let m = at.len();
-    for o in 0..outer {
-        for (j, &p) in at.iter().enumerate() {
-            let dst = (o * n + p) * inner;
-            let src = (o * m + j) * inner;
-            for k in 0..inner {
-                combine(&mut out[dst + k], upd[src + k]);
+    plan.apply(dst, updates, combine)?;
+    Ok(out.into())
+}
+
+/// Where a scatter writes: every index checked against the array's axis and the updates'
+/// shape against the indices before anything is written, so a failed scatter leaves its
+/// buffer as it was.
+struct ScatterPlan {
+    at: Vec<usize>,
+    outer: usize,
+    n: usize,
+    inner: usize,
+    what: String,
+}
+
+impl ScatterPlan {
+    fn new(
+        what: &str,
+        shape: &[usize],
+        indices: &TensorRef<'_>,
+        updates: &[usize],
+        axis: usize,
+    ) -> Result<ScatterPlan, Error> {
+        if axis >= shape.len() {
+            return Err(err(format!(
+                "{what}: axis {axis} is out of range for rank {}",
+                shape.len()
+            )));
+        }
+        let (outer, n, inner) = split(shape, axis);
+        let at = positions(what, indices, n, axis)?;
+        let want = taken_shape(shape, indices, axis);
+        if updates != want.as_slice() {
+            return Err(err(format!(
+                "{what}: the updates have shape {updates:?}, these indices need {want:?}"
+            )));
+        }
+        Ok(ScatterPlan {
+            at,
+            outer,
+            n,
+            inner,
+            what: what.to_string(),
+        })
+    }
+
+    /// `combine(out element, update)` at each planned position of the row-major `out`.
+    fn apply<T: Copy>(
+        &self,
+        out: &mut [T],
+        updates: &ndarray::ArrayViewD<'_, T>,
+        combine: impl Fn(&mut T, T),
+    ) -> Result<(), Error> {
+        let dense = updates.as_standard_layout();
+        let upd = dense.as_slice().ok_or_else(|| {
+            err(format!(
+                "{}: a standard-layout array is contiguous",
+                self.what
+            ))
+        })?;
+        let (n, inner, m) = (self.n, self.inner, self.at.len());
+        for o in 0..self.outer {
+            for (j, &p) in self.at.iter().enumerate() {
+                let dst = (o * n + p) * inner;
+                let src = (o * m + j) * inner;
+                for k in 0..inner {
+                    combine(&mut out[dst + k], upd[src + k]);
+                }
             }
         }
+        Ok(())
     }
-    Ok(ArrayD::from_shape_vec(IxDyn(x.shape()), out)
-        .map_err(|e| err(e.to_string()))?
-        .into())
+}
+
+/// `scatter_add` or `scatter_set` written into `out`, a dense buffer of the result's dtype
+/// and shape: where `out` is input 0's own buffer (`in_place`, the in-place pass's mark) only
+/// the named positions are touched; otherwise input 0 is copied in first. `None` for other
+/// ops, or where `out` does not fit.
+pub fn scatter_into(
+    op: &crate::ir::Op,
+    args: &[TensorRef<'_>],
+    out: &mut Tensor,
+    in_place: bool,
+) -> Option<Result<(), Error>> {
+    use crate::ir::Op;
+    let (what, axis, add) = match op {
+        Op::ScatterAdd { axis } => ("scatter_add", *axis, true),
+        Op::ScatterSet { axis } => ("scatter_set", *axis, false),
+        _ => return None,
+    };
+    let [x, indices, updates] = args else {
+        return None;
+    };
+    if out.shape() != x.shape() || out.dtype() != x.dtype() || out.dtype() != updates.dtype() {
+        return None;
+    }
+    let plan = match ScatterPlan::new(what, x.shape(), indices, updates.shape(), axis) {
+        Ok(p) => p,
+        Err(e) => return Some(Err(e)),
+    };
+    macro_rules! into {
+        ($o:ident, $x:ident, $u:ident, $combine:expr) => {{
+            let dst = $o.as_slice_mut()?;
+            if !in_place {
+                match $x.as_slice() {
+                    Some(src) => dst.copy_from_slice(src),
+                    None => dst.iter_mut().zip($x.iter()).for_each(|(d, &v)| *d = v),
+                }
+            }
+            plan.apply(dst, $u, $combine)
+        }};
+    }
+    Some(match (out, x, updates) {
+        (Tensor::I32(o), TensorRef::I32(a), TensorRef::I32(u)) if add => {
+            into!(o, a, u, |d: &mut i32, v| *d = d.wrapping_add(v))
+        }
+        (Tensor::I64(o), TensorRef::I64(a), TensorRef::I64(u)) if add => {
+            into!(o, a, u, |d: &mut i64, v| *d = d.wrapping_add(v))
+        }
+        (Tensor::F32(o), TensorRef::F32(a), TensorRef::F32(u)) if add => {
+            into!(o, a, u, |d: &mut f32, v| *d += v)
+        }
+        (Tensor::F64(o), TensorRef::F64(a), TensorRef::F64(u)) if add => {
+            into!(o, a, u, |d: &mut f64, v| *d += v)
+        }
+        (_, _, _) if add => return None,
+        (Tensor::Bool(o), TensorRef::Bool(a), TensorRef::Bool(u)) => into!(o, a, u, |d, v| *d = v),
+        (Tensor::I32(o), TensorRef::I32(a), TensorRef::I32(u)) => into!(o, a, u, |d, v| *d = v),
+        (Tensor::I64(o), TensorRef::I64(a), TensorRef::I64(u)) => into!(o, a, u, |d, v| *d = v),
+        (Tensor::F32(o), TensorRef::F32(a), TensorRef::F32(u)) => into!(o, a, u, |d, v| *d = v),
+        (Tensor::F64(o), TensorRef::F64(a), TensorRef::F64(u)) => into!(o, a, u, |d, v| *d = v),
+        _ => return None,
+    })
 }
 
 /// numpy `take_along_axis(x, indices, axis)`: in each lane along `axis`, the elements of `x` at

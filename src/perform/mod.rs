@@ -13,7 +13,7 @@ mod sort;
 mod window;
 
 pub use elementwise::{float_divmod, sigmoid, IntArith};
-pub use index::{has_view_form, perform_view};
+pub use index::{has_view_form, perform_view, scatter_into};
 pub use linalg::{matmul_into, matmul_update};
 pub use reduce::pairwise_sum;
 pub use shape::resolve_reshape;

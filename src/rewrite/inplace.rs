@@ -12,6 +12,8 @@
 //!   select, composites with one output) with argument `k` of exactly the result's type, so
 //!   that no broadcast stretches it; custom ops that say they may run in place (`inplace()` or a
 //!   `destroy_map` entry `(0, 0)`), on argument 0, which handle the buffer themselves.
+//!   `scatter_add` and `scatter_set` on their array (argument 0): they write only the positions
+//!   they name, after checking every index, so a failed call leaves the buffer as it was.
 //! - **Nothing reads the buffer afterwards.** Buffers are followed through views (`view_map`,
 //!   transitively, in both directions): the argument, what it is a view of and every view of
 //!   those form one alias class. No member of the class is read after the instruction in its
@@ -113,8 +115,16 @@ fn commit_last(func: &Func, body: &mut Vec<Inst>, destroyed: &[Value]) -> bool {
             break;
         }
     }
-    if body.iter().zip(&late).any(|(i, &l)| l && func.may_fail(i)) {
-        return false;
+    // A late instruction may fail only while no variable is overwritten yet: before the
+    // first overwrite, or as the first overwrite itself where its failure leaves its buffer
+    // as it was (a scatter checks every index before it writes).
+    let mut written = false;
+    for (inst, _) in body.iter().zip(&late).filter(|(_, &l)| l) {
+        let fails_clean = matches!(inst.op, Op::ScatterAdd { .. } | Op::ScatterSet { .. });
+        if func.may_fail(inst) && (written || (destroys(inst) && !fails_clean)) {
+            return false;
+        }
+        written |= destroys(inst);
     }
     let all = std::mem::take(body);
     let (mut early, mut rest): (Vec<Inst>, Vec<Inst>) = (Vec::new(), Vec::new());
@@ -315,6 +325,13 @@ fn candidates(func: &Func, inst: &Inst) -> Vec<usize> {
             } else {
                 vec![]
             }
+        }
+        // A scatter writes only the positions it names, after checking every index, into
+        // its array (argument 0), whose type is the result's.
+        Op::ScatterAdd { .. } | Op::ScatterSet { .. }
+            if func.ty(inst.args[0]) == func.ty(inst.results[0]) =>
+        {
+            vec![0]
         }
         op if op.is_elementwise() && inst.results.len() == 1 => {
             let ty = func.ty(inst.results[0]);

@@ -62,6 +62,20 @@ pub trait Device: Send + Sync + Sized {
         dest: Option<Self::Array>,
     ) -> Result<Vec<Self::Array>>;
 
+    /// Runs `step`, marked in place, by updating `buf` where it is: `buf` is the marked
+    /// argument's own buffer, which `args` view (see [`Device::alias`]). `None` where the
+    /// device has no such form for the step (the VM then calls [`Device::run`]). On an error,
+    /// `buf` must hold what it held before: the VM gives it back to its owner (a donated
+    /// variable keeps its value).
+    fn update_in_place(
+        &self,
+        _step: &Step,
+        _args: &[Self::Ref<'_>],
+        _buf: &mut Self::Array,
+    ) -> Option<Result<()>> {
+        None
+    }
+
     /// Whether the VM may hand a step the buffer of an argument it overwrites (the in-place
     /// pass's marks): only a device whose kernels read each element before writing it there.
     fn in_place(&self) -> bool {

@@ -102,9 +102,19 @@ impl Device for Host {
         dest: Option<Tensor>,
     ) -> Result<Vec<Tensor>> {
         if reads_views(step) {
-            if let Some(out) = crate::perform::perform_view(&step.op, args) {
-                return out;
+            // A scatter writes into a dead buffer of the result's type where the VM has one,
+            // the array copied in first (in place, `update_in_place` runs instead).
+            if let Some(mut out) = dest {
+                if let Some(done) = crate::perform::scatter_into(&step.op, args, &mut out, false) {
+                    return done.map(|()| vec![out]);
+                }
             }
+            return crate::perform::perform_view(&step.op, args).unwrap_or_else(|| {
+                Err(Error::Runtime(format!(
+                    "{}: no implementation on views",
+                    step.op.name()
+                )))
+            });
         }
         if let Kernel::Gemm { .. } = step.kernel {
             // `dest` is the fused update's matrix itself where the VM could hand it over.
@@ -114,6 +124,19 @@ impl Device for Host {
             Error::Runtime(format!("{}: no compiled kernel", step.op.display_name()))
         })?;
         t.run_into(args, dest)
+    }
+
+    fn update_in_place(
+        &self,
+        step: &Step,
+        args: &[TensorRef<'_>],
+        buf: &mut Tensor,
+    ) -> Option<Result<()>> {
+        // A scatter marked in place writes only its named positions, after checking them all.
+        if !reads_views(step) {
+            return None;
+        }
+        crate::perform::scatter_into(&step.op, args, buf, true)
     }
 
     fn in_place(&self) -> bool {

@@ -588,6 +588,22 @@ fn run_own<D: Device>(
             _ => env.view(device, func, a),
         })
         .collect::<Result<smallvec::SmallVec<[_; 4]>, _>>()?;
+    let mut dest = dest;
+    if let (Some(v), Some(buf)) = (overwritten, dest.as_mut()) {
+        if let Some(done) = device.update_in_place(inst, &args, buf) {
+            drop(args);
+            let buf = dest.take().expect("the buffer just updated");
+            return match done {
+                Ok(()) => store_results(device, func, inst, vec![buf], &mut env.values, state),
+                Err(e) => {
+                    // Nothing was written: the buffer goes back to its value, so a donated
+                    // variable's is found and returned to the caller.
+                    env.values[v.index()] = Some(buf);
+                    Err(e)
+                }
+            };
+        }
+    }
     let outs = guarded(&inst.op, || device.run(inst, &args, dest))?;
     drop(args);
     store_results(device, func, inst, outs, &mut env.values, state)
@@ -687,8 +703,8 @@ fn run_perform<D: Device>(
 
 /// For a step marked in place, the marked argument and its buffer, taken out of the values
 /// when it is owned here, the device writes in place and the buffer fits result 0 at run
-/// time: same dtype, the shape every argument broadcasts to (no argument stretches it),
-/// dense. Otherwise `None`, and the step writes a fresh buffer (the mark is a permission,
+/// time: same dtype, dense and, for an elementwise step, the shape every argument broadcasts
+/// to (no argument stretches it). Otherwise `None`, and the step writes a fresh buffer (the mark is a permission,
 /// never needed for correctness).
 fn take_overwritten<D: Device>(
     device: &D,
@@ -709,8 +725,12 @@ fn take_overwritten<D: Device>(
         let buf = device.view(buf);
         let target = device.shape(&buf);
         let mut fit = device.dtype(&buf) == func.ty(inst.results[0]).dtype && device.is_dense(&buf);
-        for &b in inst.args.iter().filter(|&&b| b != a) {
-            fit &= stretches_into(&env.shape(device, func, b)?, target);
+        // An elementwise step's other arguments must broadcast to exactly the buffer's shape
+        // (a scatter's indices and updates have shapes of their own).
+        if inst.op.is_elementwise() {
+            for &b in inst.args.iter().filter(|&&b| b != a) {
+                fit &= stretches_into(&env.shape(device, func, b)?, target);
+            }
         }
         fit
     };
