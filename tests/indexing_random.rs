@@ -397,53 +397,39 @@ where
         &want,
     );
     // scatter_set and scatter_add of updates shaped as the take, themselves a reversed view
-    {
-        let mut ushape = shape[..axis].to_vec();
-        ushape.extend(&ishape);
-        ushape.extend(&shape[axis + 1..]);
-        let uvals: Vec<T> = (0..ushape.iter().product::<usize>())
-            .map(|_| T::of(rng.below(9) as i64 - 4))
-            .collect();
-        let ulayout = if ushape.is_empty() {
-            Layout::RowMajor
-        } else {
-            Layout::Reversed(rng.below(ushape.len()))
-        };
-        let uowner = stored(&ushape, uvals, ulayout);
-        let u = view(&uowner, ulayout);
-        let want = pos
-            .as_ref()
-            .map(|p| Tensor::from(ref_scatter_set(&x, p, axis, &u)))
-            .ok_or(());
-        check(
-            &format!("scatter_set {what}"),
-            &[xp.clone(), ip.clone(), (T::DTYPE, ushape)],
-            &[x.clone().into(), idx.view(), u.into()],
-            &|v| scatter_set(&v[0], &v[1], &v[2], ax),
-            &want,
-        );
-    }
+    let mut ushape = shape[..axis].to_vec();
+    ushape.extend(&ishape);
+    ushape.extend(&shape[axis + 1..]);
+    let uvals: Vec<T> = (0..ushape.iter().product::<usize>())
+        .map(|_| T::of(rng.below(9) as i64 - 4))
+        .collect();
+    let ulayout = if ushape.is_empty() {
+        Layout::RowMajor
+    } else {
+        Layout::Reversed(rng.below(ushape.len()))
+    };
+    let uowner = stored(&ushape, uvals, ulayout);
+    let u = view(&uowner, ulayout);
+    let params = [xp, ip, (T::DTYPE, ushape)];
+    let want = pos
+        .as_ref()
+        .map(|p| Tensor::from(ref_scatter_set(&x, p, axis, &u)))
+        .ok_or(());
+    check(
+        &format!("scatter_set {what}"),
+        &params,
+        &[x.clone().into(), idx.view(), u.clone().into()],
+        &|v| scatter_set(&v[0], &v[1], &v[2], ax),
+        &want,
+    );
     if T::DTYPE != DType::Bool {
-        let mut ushape = shape[..axis].to_vec();
-        ushape.extend(&ishape);
-        ushape.extend(&shape[axis + 1..]);
-        let uvals: Vec<T> = (0..ushape.iter().product::<usize>())
-            .map(|_| T::of(rng.below(9) as i64 - 4))
-            .collect();
-        let ulayout = if ushape.is_empty() {
-            Layout::RowMajor
-        } else {
-            Layout::Reversed(rng.below(ushape.len()))
-        };
-        let uowner = stored(&ushape, uvals, ulayout);
-        let u = view(&uowner, ulayout);
         let want = pos
             .as_ref()
             .map(|p| Tensor::from(ref_scatter(&x, p, axis, &u)))
             .ok_or(());
         check(
             &format!("scatter_add {what}"),
-            &[xp, ip, (T::DTYPE, ushape)],
+            &params,
             &[x.into(), idx.view(), u.into()],
             &|v| scatter_add(&v[0], &v[1], &v[2], ax),
             &want,
