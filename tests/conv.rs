@@ -551,3 +551,42 @@ fn the_text_form_spells_the_attributes_and_parses_back() {
     .to_string();
     assert!(e.contains("needs the attribute `window`"), "{e}");
 }
+
+#[test]
+fn strided_inputs_are_read_in_logical_order() {
+    // The image arrives as an NHWC array viewed as NCHW (permuted axes), the filters reversed
+    // along their width (a negative stride): conv2d and pooling must read them by logical
+    // index, as the definition does.
+    let mut rng = Rng(555);
+    let nhwc = rng.values(&[2, 5, 6, 3]);
+    let x = nhwc.view().permuted_axes(vec![0, 3, 1, 2]);
+    let stored_w = rng.values(&[4, 3, 2, 3]);
+    let mut w = stored_w.view();
+    w.invert_axis(ndarray::Axis(3));
+    let conv = Conv2d {
+        padding: [1, 0],
+        ..Conv2d::default()
+    };
+    let want = conv_ref(&x.to_owned(), &w.to_owned(), &conv);
+    let want_pool = pool_ref(&x.to_owned(), true, [2, 2], [2, 1], [0, 1]);
+    for backend in backends_with_gpu_host() {
+        let g = Graph::new();
+        let xv = g.input("x", kiln::f64, [Some(2), Some(3), Some(5), Some(6)]);
+        let wv = g.input("w", kiln::f64, [Some(4), Some(3), Some(2), Some(3)]);
+        let f = function(
+            &[&xv, &wv],
+            &[
+                &xv.conv2d(&wv, conv),
+                &xv.max_pool2d([2, 2], [2, 1], [0, 1]),
+            ],
+        )
+        .backend(backend)
+        .compile()
+        .unwrap();
+        let out = f
+            .call(&[x.view().into(), w.view().into()] as &[kiln::TensorRef])
+            .unwrap();
+        assert!(close(&out[0], &want), "{backend:?}: conv2d");
+        assert!(close(&out[1], &want_pool), "{backend:?}: max_pool2d");
+    }
+}
