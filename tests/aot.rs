@@ -733,9 +733,10 @@ fn the_op_corpus_runs_ahead_of_time() {
          not ahead of time yet"
     );
     assert!(ran >= 130, "only {ran} files ran");
-    // The corpus files of index/, sort/ and conv/, whose ops have no code ahead of time yet.
+    // The corpus files of index/, sort/ and conv/ and inplace/scatter.kir, whose ops have no
+    // code ahead of time yet.
     assert!(
-        host_only <= 10,
+        host_only <= 11,
         "{host_only} files refused for ops not ahead of time"
     );
     assert!(failures.is_empty(), "{}", failures.join("\n"));
