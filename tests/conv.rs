@@ -334,7 +334,7 @@ fn pool_grad_ref(
 
 #[test]
 fn large_pools_split_over_threads_match_the_definition() {
-    // 2 x 64 x 40 x 40 = 204800 elements: more than one block of planes (128 Ki elements
+    // 2 x 64 x 40 x 40 = 204800 elements: more than one block of planes (16 Ki elements
     // each), so the planes are pooled on several threads (and the gradients too).
     let mut rng = Rng(4242);
     let x = rng.values(&[2, 64, 40, 40]);
