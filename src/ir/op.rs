@@ -579,6 +579,16 @@ impl Op {
         }
     }
 
+    /// The argument an op may update where it is, touching only the positions it names and
+    /// checking all of them before the first write (so a failed run leaves the buffer as it
+    /// was): a scatter's array. The in-place pass may mark it; see `rewrite::inplace`.
+    pub fn updates_in_place(&self) -> Option<usize> {
+        match self {
+            Op::ScatterAdd { .. } | Op::ScatterSet { .. } => Some(0),
+            _ => None,
+        }
+    }
+
     /// Number of trailing outputs that are kept by the op and not shown to callers.
     pub fn num_hidden_outputs(&self) -> usize {
         match self {

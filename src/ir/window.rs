@@ -46,6 +46,27 @@ impl Conv2d {
         Ok(out)
     }
 
+    /// Whether the channel counts agree with the groups: `C = groups * filter channels`, `O`
+    /// a multiple of the groups (checked where the dims are known).
+    pub fn check_channels(&self, c: Dim, o: Dim, per_group: Dim) -> Result<(), String> {
+        let g = self.groups;
+        if let (Some(c), Some(k)) = (c, per_group) {
+            if c != g * k {
+                return Err(format!(
+                    "conv2d: the image has {c} channels; filters of {k} channels in {g} group(s) \
+                     need {}",
+                    g * k
+                ));
+            }
+        }
+        if let Some(o) = o {
+            if o % g != 0 {
+                return Err(format!("conv2d: {o} filters do not split into {g} groups"));
+            }
+        }
+        Ok(())
+    }
+
     /// Why these parameters mean nothing, if they do not.
     pub fn check(&self) -> Result<(), String> {
         if self.stride.contains(&0) || self.dilation.contains(&0) || self.groups == 0 {
@@ -171,7 +192,7 @@ pub fn conv_type(conv: &Conv2d, x: &TensorType, w: &TensorType) -> Result<Tensor
     if x.dtype != w.dtype {
         return Err(format!("conv2d: the image is {x} and the filters {w}"));
     }
-    check_channels(conv, x.shape[1], w.shape[0], w.shape[1])?;
+    conv.check_channels(x.shape[1], w.shape[0], w.shape[1])?;
     let kernel = dims2(w, 2);
     let out = match kernel {
         [Some(kh), Some(kw)] => spatial(dims2(x, 2), |hw| conv.output(hw, [kh, kw]))?,
@@ -181,27 +202,6 @@ pub fn conv_type(conv: &Conv2d, x: &TensorType, w: &TensorType) -> Result<Tensor
         x.dtype,
         vec![x.shape[0], w.shape[0], out[0], out[1]],
     ))
-}
-
-/// The channel counts agree with the groups: `C = groups * filter channels`, `O` a multiple of
-/// groups.
-fn check_channels(conv: &Conv2d, c: Dim, o: Dim, per_group: Dim) -> Result<(), String> {
-    let g = conv.groups;
-    if let (Some(c), Some(k)) = (c, per_group) {
-        if c != g * k {
-            return Err(format!(
-                "conv2d: the image has {c} channels; filters of {k} channels in {g} group(s) \
-                 need {}",
-                g * k
-            ));
-        }
-    }
-    if let Some(o) = o {
-        if o % g != 0 {
-            return Err(format!("conv2d: {o} filters do not split into {g} groups"));
-        }
-    }
-    Ok(())
 }
 
 /// The type of the image gradient of `conv2d` from the output's gradient `g` and filters `w`,

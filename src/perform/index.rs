@@ -1,5 +1,6 @@
-//! Indexing by tensors: `take` (numpy's, along one axis), `scatter_add` (numpy's `add.at`,
-//! out of place) and `one_hot`; and `cumsum`, which walks an axis the same way. Each array is
+//! Indexing by tensors: `take` and `take_along_axis` (numpy's), `scatter_add` and
+//! `scatter_set` (out of place, or into a buffer the runtime hands over) and `one_hot`; and
+//! `cumsum`, `cumprod` and `cumprod`'s gradient, which walk an axis the same way. Each array is
 //! seen as `[outer, n, inner]` around the indexed axis, in row-major order, so one loop serves
 //! every rank. They read views (`TensorRef`): the VM's host device runs them on a call's
 //! inputs where they are, so an embedding table is read, never copied.
@@ -100,100 +101,24 @@ pub fn take(x: &TensorRef<'_>, indices: &TensorRef<'_>, axis: usize) -> Result<T
     })
 }
 
-/// numpy `add.at` on a copy of `x`: `updates[.., j, ..]` added at position `indices[j]` along
-/// `axis`, in index order (a position repeated adds up).
-pub fn scatter_add(
-    x: &TensorRef<'_>,
-    indices: &TensorRef<'_>,
-    updates: &TensorRef<'_>,
-    axis: usize,
-) -> Result<Tensor, Error> {
-    macro_rules! add_at {
-        ($a:ident, $u:ident, $add:expr) => {
-            scatter("scatter_add", $a, indices, $u, axis, $add)
-        };
-    }
-    match (x, updates) {
-        (TensorRef::I32(a), TensorRef::I32(u)) => {
-            add_at!(a, u, |d: &mut i32, v| { *d = d.wrapping_add(v) })
-        }
-        (TensorRef::I64(a), TensorRef::I64(u)) => {
-            add_at!(a, u, |d: &mut i64, v| { *d = d.wrapping_add(v) })
-        }
-        (TensorRef::F32(a), TensorRef::F32(u)) => add_at!(a, u, |d: &mut f32, v| *d += v),
-        (TensorRef::F64(a), TensorRef::F64(u)) => add_at!(a, u, |d: &mut f64, v| *d += v),
-        _ => Err(mismatch("scatter_add", x, indices, updates, axis)),
-    }
-}
-
-/// numpy `x[.., indices, ..] = updates` on a copy of `x`: `updates[.., j, ..]` written at
-/// position `indices[j]` along `axis`, in index order (where a position repeats, the last
-/// write stays).
-pub fn scatter_set(
-    x: &TensorRef<'_>,
-    indices: &TensorRef<'_>,
-    updates: &TensorRef<'_>,
-    axis: usize,
-) -> Result<Tensor, Error> {
-    macro_rules! set_at {
-        ($a:ident, $u:ident) => {
-            scatter("scatter_set", $a, indices, $u, axis, |d, v| *d = v)
-        };
-    }
-    match (x, updates) {
-        (TensorRef::Bool(a), TensorRef::Bool(u)) => set_at!(a, u),
-        (TensorRef::I32(a), TensorRef::I32(u)) => set_at!(a, u),
-        (TensorRef::I64(a), TensorRef::I64(u)) => set_at!(a, u),
-        (TensorRef::F32(a), TensorRef::F32(u)) => set_at!(a, u),
-        (TensorRef::F64(a), TensorRef::F64(u)) => set_at!(a, u),
-        _ => Err(mismatch("scatter_set", x, indices, updates, axis)),
-    }
-}
-
-/// The error for updates whose dtype does not fit.
-fn mismatch(
-    what: &str,
-    x: &TensorRef<'_>,
-    indices: &TensorRef<'_>,
-    updates: &TensorRef<'_>,
-    axis: usize,
-) -> Error {
-    err(format!(
-        "{what}: the updates are {}{:?}, these indices along axis {axis} of {}{:?} need {}{:?}",
-        updates.dtype(),
-        updates.shape(),
-        x.dtype(),
-        x.shape(),
-        x.dtype(),
-        taken_shape(
-            x.shape(),
-            indices,
-            axis.min(x.shape().len().saturating_sub(1))
-        )
-    ))
-}
-
-/// A copy of `x` with `combine(element, update)` applied at each position along `axis` that
-/// `indices` names, in index order.
-fn scatter<T: Copy>(
-    what: &str,
-    x: &ndarray::ArrayViewD<'_, T>,
-    indices: &TensorRef<'_>,
-    updates: &ndarray::ArrayViewD<'_, T>,
-    axis: usize,
-    combine: impl Fn(&mut T, T),
-) -> Result<Tensor, Error>
-where
-    ArrayD<T>: Into<Tensor>,
-{
-    let plan = ScatterPlan::new(what, x.shape(), indices, updates.shape(), axis)?;
-    // A row-major copy (one memcpy where `x` is row-major already).
-    let mut out = x.as_standard_layout().into_owned();
-    let dst = out
-        .as_slice_mut()
-        .ok_or_else(|| err(format!("{what}: a standard-layout array is contiguous")))?;
-    plan.apply(dst, updates, combine)?;
-    Ok(out.into())
+/// `scatter_add` (numpy's `add.at` on a copy of `x`: `updates[.., j, ..]` added at position
+/// `indices[j]` along `axis`, in index order, so a repeated position adds up) or
+/// `scatter_set` (numpy's `x[.., indices, ..] = updates` on a copy: where a position repeats,
+/// the last write stays): `x` copied row-major, then updated where it is.
+pub fn scatter_copy(op: &crate::ir::Op, args: &[TensorRef<'_>]) -> Result<Tensor, Error> {
+    let [x, _, updates] = args else {
+        return Err(err(format!("{} takes 3 inputs", op.name())));
+    };
+    let mut out = x.to_standard_owned();
+    scatter_into(op, args, &mut out, true).unwrap_or_else(|| {
+        Err(err(format!(
+            "{}: an array of {} and updates of {} do not fit",
+            op.name(),
+            x.dtype(),
+            updates.dtype()
+        )))
+    })?;
+    Ok(out)
 }
 
 /// Where a scatter writes: every index checked against the array's axis and the updates'
@@ -347,15 +272,23 @@ pub fn take_along_axis(
     let n = x.shape()[axis];
     let at = ArrayD::from_shape_vec(IxDyn(indices.shape()), positions(what, indices, n, axis)?)
         .map_err(|e| err(e.to_string()))?;
-    let mut shape = crate::ir::broadcast_shapes(x.shape(), at.shape())
-        .map_err(|e| err(format!("{what}: {e}")))
-        .or_else(|e| {
-            // Only the dims other than `axis` broadcast; `axis` may differ freely.
-            let mut xs = x.shape().to_vec();
-            xs[axis] = at.shape()[axis];
-            crate::ir::broadcast_shapes(&xs, at.shape()).map_err(|_| e)
-        })?;
-    shape[axis] = at.shape()[axis];
+    // The indices' length along `axis`; elsewhere the dims broadcast (numpy's rule).
+    let mut shape = Vec::with_capacity(rank);
+    for (a, (&d, &i)) in x.shape().iter().zip(at.shape()).enumerate() {
+        shape.push(match (d, i) {
+            _ if a == axis => i,
+            (d, i) if d == i || i == 1 => d,
+            (1, i) => i,
+            _ => {
+                return Err(err(format!(
+                    "{what}: axis {a} of {}{:?} and of indices of shape {:?} do not broadcast",
+                    x.dtype(),
+                    x.shape(),
+                    at.shape()
+                )))
+            }
+        });
+    }
     let mut from = shape.clone();
     from[axis] = n;
     crate::for_each_ref!(x, a => Ok(gather_lanes(a, &at, axis, &shape, &from)?.into()))
@@ -444,37 +377,37 @@ impl OneOf for f64 {
     const ONE: f64 = 1.0;
 }
 
-/// numpy `cumsum` along `axis`: running sums in order, in `sum`'s dtype (bool counts as i64;
-/// integers wrap on overflow, as numpy's do).
-pub fn cumsum(x: &TensorRef<'_>, axis: usize) -> Result<Tensor, Error> {
-    match x {
-        TensorRef::Bool(a) => running(
-            "cumsum",
-            &a.mapv(|b| b as i64).view(),
-            axis,
-            i64::wrapping_add,
-        ),
-        TensorRef::I32(a) => running("cumsum", a, axis, i32::wrapping_add),
-        TensorRef::I64(a) => running("cumsum", a, axis, i64::wrapping_add),
-        TensorRef::F32(a) => running("cumsum", a, axis, |p: f32, q: f32| p + q),
-        TensorRef::F64(a) => running("cumsum", a, axis, |p: f64, q: f64| p + q),
+/// numpy `cumsum` (`op` is `Sum`) or `cumprod` (`Prod`) along `axis`: running sums or
+/// products in order, in the reduction's dtype (bool counts as i64; integers wrap on
+/// overflow, as numpy's do).
+pub fn cumulative(
+    x: &TensorRef<'_>,
+    axis: usize,
+    op: crate::ir::ReduceOp,
+) -> Result<Tensor, Error> {
+    let (what, sum) = match op {
+        crate::ir::ReduceOp::Sum => ("cumsum", true),
+        _ => ("cumprod", false),
+    };
+    macro_rules! combine {
+        ($a:expr, $add:expr, $mul:expr) => {
+            if sum {
+                running(what, $a, axis, $add)
+            } else {
+                running(what, $a, axis, $mul)
+            }
+        };
     }
-}
-
-/// numpy `cumprod` along `axis`: running products in order, in `prod`'s dtype (bool counts as
-/// i64; integers wrap on overflow).
-pub fn cumprod(x: &TensorRef<'_>, axis: usize) -> Result<Tensor, Error> {
     match x {
-        TensorRef::Bool(a) => running(
-            "cumprod",
+        TensorRef::Bool(a) => combine!(
             &a.mapv(|b| b as i64).view(),
-            axis,
-            i64::wrapping_mul,
+            i64::wrapping_add,
+            i64::wrapping_mul
         ),
-        TensorRef::I32(a) => running("cumprod", a, axis, i32::wrapping_mul),
-        TensorRef::I64(a) => running("cumprod", a, axis, i64::wrapping_mul),
-        TensorRef::F32(a) => running("cumprod", a, axis, |p: f32, q: f32| p * q),
-        TensorRef::F64(a) => running("cumprod", a, axis, |p: f64, q: f64| p * q),
+        TensorRef::I32(a) => combine!(a, i32::wrapping_add, i32::wrapping_mul),
+        TensorRef::I64(a) => combine!(a, i64::wrapping_add, i64::wrapping_mul),
+        TensorRef::F32(a) => combine!(a, |p: f32, q: f32| p + q, |p: f32, q: f32| p * q),
+        TensorRef::F64(a) => combine!(a, |p: f64, q: f64| p + q, |p: f64, q: f64| p * q),
     }
 }
 
@@ -560,64 +493,5 @@ pub fn cumprod_grad(x: &TensorRef<'_>, g: &TensorRef<'_>, axis: usize) -> Result
             x.dtype(),
             g.dtype()
         ))),
-    }
-}
-
-/// Whether `op` has an implementation on views ([`perform_view`]): the index ops.
-pub fn has_view_form(op: &crate::ir::Op) -> bool {
-    perform_arity(op).is_some()
-}
-
-/// The index ops on views (`Op::Take`, `ScatterAdd`, `OneHot`, `Cumsum`), or `None` for any
-/// other op.
-pub fn perform_view(
-    op: &crate::ir::Op,
-    args: &[TensorRef<'_>],
-) -> Option<Result<Vec<Tensor>, Error>> {
-    use crate::ir::Op;
-    let arity = perform_arity(op)?;
-    if args.len() != arity {
-        return Some(Err(err(format!(
-            "{} takes {arity} inputs, got {}",
-            op.name(),
-            args.len()
-        ))));
-    }
-    let out = match op {
-        Op::Take { axis } => take(&args[0], &args[1], *axis),
-        Op::ScatterAdd { axis } => scatter_add(&args[0], &args[1], &args[2], *axis),
-        Op::OneHot { depth, dtype } => one_hot(&args[0], *depth, *dtype),
-        Op::Cumsum { axis } => cumsum(&args[0], *axis),
-        Op::TakeAlongAxis { axis } => take_along_axis(&args[0], &args[1], *axis),
-        Op::ScatterSet { axis } => scatter_set(&args[0], &args[1], &args[2], *axis),
-        Op::Cumprod { axis } => cumprod(&args[0], *axis),
-        Op::CumprodGrad { axis } => cumprod_grad(&args[0], &args[1], *axis),
-        Op::Sort { axis, descending } => super::sort::sort(&args[0], *axis, *descending),
-        Op::Argsort { axis, descending } => super::sort::argsort(&args[0], *axis, *descending),
-        Op::Conv2d(c) => super::window::conv2d(&args[0], &args[1], c),
-        Op::Conv2dGradImage { conv, image } => {
-            super::window::conv2d_grad_image(&args[0], &args[1], conv, *image)
-        }
-        Op::Conv2dGradFilter { conv, kernel } => {
-            super::window::conv2d_grad_filter(&args[0], &args[1], conv, *kernel)
-        }
-        Op::Pool2d(p) => super::window::pool2d(&args[0], p),
-        Op::Pool2dGrad(p) => super::window::pool2d_grad(&args[0], &args[1], p),
-        _ => return None,
-    };
-    Some(out.map(|t| vec![t]))
-}
-
-/// The number of inputs of an op that [`perform_view`] runs, or `None` for the others.
-fn perform_arity(op: &crate::ir::Op) -> Option<usize> {
-    use crate::ir::Op;
-    match op {
-        Op::OneHot { .. } | Op::Cumsum { .. } | Op::Cumprod { .. } => Some(1),
-        Op::Sort { .. } | Op::Argsort { .. } | Op::Pool2d(_) => Some(1),
-        Op::Take { .. } | Op::TakeAlongAxis { .. } | Op::CumprodGrad { .. } => Some(2),
-        Op::Conv2d(_) | Op::Conv2dGradImage { .. } | Op::Conv2dGradFilter { .. } => Some(2),
-        Op::Pool2dGrad(_) => Some(2),
-        Op::ScatterAdd { .. } | Op::ScatterSet { .. } => Some(3),
-        _ => None,
     }
 }

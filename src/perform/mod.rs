@@ -7,16 +7,19 @@ mod composite;
 mod elementwise;
 mod index;
 mod linalg;
+mod pool;
 pub(crate) mod reduce;
 pub(crate) mod shape;
 mod sort;
+mod views;
 mod window;
 
 pub use elementwise::{float_divmod, sigmoid, IntArith};
-pub use index::{has_view_form, perform_view, scatter_into};
+pub use index::scatter_into;
 pub use linalg::{matmul_into, matmul_update};
 pub use reduce::pairwise_sum;
 pub use shape::resolve_reshape;
+pub use views::{has_view_form, perform_view};
 
 use crate::error::Error;
 use crate::ir::custom::{PerformContext, WriteRequest};
@@ -70,7 +73,7 @@ pub fn perform(op: &Op, inputs: &[&Tensor]) -> Result<Vec<Tensor>, Error> {
         | Op::Pool2d(_)
         | Op::Pool2dGrad(_) => {
             let views: Vec<_> = inputs.iter().map(|t| t.view()).collect();
-            index::perform_view(op, &views)
+            views::perform_view(op, &views)
                 .unwrap_or_else(|| Err(Error::Runtime(format!("{}: not an index op", op.name()))))
         }
         Op::Slice {

@@ -120,7 +120,7 @@ fn commit_last(func: &Func, body: &mut Vec<Inst>, destroyed: &[Value]) -> bool {
     // as it was (a scatter checks every index before it writes).
     let mut written = false;
     for (inst, _) in body.iter().zip(&late).filter(|(_, &l)| l) {
-        let fails_clean = matches!(inst.op, Op::ScatterAdd { .. } | Op::ScatterSet { .. });
+        let fails_clean = inst.inplace.is_some() && inst.op.updates_in_place() == inst.inplace;
         if func.may_fail(inst) && (written || (destroys(inst) && !fails_clean)) {
             return false;
         }
@@ -326,13 +326,13 @@ fn candidates(func: &Func, inst: &Inst) -> Vec<usize> {
                 vec![]
             }
         }
-        // A scatter writes only the positions it names, after checking every index, into
-        // its array (argument 0), whose type is the result's.
-        Op::ScatterAdd { .. } | Op::ScatterSet { .. }
-            if func.ty(inst.args[0]) == func.ty(inst.results[0]) =>
-        {
-            vec![0]
-        }
+        // A scatter updates its array where it is (`Op::updates_in_place`), when the array
+        // has the result's type.
+        op if op.updates_in_place().is_some() => op
+            .updates_in_place()
+            .filter(|&k| func.ty(inst.args[k]) == func.ty(inst.results[0]))
+            .into_iter()
+            .collect(),
         op if op.is_elementwise() && inst.results.len() == 1 => {
             let ty = func.ty(inst.results[0]);
             (0..inst.args.len())

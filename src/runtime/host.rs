@@ -2,10 +2,12 @@
 //! where the caller has them), the steps a backend compiled run as its thunks (the CPU
 //! backend's kernels, the GPU backend's host-compiled kernels), matrix products through the
 //! GEMM library (folded transposes read through strides, a fused update written over its
-//! matrix), row groups by blocks (`rows`), the ops whose reference reads views (indexing:
-//! `perform::perform_view`) on the arrays where they are, and every other step as the op's
-//! `perform` on the arrays themselves (a call's inputs copied first). Elementwise kernels read each element before writing it, so steps run
-//! in place where the plan marks them. With no thunks this is the reference interpreter.
+//! matrix), row groups by blocks (`rows`), the ops whose reference reads views (indexing,
+//! sorting, windowed ops: `perform::perform_view`) on the arrays where they are, and every
+//! other step as the op's `perform` on the arrays themselves (a call's inputs copied first).
+//! Elementwise kernels read each element before writing it, and a scatter checks its indices
+//! before it writes, so those steps run in place where the plan marks them. With no thunks
+//! this is the reference interpreter.
 
 use super::device::Device;
 use super::vm::{Env, VmState};
@@ -48,7 +50,7 @@ impl Host {
     }
 }
 
-/// Whether `step` is an op whose reference implementation reads views (the index ops), so
+/// Whether `step` is an op whose reference implementation reads views (`perform_view`), so
 /// it runs on a call's inputs where they are instead of on owned copies.
 fn reads_views(step: &Step) -> bool {
     matches!(step.kernel, Kernel::Perform) && crate::perform::has_view_form(&step.op)
