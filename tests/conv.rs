@@ -4,28 +4,17 @@
 //! every backend; their gradients against finite differences; errors; the text form.
 
 mod common;
-use common::backends_with_gpu_host;
+use common::{backends_with_gpu_host, Rng};
 use kiln::{function, verify_grad, Conv2d, Graph, Tensor, VerifyOptions};
 use ndarray::{ArrayD, IxDyn};
 
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn below(&mut self, n: u64) -> usize {
-        (self.next() % n) as usize
-    }
-    fn values(&mut self, shape: &[usize]) -> ArrayD<f64> {
-        let n = shape.iter().product();
-        let v = (0..n)
-            .map(|_| (self.below(2001) as f64 - 1000.0) / 500.0)
-            .collect();
-        ArrayD::from_shape_vec(IxDyn(shape), v).unwrap()
-    }
+/// Values in [-2, 2] in steps of 1/500.
+fn values(rng: &mut Rng, shape: &[usize]) -> ArrayD<f64> {
+    let n = shape.iter().product();
+    let v = (0..n)
+        .map(|_| (rng.below(2001) as f64 - 1000.0) / 500.0)
+        .collect();
+    ArrayD::from_shape_vec(IxDyn(shape), v).unwrap()
 }
 
 /// The input element at padded position `p` (one spatial axis), if it is not padding.
@@ -124,10 +113,10 @@ fn random_convolution_gradients_match_the_definition() {
         let h = conv.dilation[0] * (kh - 1) + 1 + rng.below(4);
         let w = kw + rng.below(5);
         let (n, cg, og) = (1 + rng.below(3), 1 + rng.below(3), 1 + rng.below(2));
-        let x = rng.values(&[n, cg * groups, h, w]);
-        let f = rng.values(&[og * groups, cg, kh, kw]);
+        let x = values(&mut rng, &[n, cg * groups, h, w]);
+        let f = values(&mut rng, &[og * groups, cg, kh, kw]);
         let want = conv_ref(&x, &f, &conv);
-        let r = rng.values(want.shape());
+        let r = values(&mut rng, want.shape());
         let (want_dx, want_dw) = conv_grads_ref(&x, &f, &r, &conv);
         for backend in backends_with_gpu_host() {
             let g = Graph::new();
@@ -224,32 +213,48 @@ fn random_convolutions_match_the_definition() {
         let h = need(kh, conv.dilation[0], conv.padding[0]).max(1) + rng.below(5);
         let w = need(kw, conv.dilation[1], conv.padding[1]).max(1) + rng.below(5);
         let (n, cg, og) = (1 + rng.below(2), 1 + rng.below(3), 1 + rng.below(3));
-        let x = rng.values(&[n, cg * groups, h, w]);
-        let f = rng.values(&[og * groups, cg, kh, kw]);
+        let x = values(&mut rng, &[n, cg * groups, h, w]);
+        let f = values(&mut rng, &[og * groups, cg, kh, kw]);
+        // f64, or f32 (the reference then reads the f32 values, and tolerates f32 sums).
+        let single = case % 3 == 0;
+        let (x, f) = if single {
+            (x.mapv(|v| v as f32 as f64), f.mapv(|v| v as f32 as f64))
+        } else {
+            (x, f)
+        };
+        let as_dtype = |a: &ArrayD<f64>| match single {
+            true => Tensor::from(a.mapv(|v| v as f32)),
+            false => Tensor::from(a.clone()),
+        };
+        let (dtype, tol) = if single {
+            (kiln::f32, 1e-5)
+        } else {
+            (kiln::f64, 1e-12)
+        };
         let want = conv_ref(&x, &f, &conv);
         let xs = x.shape().to_vec();
         let fs = f.shape().to_vec();
         for backend in backends_with_gpu_host() {
             let g = Graph::new();
-            let xv = g.input(
-                "x",
-                kiln::f64,
-                xs.iter().map(|&d| Some(d)).collect::<Vec<_>>(),
-            );
+            let xv = g.input("x", dtype, xs.iter().map(|&d| Some(d)).collect::<Vec<_>>());
             // Unknown dims on the filters: the shapes are checked when the function runs.
-            let fv = g.input("f", kiln::f64, [None, Some(fs[1]), None, None]);
+            let fv = g.input("f", dtype, [None, Some(fs[1]), None, None]);
             let y = xv.conv2d(&fv, conv);
             let fun = function(&[&xv, &fv], &[&y])
                 .backend(backend)
                 .compile()
                 .unwrap();
-            let out = fun
-                .call(&[&Tensor::from(x.clone()), &Tensor::from(f.clone())])
-                .unwrap();
+            let out = fun.call(&[&as_dtype(&x), &as_dtype(&f)]).unwrap().remove(0);
+            let ok = out.dtype() == dtype
+                && out.shape() == want.shape()
+                && out
+                    .to_f64_vec()
+                    .iter()
+                    .zip(&want)
+                    .all(|(a, b)| (a - b).abs() <= tol * (1.0 + b.abs()));
             assert!(
-                close(&out[0], &want),
-                "case {case} {backend:?} {conv:?} x{xs:?} f{fs:?}: {:?} want {want:?}",
-                out[0]
+                ok,
+                "case {case} {backend:?} {dtype:?} {conv:?} x{xs:?} f{fs:?}: {out:?} want {want:?}"
             );
         }
     }
@@ -257,36 +262,64 @@ fn random_convolutions_match_the_definition() {
 
 #[test]
 fn random_pools_match_the_definition() {
+    // Ranks 2 to 5 (the leading dims are planes), every dtype each pooling takes.
     let mut rng = Rng(0x1234_5678_9abc_def1);
-    for case in 0..30 {
+    for case in 0..40 {
         let win = [1 + rng.below(3), 1 + rng.below(3)];
         let st = [1 + rng.below(3), 1 + rng.below(3)];
-        let pad = [
-            rng.below(win[0] as u64 / 2 + 1),
-            rng.below(win[1] as u64 / 2 + 1),
-        ];
+        let pad = [rng.below(win[0] / 2 + 1), rng.below(win[1] / 2 + 1)];
         let h = win[0] + rng.below(4);
         let w = win[1] + rng.below(4);
-        let (n, c) = (1 + rng.below(2), 1 + rng.below(3));
-        let x = rng.values(&[n, c, h, w]);
-        for max in [true, false] {
-            let want = pool_ref(&x, max, win, st, pad);
-            for backend in backends_with_gpu_host() {
-                let g = Graph::new();
-                let xv = g.input("x", kiln::f64, vec![None; 4]);
-                let y = if max {
-                    xv.max_pool2d(win, st, pad)
-                } else {
-                    xv.avg_pool2d(win, st, pad)
-                };
-                let f = function(&[&xv], &[&y]).backend(backend).compile().unwrap();
-                let out = f.call(&[&Tensor::from(x.clone())]).unwrap();
-                assert!(
-                    close(&out[0], &want),
-                    "case {case} {backend:?} max {max} {win:?} {st:?} {pad:?}: {:?} want {want:?}",
-                    out[0]
-                );
-            }
+        let lead: Vec<usize> = (0..rng.below(4)).map(|_| rng.below(3)).collect();
+        let mut shape = lead.clone();
+        shape.extend([h, w]);
+        let raw = values(&mut rng, &shape);
+        let max = case % 2 == 0;
+        let dtypes: &[kiln::DType] = if max {
+            &[kiln::f64, kiln::f32, kiln::i32, kiln::i64]
+        } else {
+            &[kiln::f64, kiln::f32]
+        };
+        let dtype = dtypes[rng.below(dtypes.len())];
+        // The values as the dtype holds them (integers: the steps of 1/500 themselves).
+        let x = match dtype {
+            kiln::DType::F64 => Tensor::from(raw.clone()),
+            kiln::DType::F32 => Tensor::from(raw.mapv(|v| v as f32)),
+            kiln::DType::I32 => Tensor::from(raw.mapv(|v| (v * 500.0).round() as i32)),
+            _ => Tensor::from(raw.mapv(|v| (v * 500.0).round() as i64)),
+        };
+        let exact = ArrayD::from_shape_vec(IxDyn(&shape), x.to_f64_vec()).unwrap();
+        let planes: usize = lead.iter().product();
+        let as4 = exact
+            .into_shape_with_order(IxDyn(&[1, planes, h, w]))
+            .unwrap();
+        let want4 = pool_ref(&as4, max, win, st, pad);
+        let mut want_shape = lead.clone();
+        want_shape.extend(&want4.shape()[2..]);
+        let want = want4.into_shape_with_order(IxDyn(&want_shape)).unwrap();
+        let tol = if dtype == kiln::f32 { 1e-6 } else { 1e-12 };
+        for backend in backends_with_gpu_host() {
+            let g = Graph::new();
+            let xv = g.input("x", dtype, vec![None; shape.len()]);
+            let y = if max {
+                xv.max_pool2d(win, st, pad)
+            } else {
+                xv.avg_pool2d(win, st, pad)
+            };
+            let f = function(&[&xv], &[&y]).backend(backend).compile().unwrap();
+            let out = f.call(&[&x]).unwrap().remove(0);
+            let ok = out.dtype() == dtype
+                && out.shape() == want.shape()
+                && out
+                    .to_f64_vec()
+                    .iter()
+                    .zip(&want)
+                    .all(|(a, b)| (a - b).abs() <= tol * (1.0 + b.abs()));
+            assert!(
+                ok,
+                "case {case} {backend:?} {dtype:?} {shape:?} max {max} {win:?} {st:?} {pad:?}: \
+                 {out:?} want {want:?}"
+            );
         }
     }
 }
@@ -337,11 +370,11 @@ fn large_pools_split_over_threads_match_the_definition() {
     // 2 x 64 x 40 x 40 = 204800 elements: more than one block of planes (16 Ki elements
     // each), so the planes are pooled on several threads (and the gradients too).
     let mut rng = Rng(4242);
-    let x = rng.values(&[2, 64, 40, 40]);
+    let x = values(&mut rng, &[2, 64, 40, 40]);
     let (win, st) = ([3, 2], [2, 2]);
     for max in [true, false] {
         let want = pool_ref(&x, max, win, st, [0, 0]);
-        let r = rng.values(want.shape());
+        let r = values(&mut rng, want.shape());
         let want_grad = pool_grad_ref(&x, &r, max, win, st);
         for backend in backends_with_gpu_host() {
             let g = Graph::new();
@@ -415,8 +448,8 @@ fn gradients_match_finite_differences() {
         dilation: [1, 2],
         groups: 2,
     };
-    let x = rng.values(&[2, 4, 5, 6]);
-    let w = rng.values(&[4, 2, 2, 2]);
+    let x = values(&mut rng, &[2, 4, 5, 6]);
+    let w = values(&mut rng, &[4, 2, 2, 2]);
     verify_grad(
         |_, v| {
             let y = v[0].conv2d(&v[1], conv);
@@ -427,7 +460,7 @@ fn gradients_match_finite_differences() {
     )
     .unwrap();
     // Pooling with overlapping windows and padding (distinct values: max is differentiable).
-    let p = rng.values(&[1, 2, 5, 5]);
+    let p = values(&mut rng, &[1, 2, 5, 5]);
     verify_grad(
         |_, v| {
             let m = v[0].max_pool2d([3, 3], [2, 2], [1, 1]);
@@ -445,8 +478,8 @@ fn second_derivatives_of_convolution_and_average_pooling() {
     // The gradient ops are linear maps with gradients of their own: a gradient-norm penalty
     // differentiates through them.
     let mut rng = Rng(99);
-    let x = rng.values(&[1, 2, 4, 4]);
-    let w = rng.values(&[3, 2, 3, 3]);
+    let x = values(&mut rng, &[1, 2, 4, 4]);
+    let w = values(&mut rng, &[3, 2, 3, 3]);
     let conv = Conv2d {
         padding: [1, 1],
         ..Conv2d::default()
@@ -558,9 +591,9 @@ fn strided_inputs_are_read_in_logical_order() {
     // along their width (a negative stride): conv2d and pooling must read them by logical
     // index, as the definition does.
     let mut rng = Rng(555);
-    let nhwc = rng.values(&[2, 5, 6, 3]);
+    let nhwc = values(&mut rng, &[2, 5, 6, 3]);
     let x = nhwc.view().permuted_axes(vec![0, 3, 1, 2]);
-    let stored_w = rng.values(&[4, 3, 2, 3]);
+    let stored_w = values(&mut rng, &[4, 3, 2, 3]);
     let mut w = stored_w.view();
     w.invert_axis(ndarray::Axis(3));
     let conv = Conv2d {

@@ -3,39 +3,12 @@
 //! runs them; their errors; their gradients against finite differences; their text form.
 
 mod common;
-use common::backends_with_gpu_host;
-use kiln::{function, scatter_add, verify_grad, Backend, Graph, Tensor, VerifyOptions};
+use common::{backends_with_gpu_host, call_both_ways};
+use kiln::{function, scatter_add, verify_grad, Graph, Tensor, VerifyOptions};
 use ndarray::{ArrayD, IxDyn};
 
 fn arr<T: Clone>(shape: &[usize], v: &[T]) -> ArrayD<T> {
     ArrayD::from_shape_vec(IxDyn(shape), v.to_vec()).unwrap()
-}
-
-/// Runs `f` on `backend` with the optimizer on and off.
-fn run(
-    backend: Backend,
-    build: impl Fn(&Graph) -> (Vec<kiln::Var>, Vec<kiln::Var>),
-    inputs: &[Tensor],
-) -> Vec<kiln::Result<Vec<Tensor>>> {
-    [false, true]
-        .into_iter()
-        .map(|optimize| {
-            let g = Graph::new();
-            let (ins, outs) = build(&g);
-            let ins: Vec<&kiln::Var> = ins.iter().collect();
-            let outs: Vec<&kiln::Var> = outs.iter().collect();
-            let f = function(&ins, &outs)
-                .backend(backend)
-                .options(kiln::CompileOptions {
-                    optimize,
-                    backend: Some(backend),
-                    ..Default::default()
-                })
-                .compile()?;
-            let refs: Vec<&Tensor> = inputs.iter().collect();
-            f.call(&refs)
-        })
-        .collect()
 }
 
 #[test]
@@ -49,9 +22,9 @@ fn take_gathers_along_any_axis_with_negative_indices() {
     let idx0 = arr(&[3], &[1i32, 1, 0]);
     let want0 = arr(&[3, 3], &[4.0f32, 5.0, 6.0, 4.0, 5.0, 6.0, 1.0, 2.0, 3.0]);
     for backend in backends_with_gpu_host() {
-        let got = run(
+        let got = call_both_ways(
             backend,
-            |g| {
+            &|g| {
                 let x = g.input("x", kiln::f32, [Some(2), Some(3)]);
                 let i = g.input("i", kiln::i64, [Some(2), Some(2)]);
                 let j = g.input("j", kiln::i32, [None]);
@@ -81,9 +54,9 @@ fn scatter_add_accumulates_repeated_positions_in_index_order() {
     let u = arr(&[2, 3], &[10i64, 20, 30, 40, 50, 60]);
     let want = arr(&[2, 3], &[41i64, 1, 21, 102, 2, 52]);
     for backend in backends_with_gpu_host() {
-        let got = run(
+        let got = call_both_ways(
             backend,
-            |g| {
+            &|g| {
                 let x = g.input("x", kiln::i64, [Some(2), Some(3)]);
                 let i = g.input("i", kiln::i64, [Some(3)]);
                 let u = g.input("u", kiln::i64, [Some(2), Some(3)]);
@@ -109,9 +82,9 @@ fn one_hot_gives_zero_rows_outside_the_depth() {
         ],
     );
     for backend in backends_with_gpu_host() {
-        let got = run(
+        let got = call_both_ways(
             backend,
-            |g| {
+            &|g| {
                 let i = g.input("i", kiln::i32, [Some(2), None]);
                 (vec![i.clone()], vec![i.one_hot(3, kiln::f64)])
             },
@@ -127,9 +100,9 @@ fn one_hot_gives_zero_rows_outside_the_depth() {
 #[test]
 fn out_of_range_indices_and_bad_types_are_errors() {
     for backend in backends_with_gpu_host() {
-        let got = run(
+        let got = call_both_ways(
             backend,
-            |g| {
+            &|g| {
                 let x = g.input("x", kiln::f32, [Some(4)]);
                 let i = g.input("i", kiln::i64, [Some(2)]);
                 (vec![x.clone(), i.clone()], vec![x.take(&i, 0)])
@@ -279,9 +252,9 @@ fn cumsum_runs_in_order_in_the_dtype_of_sum() {
     let b = arr(&[4], &[true, false, true, true]);
     let w = arr(&[2], &[i32::MAX, 1]);
     for backend in backends_with_gpu_host() {
-        let got = run(
+        let got = call_both_ways(
             backend,
-            |g| {
+            &|g| {
                 let x = g.input("x", kiln::f32, [Some(3), Some(2)]);
                 let b = g.input("b", kiln::bool, [None]);
                 let w = g.input("w", kiln::i32, [Some(2)]);

@@ -7,20 +7,9 @@
 //! transposed view) or reversed along one axis (a negative stride).
 
 mod common;
-use common::backends_with_gpu_host;
+use common::{backends_with_gpu_host, Rng};
 use kiln::{function, scatter_add, scatter_set, DType, Graph, Tensor, TensorRef};
 use ndarray::{ArrayD, ArrayViewD, Axis, IxDyn};
-
-struct Rng(u64);
-
-impl Rng {
-    fn below(&mut self, n: usize) -> usize {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        (self.0 % n.max(1) as u64) as usize
-    }
-}
 
 /// How an input reaches the function.
 #[derive(Clone, Copy, Debug)]
@@ -69,11 +58,14 @@ fn ref_take<T: Clone>(x: &ArrayViewD<T>, pos: &[usize], axis: usize, idx: &[usiz
     ArrayD::from_shape_vec(IxDyn(&shape), picked.iter().cloned().collect()).unwrap()
 }
 
+/// numpy's scatters on a copy of `x`: `combine(element, update)` at each position in order
+/// (`add.at` adds, `x[.., pos, ..] = upd` sets: the last write stays).
 fn ref_scatter<T: Elem>(
     x: &ArrayViewD<T>,
     pos: &[usize],
     axis: usize,
     upd: &ArrayViewD<T>,
+    combine: impl Fn(T, T) -> T,
 ) -> ArrayD<T> {
     let mut out = x.to_owned();
     let mut flat_shape = x.shape().to_vec();
@@ -81,25 +73,7 @@ fn ref_scatter<T: Elem>(
     let upd = ArrayD::from_shape_vec(IxDyn(&flat_shape), upd.iter().copied().collect()).unwrap();
     for (j, &p) in pos.iter().enumerate() {
         let mut dst = out.index_axis_mut(Axis(axis), p);
-        dst.zip_mut_with(&upd.index_axis(Axis(axis), j), |d, &u| *d = d.add(u));
-    }
-    out
-}
-
-/// numpy `x[.., pos, ..] = upd` on a copy: positions written in order, the last write stays.
-fn ref_scatter_set<T: Elem>(
-    x: &ArrayViewD<T>,
-    pos: &[usize],
-    axis: usize,
-    upd: &ArrayViewD<T>,
-) -> ArrayD<T> {
-    let mut out = x.to_owned();
-    let mut flat_shape = x.shape().to_vec();
-    flat_shape[axis] = pos.len();
-    let upd = ArrayD::from_shape_vec(IxDyn(&flat_shape), upd.iter().copied().collect()).unwrap();
-    for (j, &p) in pos.iter().enumerate() {
-        out.index_axis_mut(Axis(axis), p)
-            .assign(&upd.index_axis(Axis(axis), j));
+        dst.zip_mut_with(&upd.index_axis(Axis(axis), j), |d, &u| *d = combine(*d, u));
     }
     out
 }
@@ -413,7 +387,7 @@ where
     let params = [xp, ip, (T::DTYPE, ushape)];
     let want = pos
         .as_ref()
-        .map(|p| Tensor::from(ref_scatter_set(&x, p, axis, &u)))
+        .map(|p| Tensor::from(ref_scatter(&x, p, axis, &u, |_, u| u)))
         .ok_or(());
     check(
         &format!("scatter_set {what}"),
@@ -425,7 +399,7 @@ where
     if T::DTYPE != DType::Bool {
         let want = pos
             .as_ref()
-            .map(|p| Tensor::from(ref_scatter(&x, p, axis, &u)))
+            .map(|p| Tensor::from(ref_scatter(&x, p, axis, &u, T::add)))
             .ok_or(());
         check(
             &format!("scatter_add {what}"),

@@ -4,7 +4,7 @@
 //! errors, their gradients against finite differences (cumprod's at zeros), their text form.
 
 mod common;
-use common::backends_with_gpu_host;
+use common::{backends_with_gpu_host, call_both_ways, Build, Rng};
 use kiln::{function, scatter_set, verify_grad, Backend, Graph, Tensor, VerifyOptions};
 use ndarray::{ArrayD, IxDyn};
 
@@ -12,30 +12,11 @@ fn arr<T: Clone>(shape: &[usize], v: &[T]) -> ArrayD<T> {
     ArrayD::from_shape_vec(IxDyn(shape), v.to_vec()).unwrap()
 }
 
-/// A function's inputs and outputs, built in a graph.
-type Build<'a> = dyn Fn(&Graph) -> (Vec<kiln::Var>, Vec<kiln::Var>) + 'a;
-
-/// Compiles `build` on `backend` with the optimizer on and off and calls it.
+/// `call_both_ways`, every call expected to succeed.
 fn run(backend: Backend, build: &Build, inputs: &[Tensor]) -> Vec<Vec<Tensor>> {
-    [false, true]
+    call_both_ways(backend, build, inputs)
         .into_iter()
-        .map(|optimize| {
-            let g = Graph::new();
-            let (ins, outs) = build(&g);
-            let ins: Vec<&kiln::Var> = ins.iter().collect();
-            let outs: Vec<&kiln::Var> = outs.iter().collect();
-            let f = function(&ins, &outs)
-                .backend(backend)
-                .options(kiln::CompileOptions {
-                    optimize,
-                    backend: Some(backend),
-                    ..Default::default()
-                })
-                .compile()
-                .unwrap_or_else(|e| panic!("{backend:?}: {e}"));
-            let refs: Vec<&Tensor> = inputs.iter().collect();
-            f.call(&refs).unwrap_or_else(|e| panic!("{backend:?}: {e}"))
-        })
+        .map(|r| r.unwrap_or_else(|e| panic!("{backend:?}: {e}")))
         .collect()
 }
 
@@ -195,27 +176,13 @@ fn topk_gives_the_largest_first_and_their_positions() {
     assert!(e.contains("topk: k = 6"), "{e}");
 }
 
-/// A small deterministic generator (xorshift) for the random checks.
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
-
 #[test]
 fn random_sorts_are_ordered_stable_permutations_on_every_rank() {
     let mut rng = Rng(0x9e3779b97f4a7c15);
     for case in 0..40 {
         let rank = 1 + case % 4;
-        let shape: Vec<usize> = (0..rank).map(|_| rng.below(4) as usize).collect();
-        let axis = rng.below(rank as u64) as usize;
+        let shape: Vec<usize> = (0..rank).map(|_| rng.below(4)).collect();
+        let axis = rng.below(rank);
         let n: usize = shape.iter().product();
         // Few distinct values, so ties are common; some NaN.
         let vals: Vec<f64> = (0..n)

@@ -16,6 +16,53 @@ pub fn backends_with_gpu_host() -> Vec<kiln::Backend> {
     all
 }
 
+/// A small deterministic generator (xorshift) for random test cases.
+pub struct Rng(pub u64);
+
+impl Rng {
+    pub fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+
+    /// A number in `0..n` (0 when `n` is 0).
+    pub fn below(&mut self, n: usize) -> usize {
+        (self.next() % n.max(1) as u64) as usize
+    }
+}
+
+/// A function's inputs and outputs, built in a graph.
+pub type Build<'a> = dyn Fn(&kiln::Graph) -> (Vec<kiln::Var>, Vec<kiln::Var>) + 'a;
+
+/// Compiles `build` on `backend` with the optimizer off, then on, and calls each on `inputs`.
+pub fn call_both_ways(
+    backend: kiln::Backend,
+    build: &Build<'_>,
+    inputs: &[Tensor],
+) -> Vec<kiln::Result<Vec<Tensor>>> {
+    [false, true]
+        .into_iter()
+        .map(|optimize| {
+            let g = kiln::Graph::new();
+            let (ins, outs) = build(&g);
+            let ins: Vec<&kiln::Var> = ins.iter().collect();
+            let outs: Vec<&kiln::Var> = outs.iter().collect();
+            let f = kiln::function(&ins, &outs)
+                .backend(backend)
+                .options(kiln::CompileOptions {
+                    optimize,
+                    backend: Some(backend),
+                    ..Default::default()
+                })
+                .compile()?;
+            let refs: Vec<&Tensor> = inputs.iter().collect();
+            f.call(&refs)
+        })
+        .collect()
+}
+
 /// Every `.kir` file under `dir`, recursively.
 pub fn kir_files(dir: &Path, out: &mut Vec<PathBuf>) {
     let Ok(entries) = std::fs::read_dir(dir) else {
