@@ -174,20 +174,22 @@ fn need<T>(v: Option<T>, op: &str, name: &str) -> Result<T, String> {
     v.ok_or_else(|| format!("{op} needs the attribute `{name}`"))
 }
 
-/// A two-element size list (height, width), or `default` when absent.
+/// A two-element size list (height, width), or `None` when absent.
+fn opt_pair(a: &mut Attrs, name: &str) -> Result<Option<[usize; 2]>, String> {
+    a.sizes(name)?
+        .map(|v| {
+            <[usize; 2]>::try_from(v.as_slice())
+                .map_err(|_| format!("`{name}` must list two sizes (height, width)"))
+        })
+        .transpose()
+}
+
 fn pair(a: &mut Attrs, name: &str, default: [usize; 2]) -> Result<[usize; 2], String> {
-    match a.sizes(name)? {
-        None => Ok(default),
-        Some(v) => <[usize; 2]>::try_from(v.as_slice())
-            .map_err(|_| format!("`{name}` must list two sizes (height, width)")),
-    }
+    Ok(opt_pair(a, name)?.unwrap_or(default))
 }
 
 fn need_pair(a: &mut Attrs, op: &str, name: &str) -> Result<[usize; 2], String> {
-    if a.items.iter().all(|(n, _)| n != name) {
-        return Err(format!("{op} needs the attribute `{name}`"));
-    }
-    pair(a, name, [0, 0])
+    need(opt_pair(a, name)?, op, name)
 }
 
 /// Builds the op named `name` (with the string of `custom`) from its attributes and the types
