@@ -159,6 +159,61 @@ impl Tensor {
         }
     }
 
+    /// Index `i` of the leading axis, as an owned row-major tensor (a scan's step of a
+    /// sequence). `i` must be in range.
+    pub fn index_leading(&self, i: usize) -> Tensor {
+        map_tensor!(self, a => a
+            .index_axis(ndarray::Axis(0), i)
+            .as_standard_layout()
+            .into_owned())
+    }
+
+    /// `parts`, all of dtype `dtype` and shape `elem`, stacked along a new leading axis
+    /// (numpy's `stack`): a scan's stacked output. An error names the first part that differs.
+    pub fn stack(dtype: DType, elem: &[usize], parts: &[Tensor]) -> Result<Tensor, String> {
+        if let Some((i, p)) = parts
+            .iter()
+            .enumerate()
+            .find(|(_, p)| p.dtype() != dtype || p.shape() != elem)
+        {
+            return Err(format!(
+                "part {i} is {}{:?} where the others are {dtype}{elem:?}",
+                p.dtype(),
+                p.shape()
+            ));
+        }
+        fn join<T: Clone>(shape: Vec<usize>, parts: Vec<&ArrayD<T>>) -> ArrayD<T> {
+            let mut data = Vec::with_capacity(shape.iter().product());
+            for p in parts {
+                data.extend(p.iter().cloned());
+            }
+            ArrayD::from_shape_vec(IxDyn(&shape), data).expect("the parts' shapes were checked")
+        }
+        let mut shape = vec![parts.len()];
+        shape.extend_from_slice(elem);
+        macro_rules! each {
+            ($v:ident) => {
+                Tensor::$v(join(
+                    shape,
+                    parts
+                        .iter()
+                        .map(|p| match p {
+                            Tensor::$v(a) => a,
+                            _ => unreachable!("dtypes were checked"),
+                        })
+                        .collect(),
+                ))
+            };
+        }
+        Ok(match dtype {
+            DType::Bool => each!(Bool),
+            DType::I32 => each!(I32),
+            DType::I64 => each!(I64),
+            DType::F32 => each!(F32),
+            DType::F64 => each!(F64),
+        })
+    }
+
     pub fn zeros(dtype: DType, shape: &[usize]) -> Tensor {
         Tensor::full(dtype, shape, 0.0)
     }

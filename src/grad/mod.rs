@@ -27,6 +27,7 @@ mod control;
 mod rules;
 mod rules_conv;
 mod rules_index;
+mod scan;
 
 use crate::dump::DumpOptions;
 use crate::error::{Error, Result};

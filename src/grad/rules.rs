@@ -107,6 +107,9 @@ pub fn input_grads(
     if op == Op::IfElse {
         return super::control::ifelse_grads(a, x, y, gy);
     }
+    if let Op::Scan { carries, reverse } = op {
+        return super::scan::scan_grads(a, carries, reverse, x, y, gy);
+    }
     if let Op::Composite { program, .. } = &op {
         return composite_grads(program, None, x, y, gy);
     }
@@ -229,7 +232,9 @@ pub fn input_grads(
             vec![]
         }
         Op::Random { .. } => x.iter().map(|_| InGrad::Zero).collect(),
-        Op::IfElse | Op::Composite { .. } | Op::FusedReduce { .. } => unreachable!("handled above"),
+        Op::IfElse | Op::Scan { .. } | Op::Composite { .. } | Op::FusedReduce { .. } => {
+            unreachable!("handled above")
+        }
         Op::Custom(_) => unreachable!("handled above"),
     })
 }

@@ -8,7 +8,7 @@
 //! dependencies (topological order, gradients) visible, while the SSA form holds the branches
 //! as regions and only `cond` as an argument.
 
-use super::{Graph, Var, VarData, VarId, VarKind};
+use super::{Graph, GraphData, Var, VarData, VarId, VarKind};
 use crate::error::{Error, SourceLoc};
 use crate::ir::infer::infer_ifelse;
 use crate::ir::{DType, Op, TensorType};
@@ -26,17 +26,25 @@ pub fn ifelse(
     let g = cond.graph().clone();
     let count = |g: &Graph| g.data().applies.len() as u32;
     let a0 = count(&g);
+    let v0 = g.data().vars.len() as u32;
     let t = then();
     let a1 = count(&g);
     let e = otherwise();
     let a2 = count(&g);
-    match check(&g, cond, &t, &e, a0..a1, a1..a2) {
+    match check(&g, cond, &t, &e, a0..a1, a1..a2, v0) {
         Ok((types, free)) => {
             let mut inputs: Vec<&Var> = vec![cond];
             inputs.extend(t.iter());
             inputs.extend(e.iter());
             inputs.extend(free.iter());
-            g.push_apply(Op::IfElse, &inputs, types, loc, vec![a0..a1, a1..a2])
+            g.push_apply(
+                Op::IfElse,
+                &inputs,
+                types,
+                loc,
+                vec![a0..a1, a1..a2],
+                vec![],
+            )
         }
         Err(err) => {
             let n = t.len().max(1);
@@ -59,6 +67,16 @@ pub fn ifelse(
 
 type Checked = (Vec<TensorType>, Vec<Var>);
 
+/// Whether `v` belongs to a region whose Applies are `inside` (built from variable `v0` on):
+/// a result of one of them, or a parameter of a `scan` among them.
+pub(super) fn built_inside(data: &GraphData, v: VarId, inside: &Range<u32>, v0: u32) -> bool {
+    match data.vars[v.0 as usize].kind {
+        VarKind::Result { apply, .. } => inside.contains(&apply.0),
+        VarKind::RegionParam => v.0 >= v0,
+        _ => false,
+    }
+}
+
 fn check(
     g: &Graph,
     cond: &Var,
@@ -66,6 +84,7 @@ fn check(
     e: &[Var],
     rt: Range<u32>,
     re: Range<u32>,
+    v0: u32,
 ) -> Result<Checked, Error> {
     for v in std::iter::once(cond).chain(t).chain(e) {
         v.check()?;
@@ -95,7 +114,7 @@ fn check(
     let inside = rt.start..re.end;
     let mut free: Vec<VarId> = Vec::new();
     let mut add = |v: VarId| {
-        if !producer(v).is_some_and(|a| inside.contains(&a)) && !free.contains(&v) {
+        if !built_inside(&data, v, &inside, v0) && !free.contains(&v) {
             free.push(v);
         }
     };

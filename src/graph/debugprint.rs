@@ -104,6 +104,9 @@ fn print_var(
                 text.replace('\n', " ")
             );
         }
+        VarKind::RegionParam => {
+            let _ = writeln!(out, "{prefix}<scan parameter> [id {id}] : {ty}");
+        }
         VarKind::Poisoned(e) => {
             let _ = writeln!(out, "{prefix}<error: {e}> [id {id}]");
         }

@@ -14,6 +14,7 @@ mod build;
 mod control;
 mod debugprint;
 mod lambda;
+mod scan;
 mod sorting;
 mod to_ssa;
 mod windowed;
@@ -22,6 +23,8 @@ pub use build::{concat, scatter_add, select, Operand};
 pub use control::ifelse;
 pub use debugprint::debugprint;
 pub use lambda::{elementwise, unfold_program, Elementwise, Lambda, Scalar, ScalarOperand};
+pub(crate) use scan::scan_with;
+pub use scan::{scan, scan_reverse, ScanStep};
 pub use sorting::scatter_set;
 pub use to_ssa::{to_ssa, SsaFunction};
 
@@ -51,6 +54,9 @@ pub enum VarKind {
     Constant(Tensor),
     /// Output `index` of an Apply.
     Result { apply: ApplyId, index: usize },
+    /// A parameter of a `scan`'s body (a carry or a slice of a sequence): it has a value only
+    /// inside that body, at each step.
+    RegionParam,
     /// A value whose op failed its type check; compiling anything that uses it gives the error.
     Poisoned(Error),
 }
@@ -72,6 +78,8 @@ pub struct ApplyData {
     /// For `ifelse`: the Applies built by each branch's closure (a range of Apply ids), which
     /// become its regions. Empty for other ops.
     pub regions: Vec<std::ops::Range<u32>>,
+    /// For `scan`: the parameters of its body (`VarKind::RegionParam`). Empty for other ops.
+    pub params: Vec<VarId>,
 }
 
 #[derive(Default, Debug)]
@@ -117,6 +125,15 @@ impl Graph {
 
     pub fn same(&self, other: &Graph) -> bool {
         Arc::ptr_eq(&self.inner, &other.inner)
+    }
+
+    /// A fresh parameter of a region (`VarKind::RegionParam`) of type `ty`.
+    pub(crate) fn region_param(&self, ty: TensorType) -> Var {
+        self.add_var(VarData {
+            ty,
+            name: None,
+            kind: VarKind::RegionParam,
+        })
     }
 
     fn add_var(&self, data: VarData) -> Var {
@@ -177,7 +194,7 @@ impl Graph {
 
     pub(crate) fn apply_at(&self, op: Op, inputs: &[&Var], loc: SourceLoc) -> Vec<Var> {
         match self.check_inputs(&op, inputs) {
-            Ok(types) => self.push_apply(op, inputs, types, loc, Vec::new()),
+            Ok(types) => self.push_apply(op, inputs, types, loc, Vec::new(), Vec::new()),
             Err(e) => {
                 let ty = inputs
                     .first()
@@ -200,6 +217,7 @@ impl Graph {
         types: Vec<TensorType>,
         loc: SourceLoc,
         regions: Vec<std::ops::Range<u32>>,
+        params: Vec<VarId>,
     ) -> Vec<Var> {
         {
             {
@@ -222,6 +240,7 @@ impl Graph {
                     outputs: outputs.clone(),
                     loc,
                     regions,
+                    params,
                 });
                 drop(g);
                 outputs
@@ -518,9 +537,14 @@ impl Apply {
         self.with(|a| a.inputs.iter().map(|&id| self.graph.var(id)).collect())
     }
 
-    /// For `ifelse`: the Apply-id ranges of its branches.
+    /// For `ifelse`: the Apply-id ranges of its branches; for `scan`: that of its body.
     pub fn regions(&self) -> Vec<std::ops::Range<u32>> {
         self.with(|a| a.regions.clone())
+    }
+
+    /// For `scan`: the parameters of its body (carries, then one slice per sequence).
+    pub fn params(&self) -> Vec<Var> {
+        self.with(|a| a.params.iter().map(|&id| self.graph.var(id)).collect())
     }
 
     pub fn outputs(&self) -> Vec<Var> {
@@ -530,14 +554,23 @@ impl Apply {
 
 impl Graph {
     /// Rebuilds the Applies with ids in `range` (in order), reading `map`'s replacements for
-    /// their inputs, and records each old output's new variable in `map`. Nested `ifelse`
-    /// regions move with their Applies, since each old Apply makes exactly one new one.
+    /// their inputs, and records each old output's new variable in `map`. Nested regions move
+    /// with their Applies, since each old Apply makes exactly one new one; a nested `scan`'s
+    /// body parameters are made afresh first (its body's Applies come before it and read them).
     pub(crate) fn clone_range(
         &self,
         range: std::ops::Range<u32>,
         map: &mut std::collections::HashMap<VarId, Var>,
     ) {
         let shift = self.data().applies.len() as i64 - range.start as i64;
+        let params: Vec<VarId> = self.data().applies[range.start as usize..range.end as usize]
+            .iter()
+            .flat_map(|a| a.params.iter().copied())
+            .collect();
+        for p in params {
+            let ty = self.data().vars[p.0 as usize].ty.clone();
+            map.insert(p, self.region_param(ty));
+        }
         for a in range {
             let ad = self.data().applies[a as usize].clone();
             let inputs: Vec<Var> = ad
@@ -556,7 +589,8 @@ impl Graph {
                 .iter()
                 .map(|r| (r.start as i64 + shift) as u32..(r.end as i64 + shift) as u32)
                 .collect();
-            let outs = self.push_apply(ad.op.clone(), &refs, types, ad.loc, regions);
+            let params = ad.params.iter().map(|p| map[p].id).collect();
+            let outs = self.push_apply(ad.op.clone(), &refs, types, ad.loc, regions, params);
             for (o, n) in ad.outputs.iter().zip(outs) {
                 map.insert(*o, n);
             }

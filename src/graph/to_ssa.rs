@@ -138,7 +138,7 @@ fn lookup(map: &HashMap<VarId, Value>, g: &GraphData, v: VarId) -> Result<Value>
             .map(|n| format!("`{n}`"))
             .unwrap_or_else(|| "a value".into());
         Error::Input(format!(
-            "{name} built inside an ifelse branch is used outside that branch"
+            "{name} built inside a region (an ifelse branch or a scan body) is used outside it"
         ))
     })
 }
@@ -168,14 +168,49 @@ fn emit(
         }
         let ad = &g.applies[a.0 as usize];
         let mut regions = Vec::new();
-        let args = if ad.op == Op::IfElse {
-            if depth == crate::ir::verify::MAX_REGION_DEPTH {
-                return Err(Error::Input(format!(
-                    "{}: ifelse branches nest deeper than {}",
-                    ad.loc,
-                    crate::ir::verify::MAX_REGION_DEPTH
-                )));
-            }
+        if !ad.regions.is_empty() && depth == crate::ir::verify::MAX_REGION_DEPTH {
+            return Err(Error::Input(format!(
+                "{}: regions (ifelse branches, scan bodies) nest deeper than {}",
+                ad.loc,
+                crate::ir::verify::MAX_REGION_DEPTH
+            )));
+        }
+        let args = if let (Op::Scan { .. }, [range]) = (&ad.op, ad.regions.as_slice()) {
+            // Arguments, then the region: its parameters, body and yields in its own scope.
+            let n_args = ad.params.len();
+            let args = ad.inputs[..n_args]
+                .iter()
+                .map(|&i| lookup(map, g, i))
+                .collect::<Result<Vec<_>>>()?;
+            let before: HashSet<VarId> = map.keys().copied().collect();
+            let params = ad
+                .params
+                .iter()
+                .map(|&p| {
+                    let v = func.new_value(g.vars[p.0 as usize].ty.clone(), None);
+                    map.insert(p, v);
+                    v
+                })
+                .collect();
+            let sub: Vec<ApplyId> = ids
+                .iter()
+                .copied()
+                .filter(|x| range.contains(&x.0))
+                .collect();
+            let inner = emit(&sub, g, func, map, depth + 1)?;
+            let n_out = ad.outputs.len();
+            let yields = ad.inputs[n_args..n_args + n_out]
+                .iter()
+                .map(|&y| lookup(map, g, y))
+                .collect::<Result<Vec<_>>>()?;
+            map.retain(|k, _| before.contains(k));
+            regions.push(Region {
+                params,
+                body: inner,
+                yields,
+            });
+            args
+        } else if ad.op == Op::IfElse {
             let n = ad.outputs.len();
             for (k, range) in ad.regions.iter().enumerate() {
                 let sub: Vec<ApplyId> = ids
@@ -192,6 +227,7 @@ fn emit(
                 // What a region defines stays inside it.
                 map.retain(|k, _| before.contains(k));
                 regions.push(Region {
+                    params: vec![],
                     body: inner,
                     yields,
                 });

@@ -33,10 +33,12 @@ pub struct ValueData {
     pub loc: Option<String>,
 }
 
-/// A nested sequence of instructions that ends by yielding values (the branches of `ifelse`).
-/// Instructions in a region may use values defined before the region.
+/// A nested sequence of instructions that ends by yielding values (the branches of `ifelse`,
+/// the body of `scan`). Instructions in a region may use values defined before the region,
+/// and its parameters (a scan's carries and sequence slices; `ifelse`'s branches have none).
 #[derive(Clone, Debug, PartialEq, Default)]
 pub struct Region {
+    pub params: Vec<Value>,
     pub body: Vec<Inst>,
     pub yields: Vec<Value>,
 }

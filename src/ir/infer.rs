@@ -522,6 +522,7 @@ fn infer_types(op: &Op, inputs: &[&TensorType]) -> Result<Vec<TensorType>, Strin
         }
         // The result types of an ifelse are the types its regions yield; see `infer_ifelse`.
         Op::IfElse => Err("ifelse takes its result types from its regions".into()),
+        Op::Scan { .. } => Err("scan takes its result types from its region".into()),
         Op::Custom(c) => {
             if !c.num_inputs().accepts(inputs.len()) {
                 return Err(format!(
@@ -582,6 +583,87 @@ pub fn infer_ifelse(
         }
     }
     Ok(then.to_vec())
+}
+
+/// The types of a `scan`'s region parameters: each carry typed as its initial value, then
+/// one slice of each sequence (its type without the leading axis). The sequences must be at
+/// least 1-d, and their leading dims agree where the types know them.
+pub fn scan_param_types(carries: usize, args: &[&TensorType]) -> Result<Vec<TensorType>, String> {
+    if args.len() <= carries {
+        return Err(format!(
+            "scan needs at least one sequence to walk (given {} values, {carries} of them carries)",
+            args.len()
+        ));
+    }
+    let (init, xs) = args.split_at(carries);
+    scan_length(xs)?;
+    let mut out: Vec<TensorType> = init.iter().map(|t| (*t).clone()).collect();
+    for (i, x) in xs.iter().enumerate() {
+        if x.rank() == 0 {
+            return Err(format!(
+                "scan: sequence {i} is {x}; a sequence needs a leading axis to walk"
+            ));
+        }
+        out.push(TensorType::new(x.dtype, x.shape[1..].to_vec()));
+    }
+    Ok(out)
+}
+
+/// The number of steps of a scan over `xs` where the types know it: the sequences' leading
+/// dims, which must agree.
+fn scan_length(xs: &[&TensorType]) -> Result<Dim, String> {
+    let mut len: Dim = None;
+    for (i, x) in xs.iter().enumerate() {
+        match (len, x.shape.first().copied().flatten()) {
+            (Some(a), Some(b)) if a != b => {
+                return Err(format!(
+                    "scan: the sequences have different lengths ({a} and {b}, sequence {i})"
+                ))
+            }
+            (None, Some(b)) => len = Some(b),
+            _ => {}
+        }
+    }
+    Ok(len)
+}
+
+/// A `scan`'s result types from its arguments and the types its region yields: the carries
+/// as their initial values (each new carry must have its carry's dtype and rank, and dims
+/// that agree where both are known: a difference the types cannot see is a run-time error),
+/// then each other yield stacked along a new leading axis of the scan's length.
+pub fn infer_scan(
+    carries: usize,
+    args: &[&TensorType],
+    yields: &[TensorType],
+) -> Result<Vec<TensorType>, String> {
+    let params = scan_param_types(carries, args)?;
+    if yields.len() < carries {
+        return Err(format!(
+            "scan: the body yields {} values, fewer than its {carries} carries",
+            yields.len()
+        ));
+    }
+    for (i, (c, y)) in params[..carries].iter().zip(yields).enumerate() {
+        let agree = c.dtype == y.dtype
+            && c.rank() == y.rank()
+            && c.shape
+                .iter()
+                .zip(&y.shape)
+                .all(|(a, b)| a.is_none() || b.is_none() || a == b);
+        if !agree {
+            return Err(format!(
+                "scan: carry {i} is {c} but the body yields {y} for it (a carry keeps its type from step to step)"
+            ));
+        }
+    }
+    let len = scan_length(&args[carries..])?;
+    let mut out = params[..carries].to_vec();
+    for y in &yields[carries..] {
+        let mut shape = vec![len];
+        shape.extend(&y.shape);
+        out.push(TensorType::new(y.dtype, shape));
+    }
+    Ok(out)
 }
 
 /// `make_node`'s output types with their `?` dims resolved by the op's shape function

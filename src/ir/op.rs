@@ -246,6 +246,16 @@ pub enum Op {
     /// `ifelse %cond { then } else { otherwise }`: lazy, only the taken region runs. The
     /// instruction holds two regions whose yields give its results (see `Inst::regions`).
     IfElse,
+    /// `scan %init.., %xs.. (%carry.., %x..) { body }`: a loop over the leading axis of the
+    /// sequences `xs` (JAX's `lax.scan`, Theano's `scan`). The one region's parameters are the
+    /// carries (typed as `init`) and one slice of each sequence; it yields the new carries,
+    /// then one value per stacked output. Results: the last carries, then each yielded value
+    /// stacked along a new leading axis (in the sequences' order, `reverse` or not). With
+    /// `reverse`, the steps walk the sequences from their end.
+    Scan {
+        carries: usize,
+        reverse: bool,
+    },
     /// An elementwise op whose body is a scalar program (a user lambda, or fused ops): its
     /// inputs broadcast together and each output register gives one output.
     Composite {
@@ -512,6 +522,7 @@ impl Op {
             Op::Arange { .. } => "arange",
             Op::Random { dist, .. } => dist.name(),
             Op::IfElse => "ifelse",
+            Op::Scan { .. } => "scan",
             Op::Composite { .. } => "composite",
             Op::FusedReduce { .. } => "fused_reduce",
             Op::Custom(_) => "custom",
@@ -543,7 +554,7 @@ impl Op {
             Op::Concat { .. } => None,
             Op::Const(_) | Op::Zeros { .. } | Op::Ones { .. } | Op::Full { .. } => Some(0),
             Op::Arange { .. } => Some(0),
-            Op::Random { .. } => None,
+            Op::Random { .. } | Op::Scan { .. } => None,
             Op::IfElse => Some(1),
             Op::Composite { program, .. } | Op::FusedReduce { program, .. } => {
                 Some(program.input_dtypes().len())
@@ -613,6 +624,8 @@ impl Op {
         match self {
             // An index out of range is an error.
             Op::Custom(_) | Op::IfElse | Op::Take { .. } | Op::ScatterAdd { .. } => true,
+            // Sequences of unequal lengths, or a carry whose shape changes, are errors.
+            Op::Scan { .. } => true,
             Op::TakeAlongAxis { .. } | Op::ScatterSet { .. } => true,
             Op::Reduce { op, axes, .. } | Op::FusedReduce { op, axes, .. }
                 if !op.has_identity() =>

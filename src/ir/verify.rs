@@ -3,7 +3,7 @@
 //! it; what it defines stays inside), instruction types match inference, attributes are in
 //! range (inference checks them), and the outputs are defined. All problems are reported.
 
-use super::infer::infer_ifelse;
+use super::infer::{infer_ifelse, infer_scan, scan_param_types};
 use super::{infer, Func, Inst, Op, Value};
 
 /// Regions (`ifelse` branches) nest at most this deep. Every stage walks regions by recursion,
@@ -78,9 +78,50 @@ fn block(
             ));
             continue;
         }
+        if let (Op::Scan { carries, .. }, true) = (&inst.op, ok) {
+            let [r] = inst.regions.as_slice() else {
+                errs.push(format!("@{}: scan needs one region", f.name));
+                continue;
+            };
+            let arg_tys: Vec<_> = inst.args.iter().map(|&a| f.ty(a)).collect();
+            match scan_param_types(*carries, &arg_tys) {
+                Ok(tys) if tys.len() == r.params.len() => {
+                    for (&p, t) in r.params.iter().zip(&tys) {
+                        if p.index() < n && f.ty(p) != t {
+                            errs.push(format!(
+                                "@{}: scan parameter {} is typed {} but its argument makes it {t}",
+                                f.name,
+                                name(p),
+                                f.ty(p)
+                            ));
+                        }
+                    }
+                }
+                Ok(tys) => errs.push(format!(
+                    "@{}: scan's region takes {} parameters where its arguments give {}",
+                    f.name,
+                    r.params.len(),
+                    tys.len()
+                )),
+                Err(e) => errs.push(format!("@{}: {e}", f.name)),
+            }
+        } else if inst.regions.iter().any(|r| !r.params.is_empty()) {
+            errs.push(format!("@{}: {op}'s regions take no parameters", f.name));
+        }
         for r in &inst.regions {
             // What a region defines is visible inside it only.
             let saved = visible.clone();
+            for &p in &r.params {
+                if p.index() >= n {
+                    errs.push(format!("@{}: a region parameter does not exist", f.name));
+                    ok = false;
+                } else if std::mem::replace(&mut defined[p.index()], true) {
+                    errs.push(format!("@{}: {} is defined twice", f.name, name(p)));
+                    ok = false;
+                } else {
+                    visible[p.index()] = true;
+                }
+            }
             block(f, &r.body, depth + 1, defined, visible, errs, name);
             for &y in &r.yields {
                 if y.index() >= n || !visible[y.index()] {
@@ -120,6 +161,9 @@ fn block(
                     infer_ifelse(arg_tys[0], &region_types[0], &region_types[1])
                 }
                 Op::IfElse => Err("ifelse needs one condition and two regions".into()),
+                Op::Scan { carries, .. } if inst.regions.len() == 1 => {
+                    infer_scan(*carries, &arg_tys, &region_types[0])
+                }
                 op => infer(op, &arg_tys),
             };
             let got: Vec<_> = inst.results.iter().map(|&r| f.ty(r).clone()).collect();

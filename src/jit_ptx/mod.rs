@@ -219,9 +219,11 @@ pub(crate) fn define_step(
         },
         // Row groups are a CPU schedule; `lower` (without options) makes none, and their members
         // are steps of `all_steps` anyway.
-        Kernel::Gemm { .. } | Kernel::View(_) | Kernel::IfElse { .. } | Kernel::Rows { .. } => {
-            return Ok(None)
-        }
+        Kernel::Gemm { .. }
+        | Kernel::View(_)
+        | Kernel::IfElse { .. }
+        | Kernel::Scan { .. }
+        | Kernel::Rows { .. } => return Ok(None),
     };
     Ok(Some(KernelInfo {
         name,

@@ -76,6 +76,15 @@ pub enum Kernel {
     Perform,
     /// `ifelse`: the plan of each branch; only the taken one runs.
     IfElse { then: Branch, otherwise: Branch },
+    /// `scan`: the plan of its body, run once per step with `params` holding the carries and
+    /// one slice of each sequence (the step's first `carries` arguments are the initial
+    /// carries, the rest the sequences).
+    Scan {
+        body: Branch,
+        params: Vec<Value>,
+        carries: usize,
+        reverse: bool,
+    },
     /// A row group (`rows.rs`): map and reduce steps run together on blocks of `rows`, each
     /// member reading its arguments as `roles` say.
     Rows {
@@ -136,6 +145,7 @@ impl Step {
                 .chain(&otherwise.steps)
                 .any(|s| s.may_fail(func)),
             Kernel::Rows { steps, .. } => steps.iter().any(|s| s.may_fail(func)),
+            Kernel::Scan { .. } => true,
             _ => {
                 let args: Vec<_> = self.args.iter().map(|&a| func.ty(a)).collect();
                 let results: Vec<_> = self.results.iter().map(|&r| func.ty(r)).collect();
@@ -155,6 +165,10 @@ impl Step {
                     out.extend(br.steps.iter().flat_map(Step::reads));
                     out.extend(&br.yields);
                 }
+            }
+            Kernel::Scan { body, .. } => {
+                out.extend(body.steps.iter().flat_map(Step::reads));
+                out.extend(&body.yields);
             }
             _ => {}
         }
@@ -188,6 +202,7 @@ impl Plan {
                         walk(&then.steps, out);
                         walk(&otherwise.steps, out);
                     }
+                    Kernel::Scan { body, .. } => walk(&body.steps, out),
                     Kernel::Rows { steps, .. } => walk(steps, out),
                     _ => {}
                 }
@@ -264,6 +279,7 @@ fn number(steps: &mut [Step], mut next: usize) -> usize {
                 next = number(&mut then.steps, next);
                 next = number(&mut otherwise.steps, next);
             }
+            Kernel::Scan { body, .. } => next = number(&mut body.steps, next),
             Kernel::Rows { steps, .. } => next = number(steps, next),
             _ => {}
         }
@@ -425,6 +441,18 @@ fn kernel_of(func: &Func, inst: &Inst, opts: LowerOptions) -> Kernel {
             Kernel::IfElse {
                 then: branch(0),
                 otherwise: branch(1),
+            }
+        }
+        Op::Scan { carries, reverse } => {
+            let r = inst.regions.first().cloned().unwrap_or_default();
+            Kernel::Scan {
+                body: Branch {
+                    steps: lower_block(func, &r.body, &r.yields, opts),
+                    yields: r.yields.clone(),
+                },
+                params: r.params,
+                carries: *carries,
+                reverse: *reverse,
             }
         }
         Op::Reduce { op, axes, keepdims } if inst.args.len() == 1 => {

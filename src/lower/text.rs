@@ -165,6 +165,22 @@ fn write_members(steps: &[Step], roles: Option<&[Vec<Role>]>, depth: usize, out:
                 out.push_str(&pad);
                 out.push('}');
             }
+            Kernel::Scan {
+                body,
+                params,
+                carries,
+                reverse,
+            } => {
+                let rev = if *reverse { " reverse" } else { "" };
+                let _ = writeln!(
+                    out,
+                    "scan carries {carries}{rev} {args} ({}) {{",
+                    list(params)
+                );
+                write_branch(body, depth + 1, out);
+                out.push_str(&pad);
+                out.push('}');
+            }
             Kernel::IfElse { then, otherwise } => {
                 let _ = writeln!(out, "ifelse {args} {{");
                 write_branch(then, depth + 1, out);
@@ -443,6 +459,25 @@ impl<'a> Cursor<'a> {
                 self.expect("}")?;
                 (Op::IfElse, args, Kernel::IfElse { then, otherwise })
             }
+            "scan" => {
+                self.expect("carries")?;
+                let carries: usize = self.number("a carry count")?;
+                let reverse = self.eat("reverse");
+                let args = self.values()?;
+                self.expect("(")?;
+                let params = self.values()?;
+                self.expect(")")?;
+                self.expect("{")?;
+                let body = self.branch()?;
+                self.expect("}")?;
+                let kernel = Kernel::Scan {
+                    body,
+                    params,
+                    carries,
+                    reverse,
+                };
+                (Op::Scan { carries, reverse }, args, kernel)
+            }
             "rows" => self.rows()?,
             k => return Err((at, format!("unknown step kind `{k}`"))),
         };
@@ -574,6 +609,17 @@ impl<'a> Cursor<'a> {
                     || otherwise.yields.len() != s.results.len() =>
             {
                 return bad("an ifelse takes a condition and yields its results".into());
+            }
+            Kernel::Scan {
+                body,
+                params,
+                carries,
+                ..
+            } if s.args.len() != params.len()
+                || body.yields.len() != s.results.len()
+                || *carries > params.len() =>
+            {
+                return bad("a scan takes a value per parameter and yields its results".into());
             }
             _ => {}
         }

@@ -32,7 +32,7 @@ use ndarray::{ArrayD, IxDyn};
 pub fn perform(op: &Op, inputs: &[&Tensor]) -> Result<Vec<Tensor>, Error> {
     // The same check as make_node, on the concrete inputs: perform runs only what type-checks,
     // so it never computes something for inputs its op does not take.
-    let n_outputs = if *op == Op::IfElse {
+    let n_outputs = if matches!(op, Op::IfElse | Op::Scan { .. }) {
         0
     } else {
         let tys: Vec<TensorType> = inputs.iter().map(|t| t.ty()).collect();
@@ -119,9 +119,10 @@ pub fn perform(op: &Op, inputs: &[&Tensor]) -> Result<Vec<Tensor>, Error> {
             let x = composite::composite(program, inputs)?.remove(0);
             one(reduce::reduce(&x, *r, axes, *keepdims)?)
         }
-        Op::IfElse => Err(Error::Runtime(
-            "ifelse runs its regions in the interpreter, not in perform".into(),
-        )),
+        Op::IfElse | Op::Scan { .. } => Err(Error::Runtime(format!(
+            "{} runs its regions in the VM, not in perform",
+            op.name()
+        ))),
         Op::Custom(c) => {
             // Without a runtime keeping storage between calls: fresh storage, write-to, and the
             // resources the op asks for.

@@ -1,4 +1,5 @@
-//! Rewrites of SSA functions, run in this order by [`optimize`] (`pipeline.rs`): the e-graph pass
+//! Rewrites of SSA functions, run in this order by [`optimize`] (`pipeline.rs`): dropping the
+//! unread outputs of scans ([`prune_scans`]), the e-graph pass
 //! ([`egraph`]: merging duplicates, folding constants, canonicalizing, stabilizing and
 //! specializing rules, extraction by cost), merging inside regions with the values around them
 //! ([`merge_regions`]), Composite fusion ([`fuse`]), scheduling custom ops next to the adds
@@ -10,11 +11,13 @@ pub mod fuse;
 pub mod inplace;
 pub mod merge_regions;
 mod pipeline;
+pub mod prune_scans;
 
 pub use egraph::simplify;
 pub use fuse::fuse;
 pub use merge_regions::merge_regions;
 pub use pipeline::{optimize, optimize_donating, OptimizeOptions};
+pub use prune_scans::prune_scans;
 
 use crate::ir::{Func, Inst, Value};
 use std::collections::{HashMap, HashSet};

@@ -62,7 +62,7 @@ pub(super) fn check_fits(
     step: &Step,
     arg_shape: &dyn Fn(Value) -> Option<Shape>,
 ) -> Result<(), Error> {
-    if matches!(step.kernel, Kernel::IfElse { .. }) {
+    if matches!(step.kernel, Kernel::IfElse { .. } | Kernel::Scan { .. }) {
         return Ok(());
     }
     for k in 0..step.results.len() {

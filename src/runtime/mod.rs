@@ -10,6 +10,7 @@ mod memory;
 pub mod profile;
 pub mod requests;
 mod rows;
+mod scan;
 pub mod state;
 pub mod vm;
 mod warm;

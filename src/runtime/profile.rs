@@ -143,6 +143,7 @@ fn label(func: &Func, s: &Step) -> String {
         Kernel::Gemm { .. } => "gemm",
         Kernel::View(_) => "view",
         Kernel::IfElse { .. } => "ifelse",
+        Kernel::Scan { .. } => "scan",
         Kernel::Perform => "perform",
         Kernel::Rows { steps, .. } => {
             let ops: Vec<&str> = steps.iter().map(|m| m.op.display_name()).collect();

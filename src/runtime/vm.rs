@@ -172,7 +172,7 @@ pub struct Env<'e, 'p, D: Device + 'p> {
 
 impl<D: Device> Env<'_, '_, D> {
     /// Makes `v` available to `fetch`: copies a parameter the first time it is asked for.
-    fn own(&mut self, device: &D, v: Value) -> Result<(), Error> {
+    pub(super) fn own(&mut self, device: &D, v: Value) -> Result<(), Error> {
         if self.values[v.index()].is_none() {
             if let Some(i) = self.param_index[v.index()] {
                 let r = device.reborrow(&self.params[i]);
@@ -350,7 +350,7 @@ fn collect_outputs<D: Device>(
         .collect()
 }
 
-fn fetch<'a, A>(func: &Func, env: &'a [Option<A>], v: Value) -> Result<&'a A, Error> {
+pub(super) fn fetch<'a, A>(func: &Func, env: &'a [Option<A>], v: Value) -> Result<&'a A, Error> {
     env[v.index()].as_ref().ok_or_else(|| {
         Error::Runtime(format!(
             "{}: value {v} is used before it is defined",
@@ -458,7 +458,10 @@ fn profiled_step<D: Device>(
 /// inference may already start with it), then the value the step computes and the line that
 /// built it. Branches and row groups leave their members' messages as they are.
 fn step_error(func: &Func, step: &Step, e: Error) -> Error {
-    if matches!(step.kernel, Kernel::IfElse { .. } | Kernel::Rows { .. }) {
+    if matches!(
+        step.kernel,
+        Kernel::IfElse { .. } | Kernel::Scan { .. } | Kernel::Rows { .. }
+    ) {
         return e;
     }
     let (msg, shape) = match e {
@@ -510,6 +513,23 @@ fn run_step<D: Device>(
     }
     if let Kernel::IfElse { then, otherwise } = &inst.kernel {
         run_ifelse(device, func, inst, then, otherwise, env, state)?;
+        release_dead(device, inst, env, state);
+        return Ok(());
+    }
+    if let Kernel::Scan {
+        body,
+        params,
+        carries,
+        reverse,
+    } = &inst.kernel
+    {
+        let walk = super::scan::ScanWalk {
+            body,
+            params,
+            carries: *carries,
+            reverse: *reverse,
+        };
+        walk.run(device, func, inst, env, state)?;
         release_dead(device, inst, env, state);
         return Ok(());
     }

@@ -170,6 +170,18 @@ impl Attrs {
     }
 }
 
+/// A `scan`'s attributes: `carries` (required) and `reverse` (default false).
+pub fn scan_attrs(items: Vec<(String, Attr)>) -> Result<(usize, bool), String> {
+    let mut a = Attrs { items };
+    let carries = match need(a.int("carries")?, "scan", "carries")? {
+        k if k < 0 => return Err("`carries` must not be negative".into()),
+        k => k as usize,
+    };
+    let reverse = a.bool("reverse")?.unwrap_or(false);
+    a.finish("scan")?;
+    Ok((carries, reverse))
+}
+
 fn need<T>(v: Option<T>, op: &str, name: &str) -> Result<T, String> {
     v.ok_or_else(|| format!("{op} needs the attribute `{name}`"))
 }

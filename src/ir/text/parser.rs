@@ -5,7 +5,7 @@
 use super::attrs::{build_op, parse_float, Attr, Attrs};
 use super::lexer::{lex, Tok, Token};
 use crate::error::Error;
-use crate::ir::infer::infer_ifelse;
+use crate::ir::infer::{infer_ifelse, infer_scan, scan_param_types};
 use crate::ir::{infer, DType, Func, Inst, Op, Region, TensorType, Value};
 use crate::tensor::Tensor;
 use ndarray::{ArrayD, IxDyn};
@@ -416,6 +416,41 @@ impl Parser {
                     [c] => infer_ifelse(c, &yt(&inst.regions[0]), &yt(&inst.regions[1])),
                     _ => Err("ifelse takes one condition".into()),
                 };
+            } else if opname == "scan" {
+                let items = self.attrs()?;
+                let (carries, reverse) =
+                    super::attrs::scan_attrs(items).map_err(|msg| ParseError { line, col, msg })?;
+                inst.op = Op::Scan { carries, reverse };
+                let refs: Vec<&TensorType> = arg_tys.iter().collect();
+                let want = scan_param_types(carries, &refs).map_err(|msg| ParseError {
+                    line,
+                    col,
+                    msg,
+                })?;
+                let params = self.region_params()?;
+                if params.len() != want.len() {
+                    let msg = format!(
+                        "scan's region takes {} parameters, its arguments give {}",
+                        params.len(),
+                        want.len()
+                    );
+                    return Err(ParseError { line, col, msg });
+                }
+                for ((name, l, c, ty), w) in params.iter().zip(&want) {
+                    if ty != w {
+                        return Err(ParseError {
+                            line: *l,
+                            col: *c,
+                            msg: format!(
+                                "scan parameter %{name} is typed {ty}, its argument makes it {w}"
+                            ),
+                        });
+                    }
+                }
+                let r = self.region_with(f, params)?;
+                let yt: Vec<TensorType> = r.yields.iter().map(|&y| f.ty(y).clone()).collect();
+                inferred = infer_scan(carries, &refs, &yt);
+                inst.regions.push(r);
             } else {
                 let attrs = if self.peek() == &Tok::Punct('{') {
                     self.attrs()?
@@ -495,6 +530,33 @@ impl Parser {
     }
 
     fn region(&mut self, f: &mut Func) -> PResult<Region> {
+        self.region_with(f, Vec::new())
+    }
+
+    /// `(%name: TYPE, ...)`: a region's parameters, not yet defined.
+    fn region_params(&mut self) -> PResult<Vec<(String, usize, usize, TensorType)>> {
+        self.expect('(')?;
+        let mut out = Vec::new();
+        if self.eat(')') {
+            return Ok(out);
+        }
+        loop {
+            let (name, line, col) = self.value_name()?;
+            self.expect(':')?;
+            out.push((name, line, col, self.ty()?));
+            if self.eat(')') {
+                return Ok(out);
+            }
+            self.expect(',')?;
+        }
+    }
+
+    /// A region whose scope starts with `params` defined.
+    fn region_with(
+        &mut self,
+        f: &mut Func,
+        params: Vec<(String, usize, usize, TensorType)>,
+    ) -> PResult<Region> {
         // The function's own scope, then one per enclosing region.
         if self.scopes.len() > crate::ir::verify::MAX_REGION_DEPTH {
             return self.err(format!(
@@ -504,12 +566,23 @@ impl Parser {
         }
         self.expect('{')?;
         self.scopes.push(HashMap::new());
+        let mut values = Vec::new();
+        for (name, line, col, ty) in params {
+            let v = f.new_value(ty, Some(name.clone()));
+            f.set_loc(v, format!("{line}:{col}"));
+            self.define(name, v, line, col)?;
+            values.push(v);
+        }
         let body = self.block(f, &["yield"])?;
         self.keyword("yield")?;
         let yields = self.value_list()?;
         self.scopes.pop();
         self.expect('}')?;
-        Ok(Region { body, yields })
+        Ok(Region {
+            params: values,
+            body,
+            yields,
+        })
     }
 
     fn attrs(&mut self) -> PResult<Vec<(String, Attr)>> {

@@ -53,6 +53,7 @@ fn name_values(f: &Func) -> HashMap<Value, String> {
     fn visit(body: &[Inst], order: &mut Vec<Value>) {
         for i in body {
             for r in &i.regions {
+                order.extend(&r.params);
                 visit(&r.body, order);
             }
             order.extend(&i.results);
@@ -145,6 +146,23 @@ fn print_body(
                     depth + 1,
                     out,
                 );
+                let _ = writeln!(out, "{pad}}} : {}", types_text(&tys));
+            }
+            Op::Scan { carries, reverse } => {
+                let empty = Region::default();
+                let r = inst.regions.first().unwrap_or(&empty);
+                let params = r
+                    .params
+                    .iter()
+                    .map(|p| format!("{}: {}", n(p), f.ty(*p)))
+                    .collect::<Vec<_>>()
+                    .join(", ");
+                let rev = if *reverse { ", reverse = true" } else { "" };
+                let _ = writeln!(
+                    out,
+                    "{pad}{results} = scan {args} {{carries = {carries}{rev}}} ({params}) {{"
+                );
+                print_region(f, r, names, depth + 1, out);
                 let _ = writeln!(out, "{pad}}} : {}", types_text(&tys));
             }
             op => {

@@ -115,7 +115,7 @@ pub fn node_cost(eg: &KilnEGraph, node: &Node, out: &Ty) -> f64 {
                 Op::Composite { program, .. } | Op::FusedReduce { program, .. } => {
                     read + write + n * program.insts.len() as f64
                 }
-                Op::Custom(_) | Op::IfElse => 1e6 + read + write,
+                Op::Custom(_) | Op::IfElse | Op::Scan { .. } => 1e6 + read + write,
             }
         }
         _ => unreachable!("a tuple node in a tensor class or the other way round"),

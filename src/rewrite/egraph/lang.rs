@@ -131,6 +131,7 @@ pub fn family(op: &Op) -> u16 {
         Op::Conv2dGradFilter { .. } => 128,
         Op::Pool2d(_) => 129,
         Op::Pool2dGrad(_) => 130,
+        Op::Scan { .. } => 131,
     }
 }
 
@@ -244,10 +245,10 @@ impl Data {
 
 /// Whether two equal applications of `op` to equal arguments give equal values, so they may
 /// be one e-class (merging). Ops with state or a per-position random stream may not; `ifelse`
-/// holds regions the e-graph does not look into.
+/// and `scan` hold regions the e-graph does not look into.
 pub fn mergeable(op: &Op) -> bool {
     match op {
-        Op::IfElse => false,
+        Op::IfElse | Op::Scan { .. } => false,
         Op::Custom(c) => c.num_hidden_outputs() == 0 && !c.resources().contains(&Resource::Random),
         _ => true,
     }
@@ -257,7 +258,7 @@ pub fn mergeable(op: &Op) -> bool {
 fn foldable(op: &Op) -> bool {
     !matches!(
         op,
-        Op::Const(_) | Op::Custom(_) | Op::IfElse | Op::Random { .. }
+        Op::Const(_) | Op::Custom(_) | Op::IfElse | Op::Scan { .. } | Op::Random { .. }
     )
 }
 

@@ -217,12 +217,16 @@ fn optimize_region(
     substitute(&mut r.body, &mut r.yields, &copies);
     body.append(&mut r.body);
     let sub_region = Region {
+        params: r.params.clone(),
         body,
         yields: std::mem::take(&mut r.yields),
     };
+    // A scan's parameters come first; the values read from outside follow.
+    let mut params = r.params.clone();
+    params.extend(free_values(&sub_region));
     let sub = Func {
         name: f.name.clone(),
-        params: free_values(&sub_region),
+        params,
         values: std::mem::take(&mut f.values),
         body: sub_region.body,
         outputs: sub_region.yields,
@@ -233,7 +237,8 @@ fn optimize_region(
     r.yields = out.outputs;
 }
 
-/// The values a region reads that it does not define, in the order first read.
+/// The values a region reads that it does not define (nor take as parameters), in the order
+/// first read.
 fn free_values(r: &Region) -> Vec<Value> {
     fn walk(body: &[Inst], yields: &[Value], defined: &mut HashSet<Value>, out: &mut Vec<Value>) {
         let read = |v: Value, defined: &HashSet<Value>, out: &mut Vec<Value>| {
@@ -246,6 +251,7 @@ fn free_values(r: &Region) -> Vec<Value> {
                 read(a, defined, out);
             }
             for r in &i.regions {
+                defined.extend(r.params.iter().copied());
                 walk(&r.body, &r.yields, defined, out);
             }
             defined.extend(i.results.iter().copied());
@@ -255,12 +261,15 @@ fn free_values(r: &Region) -> Vec<Value> {
         }
     }
     let mut out = Vec::new();
-    walk(&r.body, &r.yields, &mut HashSet::default(), &mut out);
+    let mut defined: HashSet<Value> = r.params.iter().copied().collect();
+    walk(&r.body, &r.yields, &mut defined, &mut out);
     out
 }
 
 /// An `ifelse` kept aside while its node is in the e-graph.
 struct Opaque {
+    /// How many of the node's arguments are the instruction's own (the rest are `free`).
+    n_args: usize,
     regions: Vec<Region>,
     /// The values its regions read, which are the node's arguments after the condition.
     free: Vec<Value>,
@@ -330,6 +339,7 @@ fn build(f: &Func, fold: bool) -> Built {
             opaque.insert(
                 tag,
                 Opaque {
+                    n_args: inst.args.len(),
                     regions: inst.regions.clone(),
                     free,
                 },
@@ -586,13 +596,13 @@ fn write(
                                 .free
                                 .iter()
                                 .copied()
-                                .zip(args[1..].iter().copied())
+                                .zip(args[o.n_args..].iter().copied())
                                 .collect();
                             let mut regions = o.regions.clone();
                             for r in regions.iter_mut() {
                                 substitute(&mut r.body, &mut r.yields, &map);
                             }
-                            (vec![args[0]], regions)
+                            (args[..o.n_args].to_vec(), regions)
                         }
                         None => (args, vec![]),
                     };
