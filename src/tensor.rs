@@ -185,7 +185,10 @@ impl Tensor {
         fn join<T: Clone>(shape: Vec<usize>, parts: Vec<&ArrayD<T>>) -> ArrayD<T> {
             let mut data = Vec::with_capacity(shape.iter().product());
             for p in parts {
-                data.extend(p.iter().cloned());
+                match p.as_slice() {
+                    Some(s) => data.extend_from_slice(s),
+                    None => data.extend(p.iter().cloned()),
+                }
             }
             ArrayD::from_shape_vec(IxDyn(&shape), data).expect("the parts' shapes were checked")
         }

@@ -189,7 +189,10 @@ fn branch_values_stay_in_their_branch_and_types_must_agree() {
         .compile()
         .err()
         .expect("an error");
-    assert!(e.to_string().contains("inside an ifelse branch"), "{e}");
+    assert!(
+        e.to_string().contains("inside a region (an ifelse branch"),
+        "{e}"
+    );
     let bad = ifelse(&c, || vec![x.clone()], || vec![x.cast(kiln::f64)]);
     assert!(bad[0]
         .check()

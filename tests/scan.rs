@@ -142,7 +142,10 @@ fn integer_carries_several_sequences_and_every_dtype() {
             let (c, s) = scan(&[&n0, &a0], &[&xs, &m, &k], |c, x| {
                 let s = kiln::select(&x[1], &x[0], &-&x[0]);
                 let n = &c[0] + 1;
-                (vec![n.clone(), &c[1] + &s], vec![n, s, x[2].clone(), !&x[1]])
+                (
+                    vec![n.clone(), &c[1] + &s],
+                    vec![n, s, x[2].clone(), !&x[1]],
+                )
             });
             let mut outs = c;
             outs.extend(s);
@@ -208,7 +211,9 @@ fn nested_by_hand(m: &[f64], rows: usize, cols: usize, h0: f64) -> (f64, Vec<f64
 
 fn nested(m: &kiln::Var, h0: &kiln::Var) -> (kiln::Var, kiln::Var) {
     let (c, s) = scan(&[h0], &[m], |c, row| {
-        let (inner, _) = scan(&[&c[0]], &[&row[0]], |a, e| (vec![&a[0] * 0.5 + &e[0]], vec![]));
+        let (inner, _) = scan(&[&c[0]], &[&row[0]], |a, e| {
+            (vec![&a[0] * 0.5 + &e[0]], vec![])
+        });
         let a = inner[0].clone();
         let h = kiln::ifelse(&a.gt(1.0), || vec![-&a], || vec![a.clone()]).remove(0);
         (vec![h.clone()], vec![h])
@@ -321,14 +326,17 @@ fn a_function_without_gradients_stores_no_history() {
 
 #[test]
 fn errors_name_the_problem() {
-    let compile = |build: &dyn Fn(&Graph) -> (Vec<kiln::Var>, Vec<kiln::Var>)| {
+    let compile = |build: &Build| {
         let g = Graph::new();
         let (ins, outs) = build(&g);
-        function(&ins.iter().collect::<Vec<_>>(), &outs.iter().collect::<Vec<_>>())
-            .compile()
-            .map(|_| ())
+        function(
+            &ins.iter().collect::<Vec<_>>(),
+            &outs.iter().collect::<Vec<_>>(),
+        )
+        .compile()
+        .map(|_| ())
     };
-    let err = |build: &dyn Fn(&Graph) -> (Vec<kiln::Var>, Vec<kiln::Var>), want: &str| {
+    let err = |build: &Build, want: &str| {
         let e = compile(build).expect_err(want).to_string();
         assert!(e.contains(want), "want `{want}` in: {e}");
     };
@@ -394,7 +402,10 @@ fn errors_name_the_problem() {
             &[arr(&[4], &[0.0; 4]).into(), arr(&[3], &[0.0; 3]).into()],
         ) {
             let e = r.expect_err("lengths differ").to_string();
-            assert!(e.contains("different lengths (4 steps, and 3"), "{backend:?}: {e}");
+            assert!(
+                e.contains("different lengths (4 steps, and 3"),
+                "{backend:?}: {e}"
+            );
         }
         let grows: &Build = &|g| {
             let a = g.input("a", kiln::f64, [None]);
@@ -452,14 +463,20 @@ fn the_text_form_round_trips_runs_and_is_refused_ahead_of_time() {
             ])
             .unwrap();
         assert!(common::close(&out[0], &arr(&[2], &h).into()), "{backend:?}");
-        assert!(common::close(&out[1], &arr(&[3, 2], &ys).into()), "{backend:?}");
+        assert!(
+            common::close(&out[1], &arr(&[3, 2], &ys).into()),
+            "{backend:?}"
+        );
     }
     let e = kiln::aot::compile_func(&f, &kiln::aot::AotOptions::default()).unwrap_err();
     assert!(e.to_string().contains("not supported ahead of time"), "{e}");
     // A parameter typed unlike its argument is an error that names it.
     let bad = src.replace("(%c: f32[2], %x: f32[2])", "(%c: f32[2], %x: f32[3])");
     let e = kiln::ir::text::parse("f.kir", &bad).unwrap_err();
-    assert!(format!("{e:?}").contains("scan parameter %x is typed f32[3]"), "{e:?}");
+    assert!(
+        format!("{e:?}").contains("scan parameter %x is typed f32[3]"),
+        "{e:?}"
+    );
 }
 
 /// A random scan: carry of rank 0-3 and a random dtype, a sequence whose slices broadcast
@@ -505,7 +522,11 @@ fn random_scans_match_a_hand_loop() {
                 idx[i] = rem % shape[i];
                 rem /= shape[i];
             }
-            idx[drop..].iter().zip(&sst).map(|(a, b)| a * b).sum::<usize>()
+            idx[drop..]
+                .iter()
+                .zip(&sst)
+                .map(|(a, b)| a * b)
+                .sum::<usize>()
         };
         let mut h = h0.clone();
         let mut ys = vec![0.0; steps * n0];
@@ -558,14 +579,17 @@ fn random_scans_match_a_hand_loop() {
             for optimize in [false, true] {
                 let g = Graph::new();
                 let (ins, outs) = build(&g);
-                let f = function(&ins.iter().collect::<Vec<_>>(), &outs.iter().collect::<Vec<_>>())
-                    .options(kiln::CompileOptions {
-                        optimize,
-                        backend: Some(backend),
-                        ..Default::default()
-                    })
-                    .compile()
-                    .unwrap_or_else(|e| panic!("case {case}: {e}"));
+                let f = function(
+                    &ins.iter().collect::<Vec<_>>(),
+                    &outs.iter().collect::<Vec<_>>(),
+                )
+                .options(kiln::CompileOptions {
+                    optimize,
+                    backend: Some(backend),
+                    ..Default::default()
+                })
+                .compile()
+                .unwrap_or_else(|e| panic!("case {case}: {e}"));
                 let h0t = tensor(&h0, &shape);
                 let got = if transposed {
                     let owned = match &xs_t {

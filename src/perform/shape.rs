@@ -75,7 +75,11 @@ pub fn resolve_reshape(from: &[usize], to: &[i64]) -> Result<Vec<usize>, Error> 
 pub fn reshape(t: &Tensor, shape: &[i64]) -> Result<Tensor, Error> {
     let target = resolve_reshape(t.shape(), shape)?;
     Ok(map_tensor!(t, a => {
-        let flat: Vec<_> = a.iter().copied().collect();
+        // Row-major elements are copied as one block; others are walked in logical order.
+        let flat: Vec<_> = match a.as_slice() {
+            Some(s) => s.to_vec(),
+            None => a.iter().copied().collect(),
+        };
         ArrayD::from_shape_vec(IxDyn(&target), flat).map_err(|e| err(e.to_string()))?
     }))
 }

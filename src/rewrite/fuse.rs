@@ -109,8 +109,36 @@ fn scalar_constant(inst: &Inst) -> Option<ScalarProgram> {
     })
 }
 
-/// Fuses the top-level body of `func` (regions are left as they are).
+/// Fuses the top-level body of `func`, then each region's body as a function of its own (its
+/// parameters and the values it reads from outside are that function's parameters, so
+/// nothing outside a region is fused into it or out of it). A scan's body runs once per
+/// step, so its fused kernels pay off as many times.
 pub fn fuse(func: &Func) -> Func {
+    let mut f = fuse_block(func);
+    let mut body = std::mem::take(&mut f.body);
+    for inst in &mut body {
+        for r in &mut inst.regions {
+            let mut params = r.params.clone();
+            params.extend(super::free_values(r));
+            let sub = Func {
+                name: f.name.clone(),
+                values: std::mem::take(&mut f.values),
+                params,
+                body: std::mem::take(&mut r.body),
+                outputs: std::mem::take(&mut r.yields),
+            };
+            let out = fuse(&sub);
+            f.values = out.values;
+            r.body = out.body;
+            r.yields = out.outputs;
+        }
+    }
+    f.body = body;
+    f
+}
+
+/// Fuses the top-level body of `func` (regions are left as they are).
+fn fuse_block(func: &Func) -> Func {
     let mut f = func.clone();
     let uses = super::read_counts(&f);
     // The fusable instructions so far, by the value they define: (program, args).

@@ -19,7 +19,7 @@ pub use merge_regions::merge_regions;
 pub use pipeline::{optimize, optimize_donating, OptimizeOptions};
 pub use prune_scans::prune_scans;
 
-use crate::ir::{Func, Inst, Value};
+use crate::ir::{Func, Inst, Region, Value};
 use std::collections::{HashMap, HashSet};
 
 /// How often each value is read: by instructions (in any region), regions' yields and the
@@ -68,4 +68,33 @@ pub(crate) fn read_values(f: &Func) -> HashSet<Value> {
     let mut read: HashSet<Value> = f.outputs.iter().copied().collect();
     mark(&f.body, &mut read);
     read
+}
+
+/// The values a region reads that it does not define (nor take as parameters), in the order
+/// first read.
+pub(crate) fn free_values(r: &Region) -> Vec<Value> {
+    fn walk(body: &[Inst], yields: &[Value], defined: &mut HashSet<Value>, out: &mut Vec<Value>) {
+        let read = |v: Value, defined: &HashSet<Value>, out: &mut Vec<Value>| {
+            if !defined.contains(&v) && !out.contains(&v) {
+                out.push(v);
+            }
+        };
+        for i in body {
+            for &a in &i.args {
+                read(a, defined, out);
+            }
+            for r in &i.regions {
+                defined.extend(r.params.iter().copied());
+                walk(&r.body, &r.yields, defined, out);
+            }
+            defined.extend(i.results.iter().copied());
+        }
+        for &y in yields {
+            read(y, defined, out);
+        }
+    }
+    let mut out = Vec::new();
+    let mut defined: HashSet<Value> = r.params.iter().copied().collect();
+    walk(&r.body, &r.yields, &mut defined, &mut out);
+    out
 }

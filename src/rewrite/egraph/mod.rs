@@ -200,7 +200,7 @@ fn optimize_region(
 ) {
     let mut copies: HashMap<Value, Value> = HashMap::default();
     let mut body = Vec::new();
-    for v in free_values(r) {
+    for v in super::free_values(r) {
         if let Some(t) = consts.get(&v) {
             let name = f.values[v.index()].name.clone();
             let c = f.new_value(t.ty(), name);
@@ -223,7 +223,7 @@ fn optimize_region(
     };
     // A scan's parameters come first; the values read from outside follow.
     let mut params = r.params.clone();
-    params.extend(free_values(&sub_region));
+    params.extend(super::free_values(&sub_region));
     let sub = Func {
         name: f.name.clone(),
         params,
@@ -235,35 +235,6 @@ fn optimize_region(
     f.values = std::mem::take(&mut out.values);
     r.body = out.body;
     r.yields = out.outputs;
-}
-
-/// The values a region reads that it does not define (nor take as parameters), in the order
-/// first read.
-fn free_values(r: &Region) -> Vec<Value> {
-    fn walk(body: &[Inst], yields: &[Value], defined: &mut HashSet<Value>, out: &mut Vec<Value>) {
-        let read = |v: Value, defined: &HashSet<Value>, out: &mut Vec<Value>| {
-            if !defined.contains(&v) && !out.contains(&v) {
-                out.push(v);
-            }
-        };
-        for i in body {
-            for &a in &i.args {
-                read(a, defined, out);
-            }
-            for r in &i.regions {
-                defined.extend(r.params.iter().copied());
-                walk(&r.body, &r.yields, defined, out);
-            }
-            defined.extend(i.results.iter().copied());
-        }
-        for &y in yields {
-            read(y, defined, out);
-        }
-    }
-    let mut out = Vec::new();
-    let mut defined: HashSet<Value> = r.params.iter().copied().collect();
-    walk(&r.body, &r.yields, &mut defined, &mut out);
-    out
 }
 
 /// An `ifelse` kept aside while its node is in the e-graph.
@@ -326,7 +297,7 @@ fn build(f: &Func, fold: bool) -> Built {
         if !inst.regions.is_empty() {
             let mut free: Vec<Value> = Vec::new();
             for r in &inst.regions {
-                for v in free_values(r) {
+                for v in super::free_values(r) {
                     if !free.contains(&v) {
                         free.push(v);
                     }
