@@ -511,9 +511,11 @@ impl Builder<'_> {
                 set(self, out);
             }
             Kernel::Perform => self.perform(inst, &what, args, &shapes)?,
-            Kernel::Scan { .. } => return Err(Error::Unsupported(format!(
+            Kernel::Scan { .. } => {
+                return Err(Error::Unsupported(format!(
                 "{what}: `scan` is not supported ahead of time (its loop runs on the JIT backends)"
-            ))),
+            )))
+            }
             Kernel::Gemm {
                 update: Some(_), ..
             }
