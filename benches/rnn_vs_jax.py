@@ -9,14 +9,14 @@ beforehand) and report the median of STEPS steps after their warm-up.
                                             # (../shared/bench/setup.sh installs it)
 """
 
-import re
-import subprocess
 import sys
 import time
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+
+import side_by_side
 
 VOCAB, EMBED, HIDDEN, BATCH, STEPS = 32, 16, 64, 32, 24
 LR = 0.5
@@ -68,29 +68,9 @@ def jax_median(steps):
     return float(np.median(times))
 
 
-def kiln_median(steps):
-    out = subprocess.run(
-        ["cargo", "run", "--release", "--quiet", "--example", "rnn_lm", "--", "--time",
-         str(steps)],
-        check=True, capture_output=True, text=True).stdout
-    return float(re.search(r"train step median ([0-9.]+) ms", out).group(1))
-
-
 def main():
     steps = int(sys.argv[1]) if len(sys.argv) > 1 else 200
-    rounds = []
-    for _ in range(3):  # alternated, so both see the same machine
-        rounds.append((kiln_median(steps), jax_median(steps)))
-    k = min(r[0] for r in rounds)
-    j = min(r[1] for r in rounds)
-    print(f"jax {jax.__version__} on {jax.devices()[0].platform}, {steps} steps, best of "
-          f"3 alternated medians")
-    print("| | train step (ms) | ratio to JAX |")
-    print("| --- | --- | --- |")
-    print(f"| kiln | {k:.3f} | {k / j:.2f}x |")
-    print(f"| JAX | {j:.3f} | 1.00x |")
-    for i, (a, b) in enumerate(rounds):
-        print(f"round {i}: kiln {a:.3f} ms, jax {b:.3f} ms")
+    side_by_side.compare("rnn_lm", jax_median, steps)
 
 
 if __name__ == "__main__":

@@ -68,14 +68,7 @@ pub(crate) fn scan_with(
     let n_c = init.len();
     let params = match checked_params(&g, n_c, init, xs) {
         Ok(p) => p,
-        Err(e) => {
-            let e = e.at(loc);
-            let carries = init
-                .iter()
-                .map(|v| poisoned(&g, e.clone(), Some(v)))
-                .collect();
-            return (carries, vec![poisoned(&g, e, None)]);
-        }
+        Err(e) => return poisoned_step(&g, e.at(loc), init, &[]),
     };
     let count = |g: &Graph| g.data().applies.len() as u32;
     let a0 = count(&g);
@@ -108,19 +101,22 @@ pub(crate) fn scan_with(
             let stacked = outs.split_off(n_c);
             (outs, stacked)
         }
-        Err(e) => {
-            let e = e.at(loc);
-            let carries = init
-                .iter()
-                .map(|v| poisoned(&g, e.clone(), Some(v)))
-                .collect();
-            let stacked = ys
-                .iter()
-                .map(|v| poisoned(&g, e.clone(), Some(v)))
-                .collect();
-            (carries, stacked)
-        }
+        Err(e) => poisoned_step(&g, e.at(loc), init, &ys),
     }
+}
+
+/// What a scan that failed its checks returns: one variable carrying `e` per carry and per
+/// stacked value (at least one, so that the error surfaces wherever the result is used).
+fn poisoned_step(g: &Graph, e: Error, init: &[&Var], ys: &[Var]) -> ScanStep {
+    let carries = init
+        .iter()
+        .map(|v| poisoned(g, e.clone(), Some(v)))
+        .collect();
+    let stacked = match ys {
+        [] => vec![poisoned(g, e, None)],
+        ys => ys.iter().map(|v| poisoned(g, e.clone(), Some(v))).collect(),
+    };
+    (carries, stacked)
 }
 
 /// A variable that carries `e` (typed as `like`, or f32[] without it).

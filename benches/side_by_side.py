@@ -1,0 +1,35 @@
+"""What benches/cnn_vs_jax.py and benches/rnn_vs_jax.py share: timing a kiln example's training
+step (its `--time STEPS` mode) and printing it beside JAX's, alternated over three rounds so
+that both see the same machine."""
+
+import re
+import subprocess
+
+import jax
+
+
+def kiln_median(example, steps):
+    """The median training step (ms) that `cargo run --example EXAMPLE -- --time STEPS` prints."""
+    out = subprocess.run(
+        ["cargo", "run", "--release", "--quiet", "--example", example, "--", "--time",
+         str(steps)],
+        check=True, capture_output=True, text=True).stdout
+    return float(re.search(r"train step median ([0-9.]+) ms", out).group(1))
+
+
+def compare(example, jax_median, steps):
+    """Three alternated rounds of kiln's and JAX's medians; prints the best of each and the
+    ratio, then every round."""
+    rounds = []
+    for _ in range(3):
+        rounds.append((kiln_median(example, steps), jax_median(steps)))
+    k = min(r[0] for r in rounds)
+    j = min(r[1] for r in rounds)
+    print(f"jax {jax.__version__} on {jax.devices()[0].platform}, {steps} steps, best of "
+          f"3 alternated medians")
+    print("| | train step (ms) | ratio to JAX |")
+    print("| --- | --- | --- |")
+    print(f"| kiln | {k:.3f} | {k / j:.2f}x |")
+    print(f"| JAX | {j:.3f} | 1.00x |")
+    for i, (a, b) in enumerate(rounds):
+        print(f"round {i}: kiln {a:.3f} ms, jax {b:.3f} ms")
