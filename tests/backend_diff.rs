@@ -243,7 +243,7 @@ fn random_programs_agree_ahead_of_time() {
             // output, exact or not, has the same bits.
             for (o, (a, j)) in got.iter().zip(&jit).enumerate() {
                 // Compared as exact values, bit for bit (signed zeros too; NaN matches NaN).
-                if let Err(e) = random_graph::agree(a, j, true, true, case.has_f32) {
+                if let Err(e) = random_graph::agree(a, j, true, true, case.has_f32, 0.0) {
                     panic!(
                         "{}",
                         describe(&case, seed, i, &format!("aot vs cpu, output {o}: {e}"))
