@@ -45,8 +45,8 @@ pub use error::{Error, Result, SourceLoc};
 pub use grad::grad;
 pub use gradcheck::{verify_grad, VerifyOptions};
 pub use graph::{
-    concat, debugprint, elementwise, ifelse, scan, scan_reverse, scatter_add, scatter_set, select,
-    Apply, Graph, Operand, Scalar, Var,
+    concat, debugprint, elementwise, ifelse, scan, scan_reverse, scan_steps, scatter_add,
+    scatter_set, select, Apply, Graph, Operand, Scalar, Var,
 };
 pub use ir::window::{Conv2d, PoolKind};
 pub use ir::{DType, TensorType};

@@ -6,7 +6,7 @@
 
 mod common;
 use common::{backends_with_gpu_host, call_both_ways, Build, Rng};
-use kiln::{function, scan, scan_reverse, verify_grad, Graph, Tensor, VerifyOptions};
+use kiln::{function, scan, scan_reverse, scan_steps, verify_grad, Graph, Tensor, VerifyOptions};
 use ndarray::{ArrayD, IxDyn};
 
 fn arr<T: Clone>(shape: &[usize], v: &[T]) -> ArrayD<T> {
@@ -164,6 +164,31 @@ fn integer_carries_several_sequences_and_every_dtype() {
             arr(&[3, 2], &signed).into(),
             arr(&[3], &ks).into(),
             arr(&[3], &not_mask).into(),
+        ],
+    );
+}
+
+#[test]
+fn empty_sequences_of_unknown_dims_stack_to_the_shapes_their_steps_would_have() {
+    // The stacked value's type is f64[?, ?, ?]: with no steps its element shape comes from the
+    // run-time shapes of the carry and the (empty) sequence: [3] with slices of [2, 3].
+    check_all(
+        &|g| {
+            let xs = g.input("xs", kiln::f64, [None, None, None]);
+            let h0 = g.input("h0", kiln::f64, [None]);
+            let (c, s) = scan(&[&h0], &[&xs], |c, x| {
+                let y = &c[0] + &x[0];
+                (vec![c[0].clone()], vec![y])
+            });
+            (vec![xs, h0], vec![c[0].clone(), s[0].clone()])
+        },
+        &[
+            ArrayD::<f64>::zeros(IxDyn(&[0, 2, 3])).into(),
+            arr(&[3], &[1.0, 2.0, 3.0]).into(),
+        ],
+        &[
+            arr(&[3], &[1.0, 2.0, 3.0]).into(),
+            ArrayD::<f64>::zeros(IxDyn(&[0, 2, 3])).into(),
         ],
     );
 }
@@ -620,4 +645,41 @@ fn random_scans_match_a_hand_loop() {
             }
         }
     }
+}
+
+#[test]
+fn scan_steps_loops_a_number_of_times_with_the_step_index() {
+    // x <- x / 2 + t for t = 0..5, every x kept; and no steps at all.
+    let (mut x, mut xs) = ([1.0f64, -2.0], vec![]);
+    for t in 0..5 {
+        for v in x.iter_mut() {
+            *v = *v * 0.5 + t as f64;
+        }
+        xs.extend(x);
+    }
+    for (steps, last, stacked) in [(5, x.to_vec(), xs), (0, vec![1.0, -2.0], vec![])] {
+        check_all(
+            &|g| {
+                let x0 = g.input("x0", kiln::f64, [Some(2)]);
+                let (c, s) = scan_steps(g, &[&x0], steps, |c, t| {
+                    let x = &c[0] * 0.5 + t.cast(kiln::f64);
+                    (vec![x.clone()], vec![x])
+                });
+                (vec![x0], vec![c[0].clone(), s[0].clone()])
+            },
+            &[arr(&[2], &[1.0, -2.0]).into()],
+            &[arr(&[2], &last).into(), arr(&[steps, 2], &stacked).into()],
+        );
+    }
+    verify_grad(
+        |g, v| {
+            let (c, _) = scan_steps(g, &[&v[0]], 4, |c, t| {
+                (vec![(&c[0] * t.cast(kiln::f64).exp()).sin()], vec![])
+            });
+            c[0].sum(None, false)
+        },
+        &[arr(&[2], &[0.3, -0.2])],
+        VerifyOptions::default(),
+    )
+    .unwrap();
 }

@@ -24,7 +24,7 @@ pub use control::ifelse;
 pub use debugprint::debugprint;
 pub use lambda::{elementwise, unfold_program, Elementwise, Lambda, Scalar, ScalarOperand};
 pub(crate) use scan::scan_with;
-pub use scan::{scan, scan_reverse, ScanStep};
+pub use scan::{scan, scan_reverse, scan_steps, ScanStep};
 pub use sorting::scatter_set;
 pub use to_ssa::{to_ssa, SsaFunction};
 

@@ -54,6 +54,34 @@ pub fn scan_reverse(
     scan_with(true, SourceLoc::caller(), init, xs, body)
 }
 
+/// [`scan`] for `steps` steps without sequences (JAX's `lax.scan` with `length` and no `xs`,
+/// Theano's `n_steps`): `body` gets the carries and the step's index (a 0-d `i64`, counting
+/// from 0), and returns the new carries and the values to stack. The steps' indices are the
+/// scan's sequence (`arange(steps)`), so the loop is an ordinary scan everywhere after this.
+///
+/// ```
+/// use kiln::{Graph, f64};
+/// let g = Graph::new();
+/// let x0 = g.input("x0", f64, [Some(2)]);
+/// // Five steps of x <- x / 2 + t, keeping every x.
+/// let (last, xs) = kiln::scan_steps(&g, &[&x0], 5, |c, t| {
+///     let x = &c[0] * 0.5 + t.cast(f64);
+///     (vec![x.clone()], vec![x])
+/// });
+/// # let _ = (last, xs);
+/// ```
+#[track_caller]
+pub fn scan_steps(
+    g: &Graph,
+    init: &[&Var],
+    steps: usize,
+    body: impl FnOnce(&[Var], &Var) -> ScanStep,
+) -> ScanStep {
+    let loc = SourceLoc::caller();
+    let t = g.arange(0.0, steps as f64, 1.0, DType::I64);
+    scan_with(false, loc, init, &[&t], |c, x| body(c, &x[0]))
+}
+
 pub(crate) fn scan_with(
     reverse: bool,
     loc: SourceLoc,

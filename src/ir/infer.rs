@@ -591,7 +591,7 @@ pub fn infer_ifelse(
 pub fn scan_param_types(carries: usize, args: &[&TensorType]) -> Result<Vec<TensorType>, String> {
     if args.len() <= carries {
         return Err(format!(
-            "scan needs at least one sequence to walk (given {} values, {carries} of them carries)",
+            "scan needs at least one sequence to walk (given {} values, {carries} of them carries; `kiln::scan_steps` loops a number of times)",
             args.len()
         ));
     }

@@ -7,9 +7,11 @@
 use super::device::Device;
 use super::vm::{fetch, run_steps, Env, VmState};
 use crate::error::Error;
-use crate::ir::{Func, Value};
+use crate::ir::infer::{infer_scan, scan_param_types};
+use crate::ir::{infer, Func, Inst, Op, Region, TensorType, Value};
 use crate::lower::{Branch, Step};
 use crate::tensor::Tensor;
+use std::collections::HashMap;
 
 /// A scan step's kernel, borrowed from the plan.
 pub(super) struct ScanWalk<'p> {
@@ -75,16 +77,22 @@ impl ScanWalk<'_> {
         for (&r, c) in inst.results.iter().zip(carry) {
             env.values[r.index()] = Some(c);
         }
+        // With no steps, the stacked values' element shapes come from the body's types, made
+        // concrete by the run-time shapes of what it reads.
+        let empty_shapes = match len {
+            0 => Some(self.empty_shapes(device, func, inst, env)?),
+            _ => None,
+        };
         for (j, mut parts) in stacked.into_iter().enumerate() {
             if self.reverse {
                 parts.reverse();
             }
             let r = inst.results[n_c + j];
             let ty = func.ty(r);
-            // Each part has the shape of the first (or, with no steps, the type's, `?` as 0).
-            let elem: Vec<usize> = match parts.first() {
-                Some(p) => p.shape().to_vec(),
-                None => ty.shape[1..].iter().map(|d| d.unwrap_or(0)).collect(),
+            let elem: Vec<usize> = match (parts.first(), &empty_shapes) {
+                (Some(p), _) => p.shape().to_vec(),
+                (None, Some(shapes)) => shapes[j].clone(),
+                (None, None) => unreachable!("no parts only without steps"),
             };
             let t = Tensor::stack(ty.dtype, &elem, &parts).map_err(|e| {
                 Error::Shape(format!(
@@ -94,6 +102,47 @@ impl ScanWalk<'_> {
             env.values[r.index()] = Some(device.upload_owned(t)?);
         }
         Ok(())
+    }
+
+    /// The element shapes of the stacked outputs of a scan of no steps: the body's yields
+    /// typed by inference from the run-time shapes of the carries, the sequences' slices and
+    /// the values the body reads from outside. An error where some dim stays unknown.
+    fn empty_shapes<D: Device>(
+        &self,
+        device: &D,
+        func: &Func,
+        inst: &Step,
+        env: &Env<'_, '_, D>,
+    ) -> Result<Vec<Vec<usize>>, Error> {
+        let n_c = self.carries;
+        let outer = |v: Value| -> Option<TensorType> {
+            let shape = env.shape(device, func, v).ok()?;
+            Some(TensorType::fixed(func.ty(v).dtype, &shape))
+        };
+        let args: Vec<TensorType> = inst
+            .args
+            .iter()
+            .map(|&a| outer(a))
+            .collect::<Option<_>>()
+            .ok_or_else(|| Error::Runtime("scan: an argument has no value".into()))?;
+        let yields = (func.body.iter())
+            .find_map(|i| find_scan(i, inst.results[0]))
+            .and_then(|region| {
+                let refs: Vec<&TensorType> = args.iter().collect();
+                let params = scan_param_types(n_c, &refs).ok()?;
+                yield_types(func, region, params, &mut HashMap::new(), &outer)
+            });
+        let stacked = yields.as_ref().map(|y| &y[n_c..]);
+        (0..self.body.yields.len() - n_c)
+            .map(|j| {
+                let ty = stacked.and_then(|y| y.get(j)).unwrap_or(func.ty(self.body.yields[n_c + j]));
+                ty.known_shape().ok_or_else(|| {
+                    Error::Shape(format!(
+                        "scan: with no steps, the shape of stacked output {j} ({ty} a step) is not known"
+                    ))
+                })
+            })
+            .collect()
     }
 
     /// The number of steps and, per step, one host slice of each sequence (all cut up front:
@@ -156,4 +205,55 @@ impl ScanWalk<'_> {
         }
         Ok(outs)
     }
+}
+
+/// The region of the scan instruction (in `inst` or nested in its regions) whose first result
+/// is `result`.
+fn find_scan(inst: &Inst, result: Value) -> Option<&Region> {
+    if matches!(inst.op, Op::Scan { .. }) && inst.results.first() == Some(&result) {
+        return inst.regions.first();
+    }
+    (inst.regions.iter())
+        .flat_map(|r| &r.body)
+        .find_map(|i| find_scan(i, result))
+}
+
+/// The types `region` yields with its parameters typed `params` and the values it reads from
+/// outside typed by `outer` (their run-time shapes): type inference over its instructions
+/// (an `ifelse` by its first branch, a nested scan by its own region). `None` where an
+/// instruction's types do not infer.
+fn yield_types(
+    func: &Func,
+    region: &Region,
+    params: Vec<TensorType>,
+    known: &mut HashMap<Value, TensorType>,
+    outer: &dyn Fn(Value) -> Option<TensorType>,
+) -> Option<Vec<TensorType>> {
+    for (&p, t) in region.params.iter().zip(params) {
+        known.insert(p, t);
+    }
+    let ty = |v: Value, known: &HashMap<Value, TensorType>| {
+        known
+            .get(&v)
+            .cloned()
+            .or_else(|| outer(v))
+            .unwrap_or_else(|| func.ty(v).clone())
+    };
+    for inst in &region.body {
+        let args: Vec<TensorType> = inst.args.iter().map(|&a| ty(a, known)).collect();
+        let refs: Vec<&TensorType> = args.iter().collect();
+        let outs = match &inst.op {
+            Op::IfElse => yield_types(func, inst.regions.first()?, vec![], known, outer)?,
+            Op::Scan { carries, .. } => {
+                let params = scan_param_types(*carries, &refs).ok()?;
+                let y = yield_types(func, inst.regions.first()?, params, known, outer)?;
+                infer_scan(*carries, &refs, &y).ok()?
+            }
+            op => infer(op, &refs).ok()?,
+        };
+        for (&r, t) in inst.results.iter().zip(outs) {
+            known.insert(r, t);
+        }
+    }
+    Some(region.yields.iter().map(|&y| ty(y, known)).collect())
 }

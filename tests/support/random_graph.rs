@@ -16,7 +16,7 @@
 //!   comparisons, `and`/`or`/`not`, `select`, casts between every pair of dtypes, reductions
 //!   over any subset of axes with and without `keepdims` (and fused producers), views
 //!   (transpose, reshape, broadcast_to, expand_dims, squeeze, reversing slices, concat and
-//!   slice), batched `matmul` with broadcast batch dims, constants, and lazy `ifelse`.
+//!   slice), batched `matmul` with broadcast batch dims, constants, lazy `ifelse` and `scan`.
 //! - **State.** Now and then a shared variable the program reads and updates (in place where
 //!   the optimizer may, by an elementwise step or a matrix product the CPU backend fuses into
 //!   one GEMM step); its value after the calls is compared too.
@@ -116,6 +116,8 @@ pub struct Case {
     pub static_shapes: bool,
     /// Whether the program has an `ifelse`.
     pub has_ifelse: bool,
+    /// Whether the program has a `scan`.
+    pub has_scan: bool,
     /// A shared variable the program reads and updates, if any.
     pub shared: Option<Shared>,
 }
@@ -337,6 +339,7 @@ pub fn build(data: &[u8]) -> Case {
         g: &g,
         base: &base,
         has_ifelse: false,
+        has_scan: false,
         fill: &mut fill,
     };
     let mut steps = 0;
@@ -411,6 +414,7 @@ pub fn build(data: &[u8]) -> Case {
         has_f32,
         static_shapes,
         has_ifelse: ctx.has_ifelse,
+        has_scan: ctx.has_scan,
     }
 }
 
@@ -418,6 +422,7 @@ struct Ctx<'a> {
     g: &'a Graph,
     base: &'a [usize],
     has_ifelse: bool,
+    has_scan: bool,
     fill: &'a mut Fill,
 }
 
@@ -660,6 +665,8 @@ impl Ctx<'_> {
             }
             // Lazy ifelse on a condition computed from exact values.
             18 => self.conditional(r, p, q, pool),
+            // A scan over p's leading axis.
+            19 if rank >= 1 => self.looped(r, p),
             _ if dt == DType::Bool => {
                 let q = like(p, q)?;
                 out(p.v.or(&q.v), true)
@@ -737,6 +744,39 @@ impl Ctx<'_> {
             }
         };
         Some(Val { v, exact })
+    }
+
+    /// A `scan` over `p`'s leading axis (either way), its carry starting as `p` summed (or
+    /// `any`) over that axis, each step combining the carry with the slice as a branch kind
+    /// does and stacking another combination: the result has `p`'s shape.
+    fn looped(&mut self, r: &mut Bytes, p: &Val) -> Option<Val> {
+        let dt = p.v.ty().dtype;
+        let init = match dt {
+            DType::Bool => p.v.any(Some(&[0]), false),
+            _ => p.v.sum(Some(&[0]), false),
+        };
+        let kinds = [
+            BRANCHES[r.pick(BRANCHES.len())],
+            BRANCHES[r.pick(BRANCHES.len())],
+        ];
+        let body = move |c: &[Var], x: &[Var]| {
+            let next = branch(kinds[0], &c[0], &x[0]);
+            let y = branch(kinds[1], &next, &x[0]);
+            (vec![next], vec![y])
+        };
+        let (_, stacked) = if r.chance(2) {
+            kiln::scan_reverse(&[&init], &[&p.v], body)
+        } else {
+            kiln::scan(&[&init], &[&p.v], body)
+        };
+        self.has_scan = true;
+        let v = stacked.into_iter().next()?;
+        v.check().ok()?;
+        // A float sum's rounding depends on its order.
+        Some(Val {
+            v,
+            exact: p.exact && !is_float(dt),
+        })
     }
 
     fn conditional(&mut self, r: &mut Bytes, p: &Val, q: &Val, pool: &[Val]) -> Option<Val> {
