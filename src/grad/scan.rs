@@ -29,7 +29,12 @@ pub fn scan_grads(
     let params = a.params();
     let n_args = params.len();
     let n_out = y.len();
-    if n_out < 2 * n_c || x.len() < n_args + n_out {
+    // The last `n_c` outputs must be the carries as each step saw them (the parameters
+    // yielded as they are), which every scan `kiln::scan` builds has.
+    let has_history = n_out >= 2 * n_c
+        && x.len() >= n_args + n_out
+        && (0..n_c).all(|i| x[n_args + n_out - n_c + i].id() == params[i].id());
+    if !has_history {
         return Err(Error::Grad(
             "scan: this scan has no history of its carries (build scans with kiln::scan)".into(),
         ));
@@ -38,12 +43,6 @@ pub fn scan_grads(
     let (args, rest) = x.split_at(n_args);
     let (yields, frees) = rest.split_at(n_out);
     let xs = &args[n_c..];
-    // The history outputs must be the carries as each step saw them.
-    if (0..n_c).any(|i| yields[n_c + n_y + i].id() != params[i].id()) {
-        return Err(Error::Grad(
-            "scan: this scan has no history of its carries (build scans with kiln::scan)".into(),
-        ));
-    }
     let float = |v: &Var| v.dtype().is_float();
     let fc: Vec<usize> = (0..n_c).filter(|&i| float(&y[i])).collect();
     let fx: Vec<usize> = (0..xs.len()).filter(|&i| float(&xs[i])).collect();
@@ -52,10 +51,9 @@ pub fn scan_grads(
     let gys: Vec<usize> = (n_c..n_out)
         .filter(|&k| float(&y[k]) && gy[k].is_some())
         .collect();
-    if fc.iter().all(|&i| gy[i].is_none()) && gys.is_empty() {
-        return Ok(x.iter().map(|_| InGrad::Zero).collect());
-    }
-    if fc.is_empty() && fx.is_empty() && ff.is_empty() {
+    let nothing_asked = fc.iter().all(|&i| gy[i].is_none()) && gys.is_empty();
+    let nothing_to_give = fc.is_empty() && fx.is_empty() && ff.is_empty();
+    if nothing_asked || nothing_to_give {
         return Ok(x.iter().map(|_| InGrad::Zero).collect());
     }
 

@@ -8,7 +8,7 @@
 //! dependencies (topological order, gradients) visible, while the SSA form holds the branches
 //! as regions and only `cond` as an argument.
 
-use super::{Graph, GraphData, Var, VarData, VarId, VarKind};
+use super::{Graph, Var, VarData, VarId, VarKind};
 use crate::error::{Error, SourceLoc};
 use crate::ir::infer::infer_ifelse;
 use crate::ir::{DType, Op, TensorType};
@@ -67,14 +67,27 @@ pub fn ifelse(
 
 type Checked = (Vec<TensorType>, Vec<Var>);
 
-/// Whether `v` belongs to a region whose Applies are `inside` (built from variable `v0` on):
-/// a result of one of them, or a parameter of a `scan` among them.
-pub(super) fn built_inside(data: &GraphData, v: VarId, inside: &Range<u32>, v0: u32) -> bool {
-    match data.vars[v.0 as usize].kind {
+/// What a region reads from outside itself: the variables that the Applies `inside` read, and
+/// then `yields`, that neither an Applies `inside` made nor are region parameters made from
+/// variable `v0` on (its own scan's, or those of scans nested in it), each once, in order.
+pub(super) fn free_vars(g: &Graph, inside: Range<u32>, v0: u32, yields: &[&Var]) -> Vec<Var> {
+    let data = g.data();
+    let own = |v: VarId| match data.vars[v.0 as usize].kind {
         VarKind::Result { apply, .. } => inside.contains(&apply.0),
         VarKind::RegionParam => v.0 >= v0,
         _ => false,
+    };
+    let reads = (inside.clone())
+        .flat_map(|a| data.applies[a as usize].inputs.iter().copied())
+        .chain(yields.iter().map(|v| v.id()));
+    let mut free: Vec<VarId> = Vec::new();
+    for v in reads {
+        if !own(v) && !free.contains(&v) {
+            free.push(v);
+        }
     }
+    drop(data);
+    free.into_iter().map(|v| g.var(v)).collect()
 }
 
 fn check(
@@ -110,22 +123,8 @@ fn check(
             )));
         }
     }
-    // What the branches read from outside their own nodes.
-    let inside = rt.start..re.end;
-    let mut free: Vec<VarId> = Vec::new();
-    let mut add = |v: VarId| {
-        if !built_inside(&data, v, &inside, v0) && !free.contains(&v) {
-            free.push(v);
-        }
-    };
-    for a in inside.clone() {
-        for &i in &data.applies[a as usize].inputs {
-            add(i);
-        }
-    }
-    for v in t.iter().chain(e) {
-        add(v.id());
-    }
     drop(data);
-    Ok((types, free.into_iter().map(|v| g.var(v)).collect()))
+    // What the branches read from outside their own nodes.
+    let yields: Vec<&Var> = t.iter().chain(e).collect();
+    Ok((types, free_vars(g, rt.start..re.end, v0, &yields)))
 }

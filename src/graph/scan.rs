@@ -11,7 +11,7 @@
 //! does. The free values (what the body reads from outside) keep dependencies visible, as for
 //! `ifelse`.
 
-use super::{Graph, Var, VarData, VarId, VarKind};
+use super::{Graph, Var, VarData, VarKind};
 use crate::error::{Error, SourceLoc};
 use crate::ir::infer::{infer_scan, scan_param_types};
 use crate::ir::{DType, Op, TensorType};
@@ -94,13 +94,14 @@ pub(crate) fn scan_with(
         return (Vec::new(), vec![poisoned(&Graph::new(), e, None)]);
     };
     let n_c = init.len();
+    // Variables from here on are the body's (its parameters first).
+    let v0 = g.data().vars.len() as u32;
     let params = match checked_params(&g, n_c, init, xs) {
         Ok(p) => p,
         Err(e) => return poisoned_step(&g, e.at(loc), init, &[]),
     };
     let count = |g: &Graph| g.data().applies.len() as u32;
     let a0 = count(&g);
-    let v0 = g.data().vars.len() as u32;
     let (new_c, ys) = body(&params[..n_c], &params[n_c..]);
     let range = a0..count(&g);
     let mut yields: Vec<&Var> = new_c.iter().chain(&ys).collect();
@@ -112,7 +113,7 @@ pub(crate) fn scan_with(
             new_c.len()
         )))
     } else {
-        check_body(&g, n_c, &args, &yields, &params, range.clone(), v0)
+        check_body(&g, n_c, &args, &yields, range.clone(), v0)
     };
     match checked {
         Ok((types, free)) => {
@@ -178,7 +179,6 @@ fn check_body(
     n_c: usize,
     args: &[&Var],
     yields: &[&Var],
-    params: &[Var],
     inside: Range<u32>,
     v0: u32,
 ) -> Result<Checked, Error> {
@@ -193,20 +193,5 @@ fn check_body(
     let ytys: Vec<TensorType> = yields.iter().map(|v| v.ty()).collect();
     let types = infer_scan(n_c, &refs, &ytys).map_err(Error::ty)?;
     // What the body reads from outside its own nodes and parameters.
-    let data = g.data();
-    let own = |v: VarId| {
-        params.iter().any(|p| p.id() == v) || super::control::built_inside(&data, v, &inside, v0)
-    };
-    let mut free: Vec<VarId> = Vec::new();
-    let reads = inside
-        .clone()
-        .flat_map(|a| data.applies[a as usize].inputs.iter().copied())
-        .chain(yields.iter().map(|v| v.id()));
-    for v in reads {
-        if !own(v) && !free.contains(&v) {
-            free.push(v);
-        }
-    }
-    drop(data);
-    Ok((types, free.into_iter().map(|v| g.var(v)).collect()))
+    Ok((types, super::control::free_vars(g, inside, v0, yields)))
 }

@@ -176,61 +176,34 @@ fn emit(
             )));
         }
         let args = if let (Op::Scan { .. }, [range]) = (&ad.op, ad.regions.as_slice()) {
-            // Arguments, then the region: its parameters, body and yields in its own scope.
+            // Arguments, then the body with its parameters; it yields one value per result.
             let n_args = ad.params.len();
-            let args = ad.inputs[..n_args]
+            let yields = &ad.inputs[n_args..n_args + ad.outputs.len()];
+            let body = Body {
+                ids,
+                g,
+                range,
+                params: &ad.params,
+                yields,
+            };
+            regions.push(body.emit(func, map, depth)?);
+            ad.inputs[..n_args]
                 .iter()
                 .map(|&i| lookup(map, g, i))
-                .collect::<Result<Vec<_>>>()?;
-            let before: HashSet<VarId> = map.keys().copied().collect();
-            let params = ad
-                .params
-                .iter()
-                .map(|&p| {
-                    let v = func.new_value(g.vars[p.0 as usize].ty.clone(), None);
-                    map.insert(p, v);
-                    v
-                })
-                .collect();
-            let sub: Vec<ApplyId> = ids
-                .iter()
-                .copied()
-                .filter(|x| range.contains(&x.0))
-                .collect();
-            let inner = emit(&sub, g, func, map, depth + 1)?;
-            let n_out = ad.outputs.len();
-            let yields = ad.inputs[n_args..n_args + n_out]
-                .iter()
-                .map(|&y| lookup(map, g, y))
-                .collect::<Result<Vec<_>>>()?;
-            map.retain(|k, _| before.contains(k));
-            regions.push(Region {
-                params,
-                body: inner,
-                yields,
-            });
-            args
+                .collect::<Result<Vec<_>>>()?
         } else if ad.op == Op::IfElse {
+            // The condition, then each branch yielding one value per result.
             let n = ad.outputs.len();
             for (k, range) in ad.regions.iter().enumerate() {
-                let sub: Vec<ApplyId> = ids
-                    .iter()
-                    .copied()
-                    .filter(|x| range.contains(&x.0))
-                    .collect();
-                let before: HashSet<VarId> = map.keys().copied().collect();
-                let inner = emit(&sub, g, func, map, depth + 1)?;
-                let yields = ad.inputs[1 + k * n..1 + (k + 1) * n]
-                    .iter()
-                    .map(|&y| lookup(map, g, y))
-                    .collect::<Result<Vec<_>>>()?;
-                // What a region defines stays inside it.
-                map.retain(|k, _| before.contains(k));
-                regions.push(Region {
-                    params: vec![],
-                    body: inner,
+                let yields = &ad.inputs[1 + k * n..1 + (k + 1) * n];
+                let body = Body {
+                    ids,
+                    g,
+                    range,
+                    params: &[],
                     yields,
-                });
+                };
+                regions.push(body.emit(func, map, depth)?);
             }
             vec![lookup(map, g, ad.inputs[0])?]
         } else {
@@ -259,4 +232,47 @@ fn emit(
         });
     }
     Ok(body)
+}
+
+/// A region of an Apply to emit: its Applies (those of `ids` in `range`), its parameters and
+/// what it yields.
+struct Body<'a> {
+    ids: &'a [ApplyId],
+    g: &'a GraphData,
+    range: &'a std::ops::Range<u32>,
+    params: &'a [VarId],
+    yields: &'a [VarId],
+}
+
+impl Body<'_> {
+    /// The region, with fresh values for its parameters. What it defines stays inside it: the
+    /// map forgets it afterwards, so a use outside is an error naming the value.
+    fn emit(
+        &self,
+        func: &mut Func,
+        map: &mut HashMap<VarId, Value>,
+        depth: usize,
+    ) -> Result<Region> {
+        let before: HashSet<VarId> = map.keys().copied().collect();
+        let params = (self.params.iter())
+            .map(|&p| {
+                let v = func.new_value(self.g.vars[p.0 as usize].ty.clone(), None);
+                map.insert(p, v);
+                v
+            })
+            .collect();
+        let sub: Vec<ApplyId> = (self.ids.iter().copied())
+            .filter(|x| self.range.contains(&x.0))
+            .collect();
+        let body = emit(&sub, self.g, func, map, depth + 1)?;
+        let yields = (self.yields.iter())
+            .map(|&y| lookup(map, self.g, y))
+            .collect::<Result<Vec<_>>>()?;
+        map.retain(|k, _| before.contains(k));
+        Ok(Region {
+            params,
+            body,
+            yields,
+        })
+    }
 }

@@ -171,43 +171,47 @@ fn area<T: ConvElem>(pool: &Pool2d) -> T {
     T::from(pool.window[0] * pool.window[1]).expect("a window's size")
 }
 
-fn max_pool_t<T: PoolElem>(x: &ArrayViewD<'_, T>, pool: &Pool2d) -> Result<ArrayD<T>, Error> {
+/// A forward pooling: `x`'s planes split into blocks over rayon's threads, `plane` filling one
+/// output plane (starting as `zero`) from one input plane.
+fn pool_planes<T: Copy + Send + Sync>(
+    x: &ArrayViewD<'_, T>,
+    pool: &Pool2d,
+    zero: T,
+    plane: impl Fn(&Planes, &[T], &mut [T]) + Send + Sync,
+) -> Result<ArrayD<T>, Error> {
     let planes = Planes::new(pool, x.shape())?;
     let v = dense(x);
     let v = slice(&v);
     let shape = planes.out_shape(x.shape());
     let (n, in_len) = (planes.out_len(), planes.in_len());
-    let mut out = vec![T::default(); shape.iter().product()];
+    let mut out = vec![zero; shape.iter().product()];
     planes.each_block(v, &mut out, n, |_, v, out| {
         for (v, out) in v.chunks(in_len).zip(out.chunks_mut(n)) {
-            planes.max_plane::<T, false>(v, out, &mut []);
+            plane(&planes, v, out);
         }
     });
     ArrayD::from_shape_vec(IxDyn(&shape), out).map_err(|e| err(e.to_string()))
 }
 
+fn max_pool_t<T: PoolElem>(x: &ArrayViewD<'_, T>, pool: &Pool2d) -> Result<ArrayD<T>, Error> {
+    pool_planes(x, pool, T::default(), |planes, v, out| {
+        planes.max_plane::<T, false>(v, out, &mut [])
+    })
+}
+
 fn avg_pool_t<T: ConvElem>(x: &ArrayViewD<'_, T>, pool: &Pool2d) -> Result<ArrayD<T>, Error> {
-    let planes = Planes::new(pool, x.shape())?;
-    let v = dense(x);
-    let v = slice(&v);
-    let shape = planes.out_shape(x.shape());
-    let (n, in_len) = (planes.out_len(), planes.in_len());
-    let mut out = vec![T::zero(); shape.iter().product()];
     let (step, area) = (pool.stride[1], area::<T>(pool));
-    planes.each_block(v, &mut out, n, |_, v, out| {
-        for (v, out) in v.chunks(in_len).zip(out.chunks_mut(n)) {
-            planes.each_tap_run(|o0, t0, len| {
-                let src = v[t0..].iter().step_by(step);
-                for (o, &e) in out[o0..o0 + len].iter_mut().zip(src) {
-                    *o += e;
-                }
-            });
-        }
+    pool_planes(x, pool, T::zero(), |planes, v, out| {
+        planes.each_tap_run(|o0, t0, len| {
+            let src = v[t0..].iter().step_by(step);
+            for (o, &e) in out[o0..o0 + len].iter_mut().zip(src) {
+                *o += e;
+            }
+        });
         for o in out.iter_mut() {
             *o = *o / area;
         }
-    });
-    ArrayD::from_shape_vec(IxDyn(&shape), out).map_err(|e| err(e.to_string()))
+    })
 }
 
 fn pool_grad_t<T: ConvElem + PoolElem>(

@@ -118,19 +118,7 @@ pub fn fuse(func: &Func) -> Func {
     let mut body = std::mem::take(&mut f.body);
     for inst in &mut body {
         for r in &mut inst.regions {
-            let mut params = r.params.clone();
-            params.extend(super::free_values(r));
-            let sub = Func {
-                name: f.name.clone(),
-                values: std::mem::take(&mut f.values),
-                params,
-                body: std::mem::take(&mut r.body),
-                outputs: std::mem::take(&mut r.yields),
-            };
-            let out = fuse(&sub);
-            f.values = out.values;
-            r.body = out.body;
-            r.yields = out.outputs;
+            super::on_region(&mut f, r, |sub| fuse(&sub));
         }
     }
     f.body = body;

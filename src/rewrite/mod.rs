@@ -98,3 +98,23 @@ pub(crate) fn free_values(r: &Region) -> Vec<Value> {
     walk(&r.body, &r.yields, &mut defined, &mut out);
     out
 }
+
+/// Runs `pass` on region `r` (of a function whose value arena is `f`'s) as a function of its
+/// own: the region's parameters (a scan's), then the values it reads from outside, are that
+/// function's parameters and its yields are the outputs, so a pass sees nothing of the code
+/// around the region and moves nothing into it or out of it.
+pub(crate) fn on_region(f: &mut Func, r: &mut Region, pass: impl FnOnce(Func) -> Func) {
+    let mut params = r.params.clone();
+    params.extend(free_values(r));
+    let sub = Func {
+        name: f.name.clone(),
+        values: std::mem::take(&mut f.values),
+        params,
+        body: std::mem::take(&mut r.body),
+        outputs: std::mem::take(&mut r.yields),
+    };
+    let out = pass(sub);
+    f.values = out.values;
+    r.body = out.body;
+    r.yields = out.outputs;
+}

@@ -27,8 +27,8 @@ impl Default for OptimizeOptions {
     }
 }
 
-/// The optimizer's stages, in order: dropping what no one reads from scans, the e-graph pass (dumped as `egraph`, with what each phase
-/// did as comments above the function), merging inside regions with the values around them
+/// The optimizer's stages, in order: dropping what no one reads from scans, the e-graph pass
+/// (dumped as `egraph`, with what each phase did as comments above the function), merging inside regions with the values around them
 /// (`rewrite::merge_regions`), fusion (`fused`), then the in-place pass (`inplace`), which
 /// overwrites no parameter.
 pub fn optimize(func: Func, options: &OptimizeOptions) -> Func {

@@ -5,7 +5,7 @@
 //! and stacked entries come back through the device's host copies (none on the host itself).
 
 use super::device::Device;
-use super::vm::{fetch, run_steps, Env, VmState};
+use super::vm::{fetch, run_steps, take_yield, Env, VmState};
 use crate::error::Error;
 use crate::ir::infer::{infer_scan, scan_param_types};
 use crate::ir::{infer, Func, Inst, Op, Region, TensorType, Value};
@@ -180,8 +180,8 @@ impl ScanWalk<'_> {
         Ok((len.unwrap_or(0), slices))
     }
 
-    /// What one step of the body yields, owned: a value made in the body (and yielded once)
-    /// moves out; anything else (a parameter, a value from outside) is copied.
+    /// What one step of the body yields, owned: a value made in the body moves out; anything
+    /// else (a parameter, a value from outside) is copied.
     fn take_yields<D: Device>(
         &self,
         device: &D,
@@ -189,21 +189,16 @@ impl ScanWalk<'_> {
         env: &mut Env<'_, '_, D>,
     ) -> Result<Vec<D::Array>, Error> {
         let yields = &self.body.yields;
-        let mut outs = Vec::with_capacity(yields.len());
-        for (i, &y) in yields.iter().enumerate() {
-            env.own(device, y)?;
-            let made = self.body.steps.iter().any(|s| s.results.contains(&y));
-            let v = if made && !yields[i + 1..].contains(&y) {
-                env.values[y.index()].take()
-            } else {
-                None
-            };
-            outs.push(match v {
-                Some(v) => v,
-                None => device.to_owned(device.view(fetch(func, &env.values, y)?))?,
-            });
-        }
-        Ok(outs)
+        (0..yields.len())
+            .map(|i| {
+                let made = self
+                    .body
+                    .steps
+                    .iter()
+                    .any(|s| s.results.contains(&yields[i]));
+                take_yield(device, func, env, yields, i, made)
+            })
+            .collect()
     }
 }
 

@@ -848,20 +848,29 @@ fn run_ifelse<D: Device>(
     let branch = if taken { then } else { otherwise };
     run_steps(device, func, &branch.steps, false, env, state)?;
     for (i, (&r, &y)) in inst.results.iter().zip(&branch.yields).enumerate() {
-        env.own(device, y)?;
-        // A value that dies here (made in the branch, or read last by this step) moves to the
-        // result; one still read later is copied.
+        // Made in the branch, or read last by this step.
         let dies = branch.steps.iter().any(|s| s.results.contains(&y)) || inst.frees.contains(&y);
-        let v = if dies && !branch.yields[i + 1..].contains(&y) {
-            env.values[y.index()].take()
-        } else {
-            None
-        };
-        let v = match v {
-            Some(v) => v,
-            None => device.to_owned(device.view(fetch(func, &env.values, y)?))?,
-        };
-        env.values[r.index()] = Some(v);
+        env.values[r.index()] = Some(take_yield(device, func, env, &branch.yields, i, dies)?);
     }
     Ok(())
+}
+
+/// Yield `i` of a block as an array the VM owns: a value that `dies` there moves out (unless
+/// the block yields it again later); one still read afterwards is copied.
+pub(super) fn take_yield<D: Device>(
+    device: &D,
+    func: &Func,
+    env: &mut Env<'_, '_, D>,
+    yields: &[Value],
+    i: usize,
+    dies: bool,
+) -> Result<D::Array, Error> {
+    let y = yields[i];
+    env.own(device, y)?;
+    if dies && !yields[i + 1..].contains(&y) {
+        if let Some(v) = env.values[y.index()].take() {
+            return Ok(v);
+        }
+    }
+    device.to_owned(device.view(fetch(func, &env.values, y)?))
 }

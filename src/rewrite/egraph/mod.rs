@@ -216,33 +216,16 @@ fn optimize_region(
     }
     substitute(&mut r.body, &mut r.yields, &copies);
     body.append(&mut r.body);
-    let sub_region = Region {
-        params: r.params.clone(),
-        body,
-        yields: std::mem::take(&mut r.yields),
-    };
-    // A scan's parameters come first; the values read from outside follow.
-    let mut params = r.params.clone();
-    params.extend(super::free_values(&sub_region));
-    let sub = Func {
-        name: f.name.clone(),
-        params,
-        values: std::mem::take(&mut f.values),
-        body: sub_region.body,
-        outputs: sub_region.yields,
-    };
-    let (mut out, _) = run_owned(sub, options);
-    f.values = std::mem::take(&mut out.values);
-    r.body = out.body;
-    r.yields = out.outputs;
+    r.body = body;
+    super::on_region(f, r, |sub| run_owned(sub, options).0);
 }
 
-/// An `ifelse` kept aside while its node is in the e-graph.
+/// An instruction with regions (`ifelse`, `scan`) kept aside while its node is in the e-graph.
 struct Opaque {
     /// How many of the node's arguments are the instruction's own (the rest are `free`).
     n_args: usize,
     regions: Vec<Region>,
-    /// The values its regions read, which are the node's arguments after the condition.
+    /// The values its regions read, which are the node's arguments after its own.
     free: Vec<Value>,
 }
 
