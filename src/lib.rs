@@ -64,3 +64,12 @@ pub const i64: DType = DType::I64;
 pub const f32: DType = DType::F32;
 #[allow(non_upper_case_globals)]
 pub const f64: DType = DType::F64;
+/// Storage-only halves: stored in 16 bits, computed in f32 (README "Half precision").
+#[allow(non_upper_case_globals)]
+pub const f16: DType = DType::F16;
+#[allow(non_upper_case_globals)]
+pub const bf16: DType = DType::BF16;
+
+/// The `half` crate, whose `f16` and `bf16` are the elements of half tensors
+/// (`Tensor::F16(ArrayD<kiln::half::f16>)`).
+pub use half;

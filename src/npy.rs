@@ -32,15 +32,23 @@ fn err(path: &Path, msg: impl std::fmt::Display) -> Error {
     Error::Io(format!("{}: {msg}", path.display()))
 }
 
-/// The `descr` numpy writes for `dtype` (little-endian).
-fn descr_of(dtype: DType) -> &'static str {
-    match dtype {
+/// The `descr` numpy writes for `dtype` (little-endian); `bf16` has none (numpy has no
+/// bfloat16; `ml_dtypes` writes it as raw `<V2`, which could be any 2-byte type).
+fn descr_of(dtype: DType) -> Option<&'static str> {
+    Some(match dtype {
         DType::Bool => "|b1",
         DType::I32 => "<i4",
         DType::I64 => "<i8",
         DType::F32 => "<f4",
         DType::F64 => "<f8",
-    }
+        DType::F16 => "<f2",
+        DType::BF16 => return None,
+    })
+}
+
+/// The error of a `.npy` file for a dtype numpy has no spelling of.
+fn no_descr(dtype: DType) -> String {
+    format!("numpy has no {dtype} dtype: cast to f32 for .npy files")
 }
 
 /// The header and the offset of the data.
@@ -139,6 +147,7 @@ fn dtype_of(descr: &str) -> Option<DType> {
         "<i8" => DType::I64,
         "<f4" => DType::F32,
         "<f8" => DType::F64,
+        "<f2" => DType::F16,
         _ => return None,
     })
 }
@@ -162,7 +171,10 @@ pub fn from_bytes(path: &Path, bytes: &[u8], dtype: Option<DType>) -> Result<Ten
             ))
         }
     };
-    if h.descr != descr_of(dtype) {
+    let Some(want) = descr_of(dtype) else {
+        return Err(err(path, no_descr(dtype)));
+    };
+    if h.descr != want {
         let also = matches!(
             (dtype, h.descr.as_str()),
             (DType::Bool, "<b1" | ">b1" | "b1")
@@ -172,8 +184,7 @@ pub fn from_bytes(path: &Path, bytes: &[u8], dtype: Option<DType>) -> Result<Ten
                 path,
                 format!(
                     "holds `{}` elements where {dtype} (`{}`) is expected",
-                    h.descr,
-                    descr_of(dtype)
+                    h.descr, want
                 ),
             ));
         }
@@ -226,11 +237,13 @@ pub fn from_bytes(path: &Path, bytes: &[u8], dtype: Option<DType>) -> Result<Ten
         DType::I64 => decode!(i64, I64, 8),
         DType::F32 => decode!(f32, F32, 4),
         DType::F64 => decode!(f64, F64, 8),
+        DType::F16 => decode!(half::f16, F16, 2),
+        DType::BF16 => return Err(err(path, no_descr(dtype))),
     })
 }
 
-/// The header of `t`'s `.npy` file (version 1, C order).
-fn header_of(t: &Tensor) -> Vec<u8> {
+/// The header of `t`'s `.npy` file (version 1, C order), `None` for a dtype numpy lacks.
+fn header_of(t: &Tensor) -> Option<Vec<u8>> {
     let shape: Vec<String> = t.shape().iter().map(|d| d.to_string()).collect();
     let shape = match shape.len() {
         1 => format!("({},)", shape[0]),
@@ -238,7 +251,7 @@ fn header_of(t: &Tensor) -> Vec<u8> {
     };
     let mut header = format!(
         "{{'descr': '{}', 'fortran_order': False, 'shape': {shape}, }}",
-        descr_of(t.dtype())
+        descr_of(t.dtype())?
     );
     // Magic, version, length and header padded with spaces to a multiple of 64, ending in \n.
     let unpadded = MAGIC.len() + 4 + header.len() + 1;
@@ -249,7 +262,7 @@ fn header_of(t: &Tensor) -> Vec<u8> {
     out.extend_from_slice(&[1, 0]);
     out.extend_from_slice(&(header.len() as u16).to_le_bytes());
     out.extend_from_slice(header.as_bytes());
-    out
+    Some(out)
 }
 
 /// Writes `t` as an `.npy` file to `w`, through a buffer: each system call writes a few
@@ -257,8 +270,11 @@ fn header_of(t: &Tensor) -> Vec<u8> {
 /// the whole array.
 pub fn write_to(w: impl std::io::Write, t: &Tensor) -> std::io::Result<()> {
     use std::io::Write;
+    let header = header_of(t).ok_or_else(|| {
+        std::io::Error::new(std::io::ErrorKind::InvalidInput, no_descr(t.dtype()))
+    })?;
     let mut w = std::io::BufWriter::with_capacity(1 << 22, w);
-    w.write_all(&header_of(t))?;
+    w.write_all(&header)?;
     macro_rules! encode {
         ($a:expr) => {
             for x in $a.iter() {
@@ -272,15 +288,18 @@ pub fn write_to(w: impl std::io::Write, t: &Tensor) -> std::io::Result<()> {
         Tensor::I64(a) => encode!(a),
         Tensor::F32(a) => encode!(a),
         Tensor::F64(a) => encode!(a),
+        Tensor::F16(a) => encode!(a),
+        Tensor::BF16(a) => encode!(a),
     }
     w.flush()
 }
 
 /// The bytes of `t` as a version 1 `.npy` file (C order).
-pub fn to_bytes(t: &Tensor) -> Vec<u8> {
+/// Errors only for a dtype numpy has no spelling of (`bf16`).
+pub fn to_bytes(t: &Tensor) -> Result<Vec<u8>> {
     let mut out = Vec::new();
-    write_to(&mut out, t).expect("writing to memory does not fail");
-    out
+    write_to(&mut out, t).map_err(|e| Error::Input(e.to_string()))?;
+    Ok(out)
 }
 
 /// Files of a write in progress: temporary files, and the finished files of a set not yet
@@ -316,8 +335,8 @@ pub fn write_all(files: &[(PathBuf, &Tensor)]) -> Result<()> {
 pub fn write_npz(path: &Path, entries: &[(String, &Tensor)]) -> Result<()> {
     let files: Vec<(String, Vec<u8>)> = entries
         .iter()
-        .map(|(name, t)| (format!("{name}.npy"), to_bytes(t)))
-        .collect();
+        .map(|(name, t)| Ok((format!("{name}.npy"), to_bytes(t)?)))
+        .collect::<Result<_>>()?;
     write_archive(path, &files)
 }
 

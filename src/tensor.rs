@@ -14,6 +14,8 @@ pub enum Tensor {
     I64(ArrayD<i64>),
     F32(ArrayD<f32>),
     F64(ArrayD<f64>),
+    F16(ArrayD<half::f16>),
+    BF16(ArrayD<half::bf16>),
 }
 
 /// A borrowed tensor of any dtype: what `Function::call` takes.
@@ -24,6 +26,8 @@ pub enum TensorRef<'a> {
     I64(ArrayViewD<'a, i64>),
     F32(ArrayViewD<'a, f32>),
     F64(ArrayViewD<'a, f64>),
+    F16(ArrayViewD<'a, half::f16>),
+    BF16(ArrayViewD<'a, half::bf16>),
 }
 
 /// Applies `$body` to the array inside a tensor, binding it to `$a`, for every dtype.
@@ -37,6 +41,8 @@ macro_rules! for_each_dtype {
             $crate::tensor::Tensor::I64($a) => $body,
             $crate::tensor::Tensor::F32($a) => $body,
             $crate::tensor::Tensor::F64($a) => $body,
+            $crate::tensor::Tensor::F16($a) => $body,
+            $crate::tensor::Tensor::BF16($a) => $body,
         }
     };
 }
@@ -52,6 +58,8 @@ macro_rules! for_each_ref {
             $crate::tensor::TensorRef::I64($a) => $body,
             $crate::tensor::TensorRef::F32($a) => $body,
             $crate::tensor::TensorRef::F64($a) => $body,
+            $crate::tensor::TensorRef::F16($a) => $body,
+            $crate::tensor::TensorRef::BF16($a) => $body,
         }
     };
 }
@@ -67,6 +75,38 @@ macro_rules! map_tensor {
             $crate::tensor::Tensor::I64($a) => $crate::tensor::Tensor::I64($body),
             $crate::tensor::Tensor::F32($a) => $crate::tensor::Tensor::F32($body),
             $crate::tensor::Tensor::F64($a) => $crate::tensor::Tensor::F64($body),
+            $crate::tensor::Tensor::F16($a) => $crate::tensor::Tensor::F16($body),
+            $crate::tensor::Tensor::BF16($a) => $crate::tensor::Tensor::BF16($body),
+        }
+    };
+}
+
+/// Like `for_each_ref!`, and rewraps the result in the same `TensorRef` variant.
+macro_rules! map_ref {
+    ($t:expr, $a:ident => $body:expr) => {
+        match $t {
+            TensorRef::Bool($a) => TensorRef::Bool($body),
+            TensorRef::I32($a) => TensorRef::I32($body),
+            TensorRef::I64($a) => TensorRef::I64($body),
+            TensorRef::F32($a) => TensorRef::F32($body),
+            TensorRef::F64($a) => TensorRef::F64($body),
+            TensorRef::F16($a) => TensorRef::F16($body),
+            TensorRef::BF16($a) => TensorRef::BF16($body),
+        }
+    };
+}
+
+/// Like `for_each_ref!`, and wraps the (owned) result in the same dtype's `Tensor` variant.
+macro_rules! ref_to_tensor {
+    ($t:expr, $a:ident => $body:expr) => {
+        match $t {
+            TensorRef::Bool($a) => Tensor::Bool($body),
+            TensorRef::I32($a) => Tensor::I32($body),
+            TensorRef::I64($a) => Tensor::I64($body),
+            TensorRef::F32($a) => Tensor::F32($body),
+            TensorRef::F64($a) => Tensor::F64($body),
+            TensorRef::F16($a) => Tensor::F16($body),
+            TensorRef::BF16($a) => Tensor::BF16($body),
         }
     };
 }
@@ -79,6 +119,8 @@ impl Tensor {
             Tensor::I64(_) => DType::I64,
             Tensor::F32(_) => DType::F32,
             Tensor::F64(_) => DType::F64,
+            Tensor::F16(_) => DType::F16,
+            Tensor::BF16(_) => DType::BF16,
         }
     }
 
@@ -106,6 +148,8 @@ impl Tensor {
             Tensor::I64(a) => TensorRef::I64(a.view()),
             Tensor::F32(a) => TensorRef::F32(a.view()),
             Tensor::F64(a) => TensorRef::F64(a.view()),
+            Tensor::F16(a) => TensorRef::F16(a.view()),
+            Tensor::BF16(a) => TensorRef::BF16(a.view()),
         }
     }
 
@@ -127,6 +171,8 @@ impl Tensor {
                 Tensor::I64(a) => TensorRef::I64(ArrayViewD::from_shape_ptr(sh, a.as_ptr())),
                 Tensor::F32(a) => TensorRef::F32(ArrayViewD::from_shape_ptr(sh, a.as_ptr())),
                 Tensor::F64(a) => TensorRef::F64(ArrayViewD::from_shape_ptr(sh, a.as_ptr())),
+                Tensor::F16(a) => TensorRef::F16(ArrayViewD::from_shape_ptr(sh, a.as_ptr())),
+                Tensor::BF16(a) => TensorRef::BF16(ArrayViewD::from_shape_ptr(sh, a.as_ptr())),
             }
         }
     }
@@ -144,6 +190,8 @@ impl Tensor {
             DType::I64 => Tensor::I64(e()),
             DType::F32 => Tensor::F32(e()),
             DType::F64 => Tensor::F64(e()),
+            DType::F16 => Tensor::F16(e()),
+            DType::BF16 => Tensor::BF16(e()),
         }
     }
 
@@ -156,6 +204,8 @@ impl Tensor {
             DType::I64 => Tensor::I64(ArrayD::from_elem(sh, value as i64)),
             DType::F32 => Tensor::F32(ArrayD::from_elem(sh, value as f32)),
             DType::F64 => Tensor::F64(ArrayD::from_elem(sh, value)),
+            DType::F16 => Tensor::F16(ArrayD::from_elem(sh, crate::ir::f16_of(value))),
+            DType::BF16 => Tensor::BF16(ArrayD::from_elem(sh, crate::ir::bf16_of(value))),
         }
     }
 
@@ -214,6 +264,8 @@ impl Tensor {
             DType::I64 => each!(I64),
             DType::F32 => each!(F32),
             DType::F64 => each!(F64),
+            DType::F16 => each!(F16),
+            DType::BF16 => each!(BF16),
         })
     }
 
@@ -237,6 +289,8 @@ impl Tensor {
             Tensor::I64(a) => a.iter().map(|&x| x as f64).collect(),
             Tensor::F32(a) => a.iter().map(|&x| x as f64).collect(),
             Tensor::F64(a) => a.iter().copied().collect(),
+            Tensor::F16(a) => a.iter().map(|x| x.to_f64()).collect(),
+            Tensor::BF16(a) => a.iter().map(|x| x.to_f64()).collect(),
         }
     }
 
@@ -283,6 +337,12 @@ impl Tensor {
             (Tensor::F64(a), Tensor::F64(b)) => {
                 a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits())
             }
+            (Tensor::F16(a), Tensor::F16(b)) => {
+                a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits())
+            }
+            (Tensor::BF16(a), Tensor::BF16(b)) => {
+                a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits())
+            }
             (Tensor::Bool(a), Tensor::Bool(b)) => a == b,
             (Tensor::I32(a), Tensor::I32(b)) => a == b,
             (Tensor::I64(a), Tensor::I64(b)) => a == b,
@@ -308,6 +368,8 @@ impl Hash for Tensor {
             Tensor::I64(a) => a.iter().for_each(|x| x.hash(h)),
             Tensor::F32(a) => a.iter().for_each(|x| x.to_bits().hash(h)),
             Tensor::F64(a) => a.iter().for_each(|x| x.to_bits().hash(h)),
+            Tensor::F16(a) => a.iter().for_each(|x| x.to_bits().hash(h)),
+            Tensor::BF16(a) => a.iter().for_each(|x| x.to_bits().hash(h)),
         }
     }
 }
@@ -332,28 +394,18 @@ impl<'a> TensorRef<'a> {
             TensorRef::I64(_) => DType::I64,
             TensorRef::F32(_) => DType::F32,
             TensorRef::F64(_) => DType::F64,
+            TensorRef::F16(_) => DType::F16,
+            TensorRef::BF16(_) => DType::BF16,
         }
     }
 
     pub fn shape(&self) -> &[usize] {
-        match self {
-            TensorRef::Bool(a) => a.shape(),
-            TensorRef::I32(a) => a.shape(),
-            TensorRef::I64(a) => a.shape(),
-            TensorRef::F32(a) => a.shape(),
-            TensorRef::F64(a) => a.shape(),
-        }
+        for_each_ref!(self, a => a.shape())
     }
 
     /// The same view with a shorter lifetime (ndarray views are not covariant).
     pub fn reborrow(&self) -> TensorRef<'_> {
-        match self {
-            TensorRef::Bool(a) => TensorRef::Bool(a.view()),
-            TensorRef::I32(a) => TensorRef::I32(a.view()),
-            TensorRef::I64(a) => TensorRef::I64(a.view()),
-            TensorRef::F32(a) => TensorRef::F32(a.view()),
-            TensorRef::F64(a) => TensorRef::F64(a.view()),
-        }
+        map_ref!(self, a => a.view())
     }
 
     pub fn len(&self) -> usize {
@@ -377,34 +429,16 @@ impl<'a> TensorRef<'a> {
     /// A standard-layout copy broadcast to `shape`, or `None` when the shapes do not fit.
     pub fn broadcast_owned(&self, shape: &[usize]) -> Option<Tensor> {
         let sh = IxDyn(shape);
-        Some(match self {
-            TensorRef::Bool(a) => Tensor::Bool(a.broadcast(sh)?.as_standard_layout().into_owned()),
-            TensorRef::I32(a) => Tensor::I32(a.broadcast(sh)?.as_standard_layout().into_owned()),
-            TensorRef::I64(a) => Tensor::I64(a.broadcast(sh)?.as_standard_layout().into_owned()),
-            TensorRef::F32(a) => Tensor::F32(a.broadcast(sh)?.as_standard_layout().into_owned()),
-            TensorRef::F64(a) => Tensor::F64(a.broadcast(sh)?.as_standard_layout().into_owned()),
-        })
+        Some(ref_to_tensor!(self, a => a.broadcast(sh)?.as_standard_layout().into_owned()))
     }
 
     /// A copy in standard (row-major, contiguous) layout.
     pub fn to_standard_owned(&self) -> Tensor {
-        match self {
-            TensorRef::Bool(a) => Tensor::Bool(a.as_standard_layout().into_owned()),
-            TensorRef::I32(a) => Tensor::I32(a.as_standard_layout().into_owned()),
-            TensorRef::I64(a) => Tensor::I64(a.as_standard_layout().into_owned()),
-            TensorRef::F32(a) => Tensor::F32(a.as_standard_layout().into_owned()),
-            TensorRef::F64(a) => Tensor::F64(a.as_standard_layout().into_owned()),
-        }
+        ref_to_tensor!(self, a => a.as_standard_layout().into_owned())
     }
 
     pub fn to_owned(&self) -> Tensor {
-        match self {
-            TensorRef::Bool(a) => Tensor::Bool(a.to_owned()),
-            TensorRef::I32(a) => Tensor::I32(a.to_owned()),
-            TensorRef::I64(a) => Tensor::I64(a.to_owned()),
-            TensorRef::F32(a) => Tensor::F32(a.to_owned()),
-            TensorRef::F64(a) => Tensor::F64(a.to_owned()),
-        }
+        ref_to_tensor!(self, a => a.to_owned())
     }
 }
 
@@ -432,19 +466,16 @@ macro_rules! conversions {
         }
     )*};
 }
-conversions!(bool => Bool, i32 => I32, i64 => I64, f32 => F32, f64 => F64);
+conversions!(
+    bool => Bool, i32 => I32, i64 => I64, f32 => F32, f64 => F64,
+    half::f16 => F16, half::bf16 => BF16
+);
 
 impl<'a> TensorRef<'a> {
     /// Rows `r0..r1` of the first axis (a view, no copy).
     pub fn slice_rows(self, r0: usize, r1: usize) -> TensorRef<'a> {
         let s = ndarray::Slice::from(r0..r1);
-        match self {
-            TensorRef::Bool(a) => TensorRef::Bool(a.slice_axis_move(ndarray::Axis(0), s)),
-            TensorRef::I32(a) => TensorRef::I32(a.slice_axis_move(ndarray::Axis(0), s)),
-            TensorRef::I64(a) => TensorRef::I64(a.slice_axis_move(ndarray::Axis(0), s)),
-            TensorRef::F32(a) => TensorRef::F32(a.slice_axis_move(ndarray::Axis(0), s)),
-            TensorRef::F64(a) => TensorRef::F64(a.slice_axis_move(ndarray::Axis(0), s)),
-        }
+        map_ref!(self, a => a.slice_axis_move(ndarray::Axis(0), s))
     }
 
     /// The same elements with the last two dims swapped (a strided view, no copy); a view of
@@ -457,13 +488,7 @@ impl<'a> TensorRef<'a> {
             }
             a
         }
-        match self {
-            TensorRef::Bool(a) => TensorRef::Bool(swap(a)),
-            TensorRef::I32(a) => TensorRef::I32(swap(a)),
-            TensorRef::I64(a) => TensorRef::I64(swap(a)),
-            TensorRef::F32(a) => TensorRef::F32(swap(a)),
-            TensorRef::F64(a) => TensorRef::F64(swap(a)),
-        }
+        map_ref!(self, a => swap(a))
     }
 }
 

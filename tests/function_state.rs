@@ -176,7 +176,7 @@ fn npz_files_round_trip_stored_and_deflated() {
     let options = zip::write::SimpleFileOptions::default()
         .compression_method(zip::CompressionMethod::Deflated);
     zip.start_file("a.npy", options).unwrap();
-    zip.write_all(&kiln::npy::to_bytes(&a)).unwrap();
+    zip.write_all(&kiln::npy::to_bytes(&a).unwrap()).unwrap();
     zip.finish().unwrap();
     assert_eq!(kiln::npy::read_npz(&deflated).unwrap()[0].1, a);
     let _ = std::fs::remove_file(&path);

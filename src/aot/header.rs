@@ -13,6 +13,8 @@ pub fn c_type(d: DType) -> &'static str {
         DType::I64 => "int64_t",
         DType::F32 => "float",
         DType::F64 => "double",
+        // The bits: C has no portable 16-bit float type (`_Float16` is optional).
+        DType::F16 | DType::BF16 => "uint16_t",
     }
 }
 

@@ -296,6 +296,8 @@ fn tensor_bytes(t: &Tensor) -> Vec<u8> {
         Tensor::I64(a) => a.iter().for_each(|x| out.extend(x.to_le_bytes())),
         Tensor::F32(a) => a.iter().for_each(|x| out.extend(x.to_le_bytes())),
         Tensor::F64(a) => a.iter().for_each(|x| out.extend(x.to_le_bytes())),
+        Tensor::F16(a) => a.iter().for_each(|x| out.extend(x.to_le_bytes())),
+        Tensor::BF16(a) => a.iter().for_each(|x| out.extend(x.to_le_bytes())),
     }
     out
 }

@@ -175,6 +175,12 @@ pub(crate) fn grad_impl(
             match ig {
                 rules::InGrad::Grad(v) => {
                     v.check()?;
+                    // A half's gradient is a half (a rule may give the f32 it computed in).
+                    let v = if inp.dtype().is_half() && v.dtype() != inp.dtype() {
+                        v.cast(inp.dtype())
+                    } else {
+                        v
+                    };
                     let acc = match grads.remove(&inp.id()) {
                         Some(prev) => &prev + &v,
                         None => v,

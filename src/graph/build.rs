@@ -88,6 +88,15 @@ fn literal(dtype: DType, int: Option<i64>, float: f64) -> Result<Tensor, String>
             Some(i) => Ok(Tensor::scalar(i as f64)),
             None => Ok(Tensor::scalar(float)),
         },
+        DType::F16 | DType::BF16 => {
+            let v = int.map_or(float, |i| i as f64);
+            let r = crate::ir::round_to(dtype, v);
+            match int {
+                Some(i) if r != v || i.unsigned_abs() > 1 << 53 => Err(cast("kiln::f32")),
+                None if v.is_finite() && r.is_infinite() => Err(cast("kiln::f32")),
+                _ => Ok(Tensor::full(dtype, &[], v)),
+            }
+        }
     }
 }
 

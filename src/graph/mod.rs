@@ -108,6 +108,16 @@ pub struct Apply {
     id: ApplyId,
 }
 
+/// Whether `op` on `inputs` is computed in f32 by the graph API (`Graph::apply_in_f32`): it
+/// computes and some operand is a half, or it is a `matmul` of a half and an f32.
+fn computes_on_halves(op: &Op, inputs: &[&Var]) -> bool {
+    let mut dtypes = inputs.iter().map(|v| v.dtype());
+    let Some(h) = dtypes.clone().find(|d| d.is_half()) else {
+        return false;
+    };
+    !op.takes_halves() || (*op == Op::MatMul && dtypes.any(|d| d != h))
+}
+
 impl Graph {
     pub fn new() -> Graph {
         Graph::default()
@@ -193,6 +203,21 @@ impl Graph {
     }
 
     pub(crate) fn apply_at(&self, op: Op, inputs: &[&Var], loc: SourceLoc) -> Vec<Var> {
+        if computes_on_halves(&op, inputs) {
+            return self.apply_in_f32(op, inputs, loc);
+        }
+        if let Op::Random { dtype, .. } | Op::Arange { dtype, .. } = &op {
+            if dtype.is_half() {
+                // Made in f32 and rounded once, as an op on halves is.
+                let h = *dtype;
+                let mut op = op;
+                if let Op::Random { dtype, .. } | Op::Arange { dtype, .. } = &mut op {
+                    *dtype = DType::F32;
+                }
+                let made = self.apply_at(op, inputs, loc).swap_remove(0);
+                return vec![self.cast_at(&made, h, loc)];
+            }
+        }
         match self.check_inputs(&op, inputs) {
             Ok(types) => self.push_apply(op, inputs, types, loc, Vec::new(), Vec::new()),
             Err(e) => {
@@ -207,6 +232,44 @@ impl Graph {
                 })]
             }
         }
+    }
+
+    /// `op` computed in f32 on operands some of which are halves (storage types, which the
+    /// IR's computing ops refuse): the halves cast to f32, and results cast back to the
+    /// operands' half type where every float operand had that one type (as JAX and numpy
+    /// keep `f16 + f16` in f16); mixed with another float type, results stay as computed.
+    fn apply_in_f32(&self, op: Op, inputs: &[&Var], loc: SourceLoc) -> Vec<Var> {
+        let float_types: Vec<DType> = inputs
+            .iter()
+            .map(|v| v.dtype())
+            .filter(|d| d.is_float())
+            .collect();
+        let back = float_types
+            .first()
+            .copied()
+            .filter(|&d| float_types.iter().all(|&e| e == d));
+        let widened: Vec<Var> = inputs
+            .iter()
+            .map(|v| match v.dtype().is_half() {
+                true => self.cast_at(v, DType::F32, loc),
+                false => (*v).clone(),
+            })
+            .collect();
+        let outs = self.apply_at(op, &widened.iter().collect::<Vec<_>>(), loc);
+        match back {
+            Some(h) if h.is_half() && !matches!(outs[0].kind(), VarKind::Poisoned(_)) => outs
+                .iter()
+                .map(|o| match o.dtype() == DType::F32 {
+                    true => self.cast_at(o, h, loc),
+                    false => o.clone(),
+                })
+                .collect(),
+            _ => outs,
+        }
+    }
+
+    fn cast_at(&self, v: &Var, to: DType, loc: SourceLoc) -> Var {
+        self.apply_at(Op::Cast { to }, &[v], loc).swap_remove(0)
     }
 
     /// Appends an Apply whose output types are already known.

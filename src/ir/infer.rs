@@ -43,6 +43,11 @@ fn infer_types(op: &Op, inputs: &[&TensorType]) -> Result<Vec<TensorType>, Strin
         }
     }
     let name = op.name();
+    if let Some(h) = inputs.iter().map(|t| t.dtype).find(|d| d.is_half()) {
+        if !op.takes_halves() {
+            return Err(half_refused(name, h));
+        }
+    }
     let one = |t: TensorType| Ok(vec![t]);
     match op {
         Op::Unary(u) => {
@@ -411,6 +416,10 @@ fn infer_types(op: &Op, inputs: &[&TensorType]) -> Result<Vec<TensorType>, Strin
             if a.dtype == DType::Bool {
                 return Err("matmul does not take bool operands".into());
             }
+            // Halves are read as they are stored and accumulated in f32, which is the result
+            // (what GEMMs on half data give: cuBLAS's compute type, JAX's
+            // `preferred_element_type`); cast it back to store it as a half.
+            let out_dtype = a.dtype.compute();
             if a.rank() == 0 || b.rank() == 0 {
                 return Err("matmul: operands must have at least one dim".into());
             }
@@ -441,7 +450,7 @@ fn infer_types(op: &Op, inputs: &[&TensorType]) -> Result<Vec<TensorType>, Strin
             if b.rank() >= 2 {
                 shape.push(b.shape[b.rank() - 1]);
             }
-            one(TensorType::new(a.dtype, shape))
+            one(TensorType::new(out_dtype, shape))
         }
         Op::Const(t) => one(t.ty()),
         Op::Zeros { shape, dtype } | Op::Ones { shape, dtype } | Op::Full { shape, dtype, .. } => {
@@ -450,6 +459,9 @@ fn infer_types(op: &Op, inputs: &[&TensorType]) -> Result<Vec<TensorType>, Strin
         Op::Random {
             dist, shape, dtype, ..
         } => {
+            if dtype.is_half() {
+                return Err(half_refused(name, *dtype));
+            }
             if inputs.len() > 1
                 || inputs
                     .first()
@@ -554,9 +566,18 @@ fn infer_types(op: &Op, inputs: &[&TensorType]) -> Result<Vec<TensorType>, Strin
             if *dtype == DType::Bool {
                 return Err("arange does not make bool tensors".into());
             }
+            if dtype.is_half() {
+                return Err(half_refused(name, *dtype));
+            }
             one(TensorType::fixed(*dtype, &[n]))
         }
     }
+}
+
+/// The error of an op that computes given a storage-only half (halves are stored, not
+/// computed on: docs/decisions.md).
+pub fn half_refused(name: &str, d: DType) -> String {
+    format!("{name} computes in f32: {d} is a storage type (cast to f32 first; kiln's graph API does this itself)")
 }
 
 /// Result types of `ifelse` from its condition's type and the types each region yields.

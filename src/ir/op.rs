@@ -539,6 +539,35 @@ impl Op {
         }
     }
 
+    /// Whether the op takes `f16` / `bf16` operands: ops that move, select or convert stored
+    /// elements (exact on any dtype), `matmul` (it reads halves and accumulates in f32),
+    /// regions and user ops. Every op that computes takes them only through a cast to f32.
+    pub fn takes_halves(&self) -> bool {
+        matches!(
+            self,
+            Op::Cast { .. }
+                | Op::Select
+                | Op::Transpose { .. }
+                | Op::Reshape { .. }
+                | Op::BroadcastTo { .. }
+                | Op::ExpandDims { .. }
+                | Op::Squeeze { .. }
+                | Op::Concat { .. }
+                | Op::Take { .. }
+                | Op::TakeAlongAxis { .. }
+                | Op::ScatterSet { .. }
+                | Op::Sort { .. }
+                | Op::Argsort { .. }
+                | Op::Slice { .. }
+                | Op::MatMul
+                | Op::IfElse
+                | Op::Scan { .. }
+                | Op::Composite { .. }
+                | Op::FusedReduce { .. }
+                | Op::Custom(_)
+        )
+    }
+
     /// Number of inputs the op takes; `None` for a variable number (concat).
     pub fn arity(&self) -> Option<usize> {
         match self {

@@ -71,6 +71,8 @@ fn uninit(dtype: DType, shape: &[usize]) -> Tensor {
             DType::I64 => Tensor::I64(ndarray::ArrayD::<i64>::uninit(sh).assume_init()),
             DType::F32 => Tensor::F32(ndarray::ArrayD::<f32>::uninit(sh).assume_init()),
             DType::F64 => Tensor::F64(ndarray::ArrayD::<f64>::uninit(sh).assume_init()),
+            DType::F16 => Tensor::F16(ndarray::ArrayD::<half::f16>::uninit(sh).assume_init()),
+            DType::BF16 => Tensor::BF16(ndarray::ArrayD::<half::bf16>::uninit(sh).assume_init()),
         }
     }
 }

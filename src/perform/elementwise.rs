@@ -127,7 +127,15 @@ pub fn unary(op: UnaryOp, t: &Tensor) -> Result<Tensor, Error> {
         Tensor::I64(a) => Tensor::I64(a.mapv(|x| unary_int!(op, x))),
         Tensor::Bool(a) if op == UnaryOp::Not => Tensor::Bool(a.mapv(|x| !x)),
         Tensor::Bool(_) => return Err(Error::Runtime(format!("{} does not take bool", op.name()))),
+        Tensor::F16(_) | Tensor::BF16(_) => return Err(half_arithmetic(op.name(), t.dtype())),
     })
+}
+
+/// The error of an arithmetic op given a storage-only half (the type rules refuse it first).
+fn half_arithmetic(name: &str, d: DType) -> Error {
+    Error::Runtime(format!(
+        "{name} computes in f32: {d} is a storage type (cast first)"
+    ))
 }
 
 /// numpy's float `(floor_divide(a, b), mod(a, b))`: the shared expansion
@@ -288,6 +296,8 @@ pub fn select(c: &Tensor, a: &Tensor, b: &Tensor) -> Result<Tensor, Error> {
         (Tensor::I32(a), Tensor::I32(b)) => Tensor::I32(sel!(a, b)),
         (Tensor::I64(a), Tensor::I64(b)) => Tensor::I64(sel!(a, b)),
         (Tensor::Bool(a), Tensor::Bool(b)) => Tensor::Bool(sel!(a, b)),
+        (Tensor::F16(a), Tensor::F16(b)) => Tensor::F16(sel!(a, b)),
+        (Tensor::BF16(a), Tensor::BF16(b)) => Tensor::BF16(sel!(a, b)),
         _ => {
             return Err(Error::Runtime(format!(
                 "select: branches differ in dtype ({} and {})",
@@ -311,6 +321,8 @@ pub fn cast(t: &Tensor, to: DType) -> Tensor {
                 DType::I64 => Tensor::I64(a.mapv(|x| ($conv)(x) as i64)),
                 DType::F32 => Tensor::F32(a.mapv(|x| ($conv)(x) as f32)),
                 DType::F64 => Tensor::F64(a.mapv(|x| ($conv)(x))),
+                DType::F16 => Tensor::F16(a.mapv(|x| crate::ir::f16_of(($conv)(x)))),
+                DType::BF16 => Tensor::BF16(a.mapv(|x| crate::ir::bf16_of(($conv)(x)))),
             }
         }};
     }
@@ -322,10 +334,17 @@ pub fn cast(t: &Tensor, to: DType) -> Tensor {
             DType::Bool => Tensor::Bool(a.mapv(|x| x != 0)),
             DType::F32 => Tensor::F32(a.mapv(|x| x as f32)),
             DType::F64 => Tensor::F64(a.mapv(|x| x as f64)),
+            // Through f64 (as every backend does): one rounding for any i64 a half can hold.
+            DType::F16 | DType::BF16 => from!(a, |x: i64| x as f64),
         },
         Tensor::I32(a) => from!(a, |x: i32| x as f64),
         Tensor::Bool(a) => from!(a, |x: bool| x as u8 as f64),
         Tensor::F64(a) => from!(a, |x: f64| x),
+        // Halves widen exactly; casts to them round once, to nearest even (`ir::round_to`).
+        Tensor::F16(a) if to == DType::F16 => Tensor::F16(a.clone()),
+        Tensor::BF16(a) if to == DType::BF16 => Tensor::BF16(a.clone()),
+        Tensor::F16(a) => from!(a, |x: half::f16| x.to_f64()),
+        Tensor::BF16(a) => from!(a, |x: half::bf16| x.to_f64()),
         Tensor::F32(a) => match to {
             // Direct, so that f32 -> i32 saturates at i32's bounds exactly.
             DType::I32 => Tensor::I32(a.mapv(|x| x as i32)),

@@ -98,6 +98,8 @@ pub fn take(x: &TensorRef<'_>, indices: &TensorRef<'_>, axis: usize) -> Result<T
         TensorRef::I64(a) => gather!(I64, a),
         TensorRef::F32(a) => gather!(F32, a),
         TensorRef::F64(a) => gather!(F64, a),
+        TensorRef::F16(a) => gather!(F16, a),
+        TensorRef::BF16(a) => gather!(BF16, a),
     })
 }
 
@@ -248,6 +250,8 @@ pub fn scatter_into(
         (Tensor::I64(o), TensorRef::I64(a), TensorRef::I64(u)) => into!(o, a, u, |d, v| *d = v),
         (Tensor::F32(o), TensorRef::F32(a), TensorRef::F32(u)) => into!(o, a, u, |d, v| *d = v),
         (Tensor::F64(o), TensorRef::F64(a), TensorRef::F64(u)) => into!(o, a, u, |d, v| *d = v),
+        (Tensor::F16(o), TensorRef::F16(a), TensorRef::F16(u)) => into!(o, a, u, |d, v| *d = v),
+        (Tensor::BF16(o), TensorRef::BF16(a), TensorRef::BF16(u)) => into!(o, a, u, |d, v| *d = v),
         _ => return None,
     })
 }
@@ -376,6 +380,12 @@ impl OneOf for f32 {
 impl OneOf for f64 {
     const ONE: f64 = 1.0;
 }
+impl OneOf for half::f16 {
+    const ONE: half::f16 = half::f16::ONE;
+}
+impl OneOf for half::bf16 {
+    const ONE: half::bf16 = half::bf16::ONE;
+}
 
 /// numpy `cumsum` (`op` is `Sum`) or `cumprod` (`Prod`) along `axis`: running sums or
 /// products in order, in the reduction's dtype (bool counts as i64; integers wrap on
@@ -408,6 +418,10 @@ pub fn cumulative(
         TensorRef::I64(a) => combine!(a, i64::wrapping_add, i64::wrapping_mul),
         TensorRef::F32(a) => combine!(a, |p: f32, q: f32| p + q, |p: f32, q: f32| p * q),
         TensorRef::F64(a) => combine!(a, |p: f64, q: f64| p + q, |p: f64, q: f64| p * q),
+        TensorRef::F16(_) | TensorRef::BF16(_) => Err(err(format!(
+            "{what} computes in f32: {} is a storage type (cast first)",
+            x.dtype()
+        ))),
     }
 }
 

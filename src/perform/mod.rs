@@ -14,7 +14,7 @@ mod sort;
 mod views;
 mod window;
 
-pub use elementwise::{float_divmod, sigmoid, IntArith};
+pub use elementwise::{cast, float_divmod, sigmoid, IntArith};
 pub use index::scatter_into;
 pub use linalg::{matmul_into, matmul_update};
 pub use reduce::pairwise_sum;
@@ -174,6 +174,10 @@ fn arange(start: f64, stop: f64, step: f64, dtype: DType) -> Result<Tensor, Erro
                 ArrayD::from_shape_vec(sh, (0..n).map(|i| a + i as f64 * (b - a)).collect())
                     .map_err(bad)?,
             )
+        }
+        // Made in f32 and rounded (the graph API builds a half arange so).
+        DType::F16 | DType::BF16 => {
+            elementwise::cast(&arange(start, stop, step, DType::F32)?, dtype)
         }
         // Integers the numpy way too: arange(0.5, 5, 1.5) as integers is [0, 2, 4].
         _ => {

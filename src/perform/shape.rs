@@ -170,6 +170,8 @@ pub fn concat(ts: &[&Tensor], axis: usize) -> Result<Tensor, Error> {
         Tensor::I64(_) => join!(I64),
         Tensor::F32(_) => join!(F32),
         Tensor::F64(_) => join!(F64),
+        Tensor::F16(_) => join!(F16),
+        Tensor::BF16(_) => join!(BF16),
     })
 }
 

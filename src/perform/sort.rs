@@ -36,7 +36,7 @@ macro_rules! float_key {
         }
     )*};
 }
-float_key!(f32, f64);
+float_key!(f32, f64, half::f16, half::bf16);
 
 /// For each lane along `axis`, the positions of its elements in sorted order, in the
 /// `[outer, n, inner]` layout of the row-major elements `v`.

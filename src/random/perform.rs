@@ -56,6 +56,7 @@ pub fn sample(dist: RandomDist, seed: u64, shape: &[usize], dtype: DType) -> Ten
                 DType::I64 => Tensor::I64(hits.mapv(|v| v as i64)),
                 DType::F32 => Tensor::F32(hits.mapv(|v| v as f32)),
                 DType::F64 => Tensor::F64(hits),
+                DType::F16 | DType::BF16 => crate::perform::cast(&Tensor::F64(hits), dt),
             }
         }
     }

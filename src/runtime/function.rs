@@ -227,7 +227,7 @@ impl Function {
             ("function.txt".to_string(), manifest.into_bytes()),
         ];
         for (name, t) in self.state().entries() {
-            files.push((format!("{name}.npy"), crate::npy::to_bytes(&t)));
+            files.push((format!("{name}.npy"), crate::npy::to_bytes(&t)?));
         }
         crate::npy::write_archive(path.as_ref(), &files)
     }
@@ -525,7 +525,9 @@ pub(crate) fn assign_or_replace(dst: &mut Tensor, src: Tensor) -> Option<Tensor>
         (Tensor::I32(d), Tensor::I32(s)) => d.assign(s),
         (Tensor::I64(d), Tensor::I64(s)) => d.assign(s),
         (Tensor::Bool(d), Tensor::Bool(s)) => d.assign(s),
-        _ => {}
+        (Tensor::F16(d), Tensor::F16(s)) => d.assign(s),
+        (Tensor::BF16(d), Tensor::BF16(s)) => d.assign(s),
+        _ => unreachable!("the dtypes were compared above"),
     }
     Some(src)
 }

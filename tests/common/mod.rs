@@ -169,6 +169,7 @@ pub fn normal_values(dtype: kiln::DType, shape: &[usize], seed: u64, scale: f64)
         kiln::DType::Bool => {
             Tensor::Bool(ArrayD::from_shape_vec(sh, xs.iter().map(|&x| x > 0.0).collect()).unwrap())
         }
+        half => kiln::perform::cast(&Tensor::F64(ArrayD::from_shape_vec(sh, xs).unwrap()), half),
     }
 }
 

@@ -10,6 +10,7 @@
 //!   call time, AOT at compile time).
 //! - `scalar_ops`, `math_clif`, `operand_table`: one scalar op, the `Emit` implementation of
 //!   the math expansions, and the table of vector constants kernels read.
+//! - `half`: conversions between `f32` and the storage-only `f16` / `bf16`.
 //! - `random`: random ops (the shared Philox stream of `random::stream`, then the op's
 //!   transform), for object files.
 //! - `helpers`: the `kiln_*` functions generated code calls (integer division, pow, libm), and
@@ -17,6 +18,7 @@
 //!   only: objects are generated with it off).
 
 pub mod argreduce;
+pub mod half;
 pub mod helpers;
 pub mod host_math;
 pub mod map;

@@ -108,6 +108,7 @@ fn apply(b: &mut FunctionBuilder, t: Transform, dtype: DType, v: Value) -> Value
             match dtype {
                 DType::Bool => hit,
                 DType::I32 | DType::I64 => b.ins().uextend(clif_type(dtype), hit),
+                DType::F16 | DType::BF16 => unreachable!("random ops make no halves (type rule)"),
                 DType::F32 | DType::F64 => {
                     let i = b.ins().uextend(types::I32, hit);
                     b.ins().fcvt_from_uint(clif_type(dtype), i)

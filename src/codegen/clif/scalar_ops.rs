@@ -5,6 +5,7 @@
 //! lane width) in vector code; they never touch memory in vector code (a program that loads or
 //! stores bools runs scalar).
 
+use super::half;
 use super::math_clif::ClifMath;
 use super::operand_table::OperandTable;
 use crate::error::{Error, Result};
@@ -43,6 +44,8 @@ pub fn clif_type(d: DType) -> Type {
         DType::I64 => types::I64,
         DType::F32 => types::F32,
         DType::F64 => types::F64,
+        // The bits (see `half`).
+        DType::F16 | DType::BF16 => types::I16,
     }
 }
 
@@ -91,6 +94,8 @@ pub fn vector_lanes(program: &ScalarProgram) -> Option<Lanes> {
     let mut lanes = None;
     for inst in &program.insts {
         let l = match inst.dtype {
+            // Scalar code converts halves for now (`half` has the vector forms).
+            DType::F16 | DType::BF16 => return None,
             DType::Bool => None,
             DType::I32 | DType::F32 => Some(Lanes::X32),
             DType::I64 | DType::F64 => Some(Lanes::X64),
@@ -169,6 +174,14 @@ impl<'x, 'f, M: Module> OpGen<'x, 'f, M> {
         let s = match d {
             DType::F32 => self.b.ins().f32const(v as f32),
             DType::F64 => self.b.ins().f64const(v),
+            DType::F16 => {
+                let bits = crate::ir::f16_of(v).to_bits();
+                self.b.ins().iconst(types::I16, bits as i64)
+            }
+            DType::BF16 => {
+                let bits = crate::ir::bf16_of(v).to_bits();
+                self.b.ins().iconst(types::I16, bits as i64)
+            }
             DType::Bool if self.vector() => {
                 let lane = ty.lane_type();
                 self.b.ins().iconst(lane, -((v != 0.0) as i64))
@@ -392,10 +405,40 @@ impl<'x, 'f, M: Module> OpGen<'x, 'f, M> {
         })
     }
 
+    /// A cast from or to a half, through `f32` (exact from a half; to a half, one rounding:
+    /// from `f64` and the integers by way of `f64` and round-to-odd, as `ir::f16_of` does).
+    fn cast_half(&mut self, from: DType, to: DType, x: Value) -> Value {
+        assert!(!self.vector(), "halves run in scalar code (`vector_lanes`)");
+        if from.is_half() {
+            let bits = self.b.ins().uextend(types::I32, x);
+            let f = match from {
+                DType::F16 => half::f16_to_f32(self.b, false, bits),
+                _ => half::bf16_to_f32(self.b, false, bits),
+            };
+            return self.cast(DType::F32, to, f);
+        }
+        let f = match from {
+            DType::F32 => x,
+            DType::Bool => self.cast(from, DType::F32, x),
+            _ => {
+                let wide = self.cast(from, DType::F64, x);
+                half::f64_to_f32_odd(self.b, wide)
+            }
+        };
+        let bits = match to {
+            DType::F16 => half::f32_to_f16(self.b, false, f),
+            _ => half::f32_to_bf16(self.b, false, f),
+        };
+        self.b.ins().ireduce(types::I16, bits)
+    }
+
     fn cast(&mut self, from: DType, to: DType, x: Value) -> Value {
         let ty = self.ty(to);
         if from == to {
             return x;
+        }
+        if from.is_half() || to.is_half() {
+            return self.cast_half(from, to, x);
         }
         let vector = self.vector();
         match (from.is_float(), to) {

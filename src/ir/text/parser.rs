@@ -794,6 +794,8 @@ pub fn to_tensor(lit: &Lit, ty: &TensorType) -> Result<Tensor, String> {
             }
         })),
         DType::F64 => build!(F64, |a: &str| parse_float(a)),
+        DType::F16 => build!(F16, |a: &str| parse_float(a).map(crate::ir::f16_of)),
+        DType::BF16 => build!(BF16, |a: &str| parse_float(a).map(crate::ir::bf16_of)),
     })
 }
 

@@ -215,6 +215,10 @@ pub fn literal(t: &Tensor) -> String {
         Tensor::I64(a) => a.iter().map(|x| x.to_string()).collect(),
         Tensor::F32(a) => a.iter().map(|&x| f32_text(x)).collect(),
         Tensor::F64(a) => a.iter().map(|&x| float_text(x)).collect(),
+        // A half's shortest f32 spelling parses back to it (it is exact in f32, and the
+        // spelling lies far within half an ulp of the half).
+        Tensor::F16(a) => a.iter().map(|&x| f32_text(x.to_f32())).collect(),
+        Tensor::BF16(a) => a.iter().map(|&x| f32_text(x.to_f32())).collect(),
     };
     fn nest(shape: &[usize], atoms: &[String]) -> String {
         match shape.split_first() {

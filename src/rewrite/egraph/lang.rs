@@ -274,6 +274,8 @@ pub fn splat_of(t: &Tensor) -> Option<f64> {
         Tensor::I64(a) => same(a, |x, y| x == y).map(|x| x as f64),
         Tensor::F32(a) => same(a, |x, y| x.to_bits() == y.to_bits()).map(|x| x as f64),
         Tensor::F64(a) => same(a, |x, y| x.to_bits() == y.to_bits()),
+        Tensor::F16(a) => same(a, |x, y| x.to_bits() == y.to_bits()).map(|x| x.to_f64()),
+        Tensor::BF16(a) => same(a, |x, y| x.to_bits() == y.to_bits()).map(|x| x.to_f64()),
     }
 }
 
