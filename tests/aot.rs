@@ -51,6 +51,8 @@ fn bytes_of(t: &Tensor) -> Vec<u8> {
         Tensor::I64(a) => a.iter().for_each(|x| out.extend(x.to_ne_bytes())),
         Tensor::F32(a) => a.iter().for_each(|x| out.extend(x.to_ne_bytes())),
         Tensor::F64(a) => a.iter().for_each(|x| out.extend(x.to_ne_bytes())),
+        Tensor::F16(a) => a.iter().for_each(|x| out.extend(x.to_ne_bytes())),
+        Tensor::BF16(a) => a.iter().for_each(|x| out.extend(x.to_ne_bytes())),
     }
     out
 }
@@ -99,6 +101,21 @@ fn tensor_of(dtype: DType, shape: &[usize], b: &[u8]) -> Tensor {
             )
             .unwrap(),
         ),
+        DType::F16 | DType::BF16 => {
+            let bits: Vec<u16> = chunks
+                .map(|c| u16::from_ne_bytes(c.try_into().unwrap()))
+                .collect();
+            let h = |b: &u16| kiln::half::f16::from_bits(*b);
+            let bh = |b: &u16| kiln::half::bf16::from_bits(*b);
+            match dtype {
+                DType::F16 => {
+                    Tensor::F16(ArrayD::from_shape_vec(sh, bits.iter().map(h).collect()).unwrap())
+                }
+                _ => {
+                    Tensor::BF16(ArrayD::from_shape_vec(sh, bits.iter().map(bh).collect()).unwrap())
+                }
+            }
+        }
     }
 }
 

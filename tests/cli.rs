@@ -51,6 +51,11 @@ fn write_npy(path: &Path, t: &Tensor) {
         Tensor::I64(a) => a.write_npy(f),
         Tensor::F32(a) => a.write_npy(f),
         Tensor::F64(a) => a.write_npy(f),
+        // ndarray-npy has no half types: kiln's own writer (checked in tests/half.rs).
+        Tensor::F16(_) | Tensor::BF16(_) => {
+            kiln::npy::write_all(&[(path.to_path_buf(), t)]).unwrap();
+            return;
+        }
     }
     .unwrap();
 }
@@ -63,6 +68,7 @@ fn read_npy(path: &Path, dtype: DType) -> Tensor {
         DType::I64 => Tensor::I64(ArrayD::read_npy(f).unwrap()),
         DType::F32 => Tensor::F32(ArrayD::read_npy(f).unwrap()),
         DType::F64 => Tensor::F64(ArrayD::read_npy(f).unwrap()),
+        DType::F16 | DType::BF16 => kiln::npy::read(path, dtype).unwrap(),
     }
 }
 

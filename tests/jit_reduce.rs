@@ -710,25 +710,13 @@ fn fused_argmax_agrees_with_the_interpreter() {
 
 /// `t` with its axes reversed: a view whose strides run the other way (no copy).
 fn reversed(t: &Tensor) -> kiln::TensorRef<'_> {
-    match t {
-        Tensor::F32(a) => a.view().reversed_axes().into(),
-        Tensor::F64(a) => a.view().reversed_axes().into(),
-        Tensor::I32(a) => a.view().reversed_axes().into(),
-        Tensor::I64(a) => a.view().reversed_axes().into(),
-        Tensor::Bool(a) => a.view().reversed_axes().into(),
-    }
+    kiln::for_each_dtype!(t, a => a.view().reversed_axes().into())
 }
 
 /// `t` broadcast to `shape` as a view (stride 0 along the broadcast dims).
 fn broadcast<'a>(t: &'a Tensor, shape: &[usize]) -> kiln::TensorRef<'a> {
     let sh = IxDyn(shape);
-    match t {
-        Tensor::F32(a) => a.broadcast(sh).unwrap().into(),
-        Tensor::F64(a) => a.broadcast(sh).unwrap().into(),
-        Tensor::I32(a) => a.broadcast(sh).unwrap().into(),
-        Tensor::I64(a) => a.broadcast(sh).unwrap().into(),
-        Tensor::Bool(a) => a.broadcast(sh).unwrap().into(),
-    }
+    kiln::for_each_dtype!(t, a => a.broadcast(sh).unwrap().into())
 }
 
 /// Reductions whose reduced dims do not merge into one strided loop (axes `[0, 2]` of a

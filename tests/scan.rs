@@ -623,6 +623,7 @@ fn random_scans_match_a_hand_loop() {
                         Tensor::I32(a) => Tensor::I32(a.t().as_standard_layout().into_owned()),
                         Tensor::I64(a) => Tensor::I64(a.t().as_standard_layout().into_owned()),
                         Tensor::Bool(a) => Tensor::Bool(a.t().as_standard_layout().into_owned()),
+                        other => unreachable!("no {} cases", other.dtype()),
                     };
                     let view = match &owned {
                         Tensor::F64(a) => kiln::TensorRef::F64(a.t().into_dyn()),
@@ -630,6 +631,7 @@ fn random_scans_match_a_hand_loop() {
                         Tensor::I32(a) => kiln::TensorRef::I32(a.t().into_dyn()),
                         Tensor::I64(a) => kiln::TensorRef::I64(a.t().into_dyn()),
                         Tensor::Bool(a) => kiln::TensorRef::Bool(a.t().into_dyn()),
+                        other => unreachable!("no {} cases", other.dtype()),
                     };
                     f.call(&[h0t.view(), view])
                 } else {

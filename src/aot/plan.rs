@@ -403,10 +403,15 @@ impl Builder<'_> {
 
     /// A contiguous copy of `v` (a new buffer), through a map step.
     fn materialize(&mut self, v: &View, what: &str) -> View {
-        let out = self.buffer(v.dtype, &v.shape);
+        self.converted(v, v.dtype, what)
+    }
+
+    /// A contiguous copy of `v` converted to `to` (a new buffer), through a map step.
+    fn converted(&mut self, v: &View, to: DType, what: &str) -> View {
+        let out = self.buffer(to, &v.shape);
         self.steps.push(Step::Map {
             what: format!("copy for {what}"),
-            program: copy_program(v.dtype, v.dtype),
+            program: copy_program(v.dtype, to),
             shape: v.shape.clone(),
             inputs: vec![v.clone()],
             outputs: vec![out.clone()],
@@ -498,10 +503,15 @@ impl Builder<'_> {
                     }
                     v
                 };
-                let (a, b) = (
+                let (mut a, mut b) = (
                     swapped(&args[0], transposed[0]),
                     swapped(&args[1], transposed[1]),
                 );
+                if a.dtype.is_half() {
+                    // Read into f32 first, as the JIT's GEMM does (`perform::matmul_into`).
+                    a = self.converted(&a, DType::F32, &what);
+                    b = self.converted(&b, DType::F32, &what);
+                }
                 let c = self.matmul(&what, &a, &b, rdt(0), &shapes[0])?;
                 set(self, c);
             }

@@ -18,6 +18,7 @@
 //! - `arith.rs`: numpy's floor division and modulo (floats and integers) and integer power,
 //!   over the emitter plus four primitives (`ArithEmit`: fmod, integer division, remainder and
 //!   multiplication), for the interpreter and every code generator.
+//! - `half.rs`: conversions between f32 and the storage-only f16 / bf16.
 //!
 //! Measured accuracy (max error against the correctly rounded result, over the whole domain;
 //! `tests/math_ulp.rs`, `docs/math.md`): at most 1.45 ulp for every function in f32 and f64 (sin/cos
@@ -33,6 +34,7 @@ pub use emit::*;
 pub mod avx2;
 mod coeffs;
 mod exp_log;
+pub mod half;
 mod helpers;
 mod special;
 mod trig;

@@ -196,5 +196,6 @@ fn poisoned(dtype: DType, shape: &[usize]) -> Tensor {
         DType::I64 => Tensor::full(DType::I64, shape, -123_456_789.0),
         DType::F32 => Tensor::full(DType::F32, shape, 1.234_5e30),
         DType::F64 => Tensor::full(DType::F64, shape, 1.234_5e300),
+        DType::F16 | DType::BF16 => Tensor::full(dtype, shape, 12_345.0),
     }
 }

@@ -97,6 +97,8 @@ impl Arg {
             Tensor::I64(a) => TensorRef::I64(view_of(a, l, s)),
             Tensor::F32(a) => TensorRef::F32(view_of(a, l, s)),
             Tensor::F64(a) => TensorRef::F64(view_of(a, l, s)),
+            Tensor::F16(a) => TensorRef::F16(view_of(a, l, s)),
+            Tensor::BF16(a) => TensorRef::BF16(view_of(a, l, s)),
         };
         debug_assert_eq!(v.shape(), s);
         v
@@ -110,8 +112,9 @@ pub struct Case {
     pub args: Vec<Arg>,
     /// Per output: whether it depends on no inexact value (integers and bools always).
     pub exact: Vec<bool>,
-    /// Whether some value is f32: an f64 result may then carry an f32 step's rounding.
-    pub has_f32: bool,
+    /// The least precise float dtype of any value (f64 where there is none): a result may
+    /// carry a rounding to it.
+    pub coarsest: DType,
     /// Whether every input's shape is known (the ahead-of-time path needs it).
     pub static_shapes: bool,
     /// Whether the program has an `ifelse`.
@@ -164,10 +167,29 @@ struct Val {
     exact: bool,
 }
 
-const DTYPES: [DType; 5] = [DType::F32, DType::F64, DType::I32, DType::I64, DType::Bool];
+const DTYPES: [DType; 7] = [
+    DType::F32,
+    DType::F64,
+    DType::I32,
+    DType::I64,
+    DType::Bool,
+    DType::F16,
+    DType::BF16,
+];
 
 fn is_float(d: DType) -> bool {
-    matches!(d, DType::F32 | DType::F64)
+    d.is_float()
+}
+
+/// The gap between 1 and the next value of float dtype `d` (0 for the exact dtypes).
+fn ulp(d: DType) -> f64 {
+    match d {
+        DType::F64 => f64::EPSILON,
+        DType::F32 => f32::EPSILON as f64,
+        DType::F16 => 2f64.powi(-10),
+        DType::BF16 => 2f64.powi(-7),
+        _ => 0.0,
+    }
 }
 
 /// A deterministic stream of numbers for filling arrays.
@@ -209,6 +231,12 @@ fn array(dtype: DType, shape: &[usize], fill: &mut Fill) -> Tensor {
         DType::I32 => Tensor::I32(ArrayD::from_shape_simple_fn(sh, || fill.int() as i32)),
         DType::I64 => Tensor::I64(ArrayD::from_shape_simple_fn(sh, || fill.int())),
         DType::Bool => Tensor::Bool(ArrayD::from_shape_simple_fn(sh, || fill.next() % 2 == 0)),
+        DType::F16 => Tensor::F16(ArrayD::from_shape_simple_fn(sh, || {
+            kiln::ir::f16_of(fill.float())
+        })),
+        DType::BF16 => Tensor::BF16(ArrayD::from_shape_simple_fn(sh, || {
+            kiln::ir::bf16_of(fill.float())
+        })),
     }
 }
 
@@ -385,7 +413,12 @@ pub fn build(data: &[u8]) -> Case {
             exact,
         ))
     });
-    let has_f32 = pool.iter().any(|v| v.v.ty().dtype == DType::F32);
+    let coarsest = pool
+        .iter()
+        .map(|v| v.v.ty().dtype)
+        .filter(|&d| is_float(d))
+        .max_by(|&a, &b| ulp(a).total_cmp(&ulp(b)))
+        .unwrap_or(DType::F64);
     // The last value, a few others, and every value added up (as f64), so that nothing built
     // is dead.
     let mut outputs = vec![pool[pool.len() - 1].clone()];
@@ -411,7 +444,7 @@ pub fn build(data: &[u8]) -> Case {
         shared: shared.map(|(s, _)| s),
         outputs: outputs.into_iter().map(|o| o.v).collect(),
         args,
-        has_f32,
+        coarsest,
         static_shapes,
         has_ifelse: ctx.has_ifelse,
         has_scan: ctx.has_scan,
@@ -858,7 +891,7 @@ pub fn agree(
     b: &Tensor,
     exact: bool,
     bits: bool,
-    has_f32: bool,
+    coarsest: DType,
     scale: f64,
 ) -> Result<(), String> {
     if a.dtype() != b.dtype() || a.shape() != b.shape() {
@@ -870,18 +903,19 @@ pub fn agree(
             b.shape()
         ));
     }
-    let tol = match a.dtype() {
-        DType::F32 => 2e-4,
-        DType::F64 if has_f32 => 2e-4,
-        DType::F64 => 1e-9,
-        _ => 0.0,
+    // Rounding to the coarsest float of the program bounds how far a result may drift.
+    let eps = if a.dtype().is_float() {
+        ulp(a.dtype()).max(ulp(coarsest))
+    } else {
+        0.0
+    };
+    let tol = match eps {
+        0.0 => 0.0,
+        e if e == f64::EPSILON => 1e-9,
+        e if e == f32::EPSILON as f64 => 2e-4,
+        e => 8.0 * e,
     };
     let bitwise = bits && exact;
-    let eps = match a.dtype() {
-        DType::F32 => f32::EPSILON as f64,
-        DType::F64 if has_f32 => f32::EPSILON as f64,
-        _ => f64::EPSILON,
-    };
     let cancelled = 16.0 * eps * scale;
     for (i, (x, y)) in a.to_f64_vec().into_iter().zip(b.to_f64_vec()).enumerate() {
         let same = (x.is_nan() && y.is_nan())
@@ -966,7 +1000,7 @@ pub fn compare(case: &Case, want: &[Tensor], got: &[Tensor], bits: bool) -> Resu
         .filter(|v| v.is_finite())
         .fold(0.0f64, |m, v| m.max(v.abs()));
     for (i, (a, b)) in want.iter().zip(got).enumerate() {
-        agree(a, b, case.exact[i], bits, case.has_f32, scale)
+        agree(a, b, case.exact[i], bits, case.coarsest, scale)
             .map_err(|e| format!("output {i}: {e}"))?;
     }
     Ok(())
@@ -1010,7 +1044,7 @@ pub fn first_difference(case: &Case, backend: Backend) -> String {
     };
     let text = kiln::ir::text::print_func(&func);
     for (k, (a, b)) in want.iter().zip(&got).enumerate() {
-        if let Err(e) = agree(a, b, exact_all, false, case.has_f32, 0.0) {
+        if let Err(e) = agree(a, b, exact_all, false, case.coarsest, 0.0) {
             // The k-th top-level instruction (the printer names values its own way).
             let line = text
                 .lines()

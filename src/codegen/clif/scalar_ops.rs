@@ -411,9 +411,10 @@ impl<'x, 'f, M: Module> OpGen<'x, 'f, M> {
         assert!(!self.vector(), "halves run in scalar code (`vector_lanes`)");
         if from.is_half() {
             let bits = self.b.ins().uextend(types::I32, x);
+            let mut e = ClifMath::new(self.b, self.module, types::F32, None);
             let f = match from {
-                DType::F16 => half::f16_to_f32(self.b, false, bits),
-                _ => half::bf16_to_f32(self.b, false, bits),
+                DType::F16 => math::half::f16_to_f32(&mut e, bits),
+                _ => math::half::bf16_to_f32(&mut e, bits),
             };
             return self.cast(DType::F32, to, f);
         }
@@ -425,9 +426,10 @@ impl<'x, 'f, M: Module> OpGen<'x, 'f, M> {
                 half::f64_to_f32_odd(self.b, wide)
             }
         };
+        let mut e = ClifMath::new(self.b, self.module, types::F32, None);
         let bits = match to {
-            DType::F16 => half::f32_to_f16(self.b, false, f),
-            _ => half::f32_to_bf16(self.b, false, f),
+            DType::F16 => math::half::f32_to_f16(&mut e, f),
+            _ => math::half::f32_to_bf16(&mut e, f),
         };
         self.b.ins().ireduce(types::I16, bits)
     }
