@@ -1092,6 +1092,10 @@ fn filled(dtype: kiln::ir::DType, shape: &[usize], seed: u64) -> kiln::Tensor {
         DType::Bool => ndarray::ArrayD::from_shape_vec(sh, vals.iter().map(|&v| v > 3.0).collect())
             .unwrap()
             .into(),
+        half => kiln::perform::cast(
+            &ndarray::ArrayD::from_shape_vec(sh, vals).unwrap().into(),
+            half,
+        ),
     }
 }
 

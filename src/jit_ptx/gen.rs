@@ -85,6 +85,8 @@ impl<'ctx> Gen<'ctx> {
             DType::I32 => self.i32().into(),
             DType::I64 => self.i64().into(),
             DType::F32 | DType::F64 => self.float_type(d).into(),
+            // The bits: conversions are `math::half`'s integer code, as on the CPU.
+            DType::F16 | DType::BF16 => self.ctx.i16_type().into(),
         }
     }
 
@@ -101,6 +103,7 @@ impl<'ctx> Gen<'ctx> {
     pub fn mem_size(&self, d: DType) -> u32 {
         match d {
             DType::Bool => 1,
+            DType::F16 | DType::BF16 => 2,
             DType::I32 | DType::F32 => 4,
             DType::I64 | DType::F64 => 8,
         }

@@ -115,6 +115,7 @@ fn apply<'ctx>(
                 DType::F32 | DType::F64 => {
                     bx(g.b.build_unsigned_int_to_float(hit, g.float_type(dtype), ""))?.into()
                 }
+                DType::F16 | DType::BF16 => unreachable!("random ops make no halves (type rule)"),
             }
         }
     })

@@ -364,6 +364,7 @@ fn as_word<'ctx>(g: &Gen<'ctx>, ad: DType, v: BasicValueEnum<'ctx>) -> Result<In
         DType::I32 | DType::I64 => v.into_int_value(),
         DType::F32 => bx(g.b.build_bit_cast(v, g.i32(), ""))?.into_int_value(),
         DType::F64 => bx(g.b.build_bit_cast(v, g.i64(), ""))?.into_int_value(),
+        DType::F16 | DType::BF16 => bx(g.b.build_int_z_extend(v.into_int_value(), g.i32(), ""))?,
     })
 }
 
@@ -374,6 +375,7 @@ fn from_word<'ctx>(g: &Gen<'ctx>, ad: DType, w: IntValue<'ctx>) -> Result<BasicV
         }
         DType::I32 | DType::I64 => w.into(),
         DType::F32 | DType::F64 => bx(g.b.build_bit_cast(w, g.float_type(ad), ""))?,
+        DType::F16 | DType::BF16 => bx(g.b.build_int_truncate(w, g.ctx.i16_type(), ""))?.into(),
     })
 }
 

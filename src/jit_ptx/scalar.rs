@@ -13,7 +13,7 @@ use super::pow::pow_f32;
 use crate::error::{Error, Result};
 use crate::ir::scalar::{ScalarOp, ScalarProgram};
 use crate::ir::{BinaryOp, DType, UnaryOp};
-use crate::math::{arith, Prec};
+use crate::math::{self, arith, Prec};
 use inkwell::values::{BasicValueEnum, FloatValue, IntValue};
 use inkwell::{FloatPredicate, IntPredicate};
 
@@ -57,6 +57,12 @@ pub fn konst<'ctx>(g: &Gen<'ctx>, d: DType, v: f64) -> BasicValueEnum<'ctx> {
         DType::I64 => g.i64().const_int(v as i64 as u64, true).into(),
         DType::F32 => g.float_type(d).const_float(v as f32 as f64).into(),
         DType::F64 => g.float_type(d).const_float(v).into(),
+        DType::F16 => (g.ctx.i16_type())
+            .const_int(crate::ir::f16_of(v).to_bits() as u64, false)
+            .into(),
+        DType::BF16 => (g.ctx.i16_type())
+            .const_int(crate::ir::bf16_of(v).to_bits() as u64, false)
+            .into(),
     }
 }
 
@@ -252,6 +258,7 @@ fn binary<'ctx>(
             }
             .into())
         }
+        DType::F16 | DType::BF16 => Err(unsupported(format!("{} on {d}", o.name()))),
     }
 }
 
@@ -276,6 +283,57 @@ fn fminmax<'ctx>(
     Ok(bx(b.build_select(keep, x, y, ""))?.into_float_value())
 }
 
+/// A cast from or to a half, through f32 with `math::half`'s conversions (from f64 and the
+/// integers by way of f64 rounded to odd, as `ir::f16_of` does): the CPU's bits.
+fn cast_half<'ctx>(
+    g: &Gen<'ctx>,
+    from: DType,
+    to: DType,
+    x: BasicValueEnum<'ctx>,
+) -> Result<BasicValueEnum<'ctx>> {
+    let b = &g.b;
+    if from.is_half() {
+        let bits = bx(b.build_int_z_extend(x.into_int_value(), g.i32(), ""))?;
+        let f = emit_arith(g, Prec::F32, |e| match from {
+            DType::F16 => math::half::f16_to_f32(e, bits),
+            _ => math::half::bf16_to_f32(e, bits),
+        })?;
+        return cast(g, DType::F32, to, f.into());
+    }
+    let f = match from {
+        DType::F32 => x.into_float_value(),
+        DType::Bool => cast(g, from, DType::F32, x)?.into_float_value(),
+        _ => f64_to_f32_odd(g, cast(g, from, DType::F64, x)?.into_float_value())?,
+    };
+    let bits = emit_arith(g, Prec::F32, |e| match to {
+        DType::F16 => math::half::f32_to_f16(e, f),
+        _ => math::half::f32_to_bf16(e, f),
+    })?;
+    Ok(bx(b.build_int_truncate(bits, g.ctx.i16_type(), ""))?.into())
+}
+
+/// The f64 `x` rounded to f32 toward zero, the last bit set where inexact (`ir::f32_round_to_odd`).
+fn f64_to_f32_odd<'ctx>(g: &Gen<'ctx>, x: FloatValue<'ctx>) -> Result<FloatValue<'ctx>> {
+    let b = &g.b;
+    let d = bx(b.build_float_trunc(x, g.ctx.f32_type(), ""))?;
+    let back = bx(b.build_float_ext(d, g.ctx.f64_type(), ""))?;
+    let inexact = bx(b.build_float_compare(FloatPredicate::ONE, back, x, ""))?;
+    let f64t = g.ctx.f64_type().into();
+    let ab = g
+        .call("llvm.fabs.f64", f64t, &[back.into()])?
+        .into_float_value();
+    let ax = g
+        .call("llvm.fabs.f64", f64t, &[x.into()])?
+        .into_float_value();
+    let up = bx(b.build_float_compare(FloatPredicate::OGT, ab, ax, ""))?;
+    let bits = bx(b.build_bit_cast(d, g.i32(), ""))?.into_int_value();
+    let down = bx(b.build_int_z_extend(up, g.i32(), ""))?;
+    let bits = bx(b.build_int_sub(bits, down, ""))?;
+    let odd = bx(b.build_int_z_extend(inexact, g.i32(), ""))?;
+    let bits = bx(b.build_or(bits, odd, ""))?;
+    Ok(bx(b.build_bit_cast(bits, g.ctx.f32_type(), ""))?.into_float_value())
+}
+
 /// `x` of dtype `from` as dtype `to`, as the CPU backend converts.
 fn cast<'ctx>(
     g: &Gen<'ctx>,
@@ -286,6 +344,9 @@ fn cast<'ctx>(
     let b = &g.b;
     if from == to {
         return Ok(x);
+    }
+    if from.is_half() || to.is_half() {
+        return cast_half(g, from, to, x);
     }
     Ok(match (from.is_float(), to) {
         // To bool: nonzero (NaN counts, as it is not equal to zero).
