@@ -56,7 +56,8 @@ pub fn sample(dist: RandomDist, seed: u64, shape: &[usize], dtype: DType) -> Ten
                 DType::I64 => Tensor::I64(hits.mapv(|v| v as i64)),
                 DType::F32 => Tensor::F32(hits.mapv(|v| v as f32)),
                 DType::F64 => Tensor::F64(hits),
-                DType::F16 | DType::BF16 => crate::perform::cast(&Tensor::F64(hits), dt),
+                DType::F16 => Tensor::F16(hits.mapv(crate::ir::f16_of)),
+                DType::BF16 => Tensor::BF16(hits.mapv(crate::ir::bf16_of)),
             }
         }
     }

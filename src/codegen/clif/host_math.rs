@@ -271,7 +271,9 @@ pub fn split(program: &ScalarProgram, n_in: usize) -> Option<Staged> {
             _ => None,
         })
         .collect();
+    // Stages read their inputs in place, so halves (which convert as they load) run unstaged.
     if math.is_empty()
+        || program.insts.iter().any(|i| i.dtype.is_half())
         || math
             .iter()
             .any(|&(r, _)| !matches!(program.insts[r].dtype, DType::F32 | DType::F64))

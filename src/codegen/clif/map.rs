@@ -107,7 +107,7 @@ fn define_map_kernel_staged<M: Module>(
     bcast: &[Bcast],
     host: bool,
 ) -> Result<(FuncId, String)> {
-    if let Some(lanes) = vector_lanes(program) {
+    if let Some(lanes) = vector_lanes(program, true) {
         let staged = host
             .then(|| host_math::split(program, bcast.len()))
             .flatten();
@@ -631,9 +631,15 @@ impl VectorEntry {
         for (j, &row_base) in row_bases.iter().enumerate().take(n_in) {
             let d = in_dtypes.get(j).copied().flatten().unwrap_or(DType::F32);
             let vty = lane_type(Some(self.lanes), d);
-            let s = b
-                .ins()
-                .load(vty.lane_type(), MemFlagsData::trusted(), row_base, 0);
+            let s = if d.is_half() {
+                let h = b
+                    .ins()
+                    .load(types::I16, MemFlagsData::trusted(), row_base, 0);
+                b.ins().uextend(vty.lane_type(), h)
+            } else {
+                b.ins()
+                    .load(vty.lane_type(), MemFlagsData::trusted(), row_base, 0)
+            };
             splats.push(b.ins().splat(vty, s));
             vptrs.push(b.ins().select(self.is_bcast[j], self.dummy, row_base));
         }
@@ -861,8 +867,13 @@ impl VectorEntry {
     ) {
         for (o, v) in outs.into_iter().enumerate() {
             let (addr, off) = self.address(b, row_bases, here, esize, n_in + o);
-            b.ins()
-                .store(MemFlagsData::new().with_notrap(), v, addr, off);
+            let flags = MemFlagsData::new().with_notrap();
+            // Two-byte elements are halves (`vector_lanes`): narrowed as they are stored.
+            if esize(n_in + o) == 2 {
+                super::half::store_x4(b, flags, v, addr, off);
+            } else {
+                b.ins().store(flags, v, addr, off);
+            }
         }
     }
 
@@ -922,13 +933,20 @@ impl VectorEntry {
                 // Contiguous along the row (the entry checked it).
                 Bcast::Never => {
                     let (addr, off) = self.address(g.b, ops.row_bases, here, esize, j);
+                    if d.is_half() {
+                        return super::half::load_x4(g.b, flags, addr, off);
+                    }
                     return g.b.ins().load(vty, flags, addr, off);
                 }
                 Bcast::Unknown => {}
             }
             let off = g.b.ins().imul(k, self.vstep[j]);
             let addr = g.b.ins().iadd(ops.vptrs[j], off);
-            let v = g.b.ins().load(vty, flags, addr, 0);
+            let v = if d.is_half() {
+                super::half::load_x4(g.b, flags, addr, 0)
+            } else {
+                g.b.ins().load(vty, flags, addr, 0)
+            };
             let m = if vty.lane_type().is_float() {
                 let f = MemFlagsData::new().with_endianness(Endianness::Little);
                 g.b.ins().bitcast(vty, f, self.bcast_mask[j])

@@ -155,7 +155,7 @@ pub fn define_reduce_kernel<M: Module>(
     // Vector leaves where the program runs on vectors and nothing converts the value (argmax
     // compares values in their own dtype); a construct Cranelift cannot lower for vectors
     // leaves the scalar leaf alone.
-    let lanes = vector_lanes(program).filter(|_| {
+    let lanes = vector_lanes(program, false).filter(|_| {
         vd != DType::Bool
             && (is_arg(op)
                 || vd == ad

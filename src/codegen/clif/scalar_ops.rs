@@ -89,13 +89,15 @@ fn is_transcendental(u: UnaryOp) -> bool {
 
 /// The lane width `program` can run at in vector code, or `None` when it must run scalar:
 /// it mixes 32- and 64-bit values, loads or stores bools, or uses an op with no vector form
-/// (integer division, `pow`, a transcendental without an expansion).
-pub fn vector_lanes(program: &ScalarProgram) -> Option<Lanes> {
+/// (integer division, `pow`, a transcendental without an expansion). Halves run in 32-bit
+/// lanes (their bits in each lane's low half) where `halves` says the caller's loads and
+/// stores convert them (map kernels), and convert to and from f32 only.
+pub fn vector_lanes(program: &ScalarProgram, halves: bool) -> Option<Lanes> {
     let mut lanes = None;
     for inst in &program.insts {
         let l = match inst.dtype {
-            // Scalar code converts halves for now (`half` has the vector forms).
-            DType::F16 | DType::BF16 => return None,
+            DType::F16 | DType::BF16 if !halves => return None,
+            DType::F16 | DType::BF16 => Some(Lanes::X32),
             DType::Bool => None,
             DType::I32 | DType::F32 => Some(Lanes::X32),
             DType::I64 | DType::F64 => Some(Lanes::X64),
@@ -113,7 +115,16 @@ pub fn vector_lanes(program: &ScalarProgram) -> Option<Lanes> {
             ScalarOp::Cast(_) => {
                 let from = program.insts[inst.args[0]].dtype;
                 let w = |d: DType| d.size();
-                if from != DType::Bool && inst.dtype != DType::Bool && w(from) != w(inst.dtype) {
+                let half_f32 = (from.is_half() || inst.dtype.is_half())
+                    && (from == DType::F32 || inst.dtype == DType::F32);
+                if from.is_half() || inst.dtype.is_half() {
+                    if !half_f32 {
+                        return None;
+                    }
+                } else if from != DType::Bool
+                    && inst.dtype != DType::Bool
+                    && w(from) != w(inst.dtype)
+                {
                     return None;
                 }
             }
@@ -174,13 +185,13 @@ impl<'x, 'f, M: Module> OpGen<'x, 'f, M> {
         let s = match d {
             DType::F32 => self.b.ins().f32const(v as f32),
             DType::F64 => self.b.ins().f64const(v),
-            DType::F16 => {
-                let bits = crate::ir::f16_of(v).to_bits();
-                self.b.ins().iconst(types::I16, bits as i64)
-            }
-            DType::BF16 => {
-                let bits = crate::ir::bf16_of(v).to_bits();
-                self.b.ins().iconst(types::I16, bits as i64)
+            DType::F16 | DType::BF16 => {
+                let bits = match d {
+                    DType::F16 => crate::ir::f16_of(v).to_bits(),
+                    _ => crate::ir::bf16_of(v).to_bits(),
+                };
+                // Vector lanes hold a half's bits in 32 bits (see `vector_lanes`).
+                self.b.ins().iconst(ty.lane_type(), bits as i64)
             }
             DType::Bool if self.vector() => {
                 let lane = ty.lane_type();
@@ -408,10 +419,17 @@ impl<'x, 'f, M: Module> OpGen<'x, 'f, M> {
     /// A cast from or to a half, through `f32` (exact from a half; to a half, one rounding:
     /// from `f64` and the integers by way of `f64` and round-to-odd, as `ir::f16_of` does).
     fn cast_half(&mut self, from: DType, to: DType, x: Value) -> Value {
-        assert!(!self.vector(), "halves run in scalar code (`vector_lanes`)");
+        let vector = self.vector();
+        // In vector code the only casts of halves are from and to f32 (`vector_lanes`), and
+        // a half's bits already fill a 32-bit lane.
+        let fty = if vector { types::F32X4 } else { types::F32 };
         if from.is_half() {
-            let bits = self.b.ins().uextend(types::I32, x);
-            let mut e = ClifMath::new(self.b, self.module, types::F32, None);
+            let bits = if vector {
+                x
+            } else {
+                self.b.ins().uextend(types::I32, x)
+            };
+            let mut e = ClifMath::new(self.b, self.module, fty, self.table.as_deref_mut());
             let f = match from {
                 DType::F16 => math::half::f16_to_f32(&mut e, bits),
                 _ => math::half::bf16_to_f32(&mut e, bits),
@@ -426,12 +444,16 @@ impl<'x, 'f, M: Module> OpGen<'x, 'f, M> {
                 half::f64_to_f32_odd(self.b, wide)
             }
         };
-        let mut e = ClifMath::new(self.b, self.module, types::F32, None);
+        let mut e = ClifMath::new(self.b, self.module, fty, self.table.as_deref_mut());
         let bits = match to {
             DType::F16 => math::half::f32_to_f16(&mut e, f),
             _ => math::half::f32_to_bf16(&mut e, f),
         };
-        self.b.ins().ireduce(types::I16, bits)
+        if vector {
+            bits
+        } else {
+            self.b.ins().ireduce(types::I16, bits)
+        }
     }
 
     fn cast(&mut self, from: DType, to: DType, x: Value) -> Value {

@@ -4,7 +4,7 @@
 //!
 //! | phase | rule |
 //! | --- | --- |
-//! | canonicalize | `x + 0`, `x - 0`, `x * 1`, `x / 1` -> `x`; `--x` -> `x`; transpose of transpose -> one transpose (or none); reshape of reshape -> one reshape (where the inner one cannot fail); a transpose, reshape, broadcast, cast, squeeze or expand_dims that changes nothing -> its input; `sum` of a broadcast over the stretched axes -> `x * n`; `x / c` -> `x * (1/c)` when `1/c` is exact (a power of two) |
+//! | canonicalize | `x + 0` (`x + -0.0` for floats: `-0.0 + 0.0` is `+0.0`), `x - 0`, `x * 1`, `x / 1` -> `x`; `--x` -> `x`; transpose of transpose -> one transpose (or none); reshape of reshape -> one reshape (where the inner one cannot fail); a transpose, reshape, broadcast, cast, squeeze or expand_dims that changes nothing -> its input; `sum` of a broadcast over the stretched axes -> `x * n`; `x / c` -> `x * (1/c)` when `1/c` is exact (a power of two) |
 //! | stabilize | `log(1 + x)` -> `log1p(x)`; `exp(x) - 1` -> `expm1(x)`; `log(sum(exp(x)))` -> max-shifted logsumexp; `log(exp(d) / sum(exp(d)))` -> `d - log(sum(exp(d)))` (log-softmax); `log(sigmoid(x))` -> `-softplus(-x)` |
 //! | specialize | `pow(x, 2)` -> `square(x)`; `pow(x, -1)` -> `reciprocal(x)`; `pow(x, n)` for `n` in 1, 3, 4, -2 -> products of squares; `x * x` -> `square(x)`; `1 / sqrt(x)` and `reciprocal(sqrt(x))` -> `rsqrt(x)` |
 //! | fast math (only with [`super::Options::fast_math`]) | `x * 0` -> `0`; `x - x` -> `0`; `pow(x, 0.5)` -> `sqrt(x)` |
@@ -172,21 +172,29 @@ fn rule(name: &'static str, phase: Phase, roots: Vec<u16>, find: Find, build: Bu
 
 // ---- canonicalize ----
 
+/// Whether `c` is a zero that leaves every value alone when added (`sub`: subtracted). For
+/// floats only one zero does: `-0.0 + 0.0` is `+0.0`, so `x + 0.0` is not `x` (the sign of a
+/// zero decides `1 / x` and `x // 0`); `x + -0.0` and `x - 0.0` are.
+fn neutral_zero(eg: &KilnEGraph, c: Id, sub: bool) -> bool {
+    let negative = eg[c].data.splat.is_some_and(|s| s.is_sign_negative());
+    splat_is(eg, c, 0.0) && (!is_float(eg, c) || negative != sub)
+}
+
 fn add_zero(eg: &KilnEGraph, c: Id, n: &Node) -> Option<Caps> {
     let (a, b) = (n.args[0], n.args[1]);
     same_ty_as(
         eg,
         c,
         &[
-            splat_is(eg, b, 0.0).then_some(a),
-            splat_is(eg, a, 0.0).then_some(b),
+            neutral_zero(eg, b, false).then_some(a),
+            neutral_zero(eg, a, false).then_some(b),
         ],
     )
 }
 
 fn sub_zero(eg: &KilnEGraph, c: Id, n: &Node) -> Option<Caps> {
     let (a, b) = (n.args[0], n.args[1]);
-    same_ty_as(eg, c, &[splat_is(eg, b, 0.0).then_some(a)])
+    same_ty_as(eg, c, &[neutral_zero(eg, b, true).then_some(a)])
 }
 
 fn mul_one(eg: &KilnEGraph, c: Id, n: &Node) -> Option<Caps> {

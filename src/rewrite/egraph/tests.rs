@@ -137,7 +137,7 @@ fn the_result_does_not_depend_on_the_run() {
 fn limits_give_fewer_rewrites() {
     let f = func(
         "func @f(%x: f64[2]) -> (f64[2]) {
-           %z = const 0.0 : f64[]
+           %z = const -0.0 : f64[]
            %a = add %x, %z
            return %a
          }",
@@ -154,6 +154,31 @@ fn limits_give_fewer_rewrites() {
     assert!(report.phases.iter().all(|p| p.applied.is_empty()));
     assert!(report.to_string().contains("iteration limit"), "{report}");
     assert!(print_func(&simplify(&f)).contains("return %x"));
+}
+
+/// Adding +0.0 is not the identity on floats (`-0.0 + 0.0` is `+0.0`), adding -0.0 and
+/// subtracting +0.0 are; on integers any zero is.
+#[test]
+fn only_neutral_zeros_are_dropped() {
+    let kept = |src: &str| print_func(&simplify(&func(src)));
+    let f = kept(
+        "func @f(%x: f32[2]) -> (f32[2]) {
+           %z = const 0.0 : f32[]
+           %a = add %x, %z
+           return %a
+         }",
+    );
+    assert!(f.contains("add %x"), "{f}");
+    for src in [
+        "func @f(%x: f32[2]) -> (f32[2]) {\n %z = const 0.0 : f32[]\n %a = sub %x, %z\n return %a\n}",
+        "func @f(%x: f32[2]) -> (f32[2]) {\n %z = const -0.0 : f32[]\n %a = add %z, %x\n return %a\n}",
+        "func @f(%x: i32[2]) -> (i32[2]) {\n %z = const 0 : i32[]\n %a = add %x, %z\n return %a\n}",
+    ] {
+        let f = kept(src);
+        assert!(f.contains("return %x"), "{f}");
+    }
+    let f = kept("func @f(%x: f32[2]) -> (f32[2]) {\n %z = const -0.0 : f32[]\n %a = sub %x, %z\n return %a\n}");
+    assert!(f.contains("sub %x"), "{f}");
 }
 
 /// A stabilizing rule's result is kept even where the naive form would cost less.
