@@ -185,7 +185,7 @@ fn every_f16_and_bf16_widens_exactly_and_converts_to_every_dtype() {
                 ];
                 (vec![x], outs)
             },
-            &[input.clone()],
+            std::slice::from_ref(&input),
             &[
                 Tensor::F32(arr(&f32s)),
                 Tensor::F64(arr(&vals)),
@@ -332,7 +332,7 @@ fn halves_move_through_views_concat_take_and_select_unchanged() {
             let x = g.input("x", kiln::f16, [Some(4), Some(6)]);
             let idx = g.constant(Tensor::I64(arr(&[2i64, 0])));
             let zero = kiln::Tensor::F16(ArrayD::from_elem(IxDyn(&[]), f16::ZERO));
-            let picked = kiln::select(&x.gt(0.0), &x, &g.constant(zero));
+            let picked = kiln::select(&x.gt(0.0), &x, g.constant(zero));
             let outs = vec![
                 x.transpose(&[1, 0]).reshape(&[24]),
                 x.take(&idx, 0),
@@ -453,4 +453,89 @@ fn npy_files_hold_f16_and_refuse_bf16() {
     assert!(err.contains("numpy has no bf16"), "{err}");
     assert!(!dir.join("b.npy").exists());
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn halves_carry_through_scan_and_ifelse_and_take_gradients() {
+    // A running sum stored in f16 at every step: h = h * 0.5 + x[t], each step rounded.
+    let xs: Vec<f32> = (0..12).map(|i| i as f32 * 0.3 - 1.7).collect();
+    let round = |v: f32| kiln::ir::round_to(kiln::f16, v as f64) as f32;
+    let xh: Vec<f32> = xs.iter().map(|&v| round(v)).collect();
+    let mut h = [round(1.0), round(-2.0), round(0.5)];
+    let mut ys = Vec::new();
+    for t in 0..4 {
+        for j in 0..3 {
+            h[j] = round(round(h[j] * 0.5) + xh[t * 3 + j]);
+            ys.push(h[j]);
+        }
+    }
+    let half_of = |v: &[f32], shape: &[usize]| {
+        kiln::perform::cast(
+            &Tensor::F32(ArrayD::from_shape_vec(IxDyn(shape), v.to_vec()).unwrap()),
+            kiln::f16,
+        )
+    };
+    check_exact(
+        &|g| {
+            let xs = g.input("xs", kiln::f16, [None, Some(3)]);
+            let h0 = g.input("h0", kiln::f16, [Some(3)]);
+            let (c, s) = kiln::scan(&[&h0], &[&xs], |c, x| {
+                let h = &c[0] * 0.5 + &x[0];
+                (vec![h.clone()], vec![h])
+            });
+            // The branch taken by the carry's sign, on halves.
+            let flag = c[0].sum(None, false).gt(0.0);
+            let pick = kiln::ifelse(&flag, || vec![c[0].clone()], || vec![-&c[0]]);
+            (
+                vec![xs, h0],
+                vec![c[0].clone(), s[0].clone(), pick[0].clone()],
+            )
+        },
+        &[half_of(&xh, &[4, 3]), half_of(&[1.0, -2.0, 0.5], &[3])],
+        &[
+            half_of(&h, &[3]),
+            half_of(&ys, &[4, 3]),
+            half_of(
+                &(if round(h.iter().sum::<f32>()) > 0.0 {
+                    h
+                } else {
+                    h.map(|v| -v)
+                }),
+                &[3],
+            ),
+        ],
+    );
+    // The gradient of a gather from an f16 table is a scatter-add, computed in f32 and
+    // stored as f16: rows picked twice get twice the gradient.
+    let g = Graph::new();
+    let table = g.input("t", kiln::f16, [Some(4), Some(2)]);
+    let ids = g.constant(Tensor::I64(arr(&[1i64, 3, 1])));
+    let cost = table.take(&ids, 0).cast(kiln::f32).sum(None, false);
+    let gt = kiln::grad(&cost, &[&table]).unwrap().remove(0);
+    assert_eq!(gt.dtype(), DType::F16);
+    let f = function(&[&table], &[&gt]).compile().unwrap();
+    let out = f.call(&[&half_of(&[0.0; 8], &[4, 2])]).unwrap();
+    assert_eq!(
+        out[0].to_f64_vec(),
+        vec![0.0, 0.0, 2.0, 2.0, 0.0, 0.0, 1.0, 1.0]
+    );
+}
+
+#[test]
+fn shared_half_state_updates_in_place() {
+    // An f16 counter kept in a shared variable and bumped by each call, as a training loop
+    // keeps bf16 weights: the update computes in f32 and stores the half.
+    let g = Graph::new();
+    let s = g.shared("s", ArrayD::from_elem(IxDyn(&[3]), f16::from_f32(0.5)));
+    let step = g.input("step", kiln::f16, [Some(3)]);
+    let f = function(&[&step], &[&s])
+        .update(&s, &s + &step)
+        .compile()
+        .unwrap();
+    let one = Tensor::F16(ArrayD::from_elem(IxDyn(&[3]), f16::from_f32(0.25)));
+    for _ in 0..3 {
+        f.call(&[&one]).unwrap();
+    }
+    assert_eq!(s.value().unwrap().to_f64_vec(), vec![1.25; 3]);
+    assert_eq!(s.value().unwrap().dtype(), DType::F16);
 }
