@@ -1,7 +1,8 @@
 //! Halves against f32 on kiln's CPU backend, each pair side by side in one run:
 //!
-//! - `map`: `y = tanh(x * 0.5 + 1)` over 4M elements, stored as f16 and as f32 (the f16 program
-//!   converts on load and store, in 128-bit vectors, and computes in f32);
+//! - `map`: `y = tanh(x * 0.5 + 1)` over 4M elements stored as f16, bf16 and f32 (a half
+//!   program computes in f32 and rounds after each op, as the graph API defines it: three
+//!   round trips through the half, in 128-bit vectors);
 //! - `store`: 4M f32 values rounded to f16 and to bf16, against an f32 copy;
 //! - `matmul`: W4's 1024^3 product of f16 operands (read into f32, then kiln's GEMM) against f32.
 //!
@@ -31,7 +32,7 @@ fn bench(c: &mut Criterion) {
     let mut g = c.benchmark_group("half");
     g.sample_size(20);
     let n = 1 << 22;
-    for dtype in [kiln::f16, kiln::f32] {
+    for dtype in [kiln::f16, kiln::bf16, kiln::f32] {
         let f = compiled(|g| {
             let x = g.input("x", dtype, [Some(n)]);
             let y = (&x * 0.5 + 1.0).tanh();
