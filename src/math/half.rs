@@ -6,7 +6,7 @@
 //!
 //! Written with integer ops because neither Cranelift nor x86 without F16C has a conversion
 //! (and bf16 has none anywhere before AVX-512). The f16 algorithms are the branch-free ones of
-//! Fabian Giesen's `half_to_float` and `float_to_half_fast3_rtne` (public domain).
+//! Fabian Giesen's `half_to_float_fast5` and `float_to_half_fast3_rtne` (public domain).
 
 use super::Emit;
 
@@ -38,30 +38,22 @@ fn add<E: Emit>(e: &mut E, a: E::I, c: i64) -> E::I {
 
 /// The f32 value of the f16 bits `h` (0..=0xFFFF): exact.
 pub fn f16_to_f32<E: Emit>(e: &mut E, h: E::I) -> E::F {
+    // The exponent and fraction moved into f32's places are the value times 2^-112 (a
+    // subnormal f16 lands on an f32 subnormal of the same digits): one exact multiply by
+    // 2^112 rebiases normals and normalizes subnormals alike.
     let mag = and(e, h, 0x7FFF);
     let o = e.shl(mag, 13);
-    let exp = and(e, o, 0x0F80_0000);
-    // Rebias the exponent from 15 to 127.
-    let normal = add(e, o, 0x3800_0000);
-    // Infinity or NaN: the exponent all ones again, a NaN quieted.
-    let inf = add(e, normal, 0x3800_0000);
+    let f = e.from_bits(o);
+    let scale = e.fconst(2f64.powi(112));
+    let f = e.mul(f, scale);
+    let v = e.to_bits(f);
+    // Infinity and NaN (exponent all ones): the f32 exponent all ones too, a NaN quieted.
+    let inf = or(e, v, 0x7F80_0000);
     let quiet = or(e, inf, 0x0040_0000);
-    let frac = and(e, h, 0x03FF);
-    let zero = e.iconst(0);
-    let no_frac = e.ieq(frac, zero);
-    let special = e.iselect(no_frac, inf, quiet);
-    // Zero or subnormal: 2^-14 * (1 + m / 2^10) - 2^-14, exact in f32.
-    let biased = add(e, normal, 0x0080_0000);
-    let f = e.from_bits(biased);
-    let magic = e.iconst(0x3880_0000);
-    let magic = e.from_bits(magic);
-    let sub = e.sub(f, magic);
-    let sub = e.to_bits(sub);
-    let shifted_exp = e.iconst(0x0F80_0000);
-    let is_special = e.ieq(exp, shifted_exp);
-    let is_sub = e.ieq(exp, zero);
-    let small = e.iselect(is_sub, sub, normal);
-    let r = e.iselect(is_special, special, small);
+    let is_nan = above(e, mag, 0x7C00);
+    let special = e.iselect(is_nan, quiet, inf);
+    let is_special = above(e, mag, 0x7BFF);
+    let r = e.iselect(is_special, special, v);
     let sign = and(e, h, 0x8000);
     let sign = e.shl(sign, 16);
     let r = e.ior(r, sign);
