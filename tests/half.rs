@@ -539,3 +539,45 @@ fn shared_half_state_updates_in_place() {
     assert_eq!(s.value().unwrap().to_f64_vec(), vec![1.25; 3]);
     assert_eq!(s.value().unwrap().dtype(), DType::F16);
 }
+
+#[test]
+fn a_transposed_half_is_widened_before_its_transpose() {
+    // `x^T @ g` with f16 `x` (a weight gradient): the cast goes under the transpose, so the
+    // transpose stays next to the product, which reads it through strides.
+    let g = Graph::new();
+    let x = g.input("x", kiln::f16, [Some(8), Some(4)]);
+    let gy = g.input("g", kiln::f32, [Some(8), Some(3)]);
+    let p = x.transpose(&[1, 0]).matmul(&gy);
+    let mm = p.owner().expect("a product");
+    let t = mm.inputs()[0].owner().expect("a transpose");
+    assert!(
+        matches!(t.op(), kiln::ir::Op::Transpose { .. }),
+        "{:?}",
+        t.op()
+    );
+    let c = t.inputs()[0].owner().expect("a cast");
+    assert_eq!(c.op(), kiln::ir::Op::Cast { to: kiln::f32 });
+    // And the values are those of the f32 product.
+    let f = function(&[&x, &gy], &[&p]).compile().unwrap();
+    let xs: Vec<f16> = (0..32)
+        .map(|i| f16::from_f32(i as f32 * 0.25 - 4.0))
+        .collect();
+    let gs: Vec<f32> = (0..24).map(|i| (i % 5) as f32 - 2.0).collect();
+    let out = f
+        .call(&[
+            &Tensor::F16(ArrayD::from_shape_vec(IxDyn(&[8, 4]), xs.clone()).unwrap()),
+            &Tensor::F32(ArrayD::from_shape_vec(IxDyn(&[8, 3]), gs.clone()).unwrap()),
+        ])
+        .unwrap();
+    let want: Vec<f64> = (0..4)
+        .flat_map(|i| {
+            let (xs, gs) = (&xs, &gs);
+            (0..3).map(move |j| {
+                (0..8)
+                    .map(|k| xs[k * 4 + i].to_f64() * gs[k * 3 + j] as f64)
+                    .sum()
+            })
+        })
+        .collect();
+    assert_eq!(out[0].to_f64_vec(), want);
+}

@@ -251,7 +251,7 @@ impl Graph {
         let widened: Vec<Var> = inputs
             .iter()
             .map(|v| match v.dtype().is_half() {
-                true => self.cast_at(v, DType::F32, loc),
+                true => self.widen(v, loc),
                 false => (*v).clone(),
             })
             .collect();
@@ -266,6 +266,19 @@ impl Graph {
                 .collect(),
             _ => outs,
         }
+    }
+
+    /// A half `v` in f32. A transposed half is widened before its transpose, so that the
+    /// transpose stays next to what reads it (a `matmul` then reads it through strides, as a
+    /// gradient's `x^T @ g` does, instead of a transposed copy being converted).
+    fn widen(&self, v: &Var, loc: SourceLoc) -> Var {
+        if let Some(a) = v.owner() {
+            if let (Op::Transpose { .. }, [x]) = (a.op(), a.inputs().as_slice()) {
+                let wide = self.widen(x, loc);
+                return self.apply_at(a.op(), &[&wide], loc).swap_remove(0);
+            }
+        }
+        self.cast_at(v, DType::F32, loc)
     }
 
     fn cast_at(&self, v: &Var, to: DType, loc: SourceLoc) -> Var {
