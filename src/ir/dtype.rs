@@ -146,6 +146,15 @@ pub fn round_to(d: DType, v: f64) -> f64 {
     }
 }
 
+/// The bits of `v` rounded to the half `d` (`f16_of` / `bf16_of`): a half constant in
+/// generated code.
+pub fn half_bits(d: DType, v: f64) -> u16 {
+    match d {
+        DType::F16 => f16_of(v).to_bits(),
+        _ => bf16_of(v).to_bits(),
+    }
+}
+
 /// `v` as the nearest `f16` (ties to even), rounding once.
 pub fn f16_of(v: f64) -> half::f16 {
     half::f16::from_f32(f32_round_to_odd(v))

@@ -13,7 +13,7 @@ pub mod types;
 pub mod verify;
 pub mod window;
 
-pub use dtype::{bf16_of, f16_of, f32_round_to_odd, round_to, DType, Element};
+pub use dtype::{bf16_of, f16_of, f32_round_to_odd, half_bits, round_to, DType, Element};
 pub use func::{Func, Inst, Region, Value, ValueData};
 pub use infer::{infer, infer_shape};
 pub use op::{BinaryOp, F64Bits, Op, RandomDist, ReduceOp, UnaryOp};

@@ -57,11 +57,8 @@ pub fn konst<'ctx>(g: &Gen<'ctx>, d: DType, v: f64) -> BasicValueEnum<'ctx> {
         DType::I64 => g.i64().const_int(v as i64 as u64, true).into(),
         DType::F32 => g.float_type(d).const_float(v as f32 as f64).into(),
         DType::F64 => g.float_type(d).const_float(v).into(),
-        DType::F16 => (g.ctx.i16_type())
-            .const_int(crate::ir::f16_of(v).to_bits() as u64, false)
-            .into(),
-        DType::BF16 => (g.ctx.i16_type())
-            .const_int(crate::ir::bf16_of(v).to_bits() as u64, false)
+        DType::F16 | DType::BF16 => (g.ctx.i16_type())
+            .const_int(crate::ir::half_bits(d, v) as u64, false)
             .into(),
     }
 }

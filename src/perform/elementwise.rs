@@ -132,10 +132,8 @@ pub fn unary(op: UnaryOp, t: &Tensor) -> Result<Tensor, Error> {
 }
 
 /// The error of an arithmetic op given a storage-only half (the type rules refuse it first).
-fn half_arithmetic(name: &str, d: DType) -> Error {
-    Error::Runtime(format!(
-        "{name} computes in f32: {d} is a storage type (cast first)"
-    ))
+pub(super) fn half_arithmetic(name: &str, d: DType) -> Error {
+    Error::Runtime(crate::ir::infer::half_refused(name, d))
 }
 
 /// numpy's float `(floor_divide(a, b), mod(a, b))`: the shared expansion

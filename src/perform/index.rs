@@ -418,10 +418,9 @@ pub fn cumulative(
         TensorRef::I64(a) => combine!(a, i64::wrapping_add, i64::wrapping_mul),
         TensorRef::F32(a) => combine!(a, |p: f32, q: f32| p + q, |p: f32, q: f32| p * q),
         TensorRef::F64(a) => combine!(a, |p: f64, q: f64| p + q, |p: f64, q: f64| p * q),
-        TensorRef::F16(_) | TensorRef::BF16(_) => Err(err(format!(
-            "{what} computes in f32: {} is a storage type (cast first)",
-            x.dtype()
-        ))),
+        TensorRef::F16(_) | TensorRef::BF16(_) => {
+            Err(super::elementwise::half_arithmetic(what, x.dtype()))
+        }
     }
 }
 

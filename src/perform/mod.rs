@@ -175,7 +175,8 @@ fn arange(start: f64, stop: f64, step: f64, dtype: DType) -> Result<Tensor, Erro
                     .map_err(bad)?,
             )
         }
-        // Made in f32 and rounded (the graph API builds a half arange so).
+        // The type rule refuses a half arange (the graph API makes it in f32 and casts); made
+        // the same way here.
         DType::F16 | DType::BF16 => {
             elementwise::cast(&arange(start, stop, step, DType::F32)?, dtype)
         }

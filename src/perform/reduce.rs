@@ -249,11 +249,9 @@ pub fn reduce(
         }
     }
     match t {
-        Tensor::F16(_) | Tensor::BF16(_) => Err(Error::Runtime(format!(
-            "{} computes in f32: {} is a storage type (cast first)",
-            op.name(),
-            t.dtype()
-        ))),
+        Tensor::F16(_) | Tensor::BF16(_) => {
+            Err(super::elementwise::half_arithmetic(op.name(), t.dtype()))
+        }
         Tensor::F32(a) => float_reduce(&rows(a, axes, keepdims), op, Tensor::F32),
         Tensor::F64(a) => float_reduce(&rows(a, axes, keepdims), op, Tensor::F64),
         Tensor::I32(a) => int_reduce!(&rows(a, axes, keepdims), op, I32, i32),

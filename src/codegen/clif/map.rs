@@ -631,14 +631,11 @@ impl VectorEntry {
         for (j, &row_base) in row_bases.iter().enumerate().take(n_in) {
             let d = in_dtypes.get(j).copied().flatten().unwrap_or(DType::F32);
             let vty = lane_type(Some(self.lanes), d);
+            let flags = MemFlagsData::trusted();
             let s = if d.is_half() {
-                let h = b
-                    .ins()
-                    .load(types::I16, MemFlagsData::trusted(), row_base, 0);
-                b.ins().uextend(vty.lane_type(), h)
+                b.ins().uload16(vty.lane_type(), flags, row_base, 0)
             } else {
-                b.ins()
-                    .load(vty.lane_type(), MemFlagsData::trusted(), row_base, 0)
+                b.ins().load(vty.lane_type(), flags, row_base, 0)
             };
             splats.push(b.ins().splat(vty, s));
             vptrs.push(b.ins().select(self.is_bcast[j], self.dummy, row_base));

@@ -112,19 +112,15 @@ pub fn vector_lanes(program: &ScalarProgram, halves: bool) -> Option<Lanes> {
             ScalarOp::Input(_) if inst.dtype == DType::Bool => return None,
             ScalarOp::Unary(u) if is_transcendental(*u) && math_fn(*u).is_none() => return None,
             ScalarOp::Binary(BinaryOp::FloorDiv | BinaryOp::Mod | BinaryOp::Pow) => return None,
-            ScalarOp::Cast(_) => {
+            ScalarOp::Cast(to) => {
                 let from = program.insts[inst.args[0]].dtype;
-                let w = |d: DType| d.size();
-                let half_f32 = (from.is_half() || inst.dtype.is_half())
-                    && (from == DType::F32 || inst.dtype == DType::F32);
-                if from.is_half() || inst.dtype.is_half() {
-                    if !half_f32 {
-                        return None;
-                    }
-                } else if from != DType::Bool
-                    && inst.dtype != DType::Bool
-                    && w(from) != w(inst.dtype)
-                {
+                let fits = if from.is_half() || to.is_half() {
+                    // Halves convert to and from f32 only, in 32-bit lanes.
+                    from == DType::F32 || *to == DType::F32
+                } else {
+                    from == DType::Bool || *to == DType::Bool || from.size() == to.size()
+                };
+                if !fits {
                     return None;
                 }
             }
@@ -185,12 +181,9 @@ impl<'x, 'f, M: Module> OpGen<'x, 'f, M> {
         let s = match d {
             DType::F32 => self.b.ins().f32const(v as f32),
             DType::F64 => self.b.ins().f64const(v),
+            // Vector lanes hold a half's bits in 32 bits (see `vector_lanes`).
             DType::F16 | DType::BF16 => {
-                let bits = match d {
-                    DType::F16 => crate::ir::f16_of(v).to_bits(),
-                    _ => crate::ir::bf16_of(v).to_bits(),
-                };
-                // Vector lanes hold a half's bits in 32 bits (see `vector_lanes`).
+                let bits = crate::ir::half_bits(d, v);
                 self.b.ins().iconst(ty.lane_type(), bits as i64)
             }
             DType::Bool if self.vector() => {
