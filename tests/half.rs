@@ -581,3 +581,15 @@ fn a_transposed_half_is_widened_before_its_transpose() {
         .collect();
     assert_eq!(out[0].to_f64_vec(), want);
 }
+
+#[test]
+fn an_error_on_a_half_goes_on_as_an_error() {
+    // A bad reshape poisons its result, which keeps the half type; computing on it must give
+    // that error, not widen it again and again.
+    let g = Graph::new();
+    let x = g.input("x", kiln::f16, [Some(6)]);
+    let bad = x.reshape(&[7]);
+    let y = (bad.exp() + &x).sum(None, false);
+    let err = y.check().unwrap_err().to_string();
+    assert!(err.contains("reshape"), "{err}");
+}

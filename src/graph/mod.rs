@@ -109,8 +109,16 @@ pub struct Apply {
 }
 
 /// Whether `op` on `inputs` is computed in f32 by the graph API (`Graph::apply_in_f32`): it
-/// computes and some operand is a half, or it is a `matmul` of a half and an f32.
+/// computes and some operand is a half, or it is a `matmul` of a half and an f32. Not where
+/// an operand is poisoned: its error goes on as it is (and a poisoned value keeps its half
+/// type, so widening it would never end).
 fn computes_on_halves(op: &Op, inputs: &[&Var]) -> bool {
+    if inputs
+        .iter()
+        .any(|v| matches!(v.kind(), VarKind::Poisoned(_)))
+    {
+        return false;
+    }
     let mut dtypes = inputs.iter().map(|v| v.dtype());
     let Some(h) = dtypes.clone().find(|d| d.is_half()) else {
         return false;
@@ -206,14 +214,11 @@ impl Graph {
         if computes_on_halves(&op, inputs) {
             return self.apply_in_f32(op, inputs, loc);
         }
-        if let Op::Random { dtype, .. } | Op::Arange { dtype, .. } = &op {
+        let mut op = op;
+        if let Op::Random { dtype, .. } | Op::Arange { dtype, .. } = &mut op {
             if dtype.is_half() {
                 // Made in f32 and rounded once, as an op on halves is.
-                let h = *dtype;
-                let mut op = op;
-                if let Op::Random { dtype, .. } | Op::Arange { dtype, .. } = &mut op {
-                    *dtype = DType::F32;
-                }
+                let h = std::mem::replace(dtype, DType::F32);
                 let made = self.apply_at(op, inputs, loc).swap_remove(0);
                 return vec![self.cast_at(&made, h, loc)];
             }

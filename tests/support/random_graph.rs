@@ -177,10 +177,6 @@ const DTYPES: [DType; 7] = [
     DType::BF16,
 ];
 
-fn is_float(d: DType) -> bool {
-    d.is_float()
-}
-
 /// The gap between 1 and the next value of float dtype `d` (0 for the exact dtypes).
 fn ulp(d: DType) -> f64 {
     match d {
@@ -349,7 +345,7 @@ pub fn build(data: &[u8]) -> Case {
     // CPU backend fuses those into one GEMM step).
     let product = base.len() >= 2 && r.chance(2);
     let shared = r.chance(3).then(|| {
-        let dtype = if r.chance(2) { DType::F32 } else { DType::F64 };
+        let dtype = [DType::F32, DType::F64, DType::F16, DType::BF16][r.pick(4)];
         let k = base.last().copied().unwrap_or(1);
         let shape = if product { vec![k, k] } else { base.clone() };
         let initial = array(dtype, &shape, &mut fill);
@@ -386,10 +382,10 @@ pub fn build(data: &[u8]) -> Case {
         let p = pool
             .iter()
             .rev()
-            .find(|v| is_float(v.v.ty().dtype))?
+            .find(|v| v.v.ty().dtype.is_float())?
             .clone();
         let q = pool[r.pick(pool.len())].clone();
-        let q = if is_float(q.v.ty().dtype) {
+        let q = if q.v.ty().dtype.is_float() {
             q
         } else {
             p.clone()
@@ -398,8 +394,15 @@ pub fn build(data: &[u8]) -> Case {
             let n = base.len();
             let (m, k) = (base[n - 2], base[n - 1]);
             let full = |v: &Val| v.v.cast(dtype).broadcast_to(&[m, k]);
+            // A product of halves is f32: the update is stored back as the variable's dtype.
             let g = full(&p).t().matmul(&full(&q));
-            (&var - &(g * 0.25), false)
+            let step = &var - &(g * 0.25);
+            let step = if step.dtype() == dtype {
+                step
+            } else {
+                step.cast(dtype)
+            };
+            (step, false)
         } else {
             (&var - &(p.v.cast(dtype) * 0.5), p.exact)
         };
@@ -416,7 +419,7 @@ pub fn build(data: &[u8]) -> Case {
     let coarsest = pool
         .iter()
         .map(|v| v.v.ty().dtype)
-        .filter(|&d| is_float(d))
+        .filter(|&d| d.is_float())
         .max_by(|&a, &b| ulp(a).total_cmp(&ulp(b)))
         .unwrap_or(DType::F64);
     // The last value, a few others, and every value added up (as f64), so that nothing built
@@ -466,7 +469,7 @@ fn like(p: &Val, q: &Val) -> Option<Val> {
         return Some(q.clone());
     }
     // A float cast to an integer or bool: one ulp apart can land on two integers.
-    if !is_float(dp) && is_float(dq) && !q.exact {
+    if !dp.is_float() && dq.is_float() && !q.exact {
         return None;
     }
     Some(Val {
@@ -490,7 +493,7 @@ fn shape_of(v: &Var, base: &[usize]) -> Vec<usize> {
 impl Ctx<'_> {
     fn step(&mut self, r: &mut Bytes, p: &Val, q: &Val, pool: &[Val]) -> Option<Val> {
         let dt = p.v.ty().dtype;
-        let float = is_float(dt);
+        let float = dt.is_float();
         let out = |v: Var, exact: bool| Some(Val { v, exact });
         let rank = p.v.ty().rank();
         let shape = shape_of(&p.v, self.base);
@@ -587,7 +590,7 @@ impl Ctx<'_> {
             // Casts between every pair of dtypes.
             7 => {
                 let to = DTYPES[r.pick(DTYPES.len())];
-                if !is_float(to) && float && !p.exact {
+                if !to.is_float() && float && !p.exact {
                     return None;
                 }
                 out(p.v.cast(to), p.exact)
@@ -738,7 +741,7 @@ impl Ctx<'_> {
                 (v, true)
             }
             2 => (p.v.sum(axes_arg, keep), p.exact),
-            3 => (p.v.prod(axes_arg, keep), p.exact && !is_float(dt)),
+            3 => (p.v.prod(axes_arg, keep), p.exact && !dt.is_float()),
             4 if dt != DType::Bool => (p.v.mean(axes_arg, keep), false),
             5 | 6 if p.exact && !empty && rank >= 1 && dt != DType::Bool => {
                 let a = r.pick(rank);
@@ -755,7 +758,7 @@ impl Ctx<'_> {
                 (v, true)
             }
             // A sum of a fused producer.
-            _ if is_float(dt) => {
+            _ if dt.is_float() => {
                 let e = p.v.tanh();
                 (e.sum(axes_arg, keep), false)
             }
@@ -808,7 +811,7 @@ impl Ctx<'_> {
         // A float sum's rounding depends on its order.
         Some(Val {
             v,
-            exact: p.exact && !is_float(dt),
+            exact: p.exact && !dt.is_float(),
         })
     }
 
