@@ -39,8 +39,11 @@
 //! chosen branch's steps run, as on the JIT, and each copies what it yields into the same
 //! result buffers. Random ops run the interpreter's Philox stream (`random::stream`, generated
 //! by `codegen::clif::random`), so an object draws the same numbers as every other backend;
-//! a per-call counter is an input like any other (its update an output). Not supported ahead
-//! of time: custom ops (an error that names the op). The code runs on one thread.
+//! a per-call counter is an input like any other (its update an output). Convolution and
+//! pooling (and their gradients) are planned from the same steps: an unrolling copy through a
+//! strided view and a product, or one map step per window tap (`plan/window.rs`). Not
+//! supported ahead of time: custom ops, `scan`, and the index and sorting ops (an error that
+//! names the op). The code runs on one thread.
 
 mod clif;
 mod emit;

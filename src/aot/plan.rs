@@ -16,6 +16,8 @@ use crate::tensor::Tensor;
 use std::collections::HashMap;
 use std::fmt::Write as _;
 
+mod window;
+
 /// Alignment of every buffer in the scratch area, in bytes.
 pub const SCRATCH_ALIGN: usize = 64;
 
@@ -660,6 +662,26 @@ impl Builder<'_> {
                     out: out.clone(),
                 });
                 set(self, out);
+            }
+            Op::Conv2d(conv) => {
+                let v = self.conv2d(&what, &args[0], &args[1], conv, &shapes[0])?;
+                set(self, v);
+            }
+            Op::Conv2dGradImage { conv, image } => {
+                let v = self.conv2d_grad_image(&what, &args[0], &args[1], conv, *image)?;
+                set(self, v);
+            }
+            Op::Conv2dGradFilter { conv, kernel } => {
+                let v = self.conv2d_grad_filter(&what, &args[0], &args[1], conv, *kernel)?;
+                set(self, v);
+            }
+            Op::Pool2d(pool) => {
+                let v = self.pool2d(&what, &args[0], pool, &shapes[0])?;
+                set(self, v);
+            }
+            Op::Pool2dGrad(pool) => {
+                let v = self.pool2d_grad(&what, &args[0], &args[1], pool)?;
+                set(self, v);
             }
             Op::Custom(c) => {
                 return Err(Error::Unsupported(format!(

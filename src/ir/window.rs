@@ -153,6 +153,22 @@ impl Pool2d {
     }
 }
 
+/// The outputs `lo..hi` (of `out`) whose tap at `offset` (the tap's dilated position in the
+/// window) lands inside an axis of `n` padded by `pad`: `0 <= o * stride + offset - pad < n`.
+/// `perform` and the ahead-of-time plan walk windows tap by tap over these runs.
+pub fn tap_outputs(
+    offset: usize,
+    pad: usize,
+    stride: usize,
+    n: usize,
+    out: usize,
+) -> (usize, usize) {
+    let lo = pad.saturating_sub(offset).div_ceil(stride);
+    let hi = (n + pad).saturating_sub(offset).div_ceil(stride);
+    let hi = hi.min(out);
+    (lo.min(hi), hi)
+}
+
 /// A known dim's value, or `None`.
 fn dims2(t: &TensorType, first: usize) -> [Dim; 2] {
     [t.shape[first], t.shape[first + 1]]

@@ -2,9 +2,9 @@
 //! runs of outputs, blocks of planes on rayon's threads. The geometry (how many windows fit)
 //! is `ir::window`'s.
 
-use super::window::{dense, err, floats_only, slice, valid_x, ConvElem};
+use super::window::{dense, err, floats_only, slice, ConvElem};
 use crate::error::Error;
-use crate::ir::window::{Pool2d, PoolKind};
+use crate::ir::window::{tap_outputs, Pool2d, PoolKind};
 use crate::tensor::{Tensor, TensorRef};
 use ndarray::{ArrayD, ArrayViewD, IxDyn};
 
@@ -81,7 +81,7 @@ impl Planes {
         let [oh, ow] = self.out;
         for i in 0..window[0] {
             for j in 0..window[1] {
-                let (lo, hi) = valid_x(j, padding[1], stride[1], w, ow);
+                let (lo, hi) = tap_outputs(j, padding[1], stride[1], w, ow);
                 if lo == hi {
                     continue;
                 }

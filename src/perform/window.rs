@@ -6,7 +6,7 @@
 
 use super::linalg::MatElem;
 use crate::error::Error;
-use crate::ir::window::Conv2d;
+use crate::ir::window::{tap_outputs, Conv2d};
 use crate::tensor::{Tensor, TensorRef};
 use ndarray::{ArrayD, ArrayView2, ArrayViewD, ArrayViewMut2, CowArray, IxDyn};
 
@@ -149,7 +149,7 @@ impl Geometry {
         for i in 0..kh {
             for j in 0..kw {
                 let row = &mut rows[(i * kw + j) * width..][..width];
-                let (lo, hi) = valid_x(j * dilation[1], padding[1], stride[1], w, ow);
+                let (lo, hi) = tap_outputs(j * dilation[1], padding[1], stride[1], w, ow);
                 // The image column of output `lo`'s tap (in range when lo < hi).
                 let first = (lo * stride[1] + j * dilation[1]).wrapping_sub(padding[1]);
                 for b in 0..chunk.len {
@@ -234,21 +234,6 @@ fn unroll_budget() -> usize {
 struct Chunk {
     start: usize,
     len: usize,
-}
-
-/// The outputs `lo..hi` (of `ow`) whose tap at `offset` (the tap's dilated position) lands in
-/// an image row of `w` padded by `pad`: `0 <= x * stride + offset - pad < w`.
-pub(super) fn valid_x(
-    offset: usize,
-    pad: usize,
-    stride: usize,
-    w: usize,
-    ow: usize,
-) -> (usize, usize) {
-    let lo = pad.saturating_sub(offset).div_ceil(stride);
-    let hi = (w + pad).saturating_sub(offset).div_ceil(stride);
-    let hi = hi.min(ow);
-    (lo.min(hi), hi)
 }
 
 /// Conv elements: floats that kiln's GEMM multiplies.
