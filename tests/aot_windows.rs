@@ -4,102 +4,16 @@
 //! object's outputs must be the interpreter's bits (the plan walks windows in `perform`'s
 //! order). All objects are linked into one library and called in this process.
 
+#[path = "support/aot_cases.rs"]
+mod aot_cases;
 #[path = "support/aot_lib.rs"]
 mod aot_lib;
 mod common;
 
+use aot_cases::{as_dtype, case, check_all, stored_transposed, swap_last};
 use common::Rng;
-use kiln::aot::{AotArtifact, AotOptions};
-use kiln::{function, Backend, Conv2d, DType, Graph, Tensor, Var};
+use kiln::{Conv2d, DType, Tensor};
 use ndarray::{ArrayD, IxDyn};
-
-/// One random function: its inputs and what the interpreter gives for them.
-struct Case {
-    what: String,
-    art: AotArtifact,
-    inputs: Vec<Tensor>,
-    want: Vec<Tensor>,
-}
-
-/// Builds `outputs(inputs)` for inputs of `shapes` (all dims known), compiles it ahead of time
-/// as `symbol` and runs it on the interpreter.
-fn case(
-    what: String,
-    symbol: String,
-    inputs: Vec<Tensor>,
-    outputs: impl FnOnce(&[Var]) -> Vec<Var>,
-) -> Case {
-    let g = Graph::new();
-    let vars: Vec<Var> = inputs
-        .iter()
-        .enumerate()
-        .map(|(i, t)| {
-            let dims: Vec<Option<usize>> = t.shape().iter().map(|&d| Some(d)).collect();
-            g.input(&format!("in{i}"), t.dtype(), dims)
-        })
-        .collect();
-    let outs = outputs(&vars);
-    let var_refs: Vec<&Var> = vars.iter().collect();
-    let out_refs: Vec<&Var> = outs.iter().collect();
-    let opts = AotOptions {
-        symbol: Some(symbol),
-        ..AotOptions::default()
-    };
-    let art = function(&var_refs, &out_refs)
-        .aot(&opts)
-        .unwrap_or_else(|e| panic!("{what}: {e}"));
-    let interp = function(&var_refs, &out_refs)
-        .backend(Backend::Interp)
-        .compile()
-        .unwrap();
-    let refs: Vec<&Tensor> = inputs.iter().collect();
-    let want = interp.call(&refs).unwrap_or_else(|e| panic!("{what}: {e}"));
-    Case {
-        what,
-        art,
-        inputs,
-        want,
-    }
-}
-
-/// The same bits (any NaN matches any NaN).
-fn same_bits(a: &Tensor, b: &Tensor) -> bool {
-    let (x, y) = (a.to_f64_vec(), b.to_f64_vec());
-    a.dtype() == b.dtype()
-        && a.shape() == b.shape()
-        && x.iter()
-            .zip(&y)
-            .all(|(p, q)| p.to_bits() == q.to_bits() || (p.is_nan() && q.is_nan()))
-}
-
-/// Links every case's object into one library and checks each against the interpreter.
-fn check_all(cases: &[Case], name: &str) {
-    let dir = std::env::temp_dir().join(format!("kiln-aot-windows-{}-{name}", std::process::id()));
-    let arts: Vec<&AotArtifact> = cases.iter().map(|c| &c.art).collect();
-    let lib = aot_lib::link(&arts, &dir).unwrap_or_else(|e| panic!("linking: {e}"));
-    for c in cases {
-        let got = lib
-            .call(&c.art, &c.inputs)
-            .unwrap_or_else(|e| panic!("{}: {e}", c.what));
-        for (i, (g, w)) in got.iter().zip(&c.want).enumerate() {
-            assert!(
-                same_bits(g, w),
-                "{}: output {i}: ahead of time {g:?}, the interpreter {w:?}",
-                c.what
-            );
-        }
-    }
-    let _ = std::fs::remove_dir_all(&dir);
-}
-
-fn as_dtype(a: ArrayD<f64>, dtype: DType) -> Tensor {
-    match dtype {
-        DType::F32 => Tensor::from(a.mapv(|v| v as f32)),
-        DType::I32 => Tensor::from(a.mapv(|v| v as i32)),
-        DType::I64 => Tensor::from(a.mapv(|v| v as i64)),
-        _ => Tensor::from(a),
-    }
-}
 
 /// Values in [-2, 2] in steps of 1/500 (sums of their products round in f32 and f64, so an
 /// order that differs from the interpreter's shows), with some exact zeros.
@@ -136,19 +50,6 @@ fn pool_values(rng: &mut Rng, shape: &[usize], dtype: DType) -> Tensor {
         })
         .collect();
     as_dtype(ArrayD::from_shape_vec(IxDyn(shape), v).unwrap(), dtype)
-}
-
-/// `t` stored with its last two axes swapped: the function transposes it back, so the op
-/// reads it through strides.
-fn stored_transposed(t: &Tensor) -> Tensor {
-    t.view().swap_last_two().to_standard_owned()
-}
-
-fn swap_last(v: &Var) -> Var {
-    let r = v.ty().rank();
-    let mut perm: Vec<usize> = (0..r).collect();
-    perm.swap(r - 2, r - 1);
-    v.transpose(&perm)
 }
 
 #[test]

@@ -5,6 +5,7 @@
 //! a stack slot.
 
 use super::clif::{define, for_lt, mem, offset, signature};
+use super::gather::{gather, scatter, Axis};
 use super::kernels::{define_helpers, define_matmul};
 use super::plan::{collapse, Loc, Plan, Step, View};
 use crate::codegen::clif::map::{define_map_kernel, Bcast};
@@ -152,6 +153,9 @@ enum StepFns {
     MatMul(FuncId),
     IfElse(Vec<StepFns>, Vec<StepFns>),
     Random(FuncId),
+    /// Code written into the entry point itself (gathers, scatters).
+    Inline,
+    Sweep(Box<StepFns>),
 }
 
 impl Library {
@@ -196,6 +200,12 @@ impl Library {
                 Step::MatMul { dtype, .. } => StepFns::MatMul(self.matmul(module, symbol, *dtype)?),
                 Step::Random { dist, out, .. } => {
                     StepFns::Random(self.random(module, symbol, *dist, out.dtype)?)
+                }
+                Step::Gather { .. } | Step::Scatter { .. } => StepFns::Inline,
+                Step::Sweep { body, .. } => {
+                    let mut body =
+                        self.declare(module, symbol, std::slice::from_ref(body), max_ops)?;
+                    StepFns::Sweep(Box::new(body.remove(0)))
                 }
                 Step::IfElse {
                     then, otherwise, ..
@@ -257,7 +267,7 @@ pub fn emit(plan: &Plan, symbol: &str, isa: OwnedTargetIsa) -> Result<Emitted> {
     let n_in = plan.inputs.len();
     let n_out = plan.outputs.len();
     let n_params = n_in + n_out + (plan.scratch_bytes > 0) as usize;
-    let sig = signature(&module, &vec![ptr; n_params], &[]);
+    let sig = signature(&module, &vec![ptr; n_params], &[types::I32]);
     let (_, text) = define(
         &mut module,
         symbol,
@@ -286,7 +296,8 @@ pub fn emit(plan: &Plan, symbol: &str, isa: OwnedTargetIsa) -> Result<Emitted> {
                 ptr,
             };
             d.steps(module, plan, &plan.steps, &fns)?;
-            d.b.ins().return_(&[]);
+            let ok = d.b.ins().iconst(types::I32, 0);
+            d.b.ins().return_(&[ok]);
             Ok(())
         },
     )?;
@@ -342,6 +353,28 @@ impl Driver<'_, '_> {
             .refs
             .entry(id)
             .or_insert_with(|| module.declare_func_in_func(id, self.b.func))
+    }
+
+    /// Each of `views` read over `shape` (stride 0 where it broadcasts): its first element's
+    /// address and its byte strides.
+    fn map_operands<'v>(
+        &mut self,
+        plan: &Plan,
+        what: &str,
+        shape: &[usize],
+        views: impl Iterator<Item = &'v View>,
+    ) -> Result<Vec<(Value, Vec<i64>)>> {
+        let mut ops = Vec::new();
+        for v in views {
+            let st = v.broadcast_strides(shape).ok_or_else(|| {
+                Error::Unsupported(format!(
+                    "{what}: cannot broadcast {:?} to {shape:?}",
+                    v.shape
+                ))
+            })?;
+            ops.push((self.base(plan, v)?, st));
+        }
+        Ok(ops)
     }
 
     /// The address of the first element of `v`.
@@ -401,17 +434,104 @@ impl Driver<'_, '_> {
                 StepFns::Map(id),
             ) => {
                 let f = self.func_ref(module, *id);
-                let mut ops = Vec::new();
-                for v in inputs.iter().chain(outputs) {
-                    let st = v.broadcast_strides(shape).ok_or_else(|| {
-                        Error::Unsupported(format!(
-                            "{what}: cannot broadcast {:?} to {shape:?}",
-                            v.shape
-                        ))
-                    })?;
-                    ops.push((self.base(plan, v)?, st));
-                }
+                let ops = self.map_operands(plan, what, shape, inputs.iter().chain(outputs))?;
                 map_call(self.b, f, self.slot, self.max_ops, shape, &ops)
+            }
+            (
+                Step::Sweep {
+                    what,
+                    count,
+                    body,
+                    advance,
+                },
+                StepFns::Sweep(inner),
+            ) => {
+                let (
+                    Step::Map {
+                        shape,
+                        inputs,
+                        outputs,
+                        ..
+                    },
+                    StepFns::Map(id),
+                ) = (body.as_ref(), inner.as_ref())
+                else {
+                    return Err(Error::Unsupported(format!(
+                        "{what}: internal: a sweep of a step that is not a map"
+                    )));
+                };
+                let f = self.func_ref(module, *id);
+                let ops = self.map_operands(plan, what, shape, inputs.iter().chain(outputs))?;
+                let (slot, max_ops) = (self.slot, self.max_ops);
+                let zero = self.b.ins().iconst(types::I64, 0);
+                let n = self.b.ins().iconst(types::I64, *count as i64);
+                for_lt(self.b, zero, n, 1, |b, k| {
+                    let moved: Vec<(Value, Vec<i64>)> = ops
+                        .iter()
+                        .zip(advance)
+                        .map(|((p, st), &by)| (offset(b, *p, k, by), st.clone()))
+                        .collect();
+                    map_call(b, f, slot, max_ops, shape, &moved)
+                })
+            }
+            (
+                Step::Gather {
+                    shape,
+                    data,
+                    index,
+                    axis_len,
+                    axis_stride,
+                    out,
+                    code,
+                    what,
+                },
+                StepFns::Inline,
+            ) => {
+                let ops = self.map_operands(plan, what, shape, [data, index, out].into_iter())?;
+                let axis = Axis {
+                    len: *axis_len,
+                    stride: *axis_stride,
+                    code: *code,
+                };
+                gather(
+                    self.b,
+                    shape,
+                    [ops[0].1.clone(), ops[1].1.clone(), ops[2].1.clone()],
+                    [ops[0].0, ops[1].0, ops[2].0],
+                    [data.dtype, index.dtype],
+                    axis,
+                )
+            }
+            (
+                Step::Scatter {
+                    what,
+                    shape,
+                    updates,
+                    index,
+                    target,
+                    axis_len,
+                    axis_stride,
+                    add,
+                    code,
+                },
+                StepFns::Inline,
+            ) => {
+                let views = [updates, index, target];
+                let ops = self.map_operands(plan, what, shape, views.into_iter())?;
+                let axis = Axis {
+                    len: *axis_len,
+                    stride: *axis_stride,
+                    code: *code,
+                };
+                scatter(
+                    self.b,
+                    shape,
+                    [ops[0].1.clone(), ops[1].1.clone(), ops[2].1.clone()],
+                    [ops[0].0, ops[1].0, ops[2].0],
+                    [updates.dtype, index.dtype],
+                    axis,
+                    *add,
+                )
             }
             (
                 Step::Reduce {
@@ -560,7 +680,7 @@ impl Driver<'_, '_> {
 
 /// Loops over `sizes` (the outermost first), advancing each operand's pointer by its stride,
 /// and runs `inner` with the pointers at each index.
-fn nest(
+pub(super) fn nest(
     b: &mut FunctionBuilder,
     sizes: &[usize],
     strides: &[Vec<i64>],

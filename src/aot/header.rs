@@ -112,6 +112,8 @@ pub struct HeaderInfo<'a> {
     pub output_notes: &'a [String],
     pub scratch_bytes: usize,
     pub imports: &'a [String],
+    /// What each nonzero return code means (code `i + 1` is `errors[i]`).
+    pub errors: &'a [String],
 }
 
 fn shape_text(shape: &[usize]) -> String {
@@ -125,7 +127,7 @@ fn shape_text(shape: &[usize]) -> String {
     )
 }
 
-/// The prototype, e.g. `void f(const float *x, float *out0, void *scratch)`.
+/// The prototype, e.g. `int32_t f(const float *x, float *out0, void *scratch)`.
 pub fn prototype(h: &HeaderInfo) -> String {
     let mut params: Vec<String> = Vec::new();
     for a in h.inputs {
@@ -140,7 +142,7 @@ pub fn prototype(h: &HeaderInfo) -> String {
     if params.is_empty() {
         params.push("void".into());
     }
-    format!("void {}({})", h.symbol, params.join(", "))
+    format!("int32_t {}({})", h.symbol, params.join(", "))
 }
 
 pub fn header(h: &HeaderInfo) -> String {
@@ -167,12 +169,24 @@ pub fn header(h: &HeaderInfo) -> String {
  * read. Every element of every output is written; output arrays must not overlap each other,
  * the inputs or the scratch area. The function allocates nothing, keeps no state between
  * calls and runs on the calling thread: calls from several threads at once are safe when each
- * has its own outputs and scratch area.",
+ * has its own outputs and scratch area.
+ *
+ * It returns 0, or a failure code when an input cannot be computed on (an index out of range):
+ * the outputs then hold nothing meaningful. {sym}_error(code) says what a code means.{codes}",
         sym = h.symbol,
         f = h.func_name,
         triple = h.triple,
         cpu = h.cpu,
         proto = prototype(h),
+        codes = if h.errors.is_empty() {
+            " This\n * function has no failure codes: it always returns 0.".to_string()
+        } else {
+            h.errors
+                .iter()
+                .enumerate()
+                .map(|(i, e)| format!("\n *   {}: {}", i + 1, comment_safe(e)))
+                .collect()
+        },
     );
     if h.scratch_bytes > 0 {
         let _ = writeln!(
@@ -270,6 +284,19 @@ extern \"C\" {{
     }
     let _ = writeln!(
         s,
+        "/* What a code {sym} returns means (\"\" for 0). */\nstatic inline const char *{sym}_error(int32_t code) {{\n    switch (code) {{\n    case 0: return \"\";",
+        sym = h.symbol
+    );
+    for (i, e) in h.errors.iter().enumerate() {
+        let _ = writeln!(s, "    case {}: return \"{}\";", i + 1, c_string(e));
+    }
+    let _ = writeln!(
+        s,
+        "    default: return \"not a code of {sym}\";\n    }}\n}}\n",
+        sym = h.symbol
+    );
+    let _ = writeln!(
+        s,
         "{};
 
 #ifdef __cplusplus
@@ -280,4 +307,24 @@ extern \"C\" {{
         prototype(h)
     );
     s
+}
+
+/// `text` inside a C comment: no `*/` closes it early.
+fn comment_safe(text: &str) -> String {
+    text.replace("*/", "* /")
+}
+
+/// `text` as the inside of a C string literal (printable ASCII; anything else escaped).
+fn c_string(text: &str) -> String {
+    let mut out = String::new();
+    for b in text.bytes() {
+        match b {
+            b'"' => out.push_str("\\\""),
+            b'\\' => out.push_str("\\\\"),
+            b'?' => out.push_str("\\?"),
+            0x20..=0x7e => out.push(b as char),
+            _ => out.push_str(&format!("\\{b:03o}")),
+        }
+    }
+    out
 }

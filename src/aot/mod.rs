@@ -9,10 +9,13 @@
 //!
 //! # The entry point
 //!
-//! `void NAME(const T0 *in0, ..., U0 *out0, ..., void *scratch)`: one typed pointer per
+//! `int32_t NAME(const T0 *in0, ..., U0 *out0, ..., void *scratch)`: one typed pointer per
 //! input, then one per output (updates of shared variables are extra outputs, after the
 //! function's own), then, only when the plan needs one, a caller-provided scratch area of
-//! `NAME_scratch_bytes` bytes aligned to 64. Arrays are dense and row-major; outputs must not
+//! `NAME_scratch_bytes` bytes aligned to 64. It returns 0, or, when an index is out of range
+//! (`take`, a scatter), the failure code of the step that found it: each such step has its own,
+//! listed in the header with its message, which `NAME_error(code)` returns (and
+//! [`AotArtifact::errors`] holds); the outputs then hold nothing meaningful. Arrays are dense and row-major; outputs must not
 //! overlap inputs, each other or the scratch area. The function allocates nothing, keeps no
 //! global state and runs on the calling thread, so concurrent calls with their own outputs
 //! and scratch are safe.
@@ -41,12 +44,15 @@
 //! by `codegen::clif::random`), so an object draws the same numbers as every other backend;
 //! a per-call counter is an input like any other (its update an output). Convolution and
 //! pooling (and their gradients) are planned from the same steps: an unrolling copy through a
-//! strided view and a product, or one map step per window tap (`plan/window.rs`). Not
-//! supported ahead of time: custom ops, `scan`, and the index and sorting ops (an error that
-//! names the op). The code runs on one thread.
+//! strided view and a product, or one map step per window tap (`plan/window.rs`). `take`,
+//! `take_along_axis` and the scatters are gather and scatter loops written into the entry point
+//! (`gather.rs`), `one_hot` a map step, `cumsum`, `cumprod` and `cumprod`'s gradient map steps
+//! swept along their axis (`plan/index.rs`). Not supported ahead of time: custom ops, `scan`,
+//! `sort` and `argsort` (an error that names the op). The code runs on one thread.
 
 mod clif;
 mod emit;
+mod gather;
 mod header;
 mod kernels;
 pub mod plan;
@@ -95,6 +101,8 @@ pub struct AotArtifact {
     pub imports: Vec<String>,
     /// The target triple.
     pub target: String,
+    /// What the entry point's failure codes mean: code `i + 1` is `errors[i]` (0 is success).
+    pub errors: Vec<String>,
 }
 
 /// Names of the entry point's arguments and notes for the header; from the function when not
@@ -196,6 +204,7 @@ pub fn compile_named(func: &Func, names: &AotNames, options: &AotOptions) -> Res
         output_notes: &notes,
         scratch_bytes: plan.scratch_bytes,
         imports: &emitted.imports,
+        errors: &plan.errors,
     });
     let arg = |a: &plan::Arg| AotArg {
         name: a.name.clone(),
@@ -211,6 +220,7 @@ pub fn compile_named(func: &Func, names: &AotNames, options: &AotOptions) -> Res
         scratch_bytes: plan.scratch_bytes,
         imports: emitted.imports,
         target: triple,
+        errors: plan.errors,
     })
 }
 

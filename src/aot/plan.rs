@@ -16,6 +16,7 @@ use crate::tensor::Tensor;
 use std::collections::HashMap;
 use std::fmt::Write as _;
 
+mod index;
 mod window;
 
 /// Alignment of every buffer in the scratch area, in bytes.
@@ -194,6 +195,42 @@ pub enum Step {
         counter: Option<View>,
         out: View,
     },
+    /// A gather over `shape`: `out[p] = data[p + position(index[p]) * axis_stride]`, where
+    /// `data`, `index` and `out` are read over `shape` (`data` with stride 0 where the index
+    /// picks) and an index is a position along an axis of `axis_len` (negative from the end).
+    /// An index out of range ends the call, returning `code`.
+    Gather {
+        what: String,
+        shape: Vec<usize>,
+        data: View,
+        index: View,
+        axis_len: usize,
+        axis_stride: i64,
+        out: View,
+        code: u32,
+    },
+    /// A scatter over `shape`, in row-major order (index order):
+    /// `target[p + position(index[p]) * axis_stride] = updates[p]` (or `+=` with `add`), each
+    /// index checked first as for [`Step::Gather`] (returning `code`).
+    Scatter {
+        what: String,
+        shape: Vec<usize>,
+        updates: View,
+        index: View,
+        target: View,
+        axis_len: usize,
+        axis_stride: i64,
+        add: bool,
+        code: u32,
+    },
+    /// The map step `body` run `count` times in order, its operands (inputs, then outputs)
+    /// moved on by `advance[i]` bytes each time: a recurrence along an axis (`cumsum`).
+    Sweep {
+        what: String,
+        count: usize,
+        body: Box<Step>,
+        advance: Vec<i64>,
+    },
     /// `ifelse`: the steps of the branch that `cond` (one bool) chooses run; each ends by
     /// copying what it yields into the same result buffers.
     IfElse {
@@ -236,6 +273,16 @@ impl Step {
             Step::MatMul { a, b, c, .. } => (vec![a, b], vec![c.root]),
             Step::IfElse { cond, .. } => (vec![cond], vec![]),
             Step::Random { counter, out, .. } => (counter.iter().collect(), vec![out.root]),
+            Step::Gather {
+                data, index, out, ..
+            } => (vec![data, index], vec![out.root]),
+            Step::Scatter {
+                updates,
+                index,
+                target,
+                ..
+            } => (vec![updates, index, target], vec![target.root]),
+            Step::Sweep { body, .. } => body.views(),
         }
     }
 }
@@ -256,6 +303,9 @@ pub struct Plan {
     pub inputs: Vec<Arg>,
     pub outputs: Vec<Arg>,
     pub scratch_bytes: usize,
+    /// What each failure code the entry point can return means (code `i + 1` is
+    /// `errors[i]`).
+    pub errors: Vec<String>,
 }
 
 fn describe(func: &Func, inst: &lower::Step) -> String {
@@ -365,6 +415,7 @@ struct Builder<'a> {
     consts: Vec<Vec<u8>>,
     steps: Vec<Step>,
     views: HashMap<Value, View>,
+    errors: Vec<String>,
 }
 
 impl Builder<'_> {
@@ -663,6 +714,32 @@ impl Builder<'_> {
                 });
                 set(self, out);
             }
+            Op::Take { axis } => {
+                let v = self.take(&what, &args[0], &args[1], *axis, &shapes[0]);
+                set(self, v);
+            }
+            Op::TakeAlongAxis { axis } => {
+                let v = self.take_along_axis(&what, &args[0], &args[1], *axis, &shapes[0]);
+                set(self, v);
+            }
+            Op::ScatterAdd { axis } | Op::ScatterSet { axis } => {
+                let add = matches!(inst.op, Op::ScatterAdd { .. });
+                let v = self.scatter(&what, &args, *axis, add);
+                set(self, v);
+            }
+            Op::OneHot { depth, dtype } => {
+                let v = self.one_hot(&what, &args[0], *depth, *dtype)?;
+                set(self, v);
+            }
+            Op::Cumsum { axis } | Op::Cumprod { axis } => {
+                let sum = matches!(inst.op, Op::Cumsum { .. });
+                let v = self.cumulative(&what, &args[0], *axis, sum, rdt(0))?;
+                set(self, v);
+            }
+            Op::CumprodGrad { axis } => {
+                let v = self.cumprod_grad(&what, &args[0], &args[1], *axis)?;
+                set(self, v);
+            }
             Op::Conv2d(conv) => {
                 let v = self.conv2d(&what, &args[0], &args[1], conv, &shapes[0])?;
                 set(self, v);
@@ -861,6 +938,7 @@ pub fn build(func: &Func, in_names: &[String], out_names: &[String]) -> Result<P
         consts: Vec::new(),
         steps: Vec::new(),
         views: HashMap::new(),
+        errors: Vec::new(),
     };
     let mut inputs = Vec::new();
     for (i, &p) in func.params.iter().enumerate() {
@@ -937,6 +1015,7 @@ pub fn build(func: &Func, in_names: &[String], out_names: &[String]) -> Result<P
         inputs,
         outputs,
         scratch_bytes,
+        errors: b.errors,
     })
 }
 
@@ -1052,6 +1131,62 @@ impl Plan {
                         .unwrap_or_default(),
                     view(out)
                 ),
+                Step::Gather {
+                    what,
+                    shape,
+                    data,
+                    index,
+                    axis_len,
+                    axis_stride,
+                    out,
+                    code,
+                } => writeln!(
+                    s,
+                    "{t}: gather over {shape:?} ({what}): {} at {} (axis of {axis_len}, stride \
+                     {axis_stride}) -> {}, failing with {code}",
+                    view(data),
+                    view(index),
+                    view(out)
+                ),
+                Step::Scatter {
+                    what,
+                    shape,
+                    updates,
+                    index,
+                    target,
+                    axis_len,
+                    axis_stride,
+                    add,
+                    code,
+                } => writeln!(
+                    s,
+                    "{t}: scatter {} over {shape:?} ({what}): {} at {} (axis of {axis_len}, \
+                     stride {axis_stride}) into {}, failing with {code}",
+                    if *add { "add" } else { "set" },
+                    view(updates),
+                    view(index),
+                    view(target)
+                ),
+                Step::Sweep {
+                    what,
+                    count,
+                    body,
+                    advance,
+                } => match body.as_ref() {
+                    Step::Map {
+                        shape,
+                        inputs,
+                        outputs,
+                        ..
+                    } => writeln!(
+                        s,
+                        "{t}: {count} times, moving by {advance:?}: map over {shape:?} ({what}): \
+                         {} -> {}",
+                        inputs.iter().map(view).collect::<Vec<_>>().join(", "),
+                        outputs.iter().map(view).collect::<Vec<_>>().join(", ")
+                    ),
+                    _ => writeln!(s, "{t}: {count} times ({what})"),
+                },
                 Step::IfElse {
                     what, cond, then, ..
                 } => {

@@ -101,10 +101,10 @@ type P = *mut u8;
 ///
 /// # Safety
 /// `f` must be a C function taking exactly `args.len()` pointers.
-unsafe fn call_pointers(f: *mut c_void, a: &[P]) -> Result<(), String> {
+unsafe fn call_pointers(f: *mut c_void, a: &[P]) -> Result<i32, String> {
     macro_rules! arity {
         ($($i:tt)*) => {{
-            let g: extern "C" fn($(arity_p!($i)),*) = unsafe { std::mem::transmute(f) };
+            let g: extern "C" fn($(arity_p!($i)),*) -> i32 = unsafe { std::mem::transmute(f) };
             g($(a[$i]),*)
         }};
     }
@@ -113,7 +113,7 @@ unsafe fn call_pointers(f: *mut c_void, a: &[P]) -> Result<(), String> {
             P
         };
     }
-    match a.len() {
+    Ok(match a.len() {
         1 => arity!(0),
         2 => arity!(0 1),
         3 => arity!(0 1 2),
@@ -127,8 +127,7 @@ unsafe fn call_pointers(f: *mut c_void, a: &[P]) -> Result<(), String> {
         11 => arity!(0 1 2 3 4 5 6 7 8 9 10),
         12 => arity!(0 1 2 3 4 5 6 7 8 9 10 11),
         n => return Err(format!("an entry point of {n} arguments")),
-    }
-    Ok(())
+    })
 }
 
 impl Library {
@@ -183,7 +182,14 @@ impl Library {
         // SAFETY: the entry point takes one pointer per input, per output, and the scratch
         // when it needs one (the artifact's own description); each points to memory of the
         // dtype and shape it expects.
-        unsafe { call_pointers(f, &ptrs)? };
+        let code = unsafe { call_pointers(f, &ptrs)? };
+        if code != 0 {
+            let said = usize::try_from(code - 1)
+                .ok()
+                .and_then(|i| art.errors.get(i))
+                .map_or("not one of its codes", |e| e.as_str());
+            return Err(format!("{} returned {code}: {said}", art.symbol));
+        }
         Ok(outs)
     }
 }

@@ -1,0 +1,114 @@
+//! Random functions compiled ahead of time and checked against the interpreter: each case
+//! is built with the graph API (every dim known), its object linked with the others into one
+//! library (`aot_lib`) and called in this process; outputs must be the interpreter's bits.
+#![allow(dead_code)]
+
+use super::aot_lib;
+use kiln::aot::{AotArtifact, AotOptions};
+use kiln::{function, Backend, DType, Graph, Tensor, Var};
+use ndarray::ArrayD;
+
+/// One random function: its inputs and what the interpreter gives for them.
+pub struct Case {
+    pub what: String,
+    pub art: AotArtifact,
+    pub inputs: Vec<Tensor>,
+    pub want: Vec<Tensor>,
+}
+
+/// Builds `outputs(inputs)` for inputs of `shapes` (all dims known), compiles it ahead of time
+/// as `symbol` and runs it on the interpreter.
+pub fn case(
+    what: String,
+    symbol: String,
+    inputs: Vec<Tensor>,
+    outputs: impl FnOnce(&[Var]) -> Vec<Var>,
+) -> Case {
+    let g = Graph::new();
+    let vars: Vec<Var> = inputs
+        .iter()
+        .enumerate()
+        .map(|(i, t)| {
+            let dims: Vec<Option<usize>> = t.shape().iter().map(|&d| Some(d)).collect();
+            g.input(&format!("in{i}"), t.dtype(), dims)
+        })
+        .collect();
+    let outs = outputs(&vars);
+    let var_refs: Vec<&Var> = vars.iter().collect();
+    let out_refs: Vec<&Var> = outs.iter().collect();
+    let opts = AotOptions {
+        symbol: Some(symbol),
+        ..AotOptions::default()
+    };
+    let art = function(&var_refs, &out_refs)
+        .aot(&opts)
+        .unwrap_or_else(|e| panic!("{what}: {e}"));
+    let interp = function(&var_refs, &out_refs)
+        .backend(Backend::Interp)
+        .compile()
+        .unwrap();
+    let refs: Vec<&Tensor> = inputs.iter().collect();
+    let want = interp.call(&refs).unwrap_or_else(|e| panic!("{what}: {e}"));
+    Case {
+        what,
+        art,
+        inputs,
+        want,
+    }
+}
+
+/// The same bits (any NaN matches any NaN).
+pub fn same_bits(a: &Tensor, b: &Tensor) -> bool {
+    let (x, y) = (a.to_f64_vec(), b.to_f64_vec());
+    a.dtype() == b.dtype()
+        && a.shape() == b.shape()
+        && x.iter()
+            .zip(&y)
+            .all(|(p, q)| p.to_bits() == q.to_bits() || (p.is_nan() && q.is_nan()))
+}
+
+/// Links every case's object into one library and checks each against the interpreter.
+pub fn check_all(cases: &[Case], name: &str) {
+    let dir = std::env::temp_dir().join(format!("kiln-aot-windows-{}-{name}", std::process::id()));
+    let arts: Vec<&AotArtifact> = cases.iter().map(|c| &c.art).collect();
+    let lib = aot_lib::link(&arts, &dir).unwrap_or_else(|e| panic!("linking: {e}"));
+    for c in cases {
+        let got = lib
+            .call(&c.art, &c.inputs)
+            .unwrap_or_else(|e| panic!("{}: {e}", c.what));
+        for (i, (g, w)) in got.iter().zip(&c.want).enumerate() {
+            assert!(
+                same_bits(g, w),
+                "{}: output {i}: ahead of time {g:?}, the interpreter {w:?}",
+                c.what
+            );
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `a` converted to `dtype` (bool: nonzero; halves: rounded to nearest).
+pub fn as_dtype(a: ArrayD<f64>, dtype: DType) -> Tensor {
+    match dtype {
+        DType::Bool => Tensor::Bool(a.mapv(|v| v != 0.0)),
+        DType::F32 => Tensor::from(a.mapv(|v| v as f32)),
+        DType::I32 => Tensor::from(a.mapv(|v| v as i32)),
+        DType::I64 => Tensor::from(a.mapv(|v| v as i64)),
+        DType::F16 => Tensor::F16(a.mapv(kiln::half::f16::from_f64)),
+        DType::BF16 => Tensor::BF16(a.mapv(kiln::half::bf16::from_f64)),
+        DType::F64 => Tensor::from(a),
+    }
+}
+
+/// `t` stored with its last two axes swapped: the function transposes it back, so the op
+/// reads it through strides.
+pub fn stored_transposed(t: &Tensor) -> Tensor {
+    t.view().swap_last_two().to_standard_owned()
+}
+
+pub fn swap_last(v: &Var) -> Var {
+    let r = v.ty().rank();
+    let mut perm: Vec<usize> = (0..r).collect();
+    perm.swap(r - 2, r - 1);
+    v.transpose(&perm)
+}
