@@ -228,6 +228,51 @@ fn random_one_hots_and_running_sums_have_the_interpreters_bits() {
 }
 
 #[test]
+fn random_sorts_have_the_interpreters_bits() {
+    if !aot_lib::have_cc() {
+        eprintln!("skipped: no `cc` to link the objects with");
+        return;
+    }
+    let mut rng = Rng(0x5eed_1de0_0000_0003);
+    let mut cases: Vec<Case> = Vec::new();
+    // Zeros of both signs often: they are equal, so their order is the stable one.
+    let special = [f64::NAN, f64::INFINITY, f64::NEG_INFINITY, -0.0, 0.0, -0.0, 0.0];
+    for k in 0..42 {
+        let rank = 1 + rng.below(3);
+        let axis = rng.below(rank);
+        let mut xs = shape(&mut rng, rank, true);
+        // Long lanes now and then: merges of several widths, odd lengths.
+        if rng.below(3) == 0 {
+            xs[axis] = 5 + rng.below(40);
+        }
+        let dtype = ALL[k % 7];
+        let n: usize = xs.iter().product();
+        // Few distinct values (ties), and the special floats.
+        let v: Vec<f64> = (0..n)
+            .map(|_| match rng.below(4) {
+                0 if dtype.is_float() => special[rng.below(special.len())],
+                _ => rng.below(9) as f64 - 4.0 + if dtype.is_float() { 0.5 } else { 0.0 },
+            })
+            .collect();
+        let x = as_dtype(ArrayD::from_shape_vec(IxDyn(&xs), v).unwrap(), dtype);
+        let transposed = rank >= 2 && k % 3 == 2;
+        let x_in = stored(&x, transposed);
+        let descending = k % 2 == 1;
+        let ax = axis as i64;
+        let what = format!("sort {k}: {dtype}{xs:?} axis {axis} descending {descending}");
+        cases.push(case(what, format!("sort{k}"), vec![x_in], |v| {
+            let x = read(&v[0], transposed);
+            if descending {
+                vec![x.sort_descending(ax), x.argsort_descending(ax)]
+            } else {
+                vec![x.sort(ax), x.argsort(ax)]
+            }
+        }));
+    }
+    check_all(&cases, "sorts");
+}
+
+#[test]
 fn an_index_out_of_range_returns_the_code_of_the_step_that_found_it() {
     if !aot_lib::have_cc() {
         eprintln!("skipped: no `cc` to link the objects with");

@@ -5,9 +5,10 @@
 //! a stack slot.
 
 use super::clif::{define, for_lt, mem, offset, signature};
-use super::gather::{gather, scatter, Axis};
+use super::gather::{bits_type, gather, scatter, Axis};
 use super::kernels::{define_helpers, define_matmul};
 use super::plan::{collapse, Loc, Plan, Step, View};
+use super::sort::define_sort;
 use crate::codegen::clif::map::{define_map_kernel, Bcast};
 use crate::codegen::clif::math_clif::ClifMath;
 use crate::codegen::clif::nd_seek;
@@ -44,6 +45,7 @@ struct Library {
     matmuls: HashMap<DType, FuncId>,
     /// Random kernels by distribution and dtype.
     randoms: HashMap<String, FuncId>,
+    sorts: HashMap<DType, FuncId>,
     kernels: String,
     clif: String,
 }
@@ -134,6 +136,17 @@ impl Library {
         Ok(id)
     }
 
+    fn sort(&mut self, module: &mut ObjectModule, symbol: &str, d: DType) -> Result<FuncId> {
+        if let Some(&id) = self.sorts.get(&d) {
+            return Ok(id);
+        }
+        let name = format!("{symbol}_sort_{d}");
+        let id = define_sort(module, &name, d, &mut self.clif)?;
+        let _ = writeln!(self.kernels, "{name}: stable merge sort of a lane of {d}");
+        self.sorts.insert(d, id);
+        Ok(id)
+    }
+
     fn matmul(&mut self, module: &mut ObjectModule, symbol: &str, d: DType) -> Result<FuncId> {
         if let Some(&id) = self.matmuls.get(&d) {
             return Ok(id);
@@ -156,6 +169,7 @@ enum StepFns {
     /// Code written into the entry point itself (gathers, scatters).
     Inline,
     Sweep(Box<StepFns>),
+    Sort(FuncId),
 }
 
 impl Library {
@@ -202,6 +216,7 @@ impl Library {
                     StepFns::Random(self.random(module, symbol, *dist, out.dtype)?)
                 }
                 Step::Gather { .. } | Step::Scatter { .. } => StepFns::Inline,
+                Step::Sort { data, .. } => StepFns::Sort(self.sort(module, symbol, data.dtype)?),
                 Step::Sweep { body, .. } => {
                     let mut body =
                         self.declare(module, symbol, std::slice::from_ref(body), max_ops)?;
@@ -257,6 +272,7 @@ pub fn emit(plan: &Plan, symbol: &str, isa: OwnedTargetIsa) -> Result<Emitted> {
         reductions: HashMap::new(),
         matmuls: HashMap::new(),
         randoms: HashMap::new(),
+        sorts: HashMap::new(),
         kernels: String::new(),
         clif: String::new(),
     };
@@ -472,6 +488,65 @@ impl Driver<'_, '_> {
                         .map(|((p, st), &by)| (offset(b, *p, k, by), st.clone()))
                         .collect();
                     map_call(b, f, slot, max_ops, shape, &moved)
+                })
+            }
+            (
+                Step::Sort {
+                    what,
+                    data,
+                    descending,
+                    values,
+                    positions,
+                    perm,
+                    tmp,
+                },
+                StepFns::Sort(id),
+            ) => {
+                let f = self.func_ref(module, *id);
+                let r = data.shape.len();
+                let n = data.shape[r - 1];
+                if data.numel() == 0 {
+                    return Ok(());
+                }
+                let lanes = &data.shape[..r - 1];
+                let outs: Vec<&View> = values.iter().chain(positions).collect();
+                let mut views = vec![data];
+                views.extend(outs.iter().copied());
+                let ops = self.map_operands(plan, what, &data.shape, views.into_iter())?;
+                let lane_strides: Vec<Vec<i64>> =
+                    ops.iter().map(|(_, st)| st[..r - 1].to_vec()).collect();
+                let along: Vec<i64> = ops.iter().map(|(_, st)| st[r - 1]).collect();
+                let bases: Vec<Value> = ops.iter().map(|(p, _)| *p).collect();
+                let (perm, tmp) = (self.base(plan, perm)?, self.base(plan, tmp)?);
+                let desc = *descending as i64;
+                let has_values = values.is_some();
+                nest(self.b, lanes, &lane_strides, bases, &mut |b, p| {
+                    let args = [
+                        b.ins().iconst(types::I64, n as i64),
+                        p[0],
+                        b.ins().iconst(types::I64, along[0]),
+                        perm,
+                        tmp,
+                        b.ins().iconst(types::I64, desc),
+                    ];
+                    b.ins().call(f, &args);
+                    let zero = b.ins().iconst(types::I64, 0);
+                    let end = b.ins().iconst(types::I64, n as i64);
+                    for_lt(b, zero, end, 1, |b, k| {
+                        let at = offset(b, perm, k, 8);
+                        let pos = b.ins().load(types::I64, mem(), at, 0);
+                        let to = offset(b, p[1], k, along[1]);
+                        if has_values {
+                            let ty = bits_type(data.dtype);
+                            let from = b.ins().imul_imm_s(pos, along[0]);
+                            let from = b.ins().iadd(p[0], from);
+                            let v = b.ins().load(ty, mem(), from, 0);
+                            b.ins().store(mem(), v, to, 0);
+                        } else {
+                            b.ins().store(mem(), pos, to, 0);
+                        }
+                        Ok(())
+                    })
                 })
             }
             (

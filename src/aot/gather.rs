@@ -26,7 +26,7 @@ pub struct Axis {
 }
 
 /// An integer type as wide as one element of `dtype`: elements are moved as bits.
-fn bits_type(dtype: DType) -> Type {
+pub fn bits_type(dtype: DType) -> Type {
     match dtype.size() {
         1 => types::I8,
         2 => types::I16,

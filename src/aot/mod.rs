@@ -47,8 +47,9 @@
 //! strided view and a product, or one map step per window tap (`plan/window.rs`). `take`,
 //! `take_along_axis` and the scatters are gather and scatter loops written into the entry point
 //! (`gather.rs`), `one_hot` a map step, `cumsum`, `cumprod` and `cumprod`'s gradient map steps
-//! swept along their axis (`plan/index.rs`). Not supported ahead of time: custom ops, `scan`,
-//! `sort` and `argsort` (an error that names the op). The code runs on one thread.
+//! swept along their axis (`plan/index.rs`), `sort` and `argsort` a stable merge sort of each
+//! lane (`sort.rs`). Not supported ahead of time: custom ops and `scan` (an error that names
+//! the op). The code runs on one thread.
 
 mod clif;
 mod emit;
@@ -56,6 +57,7 @@ mod gather;
 mod header;
 mod kernels;
 pub mod plan;
+mod sort;
 mod target;
 
 pub use header::{c_ident, c_type};

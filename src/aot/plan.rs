@@ -223,6 +223,19 @@ pub enum Step {
         add: bool,
         code: u32,
     },
+    /// `sort` or `argsort` of each lane of `data` (`[lanes.., n]`, the sorted axis last):
+    /// the lane's positions sorted into `perm` (with `tmp` as room, both `n` i64), then the
+    /// elements at them written to `values` and the positions (i64) to `positions`, each
+    /// laid out like `data`.
+    Sort {
+        what: String,
+        data: View,
+        descending: bool,
+        values: Option<View>,
+        positions: Option<View>,
+        perm: View,
+        tmp: View,
+    },
     /// The map step `body` run `count` times in order, its operands (inputs, then outputs)
     /// moved on by `advance[i]` bytes each time: a recurrence along an axis (`cumsum`).
     Sweep {
@@ -283,6 +296,22 @@ impl Step {
                 ..
             } => (vec![updates, index, target], vec![target.root]),
             Step::Sweep { body, .. } => body.views(),
+            Step::Sort {
+                data,
+                values,
+                positions,
+                perm,
+                tmp,
+                ..
+            } => (
+                vec![data],
+                values
+                    .iter()
+                    .chain(positions)
+                    .chain([perm, tmp])
+                    .map(|v| v.root)
+                    .collect(),
+            ),
         }
     }
 }
@@ -727,6 +756,11 @@ impl Builder<'_> {
                 let v = self.scatter(&what, &args, *axis, add);
                 set(self, v);
             }
+            Op::Sort { axis, descending } | Op::Argsort { axis, descending } => {
+                let values = matches!(inst.op, Op::Sort { .. });
+                let v = self.sort(&what, &args[0], *axis, *descending, values);
+                set(self, v);
+            }
             Op::OneHot { depth, dtype } => {
                 let v = self.one_hot(&what, &args[0], *depth, *dtype)?;
                 set(self, v);
@@ -1166,6 +1200,25 @@ impl Plan {
                     view(updates),
                     view(index),
                     view(target)
+                ),
+                Step::Sort {
+                    what,
+                    data,
+                    descending,
+                    values,
+                    positions,
+                    ..
+                } => writeln!(
+                    s,
+                    "{t}: sort{} the lanes of {} ({what}) -> {}",
+                    if *descending { " descending" } else { "" },
+                    view(data),
+                    values
+                        .iter()
+                        .chain(positions)
+                        .map(view)
+                        .collect::<Vec<_>>()
+                        .join(", ")
                 ),
                 Step::Sweep {
                     what,

@@ -319,4 +319,38 @@ impl Builder<'_> {
         });
         Ok(dx)
     }
+
+    /// `sort` (`values`) or `argsort` of `x` along `axis`: each lane's positions sorted by the
+    /// object's merge sort (`aot::sort`), then the elements or the positions written out.
+    pub(super) fn sort(
+        &mut self,
+        what: &str,
+        x: &View,
+        axis: usize,
+        descending: bool,
+        values: bool,
+    ) -> View {
+        let dtype = if values { x.dtype } else { DType::I64 };
+        let out = self.buffer(dtype, &x.shape);
+        let last = |v: &View| {
+            let (mut shape, mut strides) = (v.shape.clone(), v.strides.clone());
+            let (n, st) = (shape.remove(axis), strides.remove(axis));
+            shape.push(n);
+            strides.push(st);
+            v.with(shape, strides, v.offset)
+        };
+        let n = x.shape[axis];
+        let perm = self.buffer(DType::I64, &[n]);
+        let tmp = self.buffer(DType::I64, &[n]);
+        self.steps.push(Step::Sort {
+            what: what.to_string(),
+            data: last(x),
+            descending,
+            values: values.then(|| last(&out)),
+            positions: (!values).then(|| last(&out)),
+            perm,
+            tmp,
+        });
+        out
+    }
 }
