@@ -365,8 +365,10 @@ fn the_text_form_spells_the_attributes_and_parses_back() {
     }
     let again = kiln::ir::text::parse_one("f.kir", &printed).unwrap();
     assert_eq!(kiln::ir::text::print_func(&again), printed);
-    let e = kiln::aot::compile_func(&f, &kiln::aot::AotOptions::default()).unwrap_err();
-    assert!(e.to_string().contains("not supported ahead of time"), "{e}");
+    // Ahead of time they compile (tests/aot_index.rs runs them); only the gather and the
+    // scatter can fail.
+    let art = kiln::aot::compile_func(&f, &kiln::aot::AotOptions::default()).unwrap();
+    assert_eq!(art.errors.len(), 2, "{:?}", art.errors);
 }
 
 #[test]
