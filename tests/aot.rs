@@ -625,9 +625,6 @@ fn specialize(func: &Func, inputs: &[Tensor]) -> Result<Func, String> {
     Ok(f)
 }
 
-/// Ops that run on every JIT backend but have no code ahead of time yet.
-const HOST_ONLY: [&str; 1] = ["scan"];
-
 #[test]
 fn the_op_corpus_runs_ahead_of_time() {
     need_cc!();
@@ -646,7 +643,7 @@ fn the_op_corpus_runs_ahead_of_time() {
         }
     }
     files.sort();
-    let (mut ran, mut refused, mut unspecialized, mut host_only) = (0, 0, 0, 0);
+    let (mut ran, mut refused, mut unspecialized) = (0, 0, 0);
     let mut failures = Vec::new();
     for path in &files {
         let src = std::fs::read_to_string(path).unwrap();
@@ -678,17 +675,6 @@ fn the_op_corpus_runs_ahead_of_time() {
         let (f, art) = match (compiled, expect_error) {
             (Err(_), true) => {
                 refused += 1;
-                continue;
-            }
-            // Indexing by tensors has no code ahead of time yet (an object has no error
-            // channel for an index out of range): refused by name, and only those.
-            (Err(e), false)
-                if e.to_string().contains("is not supported ahead of time")
-                    && HOST_ONLY
-                        .iter()
-                        .any(|op| e.to_string().contains(&format!("`{op}`"))) =>
-            {
-                host_only += 1;
                 continue;
             }
             (Err(e), false) => {
@@ -728,16 +714,10 @@ fn the_op_corpus_runs_ahead_of_time() {
     }
     println!(
         "{ran} corpus files ran ahead of time, {refused} refused as expected, \
-         {unspecialized} with unknown dims and regions not specialized, {host_only} with ops \
-         not ahead of time yet"
+         {unspecialized} with unknown dims and regions not specialized"
     );
-    assert!(ran >= 130, "only {ran} files ran");
-    // Every op of the corpus has code ahead of time (`scan`, refused by name, has no file
-    // that specializes here).
-    assert!(
-        host_only == 0,
-        "{host_only} files refused for ops not ahead of time"
-    );
+    // Every op has code ahead of time: a file that should run and does not is a failure.
+    assert!(ran >= 155, "only {ran} files ran");
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 

@@ -18,6 +18,7 @@ use crate::codegen::clif::reduce_call::{output_strides, plan_call, KernelOffers}
 use crate::error::{Error, Result};
 use crate::ir::scalar::ScalarProgram;
 use crate::ir::{DType, RandomDist, ReduceOp};
+use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::{
     types, FuncRef, InstBuilder, StackSlotData, StackSlotKind, Type, Value,
 };
@@ -170,6 +171,7 @@ enum StepFns {
     Inline,
     Sweep(Box<StepFns>),
     Sort(FuncId),
+    Loop(Vec<StepFns>),
 }
 
 impl Library {
@@ -216,6 +218,9 @@ impl Library {
                     StepFns::Random(self.random(module, symbol, *dist, out.dtype)?)
                 }
                 Step::Gather { .. } | Step::Scatter { .. } => StepFns::Inline,
+                Step::Loop { body, .. } => {
+                    StepFns::Loop(self.declare(module, symbol, body, max_ops)?)
+                }
                 Step::Sort { data, .. } => StepFns::Sort(self.sort(module, symbol, data.dtype)?),
                 Step::Sweep { body, .. } => {
                     let mut body =
@@ -310,6 +315,7 @@ pub fn emit(plan: &Plan, symbol: &str, isa: OwnedTargetIsa) -> Result<Emitted> {
                 slot,
                 max_ops,
                 ptr,
+                steps_now: HashMap::new(),
             };
             d.steps(module, plan, &plan.steps, &fns)?;
             let ok = d.b.ins().iconst(types::I32, 0);
@@ -361,6 +367,8 @@ struct Driver<'a, 'b> {
     slot: Value,
     max_ops: usize,
     ptr: Type,
+    /// The current step of each loop being emitted, by loop id.
+    steps_now: HashMap<usize, Value>,
 }
 
 impl Driver<'_, '_> {
@@ -395,7 +403,24 @@ impl Driver<'_, '_> {
 
     /// The address of the first element of `v`.
     fn base(&mut self, plan: &Plan, v: &View) -> Result<Value> {
-        let root = match plan.roots[v.root].loc {
+        let root = self.root_address(plan, v.root)?;
+        Ok(if v.offset == 0 {
+            root
+        } else {
+            self.b.ins().iadd_imm_s(root, v.offset)
+        })
+    }
+
+    /// The address of root `r` (for a loop's slice, at the loop's current step).
+    fn root_address(&mut self, plan: &Plan, r: usize) -> Result<Value> {
+        Ok(match plan.roots[r].loc {
+            Some(Loc::Slice { of, stride, looped }) => {
+                let whole = self.root_address(plan, of)?;
+                let t = *self.steps_now.get(&looped).ok_or_else(|| {
+                    Error::Unsupported(format!("internal: r{r} is read outside its loop"))
+                })?;
+                offset(self.b, whole, t, stride)
+            }
             Some(Loc::Input(i)) => self.params[i],
             Some(Loc::Output(o)) => self.params[self.n_in + o],
             Some(Loc::Const(c)) => self.consts[c],
@@ -406,15 +431,9 @@ impl Driver<'_, '_> {
             },
             None => {
                 return Err(Error::Unsupported(format!(
-                    "internal: buffer r{} was not placed",
-                    v.root
+                    "internal: buffer r{r} was not placed"
                 )))
             }
-        };
-        Ok(if v.offset == 0 {
-            root
-        } else {
-            self.b.ins().iadd_imm_s(root, v.offset)
         })
     }
 
@@ -489,6 +508,47 @@ impl Driver<'_, '_> {
                         .collect();
                     map_call(b, f, slot, max_ops, shape, &moved)
                 })
+            }
+            (
+                Step::Loop {
+                    id,
+                    count,
+                    reverse,
+                    body,
+                    ..
+                },
+                StepFns::Loop(fns),
+            ) => {
+                // for (k = 0; k < count; k++) { t = reverse ? count - 1 - k : k; body }
+                let (head, inside, exit) = (
+                    self.b.create_block(),
+                    self.b.create_block(),
+                    self.b.create_block(),
+                );
+                self.b.append_block_param(head, types::I64);
+                let zero = self.b.ins().iconst(types::I64, 0);
+                self.b.ins().jump(head, &[zero.into()]);
+                self.b.switch_to_block(head);
+                let k = self.b.block_params(head)[0];
+                let more = self
+                    .b
+                    .ins()
+                    .icmp_imm_s(IntCC::SignedLessThan, k, *count as i64);
+                self.b.ins().brif(more, inside, &[], exit, &[]);
+                self.b.switch_to_block(inside);
+                let t = if *reverse {
+                    let last = self.b.ins().iconst(types::I64, *count as i64 - 1);
+                    self.b.ins().isub(last, k)
+                } else {
+                    k
+                };
+                self.steps_now.insert(*id, t);
+                self.steps(module, plan, body, fns)?;
+                self.steps_now.remove(id);
+                let next = self.b.ins().iadd_imm_s(k, 1);
+                self.b.ins().jump(head, &[next.into()]);
+                self.b.switch_to_block(exit);
+                Ok(())
             }
             (
                 Step::Sort {

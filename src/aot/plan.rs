@@ -17,6 +17,7 @@ use std::collections::HashMap;
 use std::fmt::Write as _;
 
 mod index;
+mod scan;
 mod window;
 
 /// Alignment of every buffer in the scratch area, in bytes.
@@ -36,6 +37,13 @@ pub enum Loc {
     Scratch(usize),
     /// Read-only data in the object (index into [`Plan::consts`]).
     Const(usize),
+    /// One step's slice of root `of` inside loop `looped` (a `scan`): the address of `of` plus
+    /// the loop's current step times `stride` bytes.
+    Slice {
+        of: RootId,
+        stride: i64,
+        looped: usize,
+    },
 }
 
 /// A piece of storage.
@@ -236,6 +244,16 @@ pub enum Step {
         perm: View,
         tmp: View,
     },
+    /// A `scan`'s loop: `body` run `count` times, step `t` going `0..count` (or back from
+    /// `count - 1` when `reverse`); roots of [`Loc::Slice`] with `looped == id` are at step
+    /// `t` of their root.
+    Loop {
+        what: String,
+        id: usize,
+        count: usize,
+        reverse: bool,
+        body: Vec<Step>,
+    },
     /// The map step `body` run `count` times in order, its operands (inputs, then outputs)
     /// moved on by `advance[i]` bytes each time: a recurrence along an axis (`cumsum`).
     Sweep {
@@ -262,12 +280,15 @@ pub fn walk<'s>(steps: &'s [Step], pos: &mut usize, f: &mut dyn FnMut(usize, &'s
     for s in steps {
         f(*pos, s);
         *pos += 1;
-        if let Step::IfElse {
-            then, otherwise, ..
-        } = s
-        {
-            walk(then, pos, f);
-            walk(otherwise, pos, f);
+        match s {
+            Step::IfElse {
+                then, otherwise, ..
+            } => {
+                walk(then, pos, f);
+                walk(otherwise, pos, f);
+            }
+            Step::Loop { body, .. } => walk(body, pos, f),
+            _ => {}
         }
     }
 }
@@ -285,6 +306,7 @@ impl Step {
             Step::Reduce { inputs, out, .. } => (inputs.iter().collect(), vec![out.root]),
             Step::MatMul { a, b, c, .. } => (vec![a, b], vec![c.root]),
             Step::IfElse { cond, .. } => (vec![cond], vec![]),
+            Step::Loop { .. } => (vec![], vec![]),
             Step::Random { counter, out, .. } => (counter.iter().collect(), vec![out.root]),
             Step::Gather {
                 data, index, out, ..
@@ -445,6 +467,8 @@ struct Builder<'a> {
     steps: Vec<Step>,
     views: HashMap<Value, View>,
     errors: Vec<String>,
+    /// Loops planned so far (their ids).
+    loops: usize,
 }
 
 impl Builder<'_> {
@@ -605,11 +629,12 @@ impl Builder<'_> {
                 set(self, out);
             }
             Kernel::Perform => self.perform(inst, &what, args, &shapes)?,
-            Kernel::Scan { .. } => {
-                return Err(Error::Unsupported(format!(
-                "{what}: `scan` is not supported ahead of time (its loop runs on the JIT backends)"
-            )))
-            }
+            Kernel::Scan {
+                body,
+                params,
+                carries,
+                reverse,
+            } => self.scan(&what, inst, &args, body, params, *carries, *reverse)?,
             Kernel::Gemm {
                 update: Some(_), ..
             }
@@ -973,6 +998,7 @@ pub fn build(func: &Func, in_names: &[String], out_names: &[String]) -> Result<P
         steps: Vec::new(),
         views: HashMap::new(),
         errors: Vec::new(),
+        loops: 0,
     };
     let mut inputs = Vec::new();
     for (i, &p) in func.params.iter().enumerate() {
@@ -1031,14 +1057,27 @@ pub fn build(func: &Func, in_names: &[String], out_names: &[String]) -> Result<P
             });
         }
     }
-    // Lifetimes of buffers: from the first step that touches them to the last.
+    // Lifetimes of buffers: from the first step that touches them to the last (a step's
+    // slice of a root touches the root).
     let roots = &mut b.roots;
     walk(&b.steps, &mut 0, &mut |t, s| {
-        let (reads, writes) = s.views();
-        for r in reads.iter().map(|v| v.root).chain(writes) {
+        for r in touched(roots, s) {
             let root = &mut roots[r];
             root.first = root.first.min(t);
             root.last = root.last.max(t);
+        }
+    });
+    // A loop runs its body again: what the body touches lives over the whole loop.
+    walk(&b.steps, &mut 0, &mut |t, s| {
+        if let Step::Loop { body, .. } = s {
+            let mut end = t + 1;
+            let mut inside = Vec::new();
+            walk(body, &mut end, &mut |_, s| inside.extend(touched(roots, s)));
+            for r in inside {
+                let root = &mut roots[r];
+                root.first = root.first.min(t);
+                root.last = root.last.max(end);
+            }
         }
     });
     let scratch_bytes = layout(&mut b.roots);
@@ -1051,6 +1090,22 @@ pub fn build(func: &Func, in_names: &[String], out_names: &[String]) -> Result<P
         scratch_bytes,
         errors: b.errors,
     })
+}
+
+/// The storage roots step `s` reads or writes (a slice's own root in place of the slice).
+fn touched(roots: &[Root], s: &Step) -> Vec<RootId> {
+    let (reads, writes) = s.views();
+    reads
+        .iter()
+        .map(|v| v.root)
+        .chain(writes)
+        .map(|mut r| {
+            while let Some(Loc::Slice { of, .. }) = roots[r].loc {
+                r = of;
+            }
+            r
+        })
+        .collect()
 }
 
 /// Places every unplaced buffer in the scratch area (`lower::memory`'s static memory plan, at
@@ -1240,6 +1295,22 @@ impl Plan {
                     ),
                     _ => writeln!(s, "{t}: {count} times ({what})"),
                 },
+                Step::Loop {
+                    what,
+                    id,
+                    count,
+                    reverse,
+                    body,
+                } => {
+                    let mut end = t + 1;
+                    walk(body, &mut end, &mut |_, _| {});
+                    writeln!(
+                        s,
+                        "{t}: loop {id} ({what}): steps {}..{end} {count} times{}",
+                        t + 1,
+                        if *reverse { ", from the last" } else { "" }
+                    )
+                }
                 Step::IfElse {
                     what, cond, then, ..
                 } => {

@@ -8,16 +8,18 @@ use kiln::aot::{AotArtifact, AotOptions};
 use kiln::{function, Backend, DType, Graph, Tensor, Var};
 use ndarray::ArrayD;
 
-/// One random function: its inputs and what the interpreter gives for them.
+/// One random function: its inputs and what the interpreter and the CPU backend give for
+/// them.
 pub struct Case {
     pub what: String,
     pub art: AotArtifact,
     pub inputs: Vec<Tensor>,
     pub want: Vec<Tensor>,
+    pub jit: Vec<Tensor>,
 }
 
 /// Builds `outputs(inputs)` for inputs of `shapes` (all dims known), compiles it ahead of time
-/// as `symbol` and runs it on the interpreter.
+/// as `symbol` and runs it on the interpreter and the CPU backend.
 pub fn case(
     what: String,
     symbol: String,
@@ -49,11 +51,17 @@ pub fn case(
         .unwrap();
     let refs: Vec<&Tensor> = inputs.iter().collect();
     let want = interp.call(&refs).unwrap_or_else(|e| panic!("{what}: {e}"));
+    let cpu = function(&var_refs, &out_refs)
+        .backend(Backend::Cpu)
+        .compile()
+        .unwrap();
+    let jit = cpu.call(&refs).unwrap_or_else(|e| panic!("{what}: {e}"));
     Case {
         what,
         art,
         inputs,
         want,
+        jit,
     }
 }
 
@@ -67,24 +75,63 @@ pub fn same_bits(a: &Tensor, b: &Tensor) -> bool {
             .all(|(p, q)| p.to_bits() == q.to_bits() || (p.is_nan() && q.is_nan()))
 }
 
-/// Links every case's object into one library and checks each against the interpreter.
+/// Links every case's object into one library and checks that each gives the interpreter's
+/// bits (and so the CPU backend's).
 pub fn check_all(cases: &[Case], name: &str) {
-    let dir = std::env::temp_dir().join(format!("kiln-aot-windows-{}-{name}", std::process::id()));
+    check(cases, name, true)
+}
+
+/// Like [`check_all`] for functions with matrix products, which the interpreter multiplies
+/// in another order than kiln's GEMM: the CPU backend's bits (the object runs the same plan
+/// with the same blocking), and the interpreter's values within rounding.
+pub fn check_all_close(cases: &[Case], name: &str) {
+    check(cases, name, false)
+}
+
+fn check(cases: &[Case], name: &str, interpreter_bits: bool) {
+    let dir = std::env::temp_dir().join(format!("kiln-aot-cases-{}-{name}", std::process::id()));
     let arts: Vec<&AotArtifact> = cases.iter().map(|c| &c.art).collect();
     let lib = aot_lib::link(&arts, &dir).unwrap_or_else(|e| panic!("linking: {e}"));
     for c in cases {
         let got = lib
             .call(&c.art, &c.inputs)
             .unwrap_or_else(|e| panic!("{}: {e}", c.what));
-        for (i, (g, w)) in got.iter().zip(&c.want).enumerate() {
+        for (i, ((g, w), j)) in got.iter().zip(&c.want).zip(&c.jit).enumerate() {
+            let ok = if interpreter_bits {
+                same_bits(g, w)
+            } else {
+                within_rounding(g, w)
+            };
             assert!(
-                same_bits(g, w),
+                ok,
                 "{}: output {i}: ahead of time {g:?}, the interpreter {w:?}",
+                c.what
+            );
+            assert!(
+                same_bits(g, j),
+                "{}: output {i}: ahead of time {g:?}, the CPU backend {j:?}",
                 c.what
             );
         }
     }
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `got` is `want` within a few roundings of a long computation (a gradient summed over many
+/// steps): `1e-5 (1 + |want|)` in f32, `1e-12 (1 + |want|)` in f64, exact otherwise.
+fn within_rounding(got: &Tensor, want: &Tensor) -> bool {
+    let tol = match got.dtype() {
+        DType::F32 => 1e-5,
+        DType::F64 => 1e-12,
+        _ => 0.0,
+    };
+    got.dtype() == want.dtype()
+        && got.shape() == want.shape()
+        && got
+            .to_f64_vec()
+            .iter()
+            .zip(want.to_f64_vec())
+            .all(|(&g, w)| (g.is_nan() && w.is_nan()) || (g - w).abs() <= tol * (1.0 + w.abs()))
 }
 
 /// `a` converted to `dtype` (bool: nonzero; halves: rounded to nearest).
