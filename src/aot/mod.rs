@@ -48,8 +48,8 @@
 //! `take_along_axis` and the scatters are gather and scatter loops written into the entry point
 //! (`gather.rs`), `one_hot` a map step, `cumsum`, `cumprod` and `cumprod`'s gradient map steps
 //! swept along their axis (`plan/index.rs`), `sort` and `argsort` a stable merge sort of each
-//! lane (`sort.rs`). Not supported ahead of time: custom ops and `scan` (an error that names
-//! the op). The code runs on one thread.
+//! lane (`sort.rs`), and `scan` a loop over its body's steps (`plan/scan.rs`). Not supported
+//! ahead of time: custom ops (an error that names the op). The code runs on one thread.
 
 mod clif;
 mod emit;
