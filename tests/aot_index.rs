@@ -338,3 +338,48 @@ fn an_index_out_of_range_returns_the_code_of_the_step_that_found_it() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn indices_are_checked_where_nothing_is_gathered_or_scattered() {
+    if !aot_lib::have_cc() {
+        eprintln!("skipped: no `cc` to link the objects with");
+        return;
+    }
+    // Rows of no element: the results are empty, but an index out of range is still an error,
+    // as in the interpreter.
+    let table = Tensor::zeros(DType::F32, &[3, 0]);
+    let ids = |v: Vec<i32>| Tensor::from(ArrayD::from_shape_vec(IxDyn(&[v.len()]), v).unwrap());
+    let cases = [
+        case(
+            "take".into(),
+            "empty_take".into(),
+            vec![table.clone(), ids(vec![0, 2])],
+            |v| vec![v[0].take(&v[1], 0)],
+        ),
+        case(
+            "scatter".into(),
+            "empty_scatter".into(),
+            vec![
+                table.clone(),
+                ids(vec![1]),
+                Tensor::zeros(DType::F32, &[1, 0]),
+            ],
+            |v| vec![kiln::scatter_add(&v[0], &v[1], &v[2], 0)],
+        ),
+    ];
+    let dir = std::env::temp_dir().join(format!("kiln-aot-index-{}-empty", std::process::id()));
+    let arts: Vec<&kiln::aot::AotArtifact> = cases.iter().map(|c| &c.art).collect();
+    let lib = aot_lib::link(&arts, &dir).unwrap();
+    for c in &cases {
+        let got = lib.call(&c.art, &c.inputs).unwrap();
+        assert!(aot_cases::same_bits(&got[0], &c.want[0]), "{}", c.what);
+        let mut bad = c.inputs.clone();
+        bad[1] = ids(vec![3; c.inputs[1].len()]);
+        let err = lib.call(&c.art, &bad).expect_err("an index out of range");
+        assert!(
+            err.contains("returned 1") && err.contains("out of range"),
+            "{err}"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

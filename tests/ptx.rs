@@ -47,6 +47,10 @@ fn kernel_steps(func: &Func) -> usize {
             (Kernel::Perform, kiln::ir::Op::Random { dist, .. }) => {
                 !matches!(dist, kiln::ir::RandomDist::Normal { .. })
             }
+            // Gathers.
+            (Kernel::Perform, kiln::ir::Op::Take { .. } | kiln::ir::Op::TakeAlongAxis { .. }) => {
+                true
+            }
             _ => false,
         })
         .count()

@@ -5,7 +5,7 @@
 //! a stack slot.
 
 use super::clif::{define, for_lt, mem, offset, signature};
-use super::gather::{bits_type, gather, scatter, Axis};
+use super::gather::{bits_type, check_indices, gather, scatter, Axis};
 use super::kernels::{define_helpers, define_matmul};
 use super::plan::{collapse, Loc, Plan, Step, View};
 use super::sort::define_sort;
@@ -217,7 +217,9 @@ impl Library {
                 Step::Random { dist, out, .. } => {
                     StepFns::Random(self.random(module, symbol, *dist, out.dtype)?)
                 }
-                Step::Gather { .. } | Step::Scatter { .. } => StepFns::Inline,
+                Step::Gather { .. } | Step::Scatter { .. } | Step::CheckIndices { .. } => {
+                    StepFns::Inline
+                }
                 Step::Loop { body, .. } => {
                     StepFns::Loop(self.declare(module, symbol, body, max_ops)?)
                 }
@@ -636,6 +638,23 @@ impl Driver<'_, '_> {
                     [data.dtype, index.dtype],
                     axis,
                 )
+            }
+            (
+                Step::CheckIndices {
+                    what,
+                    index,
+                    axis_len,
+                    code,
+                },
+                StepFns::Inline,
+            ) => {
+                let ops = self.map_operands(plan, what, &index.shape, [index].into_iter())?;
+                let axis = Axis {
+                    len: *axis_len,
+                    stride: 0,
+                    code: *code,
+                };
+                check_indices(self.b, &index.shape, &ops[0].1, ops[0].0, index.dtype, axis)
             }
             (
                 Step::Scatter {

@@ -125,3 +125,21 @@ pub fn scatter(
         Ok(())
     })
 }
+
+/// Every index of the `index` array over `shape` (byte `strides`, first at `base`) checked, as
+/// [`gather`] checks them; nothing else.
+pub fn check_indices(
+    b: &mut FunctionBuilder,
+    shape: &[usize],
+    strides: &[i64],
+    base: Value,
+    index: DType,
+    axis: Axis,
+) -> Result<()> {
+    let Some((sh, st)) = collapse(shape, &[strides.to_vec()]) else {
+        return Ok(());
+    };
+    super::emit::nest(b, &sh, &st, vec![base], &mut |b, p| {
+        position(b, p[0], index, axis).map(|_| ())
+    })
+}

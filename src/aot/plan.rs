@@ -217,6 +217,15 @@ pub enum Step {
         out: View,
         code: u32,
     },
+    /// Every index of `index` checked as [`Step::Gather`] checks it, nothing read or written:
+    /// for a gather with no element to write, whose indices are still checked (as `perform`
+    /// checks them).
+    CheckIndices {
+        what: String,
+        index: View,
+        axis_len: usize,
+        code: u32,
+    },
     /// A scatter over `shape`, in row-major order (index order):
     /// `target[p + position(index[p]) * axis_stride] = updates[p]` (or `+=` with `add`), each
     /// index checked first as for [`Step::Gather`] (returning `code`).
@@ -318,6 +327,7 @@ impl Step {
                 ..
             } => (vec![updates, index, target], vec![target.root]),
             Step::Sweep { body, .. } => body.views(),
+            Step::CheckIndices { index, .. } => (vec![index], vec![]),
             Step::Sort {
                 data,
                 values,
@@ -1255,6 +1265,16 @@ impl Plan {
                     view(updates),
                     view(index),
                     view(target)
+                ),
+                Step::CheckIndices {
+                    what,
+                    index,
+                    axis_len,
+                    code,
+                } => writeln!(
+                    s,
+                    "{t}: check the indices {} (axis of {axis_len}) ({what}), failing with {code}",
+                    view(index)
                 ),
                 Step::Sort {
                     what,

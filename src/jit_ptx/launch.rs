@@ -18,6 +18,10 @@ pub fn kernel_launch<T: Operand>(info: &KernelInfo, inputs: &[T]) -> Result<Laun
             reduce_launch(inputs, info.rank, *op, axes, *keepdims)
         }
         (KernelKind::Reduce, None) => Err(Error::Runtime(format!("{}: no reduction", info.name))),
+        (KernelKind::Gather, _) => match info.gather {
+            Some(g) => super::gather::gather_launch(g, inputs),
+            None => Err(Error::Runtime(format!("{}: no gather", info.name))),
+        },
         (KernelKind::Random, _) => {
             let shape = info.out_shape.clone().unwrap_or_default();
             let n: usize = shape.iter().product();

@@ -3,8 +3,9 @@
 //! `inkwell`). It needs no GPU: `kiln ptx` and the tests run it anywhere.
 //!
 //! Gemm steps (cuBLAS) and perform steps (the host), argmax and argmin included, are not
-//! kernels, except random ops (`random.rs`: uniform and Bernoulli); the module holds one entry
-//! per map, reduce or random step of the plan, branches of `ifelse` included. See docs/gpu.md for the kernel ABI and what is not done yet.
+//! kernels, except random ops (`random.rs`: uniform and Bernoulli) and gathers (`gather.rs`:
+//! `take`, `take_along_axis`); the module holds one entry per map, reduce, random or gather
+//! step of the plan, branches of `ifelse` included. See docs/gpu.md for the kernel ABI and what is not done yet.
 //!
 //! Files: `gen.rs` (the LLVM context and intrinsics), `kernel.rs` (entries, loads and stores,
 //! index arithmetic, loops), `scalar.rs` (scalar ops), `math_llvm.rs` (the shared math
@@ -18,6 +19,7 @@ mod blas;
 pub mod cuda;
 pub mod device;
 mod float_divmod;
+mod gather;
 mod gen;
 pub mod host;
 mod kernel;
@@ -46,6 +48,8 @@ pub enum KernelKind {
     Reduce,
     /// A random op's elements (`random.rs`).
     Random,
+    /// `take` or `take_along_axis` (`gather.rs`): a flag pointer follows the inputs.
+    Gather,
 }
 
 /// One kernel entry of the module and the step it computes.
@@ -66,6 +70,8 @@ pub struct KernelInfo {
     pub reduce: Option<(ReduceOp, Vec<usize>, bool)>,
     /// The output's shape where the kernel fixes it (a random op's), not its inputs.
     pub out_shape: Option<Vec<usize>>,
+    /// For a gather: which one, along which axis.
+    pub gather: Option<gather::Gather>,
 }
 
 /// The PTX of one function.
@@ -212,8 +218,31 @@ pub(crate) fn define_step(
                     out_dtypes: vec![*dtype],
                     reduce: None,
                     out_shape: Some(shape.clone()),
+                    gather: None,
                 };
                 return Ok(Some(info));
+            }
+            crate::ir::Op::Take { axis } | crate::ir::Op::TakeAlongAxis { axis } => {
+                let gather = gather::Gather {
+                    axis: *axis,
+                    along: matches!(step.op, crate::ir::Op::TakeAlongAxis { .. }),
+                };
+                let data = func.ty(step.args[0]).dtype;
+                let index = func.ty(step.args[1]).dtype;
+                let rank = func.ty(step.results[0]).rank();
+                let name = format!("{name}_gather");
+                gather::define_gather(g, &name, data, index, rank).map_err(context)?;
+                return Ok(Some(KernelInfo {
+                    name,
+                    kind: KernelKind::Gather,
+                    step: step.id,
+                    result: step.results[0],
+                    rank,
+                    out_dtypes: vec![data],
+                    reduce: None,
+                    out_shape: None,
+                    gather: Some(gather),
+                }));
             }
             _ => return Ok(None),
         },
@@ -234,6 +263,7 @@ pub(crate) fn define_step(
         out_dtypes,
         reduce,
         out_shape: None,
+        gather: None,
     }))
 }
 

@@ -77,19 +77,7 @@ impl Builder<'_> {
             index_strides(idx, axis, rank),
             idx.offset,
         );
-        let n = x.shape[axis];
-        let code = self.out_of_range(what, axis, n);
-        self.steps.push(Step::Gather {
-            what: what.to_string(),
-            shape: out_shape.to_vec(),
-            data,
-            index,
-            axis_len: n,
-            axis_stride: x.strides[axis],
-            out: out.clone(),
-            code,
-        });
-        out
+        self.gather(what, (x, idx, axis), out_shape, data, index, out)
     }
 
     /// numpy `take_along_axis(x, idx, axis)`: the other dims broadcast.
@@ -115,8 +103,30 @@ impl Builder<'_> {
         };
         let data = x.with(out_shape.to_vec(), stretched(x, Some(axis)), x.offset);
         let index = idx.with(out_shape.to_vec(), stretched(idx, None), idx.offset);
+        self.gather(what, (x, idx, axis), out_shape, data, index, out)
+    }
+
+    /// The gather step (or, where it has no element, the check of its indices alone).
+    fn gather(
+        &mut self,
+        what: &str,
+        (x, idx, axis): (&View, &View, usize),
+        out_shape: &[usize],
+        data: View,
+        index: View,
+        out: View,
+    ) -> View {
         let n = x.shape[axis];
         let code = self.out_of_range(what, axis, n);
+        if out.numel() == 0 {
+            self.steps.push(Step::CheckIndices {
+                what: what.to_string(),
+                index: idx.clone(),
+                axis_len: n,
+                code,
+            });
+            return out;
+        }
         self.steps.push(Step::Gather {
             what: what.to_string(),
             shape: out_shape.to_vec(),
@@ -148,6 +158,16 @@ impl Builder<'_> {
         );
         let n = x.shape[axis];
         let code = self.out_of_range(what, axis, n);
+        if updates.numel() == 0 {
+            // Nothing to write, but the indices are checked all the same.
+            self.steps.push(Step::CheckIndices {
+                what: what.to_string(),
+                index: idx.clone(),
+                axis_len: n,
+                code,
+            });
+            return out;
+        }
         self.steps.push(Step::Scatter {
             what: what.to_string(),
             shape: updates.shape.clone(),
