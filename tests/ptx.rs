@@ -47,10 +47,14 @@ fn kernel_steps(func: &Func) -> usize {
             (Kernel::Perform, kiln::ir::Op::Random { dist, .. }) => {
                 !matches!(dist, kiln::ir::RandomDist::Normal { .. })
             }
-            // Gathers.
-            (Kernel::Perform, kiln::ir::Op::Take { .. } | kiln::ir::Op::TakeAlongAxis { .. }) => {
-                true
-            }
+            // Gathers, running sums and products.
+            (
+                Kernel::Perform,
+                kiln::ir::Op::Take { .. }
+                | kiln::ir::Op::TakeAlongAxis { .. }
+                | kiln::ir::Op::Cumsum { .. }
+                | kiln::ir::Op::Cumprod { .. },
+            ) => true,
             _ => false,
         })
         .count()

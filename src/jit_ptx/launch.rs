@@ -22,6 +22,10 @@ pub fn kernel_launch<T: Operand>(info: &KernelInfo, inputs: &[T]) -> Result<Laun
             Some(g) => super::gather::gather_launch(g, inputs),
             None => Err(Error::Runtime(format!("{}: no gather", info.name))),
         },
+        (KernelKind::Running, _) => match info.running {
+            Some(r) => super::running::running_launch(r, inputs),
+            None => Err(Error::Runtime(format!("{}: no running sum", info.name))),
+        },
         (KernelKind::Random, _) => {
             let shape = info.out_shape.clone().unwrap_or_default();
             let n: usize = shape.iter().product();

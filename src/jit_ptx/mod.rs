@@ -3,9 +3,9 @@
 //! `inkwell`). It needs no GPU: `kiln ptx` and the tests run it anywhere.
 //!
 //! Gemm steps (cuBLAS) and perform steps (the host), argmax and argmin included, are not
-//! kernels, except random ops (`random.rs`: uniform and Bernoulli) and gathers (`gather.rs`:
-//! `take`, `take_along_axis`); the module holds one entry per map, reduce, random or gather
-//! step of the plan, branches of `ifelse` included. See docs/gpu.md for the kernel ABI and what is not done yet.
+//! kernels, except random ops (`random.rs`: uniform and Bernoulli), gathers (`gather.rs`:
+//! `take`, `take_along_axis`) and running sums (`running.rs`: `cumsum`, `cumprod`); the
+//! module holds one entry per such step of the plan, branches of `ifelse` included. See docs/gpu.md for the kernel ABI and what is not done yet.
 //!
 //! Files: `gen.rs` (the LLVM context and intrinsics), `kernel.rs` (entries, loads and stores,
 //! index arithmetic, loops), `scalar.rs` (scalar ops), `math_llvm.rs` (the shared math
@@ -29,6 +29,7 @@ mod math_llvm;
 mod pow;
 mod random;
 mod reduce;
+mod running;
 pub mod runtime;
 mod scalar;
 mod target;
@@ -50,6 +51,8 @@ pub enum KernelKind {
     Random,
     /// `take` or `take_along_axis` (`gather.rs`): a flag pointer follows the inputs.
     Gather,
+    /// `cumsum` or `cumprod` (`running.rs`).
+    Running,
 }
 
 /// One kernel entry of the module and the step it computes.
@@ -72,6 +75,8 @@ pub struct KernelInfo {
     pub out_shape: Option<Vec<usize>>,
     /// For a gather: which one, along which axis.
     pub gather: Option<gather::Gather>,
+    /// For a running sum or product: which one, along which axis.
+    pub running: Option<running::Running>,
 }
 
 /// The PTX of one function.
@@ -219,6 +224,7 @@ pub(crate) fn define_step(
                     reduce: None,
                     out_shape: Some(shape.clone()),
                     gather: None,
+                    running: None,
                 };
                 return Ok(Some(info));
             }
@@ -242,6 +248,30 @@ pub(crate) fn define_step(
                     reduce: None,
                     out_shape: None,
                     gather: Some(gather),
+                    running: None,
+                }));
+            }
+            crate::ir::Op::Cumsum { axis } | crate::ir::Op::Cumprod { axis } => {
+                let running = running::Running {
+                    axis: *axis,
+                    sum: matches!(step.op, crate::ir::Op::Cumsum { .. }),
+                };
+                let x = func.ty(step.args[0]).dtype;
+                let out = func.ty(step.results[0]).dtype;
+                let rank = func.ty(step.results[0]).rank();
+                let name = format!("{name}_running");
+                running::define_running(g, &name, x, out, rank, running.sum).map_err(context)?;
+                return Ok(Some(KernelInfo {
+                    name,
+                    kind: KernelKind::Running,
+                    step: step.id,
+                    result: step.results[0],
+                    rank,
+                    out_dtypes: vec![out],
+                    reduce: None,
+                    out_shape: None,
+                    gather: None,
+                    running: Some(running),
                 }));
             }
             _ => return Ok(None),
@@ -264,6 +294,7 @@ pub(crate) fn define_step(
         reduce,
         out_shape: None,
         gather: None,
+        running: None,
     }))
 }
 
