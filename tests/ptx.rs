@@ -53,7 +53,8 @@ fn kernel_steps(func: &Func) -> usize {
                 kiln::ir::Op::Take { .. }
                 | kiln::ir::Op::TakeAlongAxis { .. }
                 | kiln::ir::Op::Cumsum { .. }
-                | kiln::ir::Op::Cumprod { .. },
+                | kiln::ir::Op::Cumprod { .. }
+                | kiln::ir::Op::OneHot { .. },
             ) => true,
             _ => false,
         })

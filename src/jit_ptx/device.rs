@@ -258,9 +258,11 @@ impl GpuKernel {
         // Enough blocks to fill the GPU, no more than the work needs (both kernels stride).
         let fill = 32 * dev.sms as usize;
         let grid = match info.kind {
-            KernelKind::Map | KernelKind::Random | KernelKind::Gather | KernelKind::Running => {
-                launch.scalars[0].max(0) as usize / BLOCK as usize + 1
-            }
+            KernelKind::Map
+            | KernelKind::Random
+            | KernelKind::Gather
+            | KernelKind::Running
+            | KernelKind::OneHot(_) => launch.scalars[0].max(0) as usize / BLOCK as usize + 1,
             KernelKind::Reduce => launch.scalars[0].max(0) as usize,
         }
         .min(fill.max(1) * 8)

@@ -4,7 +4,8 @@
 //!
 //! Gemm steps (cuBLAS) and perform steps (the host), argmax and argmin included, are not
 //! kernels, except random ops (`random.rs`: uniform and Bernoulli), gathers (`gather.rs`:
-//! `take`, `take_along_axis`) and running sums (`running.rs`: `cumsum`, `cumprod`); the
+//! `take`, `take_along_axis`), running sums (`running.rs`: `cumsum`, `cumprod`) and
+//! `one_hot` (`one_hot.rs`); the
 //! module holds one entry per such step of the plan, branches of `ifelse` included. See docs/gpu.md for the kernel ABI and what is not done yet.
 //!
 //! Files: `gen.rs` (the LLVM context and intrinsics), `kernel.rs` (entries, loads and stores,
@@ -26,6 +27,7 @@ mod kernel;
 pub mod launch;
 mod map;
 mod math_llvm;
+mod one_hot;
 mod pow;
 mod random;
 mod reduce;
@@ -53,6 +55,8 @@ pub enum KernelKind {
     Gather,
     /// `cumsum` or `cumprod` (`running.rs`).
     Running,
+    /// `one_hot` (`one_hot.rs`) of this depth.
+    OneHot(usize),
 }
 
 /// One kernel entry of the module and the step it computes.
@@ -248,6 +252,24 @@ pub(crate) fn define_step(
                     reduce: None,
                     out_shape: None,
                     gather: Some(gather),
+                    running: None,
+                }));
+            }
+            crate::ir::Op::OneHot { depth, dtype } => {
+                let index = func.ty(step.args[0]).dtype;
+                let rank = func.ty(step.args[0]).rank();
+                let name = format!("{name}_one_hot");
+                one_hot::define_one_hot(g, &name, index, *dtype, rank).map_err(context)?;
+                return Ok(Some(KernelInfo {
+                    name,
+                    kind: KernelKind::OneHot(*depth),
+                    step: step.id,
+                    result: step.results[0],
+                    rank: rank + 1,
+                    out_dtypes: vec![*dtype],
+                    reduce: None,
+                    out_shape: None,
+                    gather: None,
                     running: None,
                 }));
             }
