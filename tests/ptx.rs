@@ -47,14 +47,16 @@ fn kernel_steps(func: &Func) -> usize {
             (Kernel::Perform, kiln::ir::Op::Random { dist, .. }) => {
                 !matches!(dist, kiln::ir::RandomDist::Normal { .. })
             }
-            // Gathers, running sums and products.
+            // Gathers, scatters, one-hots, running sums and products.
             (
                 Kernel::Perform,
                 kiln::ir::Op::Take { .. }
                 | kiln::ir::Op::TakeAlongAxis { .. }
                 | kiln::ir::Op::Cumsum { .. }
                 | kiln::ir::Op::Cumprod { .. }
-                | kiln::ir::Op::OneHot { .. },
+                | kiln::ir::Op::OneHot { .. }
+                | kiln::ir::Op::ScatterAdd { .. }
+                | kiln::ir::Op::ScatterSet { .. },
             ) => true,
             _ => false,
         })

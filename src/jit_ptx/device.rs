@@ -232,27 +232,30 @@ impl GpuKernel {
             .iter()
             .map(|&d| DeviceTensor::uninit(dev, d, &launch.out_shape))
             .collect::<Result<Vec<_>>>()?;
+        let host_copies =
+            || -> Result<Vec<Tensor>> { inputs.iter().map(|t| t.download()).collect() };
         if !launch.work {
-            if let (Some(g), true) = (info.gather, inputs.get(1).is_some_and(|i| i.len() > 0)) {
-                // No element to gather, but indices to check: `perform`'s check (and empty
+            if info.checks_indices() && inputs.get(1).is_some_and(|i| i.len() > 0) {
+                // Nothing to compute, but indices to check: `perform`'s check (and its
                 // result) on the host.
-                let (data, index) = (inputs[0].download()?, inputs[1].download()?);
-                let t = super::gather::gather_on_host(g, &data.view(), &index.view())?;
+                let host = host_copies()?;
+                let refs: Vec<TensorRef> = host.iter().map(|t| t.view()).collect();
+                let t = info.on_host(&refs)?;
                 return Ok(vec![DeviceTensor::upload(dev, t.view())?]);
             }
             return Ok(outs);
         }
         let mut params: Vec<u64> = outs.iter().map(|o| o.address()).collect();
         params.extend(inputs.iter().map(|t| t.address()));
-        // A gather's flag of an index out of range, after the inputs.
-        let flag = match info.kind {
-            KernelKind::Gather => {
+        // The flag of an index out of range, after the inputs.
+        let flag = match info.checks_indices() {
+            true => {
                 let zero = Tensor::zeros(DType::I32, &[1]);
                 let f = DeviceTensor::upload(dev, zero.view())?;
                 params.push(f.address());
                 Some(f)
             }
-            _ => None,
+            false => None,
         };
         params.extend(launch.scalars.iter().map(|&s| s as u64));
         // Enough blocks to fill the GPU, no more than the work needs (both kernels stride).
@@ -262,6 +265,7 @@ impl GpuKernel {
             | KernelKind::Random
             | KernelKind::Gather
             | KernelKind::Running
+            | KernelKind::Scatter(_)
             | KernelKind::OneHot(_) => launch.scalars[0].max(0) as usize / BLOCK as usize + 1,
             KernelKind::Reduce => launch.scalars[0].max(0) as usize,
         }
@@ -271,12 +275,13 @@ impl GpuKernel {
         // the launch's output shape, the inputs' buffers, which hold every element their shape
         // and strides reach, and the launch's scalars for those shapes and strides.
         unsafe { dev.launch(self.kernel, grid, BLOCK, &params)? };
-        if let (Some(f), Some(g)) = (flag, info.gather) {
+        if let Some(f) = flag {
             // Reading the flag waits for the kernel: the price of an error that names the
             // index, found where it is (a deferred check is left for later).
             if f.download()?.to_f64_vec()[0] != 0.0 {
-                let (data, index) = (inputs[0].download()?, inputs[1].download()?);
-                return Err(super::gather::gather_error(g, &data.view(), &index.view()));
+                let host = host_copies()?;
+                let refs: Vec<TensorRef> = host.iter().map(|t| t.view()).collect();
+                return Err(info.index_error(&refs));
             }
         }
         Ok(outs)

@@ -8,7 +8,7 @@
 //! space: 0 where the operand is the same for every value of that dim; the data's stride is 0
 //! along the dims the index picks), `axis_len` and `axis_stride` (the indexed axis of the data).
 //! A launcher that finds the flag set runs the step's `perform` on the host, whose error names
-//! the index (`gather_error`): the message is written once, there.
+//! the index (`KernelInfo::index_error`): the message is written once, there.
 
 use super::gen::{bx, Gen};
 use super::kernel::{counted_loop, declare_kernel, grid_stride, load, offsets, store};
@@ -175,15 +175,4 @@ pub fn gather_on_host(
     };
     let mut out = crate::perform::perform(&op, &[&data.to_owned(), &index.to_owned()])?;
     Ok(out.remove(0))
-}
-
-/// The error of a gather whose kernel found an index out of range: `perform`'s, which names
-/// the index.
-pub fn gather_error(gather: Gather, data: &TensorRef<'_>, index: &TensorRef<'_>) -> Error {
-    match gather_on_host(gather, data, index) {
-        Err(e) => e,
-        Ok(_) => Error::Runtime(
-            "gather: the kernel found an index out of range that perform accepts".into(),
-        ),
-    }
 }

@@ -44,11 +44,9 @@ impl Thunk for HostKernel {
             .iter()
             .map(|&d| Tensor::zeros(d, &launch.out_shape))
             .collect();
-        if let (false, Some(g)) = (launch.work, info.gather) {
-            // No element to gather, but maybe indices to check: `perform`'s check.
-            return Ok(vec![super::gather::gather_on_host(
-                g, &inputs[0], &inputs[1],
-            )?]);
+        if !launch.work && info.checks_indices() {
+            // Nothing to compute, but maybe indices to check: `perform`'s check.
+            return Ok(vec![info.on_host(inputs)?]);
         }
         if launch.work {
             let mut args: Vec<i64> = Vec::new();
@@ -56,19 +54,19 @@ impl Thunk for HostKernel {
                 args.push(for_each_dtype!(o, a => a.as_mut_ptr() as i64));
             }
             args.extend(inputs.iter().map(|t| t.as_ptr() as i64));
-            // A gather's flag of an index out of range, after the inputs.
+            // The flag of an index out of range, after the inputs.
             let mut flag = 0i32;
-            if info.kind == super::KernelKind::Gather {
+            if info.checks_indices() {
                 args.push(&mut flag as *mut i32 as i64);
             }
             args.extend(&launch.scalars);
             // SAFETY: the kernel reads the inputs at the offsets the launch parameters give,
             // which stay inside each input's elements (its shape and strides), and writes the
-            // outputs, fresh contiguous arrays of the launch's output shape (and a gather's
-            // flag, a live i32).
+            // outputs, fresh contiguous arrays of the launch's output shape (and the flag, a live
+            // i32).
             unsafe { (self.f)(args.as_ptr()) };
-            if let (true, Some(g)) = (flag != 0, info.gather) {
-                return Err(super::gather::gather_error(g, &inputs[0], &inputs[1]));
+            if flag != 0 {
+                return Err(info.index_error(inputs));
             }
         }
         Ok(outs)

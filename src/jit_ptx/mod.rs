@@ -4,8 +4,8 @@
 //!
 //! Gemm steps (cuBLAS) and perform steps (the host), argmax and argmin included, are not
 //! kernels, except random ops (`random.rs`: uniform and Bernoulli), gathers (`gather.rs`:
-//! `take`, `take_along_axis`), running sums (`running.rs`: `cumsum`, `cumprod`) and
-//! `one_hot` (`one_hot.rs`); the
+//! `take`, `take_along_axis`), scatters (`scatter.rs`), running sums (`running.rs`: `cumsum`,
+//! `cumprod`) and `one_hot` (`one_hot.rs`); the
 //! module holds one entry per such step of the plan, branches of `ifelse` included. See docs/gpu.md for the kernel ABI and what is not done yet.
 //!
 //! Files: `gen.rs` (the LLVM context and intrinsics), `kernel.rs` (entries, loads and stores,
@@ -34,6 +34,7 @@ mod reduce;
 mod running;
 pub mod runtime;
 mod scalar;
+mod scatter;
 mod target;
 
 pub use target::{ARCHS, DEFAULT_ARCH};
@@ -57,6 +58,8 @@ pub enum KernelKind {
     Running,
     /// `one_hot` (`one_hot.rs`) of this depth.
     OneHot(usize),
+    /// `scatter_add` or `scatter_set` (`scatter.rs`): a flag pointer follows the inputs.
+    Scatter(scatter::Scatter),
 }
 
 /// One kernel entry of the module and the step it computes.
@@ -81,6 +84,39 @@ pub struct KernelInfo {
     pub gather: Option<gather::Gather>,
     /// For a running sum or product: which one, along which axis.
     pub running: Option<running::Running>,
+}
+
+impl KernelInfo {
+    /// Whether the kernel takes, after its inputs, a flag it sets on an index out of range.
+    pub fn checks_indices(&self) -> bool {
+        matches!(self.kind, KernelKind::Gather | KernelKind::Scatter(_))
+    }
+
+    /// The step on the host (`perform`): for a kernel that flagged an index out of range
+    /// (`perform`'s error names it) or that has no element to compute but indices to check.
+    pub fn on_host(
+        &self,
+        inputs: &[crate::tensor::TensorRef<'_>],
+    ) -> Result<crate::tensor::Tensor> {
+        match (self.kind, self.gather) {
+            (KernelKind::Scatter(s), _) => scatter::scatter_on_host(s, inputs),
+            (KernelKind::Gather, Some(g)) if inputs.len() == 2 => {
+                gather::gather_on_host(g, &inputs[0], &inputs[1])
+            }
+            _ => Err(Error::Runtime(format!("{}: no host form", self.name))),
+        }
+    }
+
+    /// The error of a kernel that flagged an index out of range.
+    pub fn index_error(&self, inputs: &[crate::tensor::TensorRef<'_>]) -> Error {
+        match self.on_host(inputs) {
+            Err(e) => e,
+            Ok(_) => Error::Runtime(format!(
+                "{}: the kernel found an index out of range that perform accepts",
+                self.name
+            )),
+        }
+    }
 }
 
 /// The PTX of one function.
@@ -252,6 +288,31 @@ pub(crate) fn define_step(
                     reduce: None,
                     out_shape: None,
                     gather: Some(gather),
+                    running: None,
+                }));
+            }
+            crate::ir::Op::ScatterAdd { axis } | crate::ir::Op::ScatterSet { axis } => {
+                let sc = scatter::Scatter {
+                    axis: *axis,
+                    add: matches!(step.op, crate::ir::Op::ScatterAdd { .. }),
+                };
+                let data = func.ty(step.args[0]).dtype;
+                let index = func.ty(step.args[1]);
+                let rank = func.ty(step.args[0]).rank();
+                let name = format!("{name}_scatter");
+                let ranks = (rank, index.rank());
+                scatter::define_scatter(g, &name, data, index.dtype, ranks, sc.add)
+                    .map_err(context)?;
+                return Ok(Some(KernelInfo {
+                    name,
+                    kind: KernelKind::Scatter(sc),
+                    step: step.id,
+                    result: step.results[0],
+                    rank,
+                    out_dtypes: vec![data],
+                    reduce: None,
+                    out_shape: None,
+                    gather: None,
                     running: None,
                 }));
             }
