@@ -21,7 +21,8 @@ mod unix {
     }
     const RTLD_NOW: c_int = 2;
 
-    type W1 = unsafe extern "C" fn(*const f32, *const f32, *mut f32);
+    /// The entry point: 0, or a failure code (W1 has none).
+    type W1 = unsafe extern "C" fn(*const f32, *const f32, *mut f32) -> i32;
 
     fn median(v: &mut [f64]) -> f64 {
         v.sort_by(|a, b| a.total_cmp(b));

@@ -79,13 +79,64 @@ pub fn gather(
         return Ok(());
     };
     let ty = bits_type(data);
-    super::emit::nest(b, &sh, &st, bases.to_vec(), &mut |b, p| {
+    // The trailing dims along which the index stays put (an embedding's row): its position is
+    // found once, and the row copied in an inner loop.
+    let inner = st[1].iter().rev().take_while(|&&s| s == 0).count();
+    let split = sh.len() - inner;
+    let (outer_st, inner_st): (Vec<Vec<i64>>, Vec<Vec<i64>>) = st
+        .iter()
+        .map(|s| (s[..split].to_vec(), s[split..].to_vec()))
+        .unzip();
+    let inner_sh = sh[split..].to_vec();
+    super::emit::nest(b, &sh[..split], &outer_st, bases.to_vec(), &mut |b, p| {
         let off = position(b, p[1], index, axis)?;
         let from = b.ins().iadd(p[0], off);
-        let v = b.ins().load(ty, mem(), from, 0);
-        b.ins().store(mem(), v, p[2], 0);
-        Ok(())
+        let es = data.size() as i64;
+        if let [n] = inner_sh[..] {
+            if inner_st[0][0] == es && inner_st[2][0] == es {
+                return copy_bytes(b, from, p[2], n as i64 * es, ty, es);
+            }
+        }
+        let copy_st = vec![inner_st[0].clone(), inner_st[2].clone()];
+        super::emit::nest(b, &inner_sh, &copy_st, vec![from, p[2]], &mut |b, q| {
+            let v = b.ins().load(ty, mem(), q[0], 0);
+            b.ins().store(mem(), v, q[1], 0);
+            Ok(())
+        })
     })
+}
+
+/// Copies `bytes` (a multiple of `es`, the size of `ty`) from `src` to `dst`: 16 bytes at a
+/// time, then element by element (a row of a gather: an inline copy keeps the object free of
+/// a C library call beyond libm).
+fn copy_bytes(
+    b: &mut FunctionBuilder,
+    src: Value,
+    dst: Value,
+    bytes: i64,
+    ty: Type,
+    es: i64,
+) -> Result<()> {
+    let chunks = bytes / 16 * 16;
+    let step = |b: &mut FunctionBuilder, (start, end): (i64, i64), by: i64, t: Type| {
+        let (start, end) = (
+            b.ins().iconst(types::I64, start),
+            b.ins().iconst(types::I64, end),
+        );
+        super::clif::for_lt(b, start, end, by, |b, i| {
+            let (s, d) = (b.ins().iadd(src, i), b.ins().iadd(dst, i));
+            let v = b.ins().load(t, mem(), s, 0);
+            b.ins().store(mem(), v, d, 0);
+            Ok(())
+        })
+    };
+    if chunks > 0 {
+        step(b, (0, chunks), 16, types::I8X16)?;
+    }
+    if bytes > chunks {
+        step(b, (chunks, bytes), es, ty)?;
+    }
+    Ok(())
 }
 
 /// Over `shape` in row-major order, `target[p + position(index[p])] = updates[p]` (`+=` with

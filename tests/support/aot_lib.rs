@@ -131,6 +131,23 @@ unsafe fn call_pointers(f: *mut c_void, a: &[P]) -> Result<i32, String> {
 }
 
 impl Library {
+    /// Calls the entry point of `art` on `pointers` (inputs, outputs, then the scratch when it
+    /// takes one) and returns its code: for callers that keep their own arrays (benchmarks).
+    ///
+    /// # Safety
+    /// Each pointer must point to memory of the dtype and shape the artifact lists (the
+    /// scratch: `scratch_bytes` bytes aligned to 64).
+    pub unsafe fn call_raw(&self, art: &AotArtifact, pointers: &[*mut u8]) -> Result<i32, String> {
+        let sym = CString::new(art.symbol.as_bytes()).map_err(|e| e.to_string())?;
+        // SAFETY: a symbol name of the loaded library.
+        let f = unsafe { dlsym(self.handle, sym.as_ptr()) };
+        if f.is_null() {
+            return Err(dl_error());
+        }
+        // SAFETY: the caller's promise.
+        unsafe { call_pointers(f, pointers) }
+    }
+
     /// Calls the entry point of `art` on `inputs` (converted to standard layout) and returns
     /// its outputs. Outputs and scratch start poisoned (NaN-like bytes), so an element left
     /// unwritten shows.
