@@ -47,7 +47,7 @@ fn kernel_steps(func: &Func) -> usize {
             (Kernel::Perform, kiln::ir::Op::Random { dist, .. }) => {
                 !matches!(dist, kiln::ir::RandomDist::Normal { .. })
             }
-            // Gathers, scatters, one-hots, running sums and products.
+            // Gathers, scatters, one-hots, running sums and products, convolutions.
             (
                 Kernel::Perform,
                 kiln::ir::Op::Take { .. }
@@ -56,7 +56,8 @@ fn kernel_steps(func: &Func) -> usize {
                 | kiln::ir::Op::Cumprod { .. }
                 | kiln::ir::Op::OneHot { .. }
                 | kiln::ir::Op::ScatterAdd { .. }
-                | kiln::ir::Op::ScatterSet { .. },
+                | kiln::ir::Op::ScatterSet { .. }
+                | kiln::ir::Op::Conv2d(_),
             ) => true,
             _ => false,
         })

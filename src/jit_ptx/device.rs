@@ -266,6 +266,7 @@ impl GpuKernel {
             | KernelKind::Gather
             | KernelKind::Running
             | KernelKind::Scatter(_)
+            | KernelKind::Conv(_)
             | KernelKind::OneHot(_) => launch.scalars[0].max(0) as usize / BLOCK as usize + 1,
             KernelKind::Reduce => launch.scalars[0].max(0) as usize,
         }

@@ -22,6 +22,14 @@ pub fn kernel_launch<T: Operand>(info: &KernelInfo, inputs: &[T]) -> Result<Laun
             Some(g) => super::gather::gather_launch(g, inputs),
             None => Err(Error::Runtime(format!("{}: no gather", info.name))),
         },
+        (KernelKind::Conv(c), _) => {
+            let dtype = info
+                .out_dtypes
+                .first()
+                .copied()
+                .unwrap_or(crate::ir::DType::F32);
+            super::conv::conv_launch(c, dtype, inputs)
+        }
         (KernelKind::Scatter(s), _) => super::scatter::scatter_launch(*s, inputs),
         (KernelKind::OneHot(depth), _) => super::one_hot::one_hot_launch(*depth, inputs),
         (KernelKind::Running, _) => match info.running {

@@ -5,7 +5,7 @@
 //! Gemm steps (cuBLAS) and perform steps (the host), argmax and argmin included, are not
 //! kernels, except random ops (`random.rs`: uniform and Bernoulli), gathers (`gather.rs`:
 //! `take`, `take_along_axis`), scatters (`scatter.rs`), running sums (`running.rs`: `cumsum`,
-//! `cumprod`) and `one_hot` (`one_hot.rs`); the
+//! `cumprod`), `one_hot` (`one_hot.rs`) and `conv2d` (`conv.rs`); the
 //! module holds one entry per such step of the plan, branches of `ifelse` included. See docs/gpu.md for the kernel ABI and what is not done yet.
 //!
 //! Files: `gen.rs` (the LLVM context and intrinsics), `kernel.rs` (entries, loads and stores,
@@ -17,6 +17,7 @@
 //! `runtime.rs` (`Backend::Gpu`).
 
 mod blas;
+mod conv;
 pub mod cuda;
 pub mod device;
 mod float_divmod;
@@ -60,6 +61,8 @@ pub enum KernelKind {
     OneHot(usize),
     /// `scatter_add` or `scatter_set` (`scatter.rs`): a flag pointer follows the inputs.
     Scatter(scatter::Scatter),
+    /// `conv2d` (`conv.rs`).
+    Conv(crate::ir::window::Conv2d),
 }
 
 /// One kernel entry of the module and the step it computes.
@@ -310,6 +313,23 @@ pub(crate) fn define_step(
                     result: step.results[0],
                     rank,
                     out_dtypes: vec![data],
+                    reduce: None,
+                    out_shape: None,
+                    gather: None,
+                    running: None,
+                }));
+            }
+            crate::ir::Op::Conv2d(conv) => {
+                let dtype = func.ty(step.results[0]).dtype;
+                let name = format!("{name}_conv");
+                conv::define_conv(g, &name, conv, dtype).map_err(context)?;
+                return Ok(Some(KernelInfo {
+                    name,
+                    kind: KernelKind::Conv(*conv),
+                    step: step.id,
+                    result: step.results[0],
+                    rank: 4,
+                    out_dtypes: vec![dtype],
                     reduce: None,
                     out_shape: None,
                     gather: None,
