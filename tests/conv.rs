@@ -676,3 +676,91 @@ fn convolutions_have_the_interpreters_bits_on_every_backend() {
         }
     }
 }
+
+/// Every backend (the GPU backend's pooling kernels on the host device included) gives the
+/// interpreter's bits for max and average pooling and their gradients, on ranks 2 to 4,
+/// strided inputs, ties, NaN and infinities.
+#[test]
+fn pools_and_their_gradients_have_the_interpreters_bits_on_every_backend() {
+    let mut rng = Rng(0x0c0f_fee0_0000_0002);
+    let special = [f64::NAN, f64::INFINITY, f64::NEG_INFINITY, -0.0, 0.0];
+    for case in 0..24 {
+        let win = [1 + rng.below(3), 1 + rng.below(3)];
+        let st = [1 + rng.below(2), 1 + rng.below(3)];
+        let pad = [rng.below(win[0] / 2 + 1), rng.below(win[1] / 2 + 1)];
+        let (h, w) = (win[0] + rng.below(4), win[1] + rng.below(4));
+        let mut shape: Vec<usize> = (0..rng.below(3)).map(|_| 1 + rng.below(2)).collect();
+        shape.extend([w, h]);
+        let n: usize = shape.iter().product();
+        let v: Vec<f64> = (0..n)
+            .map(|_| match rng.below(8) {
+                0 => special[rng.below(special.len())],
+                _ => rng.below(5) as f64 * 0.37 - 0.5,
+            })
+            .collect();
+        let x = ArrayD::from_shape_vec(IxDyn(&shape), v).unwrap();
+        let f32s = case % 2 == 0;
+        let input = if f32s {
+            Tensor::from(x.mapv(|v| v as f32))
+        } else {
+            Tensor::from(x.clone())
+        };
+        let dtype = input.dtype();
+        // Output gradients of full mantissas, so that sums in another order round differently.
+        let mut out_shape = shape[..shape.len() - 2].to_vec();
+        out_shape.extend([
+            (h + 2 * pad[0] - win[0]) / st[0] + 1,
+            (w + 2 * pad[1] - win[1]) / st[1] + 1,
+        ]);
+        let m: usize = out_shape.iter().product();
+        let rv: Vec<f64> = (0..m)
+            .map(|_| (rng.next() >> 11) as f64 / (1u64 << 53) as f64 * 3.0 - 1.5)
+            .collect();
+        let rt = ArrayD::from_shape_vec(IxDyn(&out_shape), rv).unwrap();
+        let r_in = if f32s {
+            Tensor::from(rt.mapv(|v| v as f32))
+        } else {
+            Tensor::from(rt)
+        };
+        let mut want: Option<Vec<Tensor>> = None;
+        for backend in [kiln::Backend::Interp]
+            .into_iter()
+            .chain(backends_with_gpu_host())
+        {
+            let g = Graph::new();
+            let dims: Vec<Option<usize>> = shape.iter().map(|&d| Some(d)).collect();
+            let xv = g.input("x", dtype, dims);
+            let rdims: Vec<Option<usize>> = out_shape.iter().map(|&d| Some(d)).collect();
+            let scale = g.input("r", dtype, rdims);
+            // Stored with the last two axes swapped: read through strides.
+            let mut perm: Vec<usize> = (0..shape.len()).collect();
+            perm.swap(shape.len() - 2, shape.len() - 1);
+            let xt = xv.transpose(&perm);
+            let (m, a) = (xt.max_pool2d(win, st, pad), xt.avg_pool2d(win, st, pad));
+            let loss = (&m * &scale).sum(None, false) + (&a * &scale).sum(None, false);
+            let dx = kiln::grad(&loss, &[&xv]).unwrap().remove(0);
+            let fun = function(&[&xv, &scale], &[&m, &a, &dx])
+                .backend(backend)
+                .compile()
+                .unwrap();
+            let out = fun.call(&[&input, &r_in]).unwrap();
+            match &want {
+                None => want = Some(out),
+                Some(wt) => {
+                    for (k, (o, w)) in out.iter().zip(wt).enumerate() {
+                        let same = o.dtype() == w.dtype()
+                            && o.shape() == w.shape()
+                            && o.to_f64_vec().iter().zip(w.to_f64_vec()).all(|(p, q)| {
+                                p.to_bits() == q.to_bits() || (p.is_nan() && q.is_nan())
+                            });
+                        assert!(
+                            same,
+                            "case {case} {backend:?} output {k} {shape:?} {win:?} {st:?} {pad:?}: \
+                             {o:?} want {w:?}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+}

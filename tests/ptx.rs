@@ -57,7 +57,9 @@ fn kernel_steps(func: &Func) -> usize {
                 | kiln::ir::Op::OneHot { .. }
                 | kiln::ir::Op::ScatterAdd { .. }
                 | kiln::ir::Op::ScatterSet { .. }
-                | kiln::ir::Op::Conv2d(_),
+                | kiln::ir::Op::Conv2d(_)
+                | kiln::ir::Op::Pool2d(_)
+                | kiln::ir::Op::Pool2dGrad(_),
             ) => true,
             _ => false,
         })

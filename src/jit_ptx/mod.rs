@@ -5,7 +5,8 @@
 //! Gemm steps (cuBLAS) and perform steps (the host), argmax and argmin included, are not
 //! kernels, except random ops (`random.rs`: uniform and Bernoulli), gathers (`gather.rs`:
 //! `take`, `take_along_axis`), scatters (`scatter.rs`), running sums (`running.rs`: `cumsum`,
-//! `cumprod`), `one_hot` (`one_hot.rs`) and `conv2d` (`conv.rs`); the
+//! `cumprod`), `one_hot` (`one_hot.rs`), `conv2d` (`conv.rs`) and pooling with its gradients
+//! (`pool.rs`); the
 //! module holds one entry per such step of the plan, branches of `ifelse` included. See docs/gpu.md for the kernel ABI and what is not done yet.
 //!
 //! Files: `gen.rs` (the LLVM context and intrinsics), `kernel.rs` (entries, loads and stores,
@@ -29,6 +30,7 @@ pub mod launch;
 mod map;
 mod math_llvm;
 mod one_hot;
+mod pool;
 mod pow;
 mod random;
 mod reduce;
@@ -63,6 +65,8 @@ pub enum KernelKind {
     Scatter(scatter::Scatter),
     /// `conv2d` (`conv.rs`).
     Conv(crate::ir::window::Conv2d),
+    /// Pooling, or with `true` its gradient (`pool.rs`).
+    Pool(crate::ir::window::Pool2d, bool),
 }
 
 /// One kernel entry of the module and the step it computes.
@@ -329,6 +333,25 @@ pub(crate) fn define_step(
                     step: step.id,
                     result: step.results[0],
                     rank: 4,
+                    out_dtypes: vec![dtype],
+                    reduce: None,
+                    out_shape: None,
+                    gather: None,
+                    running: None,
+                }));
+            }
+            crate::ir::Op::Pool2d(pool) | crate::ir::Op::Pool2dGrad(pool) => {
+                let grad = matches!(step.op, crate::ir::Op::Pool2dGrad(_));
+                let dtype = func.ty(step.results[0]).dtype;
+                let rank = func.ty(step.results[0]).rank();
+                let name = format!("{name}_pool");
+                pool::define_pool(g, &name, pool, dtype, rank, grad).map_err(context)?;
+                return Ok(Some(KernelInfo {
+                    name,
+                    kind: KernelKind::Pool(*pool, grad),
+                    step: step.id,
+                    result: step.results[0],
+                    rank,
                     out_dtypes: vec![dtype],
                     reduce: None,
                     out_shape: None,
