@@ -624,11 +624,11 @@ fn strided_inputs_are_read_in_logical_order() {
     }
 }
 
-/// Every backend (the GPU backend's convolution kernel on the host device included) gives the
-/// interpreter's bits for `conv2d`: the kernel sums in the GEMM's order, chunks included
-/// (channel counts past one chunk of k), on transposed (strided) images too.
+/// Every backend (the GPU backend's convolution kernels on the host device included) gives the
+/// interpreter's bits for `conv2d` and both its gradients: the kernels sum in the GEMM's order,
+/// chunks included (channel counts past one chunk of k), on transposed (strided) images too.
 #[test]
-fn convolutions_have_the_interpreters_bits_on_every_backend() {
+fn convolutions_and_their_gradients_have_the_interpreters_bits_on_every_backend() {
     let mut rng = Rng(0x0c0f_fee0_0000_0001);
     for case in 0..10 {
         let groups = 1 + rng.below(2);
@@ -638,17 +638,23 @@ fn convolutions_have_the_interpreters_bits_on_every_backend() {
             dilation: [1 + rng.below(2), 1],
             groups,
         };
-        // Up to 60 channels per group of 3x3 taps: more terms than one GEMM chunk.
+        // More terms than one GEMM chunk (256) for each product: 60 channels of 3x3 taps
+        // (the convolution), 270 filters (the image gradient), two 16x16 images (the filter
+        // gradient's 2 x 256 output positions).
         let cg = [1, 7, 60][case % 3];
-        let (n, og, h, w) = (
-            1 + rng.below(2),
-            1 + rng.below(3),
-            6 + rng.below(3),
-            5 + rng.below(3),
-        );
+        let (n, og, h, w) = match case {
+            4 => (2, 1, 16, 16),
+            5 => (1, 270, 5, 5),
+            _ => (
+                1 + rng.below(2),
+                1 + rng.below(3),
+                6 + rng.below(3),
+                5 + rng.below(3),
+            ),
+        };
         let x = values(&mut rng, &[n, cg * groups, w, h]).mapv(|v| v as f32 * 0.37);
         let f = values(&mut rng, &[og * groups, cg, 3, 3]).mapv(|v| v as f32 * 1.3);
-        let mut want: Option<Tensor> = None;
+        let mut want: Option<Vec<Tensor>> = None;
         for backend in [kiln::Backend::Interp]
             .into_iter()
             .chain(backends_with_gpu_host())
@@ -657,21 +663,28 @@ fn convolutions_have_the_interpreters_bits_on_every_backend() {
             let xv = g.input("x", kiln::f32, [None, None, Some(w), Some(h)]);
             let fv = g.input("f", kiln::f32, [None, None, Some(3), Some(3)]);
             // The image is stored with its last two axes swapped: read through strides.
-            let y = xv.transpose(&[0, 1, 3, 2]).conv2d(&fv, conv);
-            let fun = function(&[&xv, &fv], &[&y])
+            let xt = xv.transpose(&[0, 1, 3, 2]);
+            let y = xt.conv2d(&fv, conv);
+            // Both gradients, from an output gradient of full mantissas (y itself).
+            let loss = (&y * &y).sum(None, false);
+            let grads = kiln::grad(&loss, &[&xv, &fv]).unwrap();
+            let fun = function(&[&xv, &fv], &[&y, &grads[0], &grads[1]])
                 .backend(backend)
                 .compile()
                 .unwrap();
             let out = fun
                 .call(&[&Tensor::from(x.clone()), &Tensor::from(f.clone())])
-                .unwrap()
-                .remove(0);
+                .unwrap();
             match &want {
                 None => want = Some(out),
-                Some(wt) => assert!(
-                    out.bit_eq(wt),
-                    "case {case} {backend:?} {conv:?} cg {cg}: {out:?} want {wt:?}"
-                ),
+                Some(wt) => {
+                    for (k, (o, w)) in out.iter().zip(wt).enumerate() {
+                        assert!(
+                            o.bit_eq(w),
+                            "case {case} {backend:?} output {k} {conv:?} cg {cg}: {o:?} want {w:?}"
+                        );
+                    }
+                }
             }
         }
     }

@@ -59,7 +59,9 @@ fn kernel_steps(func: &Func) -> usize {
                 | kiln::ir::Op::ScatterSet { .. }
                 | kiln::ir::Op::Conv2d(_)
                 | kiln::ir::Op::Pool2d(_)
-                | kiln::ir::Op::Pool2dGrad(_),
+                | kiln::ir::Op::Pool2dGrad(_)
+                | kiln::ir::Op::Conv2dGradImage { .. }
+                | kiln::ir::Op::Conv2dGradFilter { .. },
             ) => true,
             _ => false,
         })

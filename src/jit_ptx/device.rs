@@ -268,6 +268,7 @@ impl GpuKernel {
             | KernelKind::Scatter(_)
             | KernelKind::Conv(_)
             | KernelKind::Pool(..)
+            | KernelKind::ConvGrad(..)
             | KernelKind::OneHot(_) => launch.scalars[0].max(0) as usize / BLOCK as usize + 1,
             KernelKind::Reduce => launch.scalars[0].max(0) as usize,
         }

@@ -22,6 +22,14 @@ pub fn kernel_launch<T: Operand>(info: &KernelInfo, inputs: &[T]) -> Result<Laun
             Some(g) => super::gather::gather_launch(g, inputs),
             None => Err(Error::Runtime(format!("{}: no gather", info.name))),
         },
+        (KernelKind::ConvGrad(c, filter, dims), _) => {
+            let dtype = info
+                .out_dtypes
+                .first()
+                .copied()
+                .unwrap_or(crate::ir::DType::F32);
+            super::conv::conv_grad_launch(c, dtype, *dims, *filter, inputs)
+        }
         (KernelKind::Pool(p, grad), _) => super::pool::pool_launch(p, *grad, inputs),
         (KernelKind::Conv(c), _) => {
             let dtype = info

@@ -5,8 +5,8 @@
 //! Gemm steps (cuBLAS) and perform steps (the host), argmax and argmin included, are not
 //! kernels, except random ops (`random.rs`: uniform and Bernoulli), gathers (`gather.rs`:
 //! `take`, `take_along_axis`), scatters (`scatter.rs`), running sums (`running.rs`: `cumsum`,
-//! `cumprod`), `one_hot` (`one_hot.rs`), `conv2d` (`conv.rs`) and pooling with its gradients
-//! (`pool.rs`); the
+//! `cumprod`), `one_hot` (`one_hot.rs`), `conv2d` with its gradients (`conv.rs`) and pooling
+//! with its gradients (`pool.rs`); the
 //! module holds one entry per such step of the plan, branches of `ifelse` included. See docs/gpu.md for the kernel ABI and what is not done yet.
 //!
 //! Files: `gen.rs` (the LLVM context and intrinsics), `kernel.rs` (entries, loads and stores,
@@ -67,6 +67,9 @@ pub enum KernelKind {
     Conv(crate::ir::window::Conv2d),
     /// Pooling, or with `true` its gradient (`pool.rs`).
     Pool(crate::ir::window::Pool2d, bool),
+    /// `conv2d`'s image gradient (`false`, for an image of these dims) or filter gradient
+    /// (`true`, for filters of these dims) (`conv.rs`).
+    ConvGrad(crate::ir::window::Conv2d, bool, [usize; 2]),
 }
 
 /// One kernel entry of the module and the step it computes.
@@ -330,6 +333,25 @@ pub(crate) fn define_step(
                 return Ok(Some(KernelInfo {
                     name,
                     kind: KernelKind::Conv(*conv),
+                    step: step.id,
+                    result: step.results[0],
+                    rank: 4,
+                    out_dtypes: vec![dtype],
+                    reduce: None,
+                    out_shape: None,
+                    gather: None,
+                    running: None,
+                }));
+            }
+            crate::ir::Op::Conv2dGradImage { conv, image: dims }
+            | crate::ir::Op::Conv2dGradFilter { conv, kernel: dims } => {
+                let filter = matches!(step.op, crate::ir::Op::Conv2dGradFilter { .. });
+                let dtype = func.ty(step.results[0]).dtype;
+                let name = format!("{name}_conv_grad");
+                conv::define_conv_grad(g, &name, conv, dtype, filter).map_err(context)?;
+                return Ok(Some(KernelInfo {
+                    name,
+                    kind: KernelKind::ConvGrad(*conv, filter, *dims),
                     step: step.id,
                     result: step.results[0],
                     rank: 4,
