@@ -54,6 +54,7 @@ fn kernel_steps(func: &Func) -> usize {
                 | kiln::ir::Op::TakeAlongAxis { .. }
                 | kiln::ir::Op::Cumsum { .. }
                 | kiln::ir::Op::Cumprod { .. }
+                | kiln::ir::Op::CumprodGrad { .. }
                 | kiln::ir::Op::OneHot { .. }
                 | kiln::ir::Op::ScatterAdd { .. }
                 | kiln::ir::Op::ScatterSet { .. }

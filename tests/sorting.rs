@@ -401,3 +401,56 @@ fn ops_read_strided_inputs_in_logical_order() {
         }
     }
 }
+
+/// `cumprod`'s gradient on every backend (the GPU backend's lane kernel on the host device
+/// included) has the interpreter's bits: zeros in the input, full-mantissa output gradients,
+/// every axis of ranks 1 to 3, inputs read through a transpose.
+#[test]
+fn cumprod_gradients_have_the_interpreters_bits_on_every_backend() {
+    let mut rng = Rng(0x5eed_c0de_0000_0007);
+    let unit = |rng: &mut Rng| (rng.next() >> 11) as f64 / (1u64 << 53) as f64;
+    for case in 0..12 {
+        let rank = 1 + case % 3;
+        let shape: Vec<usize> = (0..rank).map(|_| 1 + rng.below(5)).collect();
+        let axis = rng.below(rank);
+        let n: usize = shape.iter().product();
+        let xv: Vec<f64> = (0..n)
+            .map(|_| match rng.below(6) {
+                0 => 0.0,
+                _ => 0.5 + unit(&mut rng),
+            })
+            .collect();
+        let rv: Vec<f64> = (0..n).map(|_| unit(&mut rng) * 2.0 - 1.0).collect();
+        let x = ArrayD::from_shape_vec(IxDyn(&shape), xv).unwrap();
+        let r = Tensor::from(ArrayD::from_shape_vec(IxDyn(&shape), rv).unwrap());
+        // The input stored transposed (all axes reversed): the op reads it through strides.
+        let xt_in = Tensor::from(x.reversed_axes().as_standard_layout().to_owned());
+        let mut want: Option<Tensor> = None;
+        for backend in [Backend::Interp]
+            .into_iter()
+            .chain(backends_with_gpu_host())
+        {
+            let g = Graph::new();
+            let dims: Vec<Option<usize>> = shape.iter().rev().map(|&d| Some(d)).collect();
+            let xs = g.input("x", kiln::f64, dims);
+            let rs = g.input(
+                "r",
+                kiln::f64,
+                shape.iter().map(|&d| Some(d)).collect::<Vec<_>>(),
+            );
+            let perm: Vec<usize> = (0..rank).rev().collect();
+            let xt = xs.transpose(&perm);
+            let loss = (&xt.cumprod(axis as i64) * &rs).sum(None, false);
+            let dx = kiln::grad(&loss, &[&xt]).unwrap().remove(0);
+            let f = function(&[&xs, &rs], &[&dx])
+                .backend(backend)
+                .compile()
+                .unwrap();
+            let out = f.call(&[&xt_in, &r]).unwrap().remove(0);
+            match &want {
+                None => want = Some(out),
+                Some(w) => assert!(out.bit_eq(w), "case {case} {backend:?}: {out:?} want {w:?}"),
+            }
+        }
+    }
+}

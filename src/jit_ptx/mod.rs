@@ -343,6 +343,28 @@ pub(crate) fn define_step(
                     running: None,
                 }));
             }
+            crate::ir::Op::CumprodGrad { axis } => {
+                let dtype = func.ty(step.results[0]).dtype;
+                let rank = func.ty(step.results[0]).rank();
+                let name = format!("{name}_running");
+                running::define_cumprod_grad(g, &name, dtype, rank).map_err(context)?;
+                return Ok(Some(KernelInfo {
+                    name,
+                    kind: KernelKind::Running,
+                    step: step.id,
+                    result: step.results[0],
+                    rank,
+                    out_dtypes: vec![dtype],
+                    reduce: None,
+                    out_shape: None,
+                    gather: None,
+                    running: Some(running::Running {
+                        axis: *axis,
+                        sum: false,
+                        grad: true,
+                    }),
+                }));
+            }
             crate::ir::Op::Conv2dGradImage { conv, image: dims }
             | crate::ir::Op::Conv2dGradFilter { conv, kernel: dims } => {
                 let filter = matches!(step.op, crate::ir::Op::Conv2dGradFilter { .. });
@@ -403,6 +425,7 @@ pub(crate) fn define_step(
                 let running = running::Running {
                     axis: *axis,
                     sum: matches!(step.op, crate::ir::Op::Cumsum { .. }),
+                    grad: false,
                 };
                 let x = func.ty(step.args[0]).dtype;
                 let out = func.ty(step.results[0]).dtype;
