@@ -55,6 +55,8 @@ fn kernel_steps(func: &Func) -> usize {
                 | kiln::ir::Op::Cumsum { .. }
                 | kiln::ir::Op::Cumprod { .. }
                 | kiln::ir::Op::CumprodGrad { .. }
+                | kiln::ir::Op::Sort { .. }
+                | kiln::ir::Op::Argsort { .. }
                 | kiln::ir::Op::OneHot { .. }
                 | kiln::ir::Op::ScatterAdd { .. }
                 | kiln::ir::Op::ScatterSet { .. }

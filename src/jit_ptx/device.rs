@@ -257,6 +257,12 @@ impl GpuKernel {
             }
             false => None,
         };
+        // A sort's scratch arrays, after the inputs.
+        let n_out: usize = launch.out_shape.iter().product();
+        let scratch = (0..info.scratch_arrays())
+            .map(|_| DeviceTensor::uninit(dev, DType::I64, &[n_out]))
+            .collect::<Result<Vec<_>>>()?;
+        params.extend(scratch.iter().map(|t| t.address()));
         params.extend(launch.scalars.iter().map(|&s| s as u64));
         // Enough blocks to fill the GPU, no more than the work needs (both kernels stride).
         let fill = 32 * dev.sms as usize;
@@ -269,6 +275,7 @@ impl GpuKernel {
             | KernelKind::Conv(_)
             | KernelKind::Pool(..)
             | KernelKind::ConvGrad(..)
+            | KernelKind::Sort(_)
             | KernelKind::OneHot(_) => launch.scalars[0].max(0) as usize / BLOCK as usize + 1,
             KernelKind::Reduce => launch.scalars[0].max(0) as usize,
         }

@@ -59,6 +59,10 @@ impl Thunk for HostKernel {
             if info.checks_indices() {
                 args.push(&mut flag as *mut i32 as i64);
             }
+            // A sort's scratch arrays, after the inputs.
+            let n_out: usize = launch.out_shape.iter().product();
+            let mut scratch: Vec<Vec<i64>> = vec![vec![0; n_out]; info.scratch_arrays()];
+            args.extend(scratch.iter_mut().map(|v| v.as_mut_ptr() as i64));
             args.extend(&launch.scalars);
             // SAFETY: the kernel reads the inputs at the offsets the launch parameters give,
             // which stay inside each input's elements (its shape and strides), and writes the

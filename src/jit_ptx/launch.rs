@@ -22,6 +22,7 @@ pub fn kernel_launch<T: Operand>(info: &KernelInfo, inputs: &[T]) -> Result<Laun
             Some(g) => super::gather::gather_launch(g, inputs),
             None => Err(Error::Runtime(format!("{}: no gather", info.name))),
         },
+        (KernelKind::Sort(sort), _) => super::sort::sort_launch(*sort, inputs),
         (KernelKind::ConvGrad(c, filter, dims), _) => {
             let dtype = info
                 .out_dtypes

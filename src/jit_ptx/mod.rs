@@ -5,8 +5,8 @@
 //! Gemm steps (cuBLAS) and perform steps (the host), argmax and argmin included, are not
 //! kernels, except random ops (`random.rs`: uniform and Bernoulli), gathers (`gather.rs`:
 //! `take`, `take_along_axis`), scatters (`scatter.rs`), running sums (`running.rs`: `cumsum`,
-//! `cumprod`), `one_hot` (`one_hot.rs`), `conv2d` with its gradients (`conv.rs`) and pooling
-//! with its gradients (`pool.rs`); the
+//! `cumprod`), `one_hot` (`one_hot.rs`), `conv2d` with its gradients (`conv.rs`), pooling
+//! with its gradients (`pool.rs`) and sorts (`sort.rs`); the
 //! module holds one entry per such step of the plan, branches of `ifelse` included. See docs/gpu.md for the kernel ABI and what is not done yet.
 //!
 //! Files: `gen.rs` (the LLVM context and intrinsics), `kernel.rs` (entries, loads and stores,
@@ -38,6 +38,7 @@ mod running;
 pub mod runtime;
 mod scalar;
 mod scatter;
+mod sort;
 mod target;
 
 pub use target::{ARCHS, DEFAULT_ARCH};
@@ -70,6 +71,8 @@ pub enum KernelKind {
     /// `conv2d`'s image gradient (`false`, for an image of these dims) or filter gradient
     /// (`true`, for filters of these dims) (`conv.rs`).
     ConvGrad(crate::ir::window::Conv2d, bool, [usize; 2]),
+    /// `sort` or `argsort` (`sort.rs`): two scratch arrays of i64 follow the inputs.
+    Sort(sort::Sort),
 }
 
 /// One kernel entry of the module and the step it computes.
@@ -114,6 +117,15 @@ impl KernelInfo {
                 gather::gather_on_host(g, &inputs[0], &inputs[1])
             }
             _ => Err(Error::Runtime(format!("{}: no host form", self.name))),
+        }
+    }
+
+    /// How many scratch arrays of one i64 per output element the kernel takes after its
+    /// inputs (a sort's positions and their merge buffer).
+    pub fn scratch_arrays(&self) -> usize {
+        match self.kind {
+            KernelKind::Sort(_) => 2,
+            _ => 0,
         }
     }
 
@@ -337,6 +349,31 @@ pub(crate) fn define_step(
                     result: step.results[0],
                     rank: 4,
                     out_dtypes: vec![dtype],
+                    reduce: None,
+                    out_shape: None,
+                    gather: None,
+                    running: None,
+                }));
+            }
+            crate::ir::Op::Sort { axis, descending }
+            | crate::ir::Op::Argsort { axis, descending } => {
+                let values = matches!(step.op, crate::ir::Op::Sort { .. });
+                let sort = sort::Sort {
+                    axis: *axis,
+                    descending: *descending,
+                    values,
+                };
+                let data = func.ty(step.args[0]).dtype;
+                let rank = func.ty(step.args[0]).rank();
+                let name = format!("{name}_sort");
+                sort::define_sort(g, &name, sort, data, rank).map_err(context)?;
+                return Ok(Some(KernelInfo {
+                    name,
+                    kind: KernelKind::Sort(sort),
+                    step: step.id,
+                    result: step.results[0],
+                    rank,
+                    out_dtypes: vec![func.ty(step.results[0]).dtype],
                     reduce: None,
                     out_shape: None,
                     gather: None,
