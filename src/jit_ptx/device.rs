@@ -269,8 +269,8 @@ impl GpuKernel {
         let grid = match info.kind {
             KernelKind::Map
             | KernelKind::Random
-            | KernelKind::Gather
-            | KernelKind::Running
+            | KernelKind::Gather(_)
+            | KernelKind::Running(_)
             | KernelKind::Scatter(_)
             | KernelKind::Conv(_)
             | KernelKind::Pool(..)

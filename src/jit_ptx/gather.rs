@@ -58,33 +58,54 @@ pub fn define_gather(
     let (start, step) = grid_stride(g)?;
     counted_loop(g, k.func, start, step, n, "elems", |i| {
         let offs = offsets(g, i, &dims, &strides)?;
-        let raw = load(g, idx, index, offs[1])?.into_int_value();
-        let raw = bx(g.b.build_int_s_extend_or_bit_cast(raw, g.i64(), "index"))?;
-        let negative =
-            bx(g.b.build_int_compare(IntPredicate::SLT, raw, g.c64(0), "negative"))?;
-        let wrapped = bx(g.b.build_int_add(raw, axis_len, "wrapped"))?;
-        let p = bx(g.b.build_select(negative, wrapped, raw, "position"))?.into_int_value();
-        // Unsigned: what is still negative after wrapping is out of range too.
-        let bad = bx(g.b.build_int_compare(IntPredicate::UGE, p, axis_len, "bad"))?;
-        let (on_bad, on_good, next) = (
-            g.ctx.append_basic_block(k.func, "bad"),
-            g.ctx.append_basic_block(k.func, "good"),
-            g.ctx.append_basic_block(k.func, "next"),
-        );
-        bx(g.b.build_conditional_branch(bad, on_bad, on_good))?;
-        g.b.position_at_end(on_bad);
-        bx(g.b.build_store(flag, g.c32(1)))?;
-        bx(g.b.build_unconditional_branch(next))?;
-        g.b.position_at_end(on_good);
-        let along = bx(g.b.build_int_mul(p, axis_stride, ""))?;
-        let at = bx(g.b.build_int_add(offs[0], along, "at"))?;
-        let v = load(g, src, data, at)?;
-        store(g, out, data, i, v)?;
-        bx(g.b.build_unconditional_branch(next))?;
-        g.b.position_at_end(next);
+        at_position(g, k.func, (idx, index, offs[1]), axis_len, flag, |p| {
+            let along = bx(g.b.build_int_mul(p, axis_stride, ""))?;
+            let at = bx(g.b.build_int_add(offs[0], along, "at"))?;
+            let v = load(g, src, data, at)?;
+            store(g, out, data, i, v)
+        })?;
         Ok(())
     })?;
     bx(g.b.build_return(None))?;
+    Ok(())
+}
+
+/// Loads the index at `at` of `idx` (i32 or i64), makes it a position along an axis of `len`
+/// (negative counts from the end), and runs `body` with it, or, when it is out of range,
+/// sets `flag` instead (the check gathers and scatters share).
+pub fn at_position<'ctx>(
+    g: &Gen<'ctx>,
+    func: inkwell::values::FunctionValue<'ctx>,
+    (idx, index, at): (
+        inkwell::values::PointerValue<'ctx>,
+        DType,
+        inkwell::values::IntValue<'ctx>,
+    ),
+    len: inkwell::values::IntValue<'ctx>,
+    flag: inkwell::values::PointerValue<'ctx>,
+    body: impl FnOnce(inkwell::values::IntValue<'ctx>) -> Result<()>,
+) -> Result<()> {
+    let raw = load(g, idx, index, at)?.into_int_value();
+    let raw = bx(g.b.build_int_s_extend_or_bit_cast(raw, g.i64(), "index"))?;
+    let negative =
+        bx(g.b.build_int_compare(IntPredicate::SLT, raw, g.c64(0), "negative"))?;
+    let wrapped = bx(g.b.build_int_add(raw, len, "wrapped"))?;
+    let p = bx(g.b.build_select(negative, wrapped, raw, "position"))?.into_int_value();
+    // Unsigned: what is still negative after wrapping is out of range too.
+    let bad = bx(g.b.build_int_compare(IntPredicate::UGE, p, len, "bad"))?;
+    let (on_bad, on_good, next) = (
+        g.ctx.append_basic_block(func, "bad"),
+        g.ctx.append_basic_block(func, "good"),
+        g.ctx.append_basic_block(func, "next"),
+    );
+    bx(g.b.build_conditional_branch(bad, on_bad, on_good))?;
+    g.b.position_at_end(on_bad);
+    bx(g.b.build_store(flag, g.c32(1)))?;
+    bx(g.b.build_unconditional_branch(next))?;
+    g.b.position_at_end(on_good);
+    body(p)?;
+    bx(g.b.build_unconditional_branch(next))?;
+    g.b.position_at_end(next);
     Ok(())
 }
 

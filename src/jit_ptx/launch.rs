@@ -18,10 +18,7 @@ pub fn kernel_launch<T: Operand>(info: &KernelInfo, inputs: &[T]) -> Result<Laun
             reduce_launch(inputs, info.rank, *op, axes, *keepdims)
         }
         (KernelKind::Reduce, None) => Err(Error::Runtime(format!("{}: no reduction", info.name))),
-        (KernelKind::Gather, _) => match info.gather {
-            Some(g) => super::gather::gather_launch(g, inputs),
-            None => Err(Error::Runtime(format!("{}: no gather", info.name))),
-        },
+        (KernelKind::Gather(g), _) => super::gather::gather_launch(*g, inputs),
         (KernelKind::Sort(sort), _) => super::sort::sort_launch(*sort, inputs),
         (KernelKind::ConvGrad(c, filter, dims), _) => {
             let dtype = info
@@ -42,10 +39,7 @@ pub fn kernel_launch<T: Operand>(info: &KernelInfo, inputs: &[T]) -> Result<Laun
         }
         (KernelKind::Scatter(s), _) => super::scatter::scatter_launch(*s, inputs),
         (KernelKind::OneHot(depth), _) => super::one_hot::one_hot_launch(*depth, inputs),
-        (KernelKind::Running, _) => match info.running {
-            Some(r) => super::running::running_launch(r, inputs),
-            None => Err(Error::Runtime(format!("{}: no running sum", info.name))),
-        },
+        (KernelKind::Running(r), _) => super::running::running_launch(*r, inputs),
         (KernelKind::Random, _) => {
             let shape = info.out_shape.clone().unwrap_or_default();
             let n: usize = shape.iter().product();
@@ -204,4 +198,18 @@ pub fn reduce_launch<T: Operand>(
         scalars,
         work: n_out > 0,
     })
+}
+
+/// Row-major element strides of `shape` (a contiguous output's).
+pub fn row_major(shape: &[usize]) -> Vec<i64> {
+    let mut st = vec![1i64; shape.len()];
+    for d in (0..shape.len().saturating_sub(1)).rev() {
+        st[d] = st[d + 1] * shape[d + 1] as i64;
+    }
+    st
+}
+
+/// `v` without its entry `axis` (a lane's dims or strides, for kernels that walk an axis).
+pub fn without(v: &[i64], axis: usize) -> Vec<i64> {
+    (0..v.len()).filter(|&d| d != axis).map(|d| v[d]).collect()
 }

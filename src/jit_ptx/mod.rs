@@ -30,6 +30,7 @@ pub mod launch;
 mod map;
 mod math_llvm;
 mod one_hot;
+mod ops;
 mod pool;
 mod pow;
 mod random;
@@ -57,9 +58,9 @@ pub enum KernelKind {
     /// A random op's elements (`random.rs`).
     Random,
     /// `take` or `take_along_axis` (`gather.rs`): a flag pointer follows the inputs.
-    Gather,
-    /// `cumsum` or `cumprod` (`running.rs`).
-    Running,
+    Gather(gather::Gather),
+    /// `cumsum`, `cumprod` or `cumprod`'s gradient (`running.rs`).
+    Running(running::Running),
     /// `one_hot` (`one_hot.rs`) of this depth.
     OneHot(usize),
     /// `scatter_add` or `scatter_set` (`scatter.rs`): a flag pointer follows the inputs.
@@ -93,16 +94,12 @@ pub struct KernelInfo {
     pub reduce: Option<(ReduceOp, Vec<usize>, bool)>,
     /// The output's shape where the kernel fixes it (a random op's), not its inputs.
     pub out_shape: Option<Vec<usize>>,
-    /// For a gather: which one, along which axis.
-    pub gather: Option<gather::Gather>,
-    /// For a running sum or product: which one, along which axis.
-    pub running: Option<running::Running>,
 }
 
 impl KernelInfo {
     /// Whether the kernel takes, after its inputs, a flag it sets on an index out of range.
     pub fn checks_indices(&self) -> bool {
-        matches!(self.kind, KernelKind::Gather | KernelKind::Scatter(_))
+        matches!(self.kind, KernelKind::Gather(_) | KernelKind::Scatter(_))
     }
 
     /// The step on the host (`perform`): for a kernel that flagged an index out of range
@@ -111,9 +108,9 @@ impl KernelInfo {
         &self,
         inputs: &[crate::tensor::TensorRef<'_>],
     ) -> Result<crate::tensor::Tensor> {
-        match (self.kind, self.gather) {
-            (KernelKind::Scatter(s), _) => scatter::scatter_on_host(s, inputs),
-            (KernelKind::Gather, Some(g)) if inputs.len() == 2 => {
+        match self.kind {
+            KernelKind::Scatter(s) => scatter::scatter_on_host(s, inputs),
+            KernelKind::Gather(g) if inputs.len() == 2 => {
                 gather::gather_on_host(g, &inputs[0], &inputs[1])
             }
             _ => Err(Error::Runtime(format!("{}: no host form", self.name))),
@@ -285,204 +282,13 @@ pub(crate) fn define_step(
                     out_dtypes: vec![*dtype],
                     reduce: None,
                     out_shape: Some(shape.clone()),
-                    gather: None,
-                    running: None,
                 };
                 return Ok(Some(info));
             }
-            crate::ir::Op::Take { axis } | crate::ir::Op::TakeAlongAxis { axis } => {
-                let gather = gather::Gather {
-                    axis: *axis,
-                    along: matches!(step.op, crate::ir::Op::TakeAlongAxis { .. }),
-                };
-                let data = func.ty(step.args[0]).dtype;
-                let index = func.ty(step.args[1]).dtype;
-                let rank = func.ty(step.results[0]).rank();
-                let name = format!("{name}_gather");
-                gather::define_gather(g, &name, data, index, rank).map_err(context)?;
-                return Ok(Some(KernelInfo {
-                    name,
-                    kind: KernelKind::Gather,
-                    step: step.id,
-                    result: step.results[0],
-                    rank,
-                    out_dtypes: vec![data],
-                    reduce: None,
-                    out_shape: None,
-                    gather: Some(gather),
-                    running: None,
-                }));
-            }
-            crate::ir::Op::ScatterAdd { axis } | crate::ir::Op::ScatterSet { axis } => {
-                let sc = scatter::Scatter {
-                    axis: *axis,
-                    add: matches!(step.op, crate::ir::Op::ScatterAdd { .. }),
-                };
-                let data = func.ty(step.args[0]).dtype;
-                let index = func.ty(step.args[1]);
-                let rank = func.ty(step.args[0]).rank();
-                let name = format!("{name}_scatter");
-                let ranks = (rank, index.rank());
-                scatter::define_scatter(g, &name, data, index.dtype, ranks, sc.add)
-                    .map_err(context)?;
-                return Ok(Some(KernelInfo {
-                    name,
-                    kind: KernelKind::Scatter(sc),
-                    step: step.id,
-                    result: step.results[0],
-                    rank,
-                    out_dtypes: vec![data],
-                    reduce: None,
-                    out_shape: None,
-                    gather: None,
-                    running: None,
-                }));
-            }
-            crate::ir::Op::Conv2d(conv) => {
-                let dtype = func.ty(step.results[0]).dtype;
-                let name = format!("{name}_conv");
-                conv::define_conv(g, &name, conv, dtype).map_err(context)?;
-                return Ok(Some(KernelInfo {
-                    name,
-                    kind: KernelKind::Conv(*conv),
-                    step: step.id,
-                    result: step.results[0],
-                    rank: 4,
-                    out_dtypes: vec![dtype],
-                    reduce: None,
-                    out_shape: None,
-                    gather: None,
-                    running: None,
-                }));
-            }
-            crate::ir::Op::Sort { axis, descending }
-            | crate::ir::Op::Argsort { axis, descending } => {
-                let values = matches!(step.op, crate::ir::Op::Sort { .. });
-                let sort = sort::Sort {
-                    axis: *axis,
-                    descending: *descending,
-                    values,
-                };
-                let data = func.ty(step.args[0]).dtype;
-                let rank = func.ty(step.args[0]).rank();
-                let name = format!("{name}_sort");
-                sort::define_sort(g, &name, sort, data, rank).map_err(context)?;
-                return Ok(Some(KernelInfo {
-                    name,
-                    kind: KernelKind::Sort(sort),
-                    step: step.id,
-                    result: step.results[0],
-                    rank,
-                    out_dtypes: vec![func.ty(step.results[0]).dtype],
-                    reduce: None,
-                    out_shape: None,
-                    gather: None,
-                    running: None,
-                }));
-            }
-            crate::ir::Op::CumprodGrad { axis } => {
-                let dtype = func.ty(step.results[0]).dtype;
-                let rank = func.ty(step.results[0]).rank();
-                let name = format!("{name}_running");
-                running::define_cumprod_grad(g, &name, dtype, rank).map_err(context)?;
-                return Ok(Some(KernelInfo {
-                    name,
-                    kind: KernelKind::Running,
-                    step: step.id,
-                    result: step.results[0],
-                    rank,
-                    out_dtypes: vec![dtype],
-                    reduce: None,
-                    out_shape: None,
-                    gather: None,
-                    running: Some(running::Running {
-                        axis: *axis,
-                        sum: false,
-                        grad: true,
-                    }),
-                }));
-            }
-            crate::ir::Op::Conv2dGradImage { conv, image: dims }
-            | crate::ir::Op::Conv2dGradFilter { conv, kernel: dims } => {
-                let filter = matches!(step.op, crate::ir::Op::Conv2dGradFilter { .. });
-                let dtype = func.ty(step.results[0]).dtype;
-                let name = format!("{name}_conv_grad");
-                conv::define_conv_grad(g, &name, conv, dtype, filter).map_err(context)?;
-                return Ok(Some(KernelInfo {
-                    name,
-                    kind: KernelKind::ConvGrad(*conv, filter, *dims),
-                    step: step.id,
-                    result: step.results[0],
-                    rank: 4,
-                    out_dtypes: vec![dtype],
-                    reduce: None,
-                    out_shape: None,
-                    gather: None,
-                    running: None,
-                }));
-            }
-            crate::ir::Op::Pool2d(pool) | crate::ir::Op::Pool2dGrad(pool) => {
-                let grad = matches!(step.op, crate::ir::Op::Pool2dGrad(_));
-                let dtype = func.ty(step.results[0]).dtype;
-                let rank = func.ty(step.results[0]).rank();
-                let name = format!("{name}_pool");
-                pool::define_pool(g, &name, pool, dtype, rank, grad).map_err(context)?;
-                return Ok(Some(KernelInfo {
-                    name,
-                    kind: KernelKind::Pool(*pool, grad),
-                    step: step.id,
-                    result: step.results[0],
-                    rank,
-                    out_dtypes: vec![dtype],
-                    reduce: None,
-                    out_shape: None,
-                    gather: None,
-                    running: None,
-                }));
-            }
-            crate::ir::Op::OneHot { depth, dtype } => {
-                let index = func.ty(step.args[0]).dtype;
-                let rank = func.ty(step.args[0]).rank();
-                let name = format!("{name}_one_hot");
-                one_hot::define_one_hot(g, &name, index, *dtype, rank).map_err(context)?;
-                return Ok(Some(KernelInfo {
-                    name,
-                    kind: KernelKind::OneHot(*depth),
-                    step: step.id,
-                    result: step.results[0],
-                    rank: rank + 1,
-                    out_dtypes: vec![*dtype],
-                    reduce: None,
-                    out_shape: None,
-                    gather: None,
-                    running: None,
-                }));
-            }
-            crate::ir::Op::Cumsum { axis } | crate::ir::Op::Cumprod { axis } => {
-                let running = running::Running {
-                    axis: *axis,
-                    sum: matches!(step.op, crate::ir::Op::Cumsum { .. }),
-                    grad: false,
-                };
-                let x = func.ty(step.args[0]).dtype;
-                let out = func.ty(step.results[0]).dtype;
-                let rank = func.ty(step.results[0]).rank();
-                let name = format!("{name}_running");
-                running::define_running(g, &name, x, out, rank, running.sum).map_err(context)?;
-                return Ok(Some(KernelInfo {
-                    name,
-                    kind: KernelKind::Running,
-                    step: step.id,
-                    result: step.results[0],
-                    rank,
-                    out_dtypes: vec![out],
-                    reduce: None,
-                    out_shape: None,
-                    gather: None,
-                    running: Some(running),
-                }));
-            }
-            _ => return Ok(None),
+            _ => match ops::define_op(g, func, step, name).map_err(context)? {
+                Some(d) => (d.kind, d.rank, d.name, vec![d.out], None),
+                None => return Ok(None),
+            },
         },
         // Row groups are a CPU schedule; `lower` (without options) makes none, and their members
         // are steps of `all_steps` anyway.
@@ -501,8 +307,6 @@ pub(crate) fn define_step(
         out_dtypes,
         reduce,
         out_shape: None,
-        gather: None,
-        running: None,
     }))
 }
 

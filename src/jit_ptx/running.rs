@@ -10,7 +10,7 @@
 
 use super::gen::{bx, Gen};
 use super::kernel::{counted_loop, declare_kernel, grid_stride, load, offsets, store};
-use super::launch::{Launch, Operand};
+use super::launch::{row_major, without, Launch, Operand};
 use crate::error::{Error, Result};
 use crate::ir::DType;
 use inkwell::values::BasicValueEnum;
@@ -113,11 +113,8 @@ pub fn running_launch<T: Operand>(running: Running, inputs: &[T]) -> Result<Laun
             shape.len()
         )));
     }
-    let mut out_st = vec![1i64; shape.len()];
-    for d in (0..shape.len().saturating_sub(1)).rev() {
-        out_st[d] = out_st[d + 1] * shape[d + 1] as i64;
-    }
-    let lane = |v: &[i64]| -> Vec<i64> { (0..v.len()).filter(|&d| d != a).map(|d| v[d]).collect() };
+    let out_st = row_major(&shape);
+    let lane = |v: &[i64]| without(v, a);
     let x_st: Vec<i64> = st.iter().map(|&s| s as i64).collect();
     let dims: Vec<i64> = lane(&shape.iter().map(|&d| d as i64).collect::<Vec<_>>());
     let lanes: i64 = dims.iter().product();

@@ -11,14 +11,14 @@
 //! `x_axis_stride`, `out_axis_stride`, `index_dims[q]`, `index_strides[q]`,
 //! `u_index_strides[q]` (elements).
 
+use super::gather::at_position;
 use super::gen::{bx, Gen};
 use super::kernel::{counted_loop, declare_kernel, grid_stride, load, offsets, store};
-use super::launch::{Launch, Operand};
+use super::launch::{row_major, without, Launch, Operand};
 use crate::error::{Error, Result};
 use crate::ir::DType;
 use crate::tensor::{Tensor, TensorRef};
 use inkwell::values::BasicValueEnum;
-use inkwell::IntPredicate;
 
 /// Which scatter a kernel computes, along which axis.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -72,43 +72,25 @@ pub fn define_scatter<'ctx>(
         })?;
         counted_loop(g, k.func, g.c64(0), g.c64(1), m, "updates", |j| {
             let io = offsets(g, j, &idx_dims, &idx_strides)?;
-            let raw = load(g, idx, index, io[0])?.into_int_value();
-            let raw = bx(g.b.build_int_s_extend_or_bit_cast(raw, g.i64(), "index"))?;
-            let negative =
-                bx(g.b.build_int_compare(IntPredicate::SLT, raw, g.c64(0), "negative"))?;
-            let wrapped = bx(g.b.build_int_add(raw, len, "wrapped"))?;
-            let p = bx(g.b.build_select(negative, wrapped, raw, "position"))?.into_int_value();
-            let bad = bx(g.b.build_int_compare(IntPredicate::UGE, p, len, "bad"))?;
-            let (on_bad, on_good, next) = (
-                g.ctx.append_basic_block(k.func, "bad"),
-                g.ctx.append_basic_block(k.func, "good"),
-                g.ctx.append_basic_block(k.func, "next"),
-            );
-            bx(g.b.build_conditional_branch(bad, on_bad, on_good))?;
-            g.b.position_at_end(on_bad);
-            bx(g.b.build_store(flag, g.c32(1)))?;
-            bx(g.b.build_unconditional_branch(next))?;
-            g.b.position_at_end(on_good);
-            let to = bx(g.b.build_int_mul(p, out_step, ""))?;
-            let to = bx(g.b.build_int_add(offs[1], to, "to"))?;
-            let from = bx(g.b.build_int_add(offs[2], io[1], "from"))?;
-            let u = load(g, upd, data, from)?;
-            let v: BasicValueEnum = if add {
-                let old = load(g, out, data, to)?;
-                if data.is_float() {
-                    let (a, b) = (old.into_float_value(), u.into_float_value());
-                    bx(g.b.build_float_add(a, b, "sum"))?.into()
+            at_position(g, k.func, (idx, index, io[0]), len, flag, |p| {
+                let to = bx(g.b.build_int_mul(p, out_step, ""))?;
+                let to = bx(g.b.build_int_add(offs[1], to, "to"))?;
+                let from = bx(g.b.build_int_add(offs[2], io[1], "from"))?;
+                let u = load(g, upd, data, from)?;
+                let v: BasicValueEnum = if add {
+                    let old = load(g, out, data, to)?;
+                    if data.is_float() {
+                        let (a, b) = (old.into_float_value(), u.into_float_value());
+                        bx(g.b.build_float_add(a, b, "sum"))?.into()
+                    } else {
+                        let (a, b) = (old.into_int_value(), u.into_int_value());
+                        bx(g.b.build_int_add(a, b, "sum"))?.into()
+                    }
                 } else {
-                    let (a, b) = (old.into_int_value(), u.into_int_value());
-                    bx(g.b.build_int_add(a, b, "sum"))?.into()
-                }
-            } else {
-                u
-            };
-            store(g, out, data, to, v)?;
-            bx(g.b.build_unconditional_branch(next))?;
-            g.b.position_at_end(next);
-            Ok(())
+                    u
+                };
+                store(g, out, data, to, v)
+            })
         })
     })?;
     bx(g.b.build_return(None))?;
@@ -136,11 +118,8 @@ pub fn scatter_launch<T: Operand>(scatter: Scatter, inputs: &[T]) -> Result<Laun
     }
     let wide = |v: Vec<isize>| -> Vec<i64> { v.into_iter().map(|s| s as i64).collect() };
     let (x_st, i_st, u_st) = (wide(x.strides()), wide(idx.strides()), wide(upd.strides()));
-    let mut out_st = vec![1i64; xs.len()];
-    for d in (0..xs.len().saturating_sub(1)).rev() {
-        out_st[d] = out_st[d + 1] * xs[d + 1] as i64;
-    }
-    let col = |v: &[i64]| -> Vec<i64> { (0..v.len()).filter(|&d| d != a).map(|d| v[d]).collect() };
+    let out_st = row_major(&xs);
+    let col = |v: &[i64]| without(v, a);
     let dims: Vec<i64> = col(&xs.iter().map(|&d| d as i64).collect::<Vec<_>>());
     let cols: i64 = dims.iter().product();
     let m: i64 = is.iter().product::<usize>() as i64;

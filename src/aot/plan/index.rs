@@ -50,6 +50,18 @@ impl Builder<'_> {
         self.errors.len() as u32
     }
 
+    /// A step that checks every index of `idx` against an axis of `n` and nothing else: where
+    /// a gather or scatter has no element to move, its indices are still checked (as
+    /// `perform` checks them).
+    fn check_indices(&mut self, what: &str, idx: &View, n: usize, code: u32) {
+        self.steps.push(Step::CheckIndices {
+            what: what.to_string(),
+            index: idx.clone(),
+            axis_len: n,
+            code,
+        });
+    }
+
     fn out_of_range(&mut self, what: &str, axis: usize, n: usize) -> u32 {
         self.error(format!(
             "{what}: an index is out of range for axis {axis} of size {n}"
@@ -119,12 +131,7 @@ impl Builder<'_> {
         let n = x.shape[axis];
         let code = self.out_of_range(what, axis, n);
         if out.numel() == 0 {
-            self.steps.push(Step::CheckIndices {
-                what: what.to_string(),
-                index: idx.clone(),
-                axis_len: n,
-                code,
-            });
+            self.check_indices(what, idx, n, code);
             return out;
         }
         self.steps.push(Step::Gather {
@@ -159,13 +166,7 @@ impl Builder<'_> {
         let n = x.shape[axis];
         let code = self.out_of_range(what, axis, n);
         if updates.numel() == 0 {
-            // Nothing to write, but the indices are checked all the same.
-            self.steps.push(Step::CheckIndices {
-                what: what.to_string(),
-                index: idx.clone(),
-                axis_len: n,
-                code,
-            });
+            self.check_indices(what, idx, n, code);
             return out;
         }
         self.steps.push(Step::Scatter {
