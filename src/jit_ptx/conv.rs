@@ -13,7 +13,7 @@
 //! padding and dilation are constants of the kernel.
 
 use super::gen::{bx, Gen};
-use super::kernel::{counted_loop, declare_kernel, grid_stride, load, offsets, store};
+use super::kernel::{counted_loop, declare_kernel, grid_stride, load, offsets, store, window_of};
 use super::launch::{Launch, Operand};
 use crate::error::{Error, Result};
 use crate::ir::window::Conv2d;
@@ -161,24 +161,6 @@ pub fn conv_launch<T: Operand>(conv: &Conv2d, dtype: DType, inputs: &[T]) -> Res
     })
 }
 
-/// `a / b` and `a % b` of non-negative `a` and positive `b`, and whether `a` is a multiple of
-/// `b` below `bound * b` (a window position: `(coordinate + pad - tap) / stride`).
-fn window_of<'ctx>(
-    g: &Gen<'ctx>,
-    num: IntValue<'ctx>,
-    stride: usize,
-    bound: IntValue<'ctx>,
-) -> Result<(IntValue<'ctx>, IntValue<'ctx>)> {
-    let st = g.c64(stride as i64);
-    let o = bx(g.b.build_int_signed_div(num, st, ""))?;
-    let rem = bx(g.b.build_int_signed_rem(num, st, ""))?;
-    let exact = bx(g.b.build_int_compare(IntPredicate::EQ, rem, g.c64(0), ""))?;
-    let limit = bx(g.b.build_int_mul(bound, st, ""))?;
-    // Unsigned: a negative numerator is out of range too.
-    let inside = bx(g.b.build_int_compare(IntPredicate::ULT, num, limit, ""))?;
-    Ok((o, bx(g.b.build_and(exact, inside, "window"))?))
-}
-
 /// The chunked dot product of the GEMM (`gemm`'s order): terms `0..n` in chunks of `kstep`,
 /// each summed by FMAs of `term(t)`'s two factors from zero, the chunks added in order.
 fn gemm_dot<'ctx>(
@@ -284,22 +266,15 @@ pub fn define_conv_grad<'ctx>(
             bx(g.b.build_store(image_sum, zero))?;
             counted_loop(g, k.func, c64(0), c64(1), kh, "ki", |ki| {
                 counted_loop(g, k.func, c64(0), c64(1), kw, "kj", |kj| {
-                    let ny = add(
-                        y,
-                        bx(g.b.build_int_sub(
-                            c64(conv.padding[0] as i64),
-                            mul(ki, c64(conv.dilation[0] as i64))?,
-                            "",
-                        ))?,
-                    )?;
-                    let nx = add(
-                        x,
-                        bx(g.b.build_int_sub(
-                            c64(conv.padding[1] as i64),
-                            mul(kj, c64(conv.dilation[1] as i64))?,
-                            "",
-                        ))?,
-                    )?;
+                    // The window whose tap (ki, kj) reads this element, along each axis.
+                    let num = |c: IntValue<'ctx>, k: IntValue<'ctx>, a: usize| {
+                        let tap = mul(k, c64(conv.dilation[a] as i64))?;
+                        add(
+                            c,
+                            bx(g.b.build_int_sub(c64(conv.padding[a] as i64), tap, ""))?,
+                        )
+                    };
+                    let (ny, nx) = (num(y, ki, 0)?, num(x, kj, 1)?);
                     let (oy, vy) = window_of(g, ny, conv.stride[0], oh)?;
                     let (ox, vx) = window_of(g, nx, conv.stride[1], ow)?;
                     let valid = bx(g.b.build_and(vy, vx, "valid"))?;

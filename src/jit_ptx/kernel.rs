@@ -185,6 +185,25 @@ pub fn counted_loop<'ctx>(
     Ok(())
 }
 
+/// The window whose tap reads an element, along one axis: `num / stride` for `num =
+/// coordinate + pad - tap offset`, and whether `num` is a multiple of `stride` below
+/// `bound * stride` (a window that exists). The gradients of convolution and pooling share it.
+pub fn window_of<'ctx>(
+    g: &Gen<'ctx>,
+    num: IntValue<'ctx>,
+    stride: usize,
+    bound: IntValue<'ctx>,
+) -> Result<(IntValue<'ctx>, IntValue<'ctx>)> {
+    let st = g.c64(stride as i64);
+    let o = bx(g.b.build_int_signed_div(num, st, ""))?;
+    let rem = bx(g.b.build_int_signed_rem(num, st, ""))?;
+    let exact = bx(g.b.build_int_compare(IntPredicate::EQ, rem, g.c64(0), ""))?;
+    let limit = bx(g.b.build_int_mul(bound, st, ""))?;
+    // Unsigned: a negative numerator is out of range too.
+    let inside = bx(g.b.build_int_compare(IntPredicate::ULT, num, limit, ""))?;
+    Ok((o, bx(g.b.build_and(exact, inside, "window"))?))
+}
+
 /// Elements per group in the vector paths: 16 bytes of f32 or i32 (the widest load a thread
 /// can issue), two 16-byte loads of f64 or i64. More bytes in flight per thread is what a
 /// memory-bound kernel needs to reach the memory's bandwidth.

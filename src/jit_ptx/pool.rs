@@ -16,7 +16,7 @@
 //! and `oh`, `ow` (the output's).
 
 use super::gen::{bx, Gen};
-use super::kernel::{counted_loop, declare_kernel, grid_stride, load, offsets, store};
+use super::kernel::{counted_loop, declare_kernel, grid_stride, load, offsets, store, window_of};
 use super::launch::{Launch, Operand};
 use super::scalar::konst;
 use crate::error::{Error, Result};
@@ -190,18 +190,7 @@ pub fn define_pool<'ctx>(
                 let window = |c: IntValue<'ctx>, a: usize, t: usize, bound: IntValue<'ctx>| {
                     let num =
                         bx(g.b.build_int_add(c, c64(pool.padding[a] as i64 - t as i64), ""))?;
-                    let st = c64(pool.stride[a] as i64);
-                    let o = bx(g.b.build_int_signed_div(num, st, ""))?;
-                    let rem = bx(g.b.build_int_signed_rem(num, st, ""))?;
-                    let exact = bx(g.b.build_int_compare(IntPredicate::EQ, rem, c64(0), ""))?;
-                    let inside = bx(g.b.build_int_compare(
-                        IntPredicate::ULT,
-                        num,
-                        bx(g.b.build_int_mul(bound, st, ""))?,
-                        "",
-                    ))?;
-                    let ok = bx(g.b.build_and(exact, inside, ""))?;
-                    Ok::<_, Error>((o, ok))
+                    window_of(g, num, pool.stride[a], bound)
                 };
                 let (oy, ok_y) = window(row, 0, ti, oh)?;
                 let (ox, ok_x) = window(col, 1, tj, ow)?;
