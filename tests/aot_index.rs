@@ -16,16 +16,6 @@ use common::Rng;
 use kiln::{DType, Tensor};
 use ndarray::{ArrayD, IxDyn};
 
-const ALL: [DType; 7] = [
-    DType::Bool,
-    DType::I32,
-    DType::I64,
-    DType::F32,
-    DType::F64,
-    DType::F16,
-    DType::BF16,
-];
-
 /// A random shape of `rank` dims of 1 to 4 (0 now and then, where `empty_ok`).
 fn shape(rng: &mut Rng, rank: usize, empty_ok: bool) -> Vec<usize> {
     (0..rank)
@@ -96,7 +86,7 @@ fn random_gathers_and_scatters_have_the_interpreters_bits() {
         xs[axis] = 1 + rng.below(4);
         let n = xs[axis] as i64;
         let transposed = rank >= 2 && k % 3 == 1;
-        let dtype = ALL[k % 7];
+        let dtype = DType::ALL[k % 7];
         let x = values(&mut rng, &xs, dtype);
         let x_in = stored(&x, transposed);
         let ax = axis as i64;
@@ -173,7 +163,7 @@ fn random_one_hots_and_running_sums_have_the_interpreters_bits() {
         let is = shape(&mut rng, irank, true);
         let depth = rng.below(5);
         let idx = indices(&mut rng, &is, -2, depth as i64 + 2);
-        let dtype = ALL[k % 7];
+        let dtype = DType::ALL[k % 7];
         let what = format!("one_hot {k}: depth {depth} {dtype} of {idx:?}");
         cases.push(case(what, format!("onehot{k}"), vec![idx], |v| {
             vec![v[0].one_hot(depth, dtype)]
@@ -253,7 +243,7 @@ fn random_sorts_have_the_interpreters_bits() {
         if rng.below(3) == 0 {
             xs[axis] = 5 + rng.below(40);
         }
-        let dtype = ALL[k % 7];
+        let dtype = DType::ALL[k % 7];
         let n: usize = xs.iter().product();
         // Few distinct values (ties), and the special floats.
         let v: Vec<f64> = (0..n)
@@ -318,7 +308,7 @@ fn an_index_out_of_range_returns_the_code_of_the_step_that_found_it() {
     let lib = aot_lib::link(&[&c.art], &dir).unwrap();
     // In range (-3 is row 0): the interpreter's result.
     let got = lib.call(&c.art, &c.inputs).unwrap();
-    assert!(aot_cases::same_bits(&got[0], &c.want[0]));
+    assert!(common::same_bits(&got[0], &c.want[0]));
     for (take, scatter, code) in [
         (vec![3, 0], vec![0, 1], 1),
         (vec![0, -4], vec![0, 1], 1),
@@ -372,7 +362,7 @@ fn indices_are_checked_where_nothing_is_gathered_or_scattered() {
     let lib = aot_lib::link(&arts, &dir).unwrap();
     for c in &cases {
         let got = lib.call(&c.art, &c.inputs).unwrap();
-        assert!(aot_cases::same_bits(&got[0], &c.want[0]), "{}", c.what);
+        assert!(common::same_bits(&got[0], &c.want[0]), "{}", c.what);
         let mut bad = c.inputs.clone();
         bad[1] = ids(vec![3; c.inputs[1].len()]);
         let err = lib.call(&c.art, &bad).expect_err("an index out of range");

@@ -761,13 +761,8 @@ fn pools_and_their_gradients_have_the_interpreters_bits_on_every_backend() {
                 None => want = Some(out),
                 Some(wt) => {
                     for (k, (o, w)) in out.iter().zip(wt).enumerate() {
-                        let same = o.dtype() == w.dtype()
-                            && o.shape() == w.shape()
-                            && o.to_f64_vec().iter().zip(w.to_f64_vec()).all(|(p, q)| {
-                                p.to_bits() == q.to_bits() || (p.is_nan() && q.is_nan())
-                            });
                         assert!(
-                            same,
+                            common::same_bits(o, w),
                             "case {case} {backend:?} output {k} {shape:?} {win:?} {st:?} {pad:?}: \
                              {o:?} want {w:?}"
                         );

@@ -471,17 +471,8 @@ fn sorts_have_the_interpreters_bits_on_every_backend() {
         -0.0,
         0.0,
     ];
-    let dtypes = [
-        kiln::DType::Bool,
-        kiln::DType::I32,
-        kiln::DType::I64,
-        kiln::DType::F32,
-        kiln::DType::F64,
-        kiln::DType::F16,
-        kiln::DType::BF16,
-    ];
     for case in 0..21 {
-        let dtype = dtypes[case % 7];
+        let dtype = kiln::DType::ALL[case % 7];
         let (a, b) = (1 + rng.below(4), [1, 3, 17, 70][rng.below(4)]);
         let v: Vec<f64> = (0..a * b)
             .map(|_| match rng.below(4) {
@@ -522,13 +513,8 @@ fn sorts_have_the_interpreters_bits_on_every_backend() {
                 None => want = Some(out),
                 Some(w) => {
                     for (k, (o, w)) in out.iter().zip(w).enumerate() {
-                        let same = o.dtype() == w.dtype()
-                            && o.shape() == w.shape()
-                            && o.to_f64_vec().iter().zip(w.to_f64_vec()).all(|(p, q)| {
-                                p.to_bits() == q.to_bits() || (p.is_nan() && q.is_nan())
-                            });
                         assert!(
-                            same,
+                            common::same_bits(o, w),
                             "case {case} {dtype} {backend:?} output {k}: {o:?} want {w:?}"
                         );
                     }

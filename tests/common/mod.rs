@@ -16,6 +16,17 @@ pub fn backends_with_gpu_host() -> Vec<kiln::Backend> {
     all
 }
 
+/// Whether two tensors are the same bits, element by element (widened to f64, which keeps
+/// every bit of the narrower types), any NaN matching any NaN (payloads are not kept).
+pub fn same_bits(a: &Tensor, b: &Tensor) -> bool {
+    a.dtype() == b.dtype()
+        && a.shape() == b.shape()
+        && a.to_f64_vec()
+            .iter()
+            .zip(b.to_f64_vec())
+            .all(|(p, q)| p.to_bits() == q.to_bits() || (p.is_nan() && q.is_nan()))
+}
+
 /// A small deterministic generator (xorshift) for random test cases.
 pub struct Rng(pub u64);
 

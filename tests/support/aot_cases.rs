@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 use super::aot_lib;
+use super::common::same_bits;
 use kiln::aot::{AotArtifact, AotOptions};
 use kiln::{function, Backend, DType, Graph, Tensor, Var};
 use ndarray::ArrayD;
@@ -63,16 +64,6 @@ pub fn case(
         want,
         jit,
     }
-}
-
-/// The same bits (any NaN matches any NaN).
-pub fn same_bits(a: &Tensor, b: &Tensor) -> bool {
-    let (x, y) = (a.to_f64_vec(), b.to_f64_vec());
-    a.dtype() == b.dtype()
-        && a.shape() == b.shape()
-        && x.iter()
-            .zip(&y)
-            .all(|(p, q)| p.to_bits() == q.to_bits() || (p.is_nan() && q.is_nan()))
 }
 
 /// Links every case's object into one library and checks that each gives the interpreter's
