@@ -80,7 +80,8 @@ fn random_gathers_and_scatters_have_the_interpreters_bits() {
     let mut rng = Rng(0x5eed_1de0_0000_0001);
     let mut cases: Vec<Case> = Vec::new();
     for k in 0..60 {
-        let rank = 1 + rng.below(4);
+        // Ranks 1 to 5 (the result's rank stays at most 5 with the indices' dims).
+        let rank = 1 + rng.below(5);
         let axis = rng.below(rank);
         let mut xs = shape(&mut rng, rank, true);
         xs[axis] = 1 + rng.below(4);
@@ -93,7 +94,7 @@ fn random_gathers_and_scatters_have_the_interpreters_bits() {
         match k % 3 {
             // take, indices of rank 0 to 2, negative ones included
             0 => {
-                let irank = rng.below(3);
+                let irank = rng.below((6 - rank).min(3));
                 let is = shape(&mut rng, irank, true);
                 let idx = indices(&mut rng, &is, -n, n);
                 let what = format!("take {k}: {dtype}{xs:?} axis {axis} at {idx:?}");
@@ -124,7 +125,7 @@ fn random_gathers_and_scatters_have_the_interpreters_bits() {
             // scatter_add (numbers) or scatter_set (any dtype), positions repeating
             _ => {
                 let add = dtype.is_float() && !dtype.is_half() || dtype.is_int();
-                let irank = rng.below(3);
+                let irank = rng.below((6 - rank).min(3));
                 let is: Vec<usize> = (0..irank).map(|_| 1 + rng.below(5)).collect();
                 let idx = indices(&mut rng, &is, -n, n);
                 let mut us = xs[..axis].to_vec();
@@ -159,7 +160,7 @@ fn random_one_hots_and_running_sums_have_the_interpreters_bits() {
     let mut cases: Vec<Case> = Vec::new();
     for k in 0..21 {
         // one_hot of indices inside and outside 0..depth, into every dtype
-        let irank = rng.below(3);
+        let irank = rng.below(5);
         let is = shape(&mut rng, irank, true);
         let depth = rng.below(5);
         let idx = indices(&mut rng, &is, -2, depth as i64 + 2);
@@ -171,7 +172,7 @@ fn random_one_hots_and_running_sums_have_the_interpreters_bits() {
     }
     let numbers = [DType::Bool, DType::I32, DType::I64, DType::F32, DType::F64];
     for k in 0..30 {
-        let rank = 1 + rng.below(3);
+        let rank = 1 + rng.below(5);
         let axis = rng.below(rank);
         let xs = shape(&mut rng, rank, true);
         let transposed = rank >= 2 && k % 4 == 1;
@@ -236,7 +237,7 @@ fn random_sorts_have_the_interpreters_bits() {
         0.0,
     ];
     for k in 0..42 {
-        let rank = 1 + rng.below(3);
+        let rank = 1 + rng.below(5);
         let axis = rng.below(rank);
         let mut xs = shape(&mut rng, rank, true);
         // Long lanes now and then: merges of several widths, odd lengths.

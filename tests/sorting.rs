@@ -456,9 +456,9 @@ fn cumprod_gradients_have_the_interpreters_bits_on_every_backend() {
 }
 
 /// `sort` and `argsort`, ascending and descending, on every backend (the GPU backend's merge
-/// sort kernel on the host device included) have the interpreter's bits: every dtype, ties,
-/// NaN, infinities and both zeros, lanes of odd lengths up to 70, inputs read through a
-/// transpose.
+/// sort kernel on the host device included) have the interpreter's bits: every dtype, ranks 1
+/// to 5 with the axis anywhere, ties, NaN, infinities and both zeros, lanes of odd lengths up
+/// to 70, inputs read through a transpose.
 #[test]
 fn sorts_have_the_interpreters_bits_on_every_backend() {
     let mut rng = Rng(0x5eed_c0de_0000_0008);
@@ -471,17 +471,22 @@ fn sorts_have_the_interpreters_bits_on_every_backend() {
         -0.0,
         0.0,
     ];
-    for case in 0..21 {
+    for case in 0..35 {
         let dtype = kiln::DType::ALL[case % 7];
-        let (a, b) = (1 + rng.below(4), [1, 3, 17, 70][rng.below(4)]);
-        let v: Vec<f64> = (0..a * b)
+        // Ranks 1 to 5, the sorted axis anywhere, long lanes now and then.
+        let rank = 1 + case % 5;
+        let axis = rng.below(rank);
+        let mut shape: Vec<usize> = (0..rank).map(|_| 1 + rng.below(3)).collect();
+        shape[axis] = [1, 3, 17, 70][rng.below(4)];
+        let n: usize = shape.iter().product();
+        let v: Vec<f64> = (0..n)
             .map(|_| match rng.below(4) {
                 0 if dtype.is_float() => special[rng.below(special.len())],
                 _ => rng.below(7) as f64 - 3.0,
             })
             .collect();
-        let x = ArrayD::from_shape_vec(IxDyn(&[a, b]), v).unwrap();
-        // Stored transposed ([b, a]): the sort reads its lanes through strides.
+        let x = ArrayD::from_shape_vec(IxDyn(&shape), v).unwrap();
+        // Stored with its axes reversed: the sort reads its lanes through strides.
         let xt = x.reversed_axes().as_standard_layout().to_owned();
         let input = match dtype {
             kiln::DType::Bool => Tensor::Bool(xt.mapv(|v| v != 0.0)),
@@ -493,18 +498,24 @@ fn sorts_have_the_interpreters_bits_on_every_backend() {
             _ => Tensor::from(xt),
         };
         let descending = case % 2 == 1;
+        let ax = axis as i64;
         let mut want: Option<Vec<Tensor>> = None;
         for backend in [Backend::Interp]
             .into_iter()
             .chain(backends_with_gpu_host())
         {
             let g = Graph::new();
-            let xs = g.input("x", dtype, [Some(b), Some(a)]);
-            let x = xs.transpose(&[1, 0]);
+            let stored: Vec<Option<usize>> = shape.iter().rev().map(|&d| Some(d)).collect();
+            let xs = g.input("x", dtype, stored);
+            let x = xs.transpose(&(0..rank).rev().collect::<Vec<_>>());
             let outs = if descending {
-                vec![x.sort_descending(1), x.argsort_descending(1), x.argsort(0)]
+                vec![
+                    x.sort_descending(ax),
+                    x.argsort_descending(ax),
+                    x.argsort(0),
+                ]
             } else {
-                vec![x.sort(1), x.argsort(1), x.sort(0)]
+                vec![x.sort(ax), x.argsort(ax), x.sort(0)]
             };
             let refs: Vec<&kiln::Var> = outs.iter().collect();
             let f = function(&[&xs], &refs).backend(backend).compile().unwrap();
