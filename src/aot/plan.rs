@@ -436,6 +436,13 @@ fn copy_program(from: DType, to: DType) -> ScalarProgram {
     p
 }
 
+/// A scalar program from its text, for the fixed templates the plan writes (window, index
+/// and running steps): parsing checks it, and an error is kiln's own.
+fn program(src: &str) -> Result<ScalarProgram> {
+    crate::ir::scalar::parse_program(src)
+        .map_err(|e| Error::Unsupported(format!("internal: a plan's program: {e}: {src}")))
+}
+
 /// Merges adjacent dims that every operand walks as one (and drops size-1 dims): the shape
 /// and, per operand, the strides. A shape with a zero dim comes back as `None` (nothing to do).
 pub fn collapse(shape: &[usize], strides: &[Vec<i64>]) -> Option<(Vec<usize>, Vec<Vec<i64>>)> {

@@ -4,17 +4,10 @@
 //! against the positions `0..depth`, and `cumsum`, `cumprod` and `cumprod`'s gradient map
 //! steps swept along their axis in `perform::index`'s order (so their bits are its bits).
 
-use super::{Builder, Step, View};
-use crate::error::{Error, Result};
-use crate::ir::scalar::{parse_program, ScalarProgram};
+use super::{program, Builder, Step, View};
+use crate::error::Result;
 use crate::ir::DType;
 use crate::tensor::Tensor;
-
-/// A scalar program from its text (fixed templates: an error is kiln's own).
-fn program(src: &str) -> Result<ScalarProgram> {
-    parse_program(src)
-        .map_err(|e| Error::Unsupported(format!("internal: an index program: {e}: {src}")))
-}
 
 /// `v` without its dim `axis`, at position `at` along it.
 fn lane_slice(v: &View, axis: usize, at: usize) -> View {

@@ -12,9 +12,9 @@
 //!
 //! The geometry is `ir::window`'s.
 
-use super::{contiguous_strides, copy_program, Builder, Step, View};
-use crate::error::{Error, Result};
-use crate::ir::scalar::{parse_program, ScalarProgram};
+use super::{contiguous_strides, copy_program, program, Builder, Step, View};
+use crate::error::Result;
+use crate::ir::scalar::ScalarProgram;
 use crate::ir::text::float_text;
 use crate::ir::window::{tap_outputs, Conv2d, Pool2d, PoolKind};
 use crate::ir::DType;
@@ -94,15 +94,6 @@ impl Tap {
     fn inputs_of(&self, input: &View, stride: [usize; 2]) -> View {
         window_view(input, self.first, self.count(), stride)
     }
-}
-
-/// A scalar program from its text; the programs here are fixed templates, so an error is
-/// kiln's own.
-fn program(src: &str) -> Result<ScalarProgram> {
-    let p = parse_program(src)
-        .and_then(|p| p.check().map(|()| p))
-        .map_err(|e| Error::Unsupported(format!("internal: a window program: {e}: {src}")))?;
-    Ok(p)
 }
 
 /// `out = a + b`.
