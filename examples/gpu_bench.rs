@@ -170,16 +170,9 @@ fn rows(id: &'static str, src: &str, reps: usize) -> Report {
 fn d_kernels(src: &str) -> usize {
     let func = parse("bench.kir", src).unwrap().remove(0);
     let func = kiln::compile::optimize(func, &Default::default());
-    kiln::lower::lower(&func)
-        .all_steps()
-        .iter()
-        .filter(|s| {
-            matches!(
-                s.kernel,
-                kiln::lower::Kernel::Map { .. } | kiln::lower::Kernel::Reduce { .. }
-            )
-        })
-        .count()
+    kiln::jit_ptx::compile_ptx(&func, kiln::jit_ptx::DEFAULT_ARCH, &Default::default())
+        .map(|m| m.kernels.len())
+        .unwrap_or(0)
 }
 
 /// G4: a 4096^3 f32 product (true f32) through cuBLAS.

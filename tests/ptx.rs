@@ -12,7 +12,7 @@ use kiln::dump::DumpOptions;
 use kiln::ir::text::parse;
 use kiln::ir::{Func, ReduceOp};
 use kiln::jit_ptx::{compile_ptx, KernelKind, PtxModule};
-use kiln::lower::{lower, Kernel};
+use kiln::lower::Kernel;
 use kiln::CompileOptions;
 use std::path::{Path, PathBuf};
 
@@ -35,12 +35,40 @@ fn ptx(src: &str, arch: &str) -> PtxModule {
     compile_ptx(&optimized(src), arch, &DumpOptions::default()).unwrap()
 }
 
-/// The steps of the plan that must be kernels: maps, and reductions other than argmax/argmin.
-fn kernel_steps(func: &Func) -> usize {
-    lower(func)
-        .all_steps()
+/// Corpus files whose row groups the GPU's row kernel does not take, so that their members
+/// stay kernels of their own: why.
+const ROWS_APART: &[(&str, &str)] = &[
+    (
+        "lower/broadcast_leading_and_last.kir",
+        "the sum keeps an axis of the row",
+    ),
+    ("ops/reduce_empty.kir", "empty rows"),
+    ("rewrite/rules_logsumexp_not_empty_axes.kir", "empty rows"),
+    (
+        "rewrite/rules_logsumexp_not_unknown_axes.kir",
+        "a row of unknown length",
+    ),
+];
+
+/// The steps of the GPU's plan that must be kernels: maps, reductions other than
+/// argmax/argmin, and row groups (one kernel each, in place of their members', unless
+/// `groups_apart`).
+fn kernel_steps(func: &Func, groups_apart: bool) -> usize {
+    let plan = kiln::jit_ptx::plan_of(func);
+    let steps = plan.all_steps();
+    let grouped: Vec<kiln::lower::StepId> = steps
         .iter()
+        .filter_map(|s| match &s.kernel {
+            Kernel::Rows { steps, .. } if !groups_apart => Some(steps.iter().map(|m| m.id)),
+            _ => None,
+        })
+        .flatten()
+        .collect();
+    steps
+        .iter()
+        .filter(|s| !grouped.contains(&s.id))
         .filter(|s| match (&s.kernel, &s.op) {
+            (Kernel::Rows { .. }, _) => !groups_apart,
             (Kernel::Map { .. }, _) => true,
             (Kernel::Reduce { op, .. }, _) => !matches!(op, ReduceOp::ArgMax | ReduceOp::ArgMin),
             // Uniform and Bernoulli ops; normal ones are host steps.
@@ -270,7 +298,7 @@ fn the_whole_corpus_gives_well_formed_ptx_for_sm_80_and_sm_90() {
             continue;
         }
         let func = kiln::compile::optimize(func, &CompileOptions::default());
-        let expected = kernel_steps(&func);
+        let expected = kernel_steps(&func, ROWS_APART.iter().any(|(f, _)| *f == rel));
         for arch in ["sm_80", "sm_90"] {
             match compile_ptx(&func, arch, &DumpOptions::default()) {
                 Ok(m) => {
@@ -1147,8 +1175,7 @@ fn kernels_at_scale_agree_with_the_interpreter_on_the_gpu() {
     } else {
         kiln::jit_ptx::host::compile_func
     };
-    type Args = &'static [(kiln::ir::DType, &'static [usize])];
-    let cases: &[(&str, Args)] = &[
+    let cases: &[(&str, ScaleArgs)] = &[
         (
             "func @softmax(%x: f32[300, 5000]) -> (f32[300, 5000]) {
                %m = max %x {axes = [1], keepdims = true}
@@ -1241,6 +1268,16 @@ fn kernels_at_scale_agree_with_the_interpreter_on_the_gpu() {
         ),
     ];
     for (src, args) in cases {
+        agrees_at_scale(src, args, gpu, compile);
+    }
+}
+
+type ScaleArgs = &'static [(kiln::ir::DType, &'static [usize])];
+
+/// `src` on inputs of `args` through `compile` (`Backend::Gpu`, or the host oracle) and
+/// through a `DeviceFunction` (on the GPU, or a host device), against the interpreter.
+fn agrees_at_scale(src: &str, args: ScaleArgs, gpu: bool, compile: Compiler) {
+    {
         let func = match parse("scale.kir", src) {
             Ok(mut fs) => fs.remove(0),
             Err(e) => panic!("{e:?}"),
@@ -1279,6 +1316,89 @@ fn kernels_at_scale_agree_with_the_interpreter_on_the_gpu() {
             }
             Err(e) => panic!("{}: DeviceFunction: {e}", func.name),
         }
+    }
+}
+
+/// Softmax-like row groups, each one kernel with one block per row (`jit_ptx/rows.rs`): row
+/// lengths in vector groups of 4 and not, rows of rank 1 to 3, per-row maps, intermediates
+/// that are results, broadcast and transposed inputs, integer, bool and f64 reductions, mean.
+const ROW_GROUPS: &[(&str, ScaleArgs)] = &[
+    (
+        "func @lse(%x: f32[257, 1001]) -> (f32[257, 1], f32[257, 1001], f32[257, 1]) {
+           %m = max %x {axes = [1], keepdims = true}
+           %d = sub %x, %m
+           %e = exp %d
+           %s = sum %e {axes = [1], keepdims = true}
+           %l = log %s
+           %y = add %l, %m
+           return %y, %e, %s
+         }",
+        &[(kiln::ir::DType::F32, &[257, 1001])],
+    ),
+    (
+        "func @norm(%x: f64[130, 6, 68], %g: f64[68], %b: f64[6, 1]) -> (f64[130, 6, 68]) {
+           %mu = mean %x {axes = [1, 2], keepdims = true}
+           %c = sub %x, %mu
+           %q = mul %c, %c
+           %v = mean %q {axes = [1, 2], keepdims = true}
+           %eps = const 0.00001 : f64[]
+           %ve = add %v, %eps
+           %r = rsqrt %ve
+           %n = mul %c, %r
+           %s = mul %n, %g
+           %y = add %s, %b
+           return %y
+         }",
+        &[
+            (kiln::ir::DType::F64, &[130, 6, 68]),
+            (kiln::ir::DType::F64, &[68]),
+            (kiln::ir::DType::F64, &[6, 1]),
+        ],
+    ),
+    (
+        "func @transposed(%x: f32[600, 300]) -> (f32[300, 600]) {
+           %t = transpose %x {perm = [1, 0]}
+           %m = max %t {axes = [1], keepdims = true}
+           %d = sub %t, %m
+           %e = exp %d
+           %s = sum %e {axes = [1], keepdims = true}
+           %y = div %e, %s
+           return %y
+         }",
+        &[(kiln::ir::DType::F32, &[600, 300])],
+    ),
+    (
+        "func @ints(%a: i32[90, 2052], %k: bool[90, 2052]) -> (i64[90, 1], i32[90], bool[90, 1]) {
+           %m = max %a {axes = [1], keepdims = true}
+           %n = min %a {axes = [1]}
+           %d = sub %a, %m
+           %s = sum %d {axes = [1], keepdims = true}
+           %z = cast %s {to = i64}
+           %w = any %k {axes = [1], keepdims = true}
+           %i = max %a {axes = [1]}
+           %r = sub %i, %n
+           return %z, %r, %w
+         }",
+        &[
+            (kiln::ir::DType::I32, &[90, 2052]),
+            (kiln::ir::DType::Bool, &[90, 2052]),
+        ],
+    ),
+];
+
+#[test]
+fn row_groups_are_one_kernel_each_and_agree_with_the_interpreter() {
+    let gpu = gpu_or_skip();
+    let compile: Compiler = if gpu {
+        kiln::jit_ptx::runtime::compile_func
+    } else {
+        kiln::jit_ptx::host::compile_func
+    };
+    for (src, args) in ROW_GROUPS {
+        let m = ptx(src, "sm_90");
+        let kinds: Vec<KernelKind> = m.kernels.iter().map(|k| k.kind).collect();
+        assert_eq!(kinds, [KernelKind::Rows], "{src}");
+        agrees_at_scale(src, args, gpu, compile);
     }
 }
 

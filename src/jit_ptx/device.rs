@@ -230,7 +230,8 @@ impl GpuKernel {
         let outs = info
             .out_dtypes
             .iter()
-            .map(|&d| DeviceTensor::uninit(dev, d, &launch.out_shape))
+            .enumerate()
+            .map(|(o, &d)| DeviceTensor::uninit(dev, d, info.result_shape(o, &launch)))
             .collect::<Result<Vec<_>>>()?;
         let host_copies =
             || -> Result<Vec<Tensor>> { inputs.iter().map(|t| t.download()).collect() };
@@ -278,6 +279,8 @@ impl GpuKernel {
             | KernelKind::Sort(_)
             | KernelKind::OneHot(_) => launch.scalars[0].max(0) as usize / BLOCK as usize + 1,
             KernelKind::Reduce => launch.scalars[0].max(0) as usize,
+            // One block per row.
+            KernelKind::Rows => launch.out_shape[0],
         }
         .min(fill.max(1) * 8)
         .min(i32::MAX as usize) as u32;
@@ -464,7 +467,7 @@ impl DeviceFunction {
 
     /// `compile_on` for a function already verified and optimized.
     pub fn from_optimized(func: Func, device: Arc<Device>) -> Result<DeviceFunction> {
-        let plan = crate::lower::lower(&func);
+        let plan = super::plan_of(&func);
         DeviceFunction::from_plan(func, plan, device, &crate::dump::DumpOptions::default())
     }
 

@@ -200,4 +200,19 @@ impl<'ctx> Gen<'ctx> {
     pub fn global_ptr(&self) -> inkwell::types::PointerType<'ctx> {
         self.ctx.ptr_type(self.space(GLOBAL))
     }
+
+    /// A block's array `name` of 32 `word`s in shared memory (a partial per warp), 8-byte
+    /// aligned, not initialized.
+    pub fn warp_partials(
+        &self,
+        word: IntType<'ctx>,
+        name: &str,
+    ) -> inkwell::values::PointerValue<'ctx> {
+        let ty = word.array_type(32);
+        let smem = self.module.add_global(ty, Some(self.space(SHARED)), name);
+        smem.set_linkage(inkwell::module::Linkage::Internal);
+        smem.set_initializer(&ty.get_undef());
+        smem.set_alignment(8);
+        smem.as_pointer_value()
+    }
 }

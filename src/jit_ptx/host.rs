@@ -13,7 +13,7 @@
 
 use super::gen::{bx, Gen};
 use super::launch::{kernel_launch, Launch};
-use super::{define_step, symbol_base, KernelInfo};
+use super::{define_kernels, KernelInfo};
 use crate::error::{Error, Result};
 use crate::for_each_dtype;
 use crate::ir::Func;
@@ -42,7 +42,8 @@ impl Thunk for HostKernel {
         let mut outs: Vec<Tensor> = info
             .out_dtypes
             .iter()
-            .map(|&d| Tensor::zeros(d, &launch.out_shape))
+            .enumerate()
+            .map(|(o, &d)| Tensor::zeros(d, info.result_shape(o, &launch)))
             .collect();
         if !launch.work && info.checks_indices() {
             // Nothing to compute, but maybe indices to check: `perform`'s check.
@@ -85,14 +86,9 @@ pub fn host_kernels(func: &Func, plan: &crate::lower::Plan) -> Result<Vec<(Kerne
     // Leaked on purpose (see the module doc).
     let ctx: &'static Context = Box::leak(Box::new(Context::create()));
     let g = Gen::new_host(ctx, &func.name);
-    let base = symbol_base(func);
-    let mut kernels = Vec::new();
-    for step in plan.all_steps() {
-        let k = step.id.index();
-        if let Some(info) = define_step(&g, func, step, &format!("{base}_{k}"))? {
-            define_entry(&g, &info.name)?;
-            kernels.push(info);
-        }
+    let kernels = define_kernels(&g, func, plan)?;
+    for info in &kernels {
+        define_entry(&g, &info.name)?;
     }
     g.module
         .verify()
@@ -117,7 +113,7 @@ pub fn host_kernels(func: &Func, plan: &crate::lower::Plan) -> Result<Vec<(Kerne
 /// The kernels of `func` (optimized, verified) compiled for the host, plugged into the
 /// interpreter.
 pub fn executable(func: &Func) -> Result<Box<dyn Executable>> {
-    let plan = crate::lower::lower(func);
+    let plan = super::plan_of(func);
     let mut thunks: Thunks = Thunks::default();
     for (info, f) in host_kernels(func, &plan)? {
         thunks.insert(info.step, Arc::new(HostKernel { f, info }));

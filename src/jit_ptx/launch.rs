@@ -40,6 +40,10 @@ pub fn kernel_launch<T: Operand>(info: &KernelInfo, inputs: &[T]) -> Result<Laun
         (KernelKind::Scatter(s), _) => super::scatter::scatter_launch(*s, inputs),
         (KernelKind::OneHot(depth), _) => super::one_hot::one_hot_launch(*depth, inputs),
         (KernelKind::Running(r), _) => super::running::running_launch(*r, inputs),
+        (KernelKind::Rows, _) => {
+            let frame = info.out_shape.as_deref().unwrap_or_default();
+            super::rows::rows_launch(frame, inputs)
+        }
         (KernelKind::Random, _) => {
             let shape = info.out_shape.clone().unwrap_or_default();
             let n: usize = shape.iter().product();
@@ -127,7 +131,7 @@ fn index_space<T: Operand>(inputs: &[T], rank: usize) -> Result<Vec<usize>> {
 
 /// Input `t`'s element strides over the index space `shape` (aligned on the right): 0 along
 /// dims it lacks or has as 1.
-fn strides_over<T: Operand>(t: &T, shape: &[usize]) -> Vec<i64> {
+pub(super) fn strides_over<T: Operand>(t: &T, shape: &[usize]) -> Vec<i64> {
     let st: Vec<isize> = t.strides();
     (0..shape.len())
         .map(|d| crate::lower::view::stride_over(t.shape(), &st, shape.len(), d) as i64)

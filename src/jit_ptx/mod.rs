@@ -11,7 +11,8 @@
 //!
 //! Files: `gen.rs` (the LLVM context and intrinsics), `kernel.rs` (entries, loads and stores,
 //! index arithmetic, loops), `scalar.rs` (scalar ops), `math_llvm.rs` (the shared math
-//! expansions), `map.rs` and `reduce.rs` (the two kernel kinds), `target.rs` (NVPTX target
+//! expansions), `map.rs` and `reduce.rs` (the two kernel kinds), `rows.rs` (a row group as one
+//! kernel, one block per row), `target.rs` (NVPTX target
 //! machine and PTX emission), `launch.rs` (the kernel parameters for given inputs),
 //! `host.rs` (the same kernels compiled for the CPU: the test oracle), `cuda.rs` (the CUDA
 //! driver: memory, modules, launches), `device.rs` (device arrays and the kernel launcher),
@@ -35,6 +36,7 @@ mod pool;
 mod pow;
 mod random;
 mod reduce;
+mod rows;
 mod running;
 pub mod runtime;
 mod scalar;
@@ -74,6 +76,8 @@ pub enum KernelKind {
     ConvGrad(crate::ir::window::Conv2d, bool, [usize; 2]),
     /// `sort` or `argsort` (`sort.rs`): two scratch arrays of i64 follow the inputs.
     Sort(sort::Sort),
+    /// A row group (`rows.rs`): one block per row of `out_shape`, its frame.
+    Rows,
 }
 
 /// One kernel entry of the module and the step it computes.
@@ -92,8 +96,12 @@ pub struct KernelInfo {
     pub out_dtypes: Vec<DType>,
     /// For a reduction: what it reduces, over which axes (sorted), keeping dims or not.
     pub reduce: Option<(ReduceOp, Vec<usize>, bool)>,
-    /// The output's shape where the kernel fixes it (a random op's), not its inputs.
+    /// The index space where the kernel fixes it, not its inputs: a random op's output shape,
+    /// a row group's frame (its rows, then a row's shape).
     pub out_shape: Option<Vec<usize>>,
+    /// Each output's shape where the kernel fixes them (a row group's results, which differ);
+    /// empty when every output has the launch's `out_shape`.
+    pub result_shapes: Vec<Vec<usize>>,
 }
 
 impl KernelInfo {
@@ -126,6 +134,11 @@ impl KernelInfo {
         }
     }
 
+    /// The shape of output `o` for `launch`.
+    pub fn result_shape<'a>(&'a self, o: usize, launch: &'a launch::Launch) -> &'a [usize] {
+        self.result_shapes.get(o).unwrap_or(&launch.out_shape)
+    }
+
     /// The error of a kernel that flagged an index out of range.
     pub fn index_error(&self, inputs: &[crate::tensor::TensorRef<'_>]) -> Error {
         match self.on_host(inputs) {
@@ -153,7 +166,7 @@ pub struct PtxModule {
 /// PTX for the optimized function `func`, for the GPU architecture `arch` (`sm_80`, `sm_90`, ...).
 /// Dumps the `schedule`, `llvm` and `ptx` stages when `dump` asks for them.
 pub fn compile_ptx(func: &Func, arch: &str, dump: &DumpOptions) -> Result<PtxModule> {
-    let plan = crate::lower::lower(func);
+    let plan = plan_of(func);
     dump.dump(&func.name, "schedule", || plan.to_string());
     let m = ptx_for_plan(func, &plan, arch)?;
     dump.dump(&func.name, "llvm", || m.llvm.clone());
@@ -166,14 +179,7 @@ pub fn ptx_for_plan(func: &Func, plan: &Plan, arch: &str) -> Result<PtxModule> {
     let tm = target::machine(arch)?;
     let ctx = Context::create();
     let g = gen::Gen::new(&ctx, &func.name);
-    let base = symbol_base(func);
-    let mut kernels = Vec::new();
-    for step in plan.all_steps() {
-        let k = step.id.index();
-        if let Some(info) = define_step(&g, func, step, &format!("{base}_{k}"))? {
-            kernels.push(info);
-        }
-    }
+    let kernels = define_kernels(&g, func, plan)?;
     g.module
         .verify()
         .map_err(|e| Error::Unsupported(format!("ptx backend: invalid LLVM IR: {e}")))?;
@@ -187,6 +193,34 @@ pub fn ptx_for_plan(func: &Func, plan: &Plan, arch: &str) -> Result<PtxModule> {
         llvm_optimized,
         kernels,
     })
+}
+
+/// The GPU's plan of the optimized `func`: the CPU's lowering choices (row groups, which
+/// become one kernel each; products with their transposes folded and gradient updates fused,
+/// which cuBLAS takes; broadcasts the kernels read through strides).
+pub fn plan_of(func: &Func) -> Plan {
+    crate::lower::lower_with(func, crate::lower::LowerOptions::all())
+}
+
+/// Defines the kernel of every step of `plan` that has one, in `Plan::all_steps` order: a row
+/// group's members only where the group has no kernel of its own (they run one by one then).
+pub(crate) fn define_kernels(g: &gen::Gen, func: &Func, plan: &Plan) -> Result<Vec<KernelInfo>> {
+    let base = symbol_base(func);
+    let mut kernels = Vec::new();
+    let mut grouped = std::collections::HashSet::new();
+    for step in plan.all_steps() {
+        if grouped.contains(&step.id) {
+            continue;
+        }
+        let k = step.id.index();
+        if let Some(info) = define_step(g, func, step, &format!("{base}_{k}"))? {
+            if let Kernel::Rows { steps, .. } = &step.kernel {
+                grouped.extend(steps.iter().map(|m| m.id));
+            }
+            kernels.push(info);
+        }
+    }
+    Ok(kernels)
 }
 
 /// The function's name as the start of kernel symbols.
@@ -282,6 +316,7 @@ pub(crate) fn define_step(
                     out_dtypes: vec![*dtype],
                     reduce: None,
                     out_shape: Some(shape.clone()),
+                    result_shapes: Vec::new(),
                 };
                 return Ok(Some(info));
             }
@@ -290,13 +325,28 @@ pub(crate) fn define_step(
                 None => return Ok(None),
             },
         },
-        // Row groups are a CPU schedule; `lower` (without options) makes none, and their members
-        // are steps of `all_steps` anyway.
-        Kernel::Gemm { .. }
-        | Kernel::View(_)
-        | Kernel::IfElse { .. }
-        | Kernel::Scan { .. }
-        | Kernel::Rows { .. } => return Ok(None),
+        Kernel::Rows { .. } => {
+            // A group this kernel does not take runs its members' kernels.
+            let Some(spec) = rows::RowsSpec::of(func, step) else {
+                return Ok(None);
+            };
+            let name = format!("{name}_rows");
+            rows::define_rows(g, &name, &spec).map_err(context)?;
+            return Ok(Some(KernelInfo {
+                name,
+                kind: KernelKind::Rows,
+                step: step.id,
+                result: step.results[0],
+                rank: spec.frame.len(),
+                out_dtypes: spec.out_dtypes(),
+                reduce: None,
+                out_shape: Some(spec.frame.clone()),
+                result_shapes: spec.result_shapes.clone(),
+            }));
+        }
+        Kernel::Gemm { .. } | Kernel::View(_) | Kernel::IfElse { .. } | Kernel::Scan { .. } => {
+            return Ok(None)
+        }
     };
     Ok(Some(KernelInfo {
         name,
@@ -307,6 +357,7 @@ pub(crate) fn define_step(
         out_dtypes,
         reduce,
         out_shape: None,
+        result_shapes: Vec::new(),
     }))
 }
 

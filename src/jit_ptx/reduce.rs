@@ -15,7 +15,7 @@
 //! host). A float sum is a tree, not the CPU's pairwise order: its error has
 //! the same bound, its bits may differ.
 
-use super::gen::{bx, Gen, SHARED};
+use super::gen::{bx, Gen};
 use super::kernel::{
     counted_loop, declare_kernel, load, load_lanes, offsets, rows_in_groups, store, Inputs, LANES,
 };
@@ -23,7 +23,6 @@ use super::scalar::{emit_program, konst};
 use crate::error::{Error, Result};
 use crate::ir::scalar::ScalarProgram;
 use crate::ir::{DType, ReduceOp, Reduction, Scalar};
-use inkwell::module::Linkage;
 use inkwell::values::{BasicValueEnum, IntValue};
 use inkwell::{FloatPredicate, IntPredicate};
 
@@ -78,13 +77,7 @@ pub fn define_reduce<'ctx>(g: &Gen<'ctx>, name: &str, spec: &ReduceSpec) -> Resu
     // Shared memory: one partial per warp (32 warps at most), as a 32- or 64-bit word.
     let word = if ad.size() == 8 { g.i64() } else { g.i32() };
     let smem_ty = word.array_type(32);
-    let smem = g
-        .module
-        .add_global(smem_ty, Some(g.space(SHARED)), &format!("{name}_partials"));
-    smem.set_linkage(Linkage::Internal);
-    smem.set_initializer(&smem_ty.get_undef());
-    smem.set_alignment(8);
-    let smem = smem.as_pointer_value();
+    let smem = g.warp_partials(word, &format!("{name}_partials"));
 
     // The thread's running partial: a slot in the entry block, which LLVM turns into a
     // register (mem2reg) because the loops below are built without loop-carried values.
@@ -216,7 +209,7 @@ pub fn define_reduce<'ctx>(g: &Gen<'ctx>, name: &str, spec: &ReduceSpec) -> Resu
 }
 
 /// `if (cond) then()`, built in place.
-fn if_then<'ctx>(
+pub(super) fn if_then<'ctx>(
     g: &Gen<'ctx>,
     func: inkwell::values::FunctionValue<'ctx>,
     cond: IntValue<'ctx>,
@@ -235,7 +228,7 @@ fn if_then<'ctx>(
 
 /// The reduction's starting value (`Reduction::start`) in the accumulator's dtype; argmax and
 /// argmin (whose partials start from an element) get 0.
-fn identity<'ctx>(g: &Gen<'ctx>, op: ReduceOp, ad: DType) -> BasicValueEnum<'ctx> {
+pub(super) fn identity<'ctx>(g: &Gen<'ctx>, op: ReduceOp, ad: DType) -> BasicValueEnum<'ctx> {
     match Reduction::of(op, ad).start {
         Some(Scalar::I32(v)) => g.c32(v as i64).into(),
         Some(Scalar::I64(v)) => g.c64(v).into(),
@@ -245,7 +238,7 @@ fn identity<'ctx>(g: &Gen<'ctx>, op: ReduceOp, ad: DType) -> BasicValueEnum<'ctx
 }
 
 /// The value `x` (dtype `vd`) as the accumulator's dtype `ad`, as the CPU backend converts.
-fn convert<'ctx>(
+pub(super) fn convert<'ctx>(
     g: &Gen<'ctx>,
     op: ReduceOp,
     vd: DType,
@@ -285,7 +278,7 @@ fn convert<'ctx>(
 }
 
 /// `a ⊕ x`. Float max and min take `x` when it is better or NaN, so a NaN wins and stays.
-fn combine<'ctx>(
+pub(super) fn combine<'ctx>(
     g: &Gen<'ctx>,
     op: ReduceOp,
     ad: DType,
@@ -342,7 +335,7 @@ fn bad_op(op: ReduceOp, ad: DType) -> Error {
 }
 
 /// The result from the combined value: the mean divides by the count.
-fn finish<'ctx>(
+pub(super) fn finish<'ctx>(
     g: &Gen<'ctx>,
     op: ReduceOp,
     ad: DType,
@@ -358,7 +351,11 @@ fn finish<'ctx>(
 }
 
 /// A register value as the 32- or 64-bit word that shuffles and shared memory carry.
-fn as_word<'ctx>(g: &Gen<'ctx>, ad: DType, v: BasicValueEnum<'ctx>) -> Result<IntValue<'ctx>> {
+pub(super) fn as_word<'ctx>(
+    g: &Gen<'ctx>,
+    ad: DType,
+    v: BasicValueEnum<'ctx>,
+) -> Result<IntValue<'ctx>> {
     Ok(match ad {
         DType::Bool => bx(g.b.build_int_z_extend(v.into_int_value(), g.i32(), ""))?,
         DType::I32 | DType::I64 => v.into_int_value(),
@@ -368,7 +365,11 @@ fn as_word<'ctx>(g: &Gen<'ctx>, ad: DType, v: BasicValueEnum<'ctx>) -> Result<In
     })
 }
 
-fn from_word<'ctx>(g: &Gen<'ctx>, ad: DType, w: IntValue<'ctx>) -> Result<BasicValueEnum<'ctx>> {
+pub(super) fn from_word<'ctx>(
+    g: &Gen<'ctx>,
+    ad: DType,
+    w: IntValue<'ctx>,
+) -> Result<BasicValueEnum<'ctx>> {
     Ok(match ad {
         DType::Bool => {
             bx(g.b.build_int_compare(IntPredicate::NE, w, g.i32().const_zero(), ""))?.into()
@@ -409,7 +410,7 @@ fn shfl_xor<'ctx>(g: &Gen<'ctx>, w: IntValue<'ctx>, mask: i64) -> Result<IntValu
 }
 
 /// Combines the value over the 32 lanes of the warp (every lane ends with a full result).
-fn warp_reduce<'ctx>(
+pub(super) fn warp_reduce<'ctx>(
     g: &Gen<'ctx>,
     op: ReduceOp,
     ad: DType,

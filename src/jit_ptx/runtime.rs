@@ -14,7 +14,7 @@ pub fn executable(
     dump: &crate::dump::DumpOptions,
 ) -> Result<Box<dyn crate::runtime::Executable>> {
     let device = cuda::device()?;
-    let plan = crate::lower::lower(func);
+    let plan = super::plan_of(func);
     dump.dump(&func.name, "schedule", || plan.to_string());
     let d = super::device::DeviceFunction::from_plan(func.clone(), plan, device, dump)?;
     Ok(d.into_executable())

@@ -534,7 +534,11 @@ fn run_step<D: Device>(
         return Ok(());
     }
     if let Kernel::Rows { rows, steps, roles } = &inst.kernel {
-        if device.run_rows(func, inst, *rows, steps, roles, env, state)? {
+        if device.runs(inst) {
+            // The device has one kernel for the whole group (the GPU's).
+            run_own(device, func, inst, env, state)?;
+            release_dead(device, inst, env, state);
+        } else if device.run_rows(func, inst, *rows, steps, roles, env, state)? {
             release_dead(device, inst, env, state);
         } else {
             run_steps(device, func, steps, top_level, env, state)?;
