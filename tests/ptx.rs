@@ -1387,7 +1387,7 @@ const ROW_GROUPS: &[(&str, ScaleArgs)] = &[
 ];
 
 #[test]
-fn row_groups_are_one_kernel_each_and_agree_with_the_interpreter() {
+fn row_groups_are_one_kernel_each_and_agree_with_the_interpreter_on_the_gpu() {
     let gpu = gpu_or_skip();
     let compile: Compiler = if gpu {
         kiln::jit_ptx::runtime::compile_func
