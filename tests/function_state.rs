@@ -182,3 +182,71 @@ fn npz_files_round_trip_stored_and_deflated() {
     let _ = std::fs::remove_file(&path);
     let _ = std::fs::remove_file(&deflated);
 }
+
+/// A training step on `Backend::Gpu` (the host device without a GPU): shared weights read,
+/// a product's gradient, updates written back each call (the GPU's plan fuses what it can
+/// into cuBLAS's products and row kernels), against the interpreter over three steps.
+#[cfg(feature = "gpu")]
+#[test]
+fn a_training_step_updates_shared_weights_on_the_gpu_backend() {
+    if kiln::jit_ptx::cuda::device().is_err() {
+        kiln::jit_ptx::cuda::use_host_device();
+    }
+    let fill = |shape: &[usize], seed: u64| -> ArrayD<f32> {
+        let mut s = seed | 1;
+        ArrayD::from_shape_fn(IxDyn(shape), |_| {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            (s >> 40) as f32 / (1u64 << 24) as f32 - 0.5
+        })
+    };
+    let step = |backend: Backend| {
+        let g = Graph::new();
+        let x = g.input("x", kiln::f32, [Some(64), Some(32)]);
+        let y = g.input("y", kiln::f32, [Some(64), Some(16)]);
+        let w = g.shared("w", fill(&[32, 16], 3));
+        let b = g.shared("b", fill(&[16], 4));
+        let logits = x.matmul(&w) + &b;
+        let m = logits.max(Some(&[1]), true);
+        let shifted = &logits - &m;
+        let lsm = &shifted - shifted.exp().sum(Some(&[1]), true).log();
+        let loss = -(lsm * &y).sum(Some(&[1]), false).mean(None, false);
+        let grads = kiln::grad(&loss, &[&w, &b]).unwrap();
+        let f = function(&[&x, &y], &[&loss])
+            .update(&w, &w - &grads[0] * 0.5)
+            .update(&b, &b - &grads[1] * 0.5)
+            .backend(backend)
+            .compile()
+            .unwrap();
+        (f, w, b)
+    };
+    let (gpu, gw, gb) = step(Backend::Gpu);
+    let (reference, rw, rb) = step(Backend::Interp);
+    let x = fill(&[64, 32], 5);
+    let y = ArrayD::from_shape_fn(IxDyn(&[64, 16]), |i| (i[0] % 16 == i[1]) as u8 as f32);
+    let close = |a: &Tensor, b: &Tensor| {
+        a.shape() == b.shape()
+            && a.to_f64_vec()
+                .iter()
+                .zip(b.to_f64_vec())
+                .all(|(p, q)| (p - q).abs() <= 1e-5 * q.abs().max(1.0))
+    };
+    let mut losses = Vec::new();
+    for call in 0..3 {
+        let got = gpu.call(&[x.view(), y.view()]).unwrap();
+        let want = reference.call(&[x.view(), y.view()]).unwrap();
+        assert!(close(&got[0], &want[0]), "loss at call {call}");
+        assert!(
+            close(&gw.value().unwrap(), &rw.value().unwrap()),
+            "w after call {call}"
+        );
+        assert!(
+            close(&gb.value().unwrap(), &rb.value().unwrap()),
+            "b after call {call}"
+        );
+        losses.push(got[0].to_f64_vec()[0]);
+    }
+    // The steps learn: each loss below the one before.
+    assert!(losses.windows(2).all(|l| l[1] < l[0]), "{losses:?}");
+}
