@@ -50,8 +50,8 @@ const ROWS_APART: &[(&str, &str)] = &[
     ),
 ];
 
-/// The steps of the GPU's plan that must be kernels: maps, reductions other than
-/// argmax/argmin, and row groups (one kernel each, in place of their members', unless
+/// The steps of the GPU's plan that must be kernels: maps, reductions (argmax/argmin of
+/// halves aside), and row groups (one kernel each, in place of their members', unless
 /// `groups_apart`).
 fn kernel_steps(func: &Func, groups_apart: bool) -> usize {
     let plan = kiln::jit_ptx::plan_of(func);
@@ -70,7 +70,14 @@ fn kernel_steps(func: &Func, groups_apart: bool) -> usize {
         .filter(|s| match (&s.kernel, &s.op) {
             (Kernel::Rows { .. }, _) => !groups_apart,
             (Kernel::Map { .. }, _) => true,
-            (Kernel::Reduce { op, .. }, _) => !matches!(op, ReduceOp::ArgMax | ReduceOp::ArgMin),
+            // Arg-reductions of halves run on the host.
+            (Kernel::Reduce { op, program, .. }, _) => {
+                let half = matches!(
+                    program.insts[program.outputs[0]].dtype,
+                    kiln::DType::F16 | kiln::DType::BF16
+                );
+                !(half && matches!(op, ReduceOp::ArgMax | ReduceOp::ArgMin))
+            }
             // Uniform and Bernoulli ops; normal ones are host steps.
             (Kernel::Perform, kiln::ir::Op::Random { dist, .. }) => {
                 !matches!(dist, kiln::ir::RandomDist::Normal { .. })
@@ -432,15 +439,76 @@ fn reductions_use_shared_memory_warp_shuffles_and_barriers() {
 }
 
 #[test]
-fn argmax_and_gemm_are_not_kernels() {
+fn argmax_is_a_kernel_and_gemm_is_not() {
     let src = "func @g(%a: f32[4, 3], %b: f32[3, 2]) -> (i64[4], f32[4, 2]) {
   %c = matmul %a, %b
   %i = argmax %a {axes = [1]}
   return %i, %c
 }\n";
     let m = ptx(src, "sm_90");
-    assert!(m.kernels.is_empty(), "{:?}", m.kernels);
-    assert!(!code(&m.ptx).contains(".entry"), "{}", m.ptx);
+    let kinds: Vec<KernelKind> = m.kernels.iter().map(|k| k.kind).collect();
+    assert_eq!(kinds, [KernelKind::Reduce], "{:?}", m.kernels);
+    assert_eq!(code(&m.ptx).matches(".entry").count(), 1, "{}", m.ptx);
+}
+
+/// argmax and argmin on every dtype they take, ties, NaN (the first one wins), both zeros,
+/// one axis or all of them, strided and broadcast inputs, rows of 4 (vector groups) and
+/// not: the interpreter's positions exactly, on the host oracle, the host device and the GPU.
+#[test]
+fn arg_reductions_give_the_interpreters_positions_on_the_gpu() {
+    let src = "func @arg(%f: f32[37, 5, 64], %d: f64[300, 3], %i: i32[6, 1029], %b: bool[9, 12], %l: i64[70]) -> (i64[37, 64], i64[3], i64[6, 1], i64[9], i64[], i64[], i64[5, 64]) {
+  %ft = transpose %f {perm = [0, 2, 1]}
+  %a0 = argmax %ft {axes = [2]}
+  %a1 = argmin %d {axes = [0]}
+  %a2 = argmax %i {axes = [1], keepdims = true}
+  %a3 = argmax %b {axes = [1]}
+  %a4 = argmin %l
+  %a5 = argmax %f
+  %a6 = argmin %f {axes = [0]}
+  return %a0, %a1, %a2, %a3, %a4, %a5, %a6
+}";
+    let func = parse("arg.kir", src)
+        .unwrap_or_else(|e| panic!("{e:?}"))
+        .remove(0);
+    let mut f = filled(kiln::DType::F32, &[37, 5, 64], 3).to_f64_vec();
+    // Ties (a rounded walk), both zeros, NaNs: one row with two (the first wins), infinities.
+    for v in f.iter_mut() {
+        *v = (*v * 2.0).round() / 2.0;
+    }
+    f[64 * 5 * 2 + 7] = -0.0;
+    f[64 * 5 * 3 + 64 * 2 + 9] = f64::NAN;
+    f[64 * 5 * 3 + 64 * 4 + 9] = f64::NAN;
+    f[64 * 5 * 30 + 11] = f64::INFINITY;
+    f[64 * 5 * 31 + 12] = f64::NEG_INFINITY;
+    let f: kiln::Tensor = ndarray::ArrayD::from_shape_vec(
+        ndarray::IxDyn(&[37, 5, 64]),
+        f.iter().map(|&v| v as f32).collect(),
+    )
+    .unwrap()
+    .into();
+    let mut d = filled(kiln::DType::F64, &[300, 3], 4).to_f64_vec();
+    d[3 * 200 + 1] = f64::NAN;
+    let d: kiln::Tensor = ndarray::ArrayD::from_shape_vec(ndarray::IxDyn(&[300, 3]), d)
+        .unwrap()
+        .into();
+    let inputs = vec![
+        f,
+        d,
+        filled(kiln::DType::I32, &[6, 1029], 5),
+        filled(kiln::DType::Bool, &[9, 12], 6),
+        filled(kiln::DType::I64, &[70], 7),
+    ];
+    let want = kiln::runtime::interp::run_func(&func, inputs.clone()).unwrap();
+    let refs: Vec<kiln::TensorRef> = inputs.iter().map(|t| t.view()).collect();
+    let (_, devices) = interp_and_devices(&func);
+    let mut compilers = devices;
+    compilers.push(("host oracle", kiln::jit_ptx::host::compile_func));
+    for (name, compile) in compilers {
+        let got = compile(func.clone(), true).unwrap().call(&refs).unwrap();
+        for (k, (g, w)) in got.iter().zip(&want).enumerate() {
+            assert!(g.bit_eq(w), "{name}: output {k}: {g:?} != {w:?}");
+        }
+    }
 }
 
 #[test]

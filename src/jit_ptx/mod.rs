@@ -2,8 +2,7 @@
 //! IR, optimized by LLVM's O3 pipeline and written as PTX by the NVPTX target (LLVM 19 through
 //! `inkwell`). It needs no GPU: `kiln ptx` and the tests run it anywhere.
 //!
-//! Gemm steps (cuBLAS) and perform steps (the host), argmax and argmin included, are not
-//! kernels, except random ops (`random.rs`: uniform and Bernoulli), gathers (`gather.rs`:
+//! Gemm steps (cuBLAS) and perform steps (the host) are not kernels, except random ops (`random.rs`: uniform and Bernoulli), gathers (`gather.rs`:
 //! `take`, `take_along_axis`), scatters (`scatter.rs`), running sums (`running.rs`: `cumsum`,
 //! `cumprod`), `one_hot` (`one_hot.rs`), `conv2d` with its gradients (`conv.rs`), pooling
 //! with its gradients (`pool.rs`) and sorts (`sort.rs`); the
@@ -266,10 +265,18 @@ pub(crate) fn define_step(
                 .collect();
             (KernelKind::Map, rank, name, outs, None)
         }
+        // Halves have no ordering in registers here (they are their bits): on the host.
         Kernel::Reduce {
             op: ReduceOp::ArgMax | ReduceOp::ArgMin,
+            program,
             ..
-        } => return Ok(None),
+        } if matches!(
+            program.insts[program.outputs[0]].dtype,
+            DType::F16 | DType::BF16
+        ) =>
+        {
+            return Ok(None)
+        }
         Kernel::Reduce {
             op,
             axes,

@@ -10,9 +10,10 @@
 //! broadcast). The output is contiguous (kept dims in order, `keepdims` or not). The block
 //! size must be a multiple of 32 and at most 1024 (the launcher uses 256).
 //!
-//! Sum, prod, max, min, mean, all and any are generated, for every dtype the CPU backend
-//! reduces; float max and min propagate NaN. Argmax and argmin are not yet (they run on the
-//! host). A float sum is a tree, not the CPU's pairwise order: its error has
+//! Sum, prod, max, min, mean, all, any, argmax and argmin are generated, for every dtype the
+//! CPU backend reduces (arg-reductions of halves aside); float max and min propagate NaN; an
+//! arg-reduction carries (value, position) pairs through the tree (`Acc::Arg`) and gives
+//! `perform`'s position exactly. A float sum is a tree, not the CPU's pairwise order: its error has
 //! the same bound, its bits may differ.
 
 use super::gen::{bx, Gen};
@@ -23,7 +24,8 @@ use super::scalar::{emit_program, konst};
 use crate::error::{Error, Result};
 use crate::ir::scalar::ScalarProgram;
 use crate::ir::{DType, ReduceOp, Reduction, Scalar};
-use inkwell::values::{BasicValueEnum, IntValue};
+use inkwell::types::IntType;
+use inkwell::values::{BasicValueEnum, IntValue, PointerValue};
 use inkwell::{FloatPredicate, IntPredicate};
 
 /// What the reduce kernel for one step needs to know.
@@ -51,9 +53,8 @@ pub fn out_dtype(spec: &ReduceSpec) -> Result<DType> {
 
 /// Defines the reduce kernel `name` in `g`'s module.
 pub fn define_reduce<'ctx>(g: &Gen<'ctx>, name: &str, spec: &ReduceSpec) -> Result<()> {
-    let ad = out_dtype(spec)?;
+    let acc = Acc::of(spec)?;
     let p = spec.program;
-    let vd = p.insts[p.outputs[0]].dtype;
     let (n_in, r) = (spec.in_dtypes.len(), spec.rank);
     let readonly: Vec<bool> = std::iter::once(false)
         .chain((0..n_in).map(|_| true))
@@ -74,14 +75,22 @@ pub fn define_reduce<'ctx>(g: &Gen<'ctx>, name: &str, spec: &ReduceSpec) -> Resu
     let kept_strides: Vec<Vec<IntValue>> = strides.iter().map(|s| pick(&kept, s)).collect();
     let red_strides: Vec<Vec<IntValue>> = strides.iter().map(|s| pick(&spec.axes, s)).collect();
 
-    // Shared memory: one partial per warp (32 warps at most), as a 32- or 64-bit word.
-    let word = if ad.size() == 8 { g.i64() } else { g.i32() };
-    let smem_ty = word.array_type(32);
-    let smem = g.warp_partials(word, &format!("{name}_partials"));
+    // Shared memory: one partial per warp (32 warps at most) and register of the accumulator,
+    // as a 32- or 64-bit word.
+    let words: Vec<IntType<'ctx>> = acc.dtypes().iter().map(|&d| word_type(g, d)).collect();
+    let smem: Vec<PointerValue<'ctx>> = words
+        .iter()
+        .enumerate()
+        .map(|(i, &w)| g.warp_partials(w, &format!("{name}_partials{i}")))
+        .collect();
 
-    // The thread's running partial: a slot in the entry block, which LLVM turns into a
-    // register (mem2reg) because the loops below are built without loop-carried values.
-    let acc_slot = bx(g.b.build_alloca(g.reg_type(ad), "acc"))?;
+    // The thread's running partial: slots in the entry block, which LLVM turns into registers
+    // (mem2reg) because the loops below are built without loop-carried values.
+    let slots: Vec<PointerValue<'ctx>> = acc
+        .dtypes()
+        .iter()
+        .map(|&d| bx(g.b.build_alloca(g.reg_type(d), "acc")))
+        .collect::<Result<_>>()?;
     let tid = g.sreg("tid.x")?;
     let ntid = g.sreg("ntid.x")?;
     let ctaid = g.sreg("ctaid.x")?;
@@ -112,19 +121,31 @@ pub fn define_reduce<'ctx>(g: &Gen<'ctx>, name: &str, spec: &ReduceSpec) -> Resu
         }
         _ => None,
     };
-    // One element into the thread's partial: the program's value, converted, combined.
-    let accumulate = |vals: &[Option<BasicValueEnum<'ctx>>]| -> Result<()> {
-        let x = emit_program(g, p, vals)?[0];
-        let x = convert(g, spec.op, vd, ad, x)?;
-        let a = bx(g.b.build_load(g.reg_type(ad), acc_slot, "a"))?;
-        let c = combine(g, spec.op, ad, a, x)?;
-        bx(g.b.build_store(acc_slot, c))?;
+    let load_acc = || -> Result<Regs<'ctx>> {
+        acc.dtypes()
+            .iter()
+            .zip(&slots)
+            .map(|(&d, &s)| bx(g.b.build_load(g.reg_type(d), s, "a")))
+            .collect()
+    };
+    let store_acc = |v: &Regs<'ctx>| -> Result<()> {
+        for (&s, &x) in slots.iter().zip(v) {
+            bx(g.b.build_store(s, x))?;
+        }
         Ok(())
+    };
+    // Element `e` (its index among the reduced elements) into the thread's partial: the
+    // program's value, converted, combined.
+    let accumulate = |vals: &[Option<BasicValueEnum<'ctx>>], e: IntValue<'ctx>| -> Result<()> {
+        let x = emit_program(g, p, vals)?[0];
+        let x = acc.element(g, x, e)?;
+        let c = acc.combine(g, &load_acc()?, &x)?;
+        store_acc(&c)
     };
     counted_loop(g, func, ctaid, nctaid, n_out, "outputs", |o| {
         let base = offsets(g, o, &kept_dims, &kept_strides)?;
         // This thread's partial over elements tid, tid + ntid, ...
-        bx(g.b.build_store(acc_slot, identity(g, spec.op, ad)))?;
+        store_acc(&acc.start(g))?;
         let join = g.ctx.append_basic_block(func, "partial");
         if let Some(fast) = by_groups {
             let groups_bb = g.ctx.append_basic_block(func, "row_groups");
@@ -146,8 +167,9 @@ pub fn define_reduce<'ctx>(g: &Gen<'ctx>, name: &str, spec: &ReduceSpec) -> Resu
                         lane[j] = Some(x);
                     }
                 }
-                for vals in &lanes {
-                    accumulate(vals)?;
+                for (l, vals) in lanes.iter().enumerate() {
+                    let el = bx(g.b.build_int_add(e, g.c64(l as i64), "el"))?;
+                    accumulate(vals, el)?;
                 }
                 Ok(())
             })?;
@@ -166,22 +188,23 @@ pub fn define_reduce<'ctx>(g: &Gen<'ctx>, name: &str, spec: &ReduceSpec) -> Resu
                     None => None,
                 });
             }
-            accumulate(&vals)
+            accumulate(&vals, e)
         })?;
         bx(g.b.build_unconditional_branch(join))?;
         g.b.position_at_end(join);
-        let mut acc = bx(g.b.build_load(g.reg_type(ad), acc_slot, "partial"))?;
-        acc = warp_reduce(g, spec.op, ad, acc)?;
+        let partial = acc.warp_reduce(g, &load_acc()?)?;
         // Lane 0 of each warp publishes its warp's partial.
-        let to_word = |v: BasicValueEnum<'ctx>| -> Result<IntValue<'ctx>> { as_word(g, ad, v) };
-        let slot = |idx: IntValue<'ctx>| {
+        let slot = |i: usize, idx: IntValue<'ctx>| {
+            let ty = words[i].array_type(32);
             bx(unsafe {
-                g.b.build_in_bounds_gep(smem_ty, smem, &[g.c64(0), idx], "slot")
+                g.b.build_in_bounds_gep(ty, smem[i], &[g.c64(0), idx], "slot")
             })
         };
         let is_lane0 = bx(g.b.build_int_compare(IntPredicate::EQ, lane, g.c64(0), ""))?;
         if_then(g, func, is_lane0, "publish", || {
-            bx(g.b.build_store(slot(warp)?, to_word(acc)?))?;
+            for (i, (&d, &v)) in acc.dtypes().iter().zip(&partial).enumerate() {
+                bx(g.b.build_store(slot(i, warp)?, as_word(g, d, v)?))?;
+            }
             Ok(())
         })?;
         g.barrier()?;
@@ -190,14 +213,18 @@ pub fn define_reduce<'ctx>(g: &Gen<'ctx>, name: &str, spec: &ReduceSpec) -> Resu
         if_then(g, func, is_warp0, "final", || {
             let have = bx(g.b.build_int_compare(IntPredicate::ULT, lane, nwarps, ""))?;
             let safe_lane = bx(g.b.build_select(have, lane, g.c64(0), ""))?.into_int_value();
-            let w = bx(g.b.build_load(word, slot(safe_lane)?, "w"))?.into_int_value();
-            let v = from_word(g, ad, w)?;
-            let v = bx(g.b.build_select(have, v, identity(g, spec.op, ad), ""))?;
-            let v = warp_reduce(g, spec.op, ad, v)?;
+            let start = acc.start(g);
+            let mut v: Regs<'ctx> = Vec::with_capacity(words.len());
+            for (i, &d) in acc.dtypes().iter().enumerate() {
+                let w = bx(g.b.build_load(words[i], slot(i, safe_lane)?, "w"))?.into_int_value();
+                let x = from_word(g, d, w)?;
+                v.push(bx(g.b.build_select(have, x, start[i], ""))?);
+            }
+            let v = acc.warp_reduce(g, &v)?;
             let is_t0 = bx(g.b.build_int_compare(IntPredicate::EQ, tid, g.c64(0), ""))?;
             if_then(g, func, is_t0, "write", || {
-                let v = finish(g, spec.op, ad, v, n_red)?;
-                store(g, out, ad, o, v)
+                let v = acc.finish(g, &v, n_red)?;
+                store(g, out, acc.out_dtype(), o, v)
             })
         })?;
         // The partials are read before the next output's are written.
@@ -206,6 +233,201 @@ pub fn define_reduce<'ctx>(g: &Gen<'ctx>, name: &str, spec: &ReduceSpec) -> Resu
     })?;
     bx(g.b.build_return(None))?;
     Ok(())
+}
+
+/// A thread's partial in registers: the accumulator (one register), or an arg-reduction's
+/// best value and its position (two).
+type Regs<'ctx> = Vec<BasicValueEnum<'ctx>>;
+
+/// What a reduce kernel accumulates.
+#[derive(Clone, Copy)]
+enum Acc {
+    /// The reduction's accumulator, of dtype `ad` (`Reduction::of`'s).
+    Value { op: ReduceOp, vd: DType, ad: DType },
+    /// `argmax` (`max`) or `argmin` of values of dtype `vd`: the best value so far and its
+    /// index among the reduced elements (`NONE` before the first). `perform`'s answer is the
+    /// first NaN, else the first best; "better" is a total order on (value, index) pairs
+    /// (a NaN beats a number, the lower index breaks ties), so any tree gives that answer.
+    Arg { max: bool, vd: DType },
+}
+
+/// The position of an arg-reduction's partial that has seen no element.
+const NONE: i64 = i64::MAX;
+
+impl Acc {
+    fn of(spec: &ReduceSpec) -> Result<Acc> {
+        let p = spec.program;
+        let vd = p.insts[p.outputs[0]].dtype;
+        Ok(match spec.op {
+            ReduceOp::ArgMax | ReduceOp::ArgMin if matches!(vd, DType::F16 | DType::BF16) => {
+                return Err(bad_op(spec.op, vd))
+            }
+            ReduceOp::ArgMax | ReduceOp::ArgMin => Acc::Arg {
+                max: spec.op == ReduceOp::ArgMax,
+                vd,
+            },
+            op => Acc::Value {
+                op,
+                vd,
+                ad: out_dtype(spec)?,
+            },
+        })
+    }
+
+    /// The dtype of each register.
+    fn dtypes(&self) -> Vec<DType> {
+        match *self {
+            Acc::Value { ad, .. } => vec![ad],
+            Acc::Arg { vd, .. } => vec![vd, DType::I64],
+        }
+    }
+
+    fn out_dtype(&self) -> DType {
+        match *self {
+            Acc::Value { ad, .. } => ad,
+            Acc::Arg { .. } => DType::I64,
+        }
+    }
+
+    /// The partial of no element.
+    fn start<'ctx>(&self, g: &Gen<'ctx>) -> Regs<'ctx> {
+        match *self {
+            Acc::Value { op, ad, .. } => vec![identity(g, op, ad)],
+            Acc::Arg { vd, .. } => vec![konst(g, vd, 0.0), g.c64(NONE).into()],
+        }
+    }
+
+    /// The partial of element `e` of value `x`.
+    fn element<'ctx>(
+        &self,
+        g: &Gen<'ctx>,
+        x: BasicValueEnum<'ctx>,
+        e: IntValue<'ctx>,
+    ) -> Result<Regs<'ctx>> {
+        Ok(match *self {
+            Acc::Value { op, vd, ad } => vec![convert(g, op, vd, ad, x)?],
+            Acc::Arg { .. } => vec![x, e.into()],
+        })
+    }
+
+    /// Two partials combined.
+    fn combine<'ctx>(&self, g: &Gen<'ctx>, a: &Regs<'ctx>, b: &Regs<'ctx>) -> Result<Regs<'ctx>> {
+        match *self {
+            Acc::Value { op, ad, .. } => Ok(vec![combine(g, op, ad, a[0], b[0])?]),
+            Acc::Arg { max, vd } => {
+                let take = arg_better(g, max, vd, a, b)?;
+                a.iter()
+                    .zip(b)
+                    .map(|(&x, &y)| bx(g.b.build_select(take, y, x, "")))
+                    .collect()
+            }
+        }
+    }
+
+    /// The result from the combined partial: the mean divides by the count, an arg-reduction
+    /// gives its position.
+    fn finish<'ctx>(
+        &self,
+        g: &Gen<'ctx>,
+        v: &Regs<'ctx>,
+        n_red: IntValue<'ctx>,
+    ) -> Result<BasicValueEnum<'ctx>> {
+        match *self {
+            Acc::Value { op, ad, .. } => finish(g, op, ad, v[0], n_red),
+            Acc::Arg { .. } => Ok(v[1]),
+        }
+    }
+
+    /// The partial combined over the 32 lanes of the warp (every lane ends with it).
+    fn warp_reduce<'ctx>(&self, g: &Gen<'ctx>, v: &Regs<'ctx>) -> Result<Regs<'ctx>> {
+        if let Acc::Value { op, ad, .. } = *self {
+            return Ok(vec![warp_reduce(g, op, ad, v[0])?]);
+        }
+        if g.host {
+            return Ok(v.clone());
+        }
+        let mut v = v.clone();
+        for mask in [16, 8, 4, 2, 1] {
+            let other = self
+                .dtypes()
+                .iter()
+                .zip(&v)
+                .map(|(&d, &x)| from_word(g, d, shfl_xor(g, as_word(g, d, x)?, mask)?))
+                .collect::<Result<Regs>>()?;
+            v = self.combine(g, &v, &other)?;
+        }
+        Ok(v)
+    }
+}
+
+/// Whether the arg-reduction partial `b` (value, position) is better than `a`: a position
+/// before none; a NaN before a number, or before a later NaN; a greater value (`max`, else a
+/// smaller), or an equal one at an earlier position.
+fn arg_better<'ctx>(
+    g: &Gen<'ctx>,
+    max: bool,
+    vd: DType,
+    a: &Regs<'ctx>,
+    b: &Regs<'ctx>,
+) -> Result<IntValue<'ctx>> {
+    let bb = &g.b;
+    let (ai, bi) = (a[1].into_int_value(), b[1].into_int_value());
+    let a_none = bx(bb.build_int_compare(IntPredicate::EQ, ai, g.c64(NONE), ""))?;
+    let b_some = bx(bb.build_int_compare(IntPredicate::NE, bi, g.c64(NONE), ""))?;
+    let earlier = bx(bb.build_int_compare(IntPredicate::SLT, bi, ai, ""))?;
+    let no = g.i1().const_zero();
+    let (a_nan, b_nan, beats, ties) = if vd.is_float() {
+        let (av, bv) = (a[0].into_float_value(), b[0].into_float_value());
+        let p = if max {
+            FloatPredicate::OGT
+        } else {
+            FloatPredicate::OLT
+        };
+        (
+            bx(bb.build_float_compare(FloatPredicate::UNO, av, av, ""))?,
+            bx(bb.build_float_compare(FloatPredicate::UNO, bv, bv, ""))?,
+            bx(bb.build_float_compare(p, bv, av, ""))?,
+            bx(bb.build_float_compare(FloatPredicate::OEQ, bv, av, ""))?,
+        )
+    } else {
+        let (av, bv) = (a[0].into_int_value(), b[0].into_int_value());
+        // Bools compare as 0 < 1; integers signed.
+        let p = match (max, vd == DType::Bool) {
+            (true, true) => IntPredicate::UGT,
+            (true, false) => IntPredicate::SGT,
+            (false, true) => IntPredicate::ULT,
+            (false, false) => IntPredicate::SLT,
+        };
+        (
+            no,
+            no,
+            bx(bb.build_int_compare(p, bv, av, ""))?,
+            bx(bb.build_int_compare(IntPredicate::EQ, bv, av, ""))?,
+        )
+    };
+    // Both numbers: greater, or equal and earlier. Both NaN: earlier.
+    let numbers = bx(bb.build_or(a_nan, b_nan, ""))?;
+    let numbers = bx(bb.build_not(numbers, ""))?;
+    let tie_wins = bx(bb.build_and(ties, earlier, ""))?;
+    let by_value = bx(bb.build_or(beats, tie_wins, ""))?;
+    let by_value = bx(bb.build_and(numbers, by_value, ""))?;
+    let both_nan = bx(bb.build_and(a_nan, b_nan, ""))?;
+    let nan_first = bx(bb.build_and(both_nan, earlier, ""))?;
+    let not_a_nan = bx(bb.build_not(a_nan, ""))?;
+    let nan_beats = bx(bb.build_and(b_nan, not_a_nan, ""))?;
+    let wins = bx(bb.build_or(by_value, nan_first, ""))?;
+    let wins = bx(bb.build_or(wins, nan_beats, ""))?;
+    let wins = bx(bb.build_or(wins, a_none, ""))?;
+    bx(bb.build_and(wins, b_some, "better"))
+}
+
+/// The word a register of dtype `d` travels in through shuffles and shared memory.
+fn word_type<'ctx>(g: &Gen<'ctx>, d: DType) -> IntType<'ctx> {
+    if d.size() == 8 {
+        g.i64()
+    } else {
+        g.i32()
+    }
 }
 
 /// `if (cond) then()`, built in place.
