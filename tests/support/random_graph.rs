@@ -14,7 +14,8 @@
 //! - **Dtypes.** `bool i32 i64 f32 f64`, with NaN, infinities and -0.0 among the floats.
 //! - **Ops.** Unary and binary elementwise ops (integer division and mod by zero included),
 //!   comparisons, `and`/`or`/`not`, `select`, casts between every pair of dtypes, reductions
-//!   over any subset of axes with and without `keepdims` (and fused producers), views
+//!   over any subset of axes with and without `keepdims` (and fused producers), softmax-like
+//!   runs over the rows (row groups), views
 //!   (transpose, reshape, broadcast_to, expand_dims, squeeze, reversing slices, concat and
 //!   slice), batched `matmul` with broadcast batch dims, constants, lazy `ifelse` and `scan`.
 //! - **State.** Now and then a shared variable the program reads and updates (in place where
@@ -596,6 +597,7 @@ impl Ctx<'_> {
                 out(p.v.cast(to), p.exact)
             }
             // Reductions over any subset of axes, back to a shape that broadcasts to the base.
+            9 if rank >= 2 && r.chance(2) => self.row_run(r, p, &shape),
             8 | 9 => self.reduction(r, p, &shape),
             // Views.
             10 => out(p.v.broadcast_to(self.base), p.exact),
@@ -712,6 +714,38 @@ impl Ctx<'_> {
                 out(&p.v + &q.v, p.exact && q.exact)
             }
         }
+    }
+
+    /// A softmax-like run over the rows (every axis but the first): a reduction kept as 1s,
+    /// combined with `p`, reduced again and combined: the steps a row group takes (and the
+    /// GPU's row kernel, one block per row, which nothing else here would give).
+    fn row_run(&mut self, r: &mut Bytes, p: &Val, shape: &[usize]) -> Option<Val> {
+        if shape[1..].contains(&0) {
+            return None;
+        }
+        let axes: Vec<i64> = (1..shape.len() as i64).collect();
+        let a = Some(axes.as_slice());
+        let dt = p.v.ty().dtype;
+        let (v, exact) = match dt {
+            DType::Bool => {
+                let y = p.v.or(p.v.any(a, true));
+                (y.or(y.all(a, true)), true)
+            }
+            // Softmax, or a normalization by the mean square.
+            _ if dt.is_float() && r.chance(2) => {
+                let e = (&p.v - &p.v.max(a, true)).exp();
+                (&e / &e.sum(a, true), false)
+            }
+            _ if dt.is_float() => {
+                let c = &p.v - &p.v.mean(a, true);
+                (&c * &(&c * &c).mean(a, true), false)
+            }
+            _ => {
+                let d = &p.v - &p.v.max(a, true);
+                (&d - &d.sum(a, true), p.exact)
+            }
+        };
+        Some(Val { v, exact })
     }
 
     fn reduction(&mut self, r: &mut Bytes, p: &Val, shape: &[usize]) -> Option<Val> {
