@@ -248,11 +248,12 @@ impl GpuKernel {
         }
         let mut params: Vec<u64> = outs.iter().map(|o| o.address()).collect();
         params.extend(inputs.iter().map(|t| t.address()));
-        // The flag of an index out of range, after the inputs.
+        // The flag of an index out of range, after the inputs: zeroed on the stream (an
+        // upload from host memory would wait for the work queued before it).
         let flag = match info.checks_indices() {
             true => {
-                let zero = Tensor::zeros(DType::I32, &[1]);
-                let f = DeviceTensor::upload(dev, zero.view())?;
+                let f = DeviceTensor::uninit(dev, DType::I32, &[1])?;
+                dev.zero(f.buffer(), DType::I32.size())?;
                 params.push(f.address());
                 Some(f)
             }
