@@ -281,7 +281,7 @@ impl GpuKernel {
             | KernelKind::OneHot(_) => launch.scalars[0].max(0) as usize / BLOCK as usize + 1,
             KernelKind::Reduce => launch.scalars[0].max(0) as usize,
             // One block per row.
-            KernelKind::Rows => launch.out_shape[0],
+            KernelKind::Rows(kept) => launch.out_shape[..kept].iter().product(),
         }
         .min(fill.max(1) * 8)
         .min(i32::MAX as usize) as u32;

@@ -75,8 +75,9 @@ pub enum KernelKind {
     ConvGrad(crate::ir::window::Conv2d, bool, [usize; 2]),
     /// `sort` or `argsort` (`sort.rs`): two scratch arrays of i64 follow the inputs.
     Sort(sort::Sort),
-    /// A row group (`rows.rs`): one block per row of `out_shape`, its frame.
-    Rows,
+    /// A row group (`rows.rs`): one block per index over the first `kept` axes of
+    /// `out_shape`, its frame.
+    Rows(usize),
 }
 
 /// One kernel entry of the module and the step it computes.
@@ -341,7 +342,7 @@ pub(crate) fn define_step(
             rows::define_rows(g, &name, &spec).map_err(context)?;
             return Ok(Some(KernelInfo {
                 name,
-                kind: KernelKind::Rows,
+                kind: KernelKind::Rows(spec.kept),
                 step: step.id,
                 result: step.results[0],
                 rank: spec.frame.len(),

@@ -59,9 +59,12 @@ struct Member<'p> {
 
 /// What the kernel of one row group computes.
 pub struct RowsSpec<'p> {
+    /// The frame's leading axes that index the rows (one row per index over them); the
+    /// others are a row's.
+    pub kept: usize,
     members: Vec<Member<'p>>,
     arg_dtypes: Vec<DType>,
-    /// Rows, then a row's shape.
+    /// The index space: the rows' axes (`kept` of them), then a row's.
     pub frame: Vec<usize>,
     /// Per result of the group, the member that computes it.
     results: Vec<usize>,
@@ -89,12 +92,29 @@ impl<'p> RowsSpec<'p> {
             .iter()
             .max_by_key(|s| s.iter().product::<usize>())?
             .clone();
-        let n_row: usize = frame[1..].iter().product();
-        if frame.len() < 2 || frame[0] != *rows || n_row == 0 {
+        // The kernel's rows: the frame's axes the reductions keep (a leading run, axis 0 at
+        // least); its rows' elements: the trailing axes they reduce, every reduction the same.
+        let reduced: Vec<&Option<Vec<usize>>> = steps
+            .iter()
+            .filter_map(|m| match &m.kernel {
+                Kernel::Reduce { axes, .. } => Some(axes),
+                _ => None,
+            })
+            .collect();
+        let axes = reduced.first()?.as_deref()?;
+        let kept = *axes.first()?;
+        let trailing = axes.iter().copied().eq(kept..frame.len());
+        if !trailing || reduced.iter().any(|a| a.as_deref() != Some(axes)) {
             return None;
         }
-        let per_row_frame: Vec<usize> = std::iter::once(*rows)
-            .chain(std::iter::repeat_n(1, frame.len() - 1))
+        let n_row: usize = frame[kept..].iter().product();
+        if kept == 0 || frame[0] != *rows || n_row == 0 {
+            return None;
+        }
+        let per_row_frame: Vec<usize> = frame[..kept]
+            .iter()
+            .copied()
+            .chain(std::iter::repeat_n(1, frame.len() - kept))
             .collect();
         let mut members: Vec<Member> = Vec::with_capacity(steps.len());
         for ((m, space), roles) in steps.iter().zip(&spaces).zip(roles) {
@@ -102,22 +122,15 @@ impl<'p> RowsSpec<'p> {
             // One value per row: `[rows, 1, ..]`, or `[rows]` over held values only (the
             // launch gives outside values strides over the whole frame).
             let held_only = roles.iter().all(|r| matches!(r, Role::Inner(_)));
-            let one_per_row = *space == per_row_frame
-                || (space.len() < frame.len()
-                    && held_only
-                    && space[0] == *rows
-                    && space[1..].iter().all(|&d| d == 1));
+            let one_per_row =
+                *space == per_row_frame || (held_only && space.as_slice() == &frame[..kept]);
             if per_row && !one_per_row {
                 return None;
             }
             let (reduce, program) = match &m.kernel {
                 Kernel::Map { program, .. } => (None, &**program),
-                Kernel::Reduce {
-                    op, axes, program, ..
-                } => {
-                    let whole_row: Vec<usize> = (1..frame.len()).collect();
-                    let row_axes = axes.as_deref() == Some(whole_row.as_slice());
-                    if per_row || !row_axes || matches!(op, ReduceOp::ArgMax | ReduceOp::ArgMin) {
+                Kernel::Reduce { op, program, .. } => {
+                    if per_row || matches!(op, ReduceOp::ArgMax | ReduceOp::ArgMin) {
                         return None;
                     }
                     (Some(*op), &**program)
@@ -175,6 +188,7 @@ impl<'p> RowsSpec<'p> {
             .map(|&r| func.ty(r).known_shape())
             .collect::<Option<Vec<_>>>()?;
         Some(RowsSpec {
+            kept,
             members,
             arg_dtypes: step.args.iter().map(|&a| func.ty(a).dtype).collect(),
             frame,
@@ -298,9 +312,16 @@ pub fn define_rows<'ctx>(g: &Gen<'ctx>, name: &str, spec: &RowsSpec) -> Result<(
     };
     let ctaid = g.sreg("ctaid.x")?;
     let nctaid = g.sreg("nctaid.x")?;
-    counted_loop(g, k.func, ctaid, nctaid, frame[0], "rows", |row| {
-        kernel.row(row, &slots)
-    })?;
+    let n_rows: usize = spec.frame[..spec.kept].iter().product();
+    counted_loop(
+        g,
+        k.func,
+        ctaid,
+        nctaid,
+        g.c64(n_rows as i64),
+        "rows",
+        |row| kernel.row(row, &slots),
+    )?;
     bx(g.b.build_return(None))?;
     Ok(())
 }
@@ -326,12 +347,11 @@ impl<'ctx> RowKernel<'_, 'ctx> {
     /// The members, in order, on row `row`.
     fn row(&self, row: IntValue<'ctx>, slots: &[Option<PointerValue<'ctx>>]) -> Result<()> {
         let g = self.g;
-        // Where the row starts in each input.
-        let base: Vec<IntValue> = self
-            .strides
-            .iter()
-            .map(|s| bx(g.b.build_int_mul(row, s[0], "row_at")))
-            .collect::<Result<_>>()?;
+        // Where the row starts in each input: its index over the kept axes.
+        let kept = self.spec.kept;
+        let row_strides: Vec<Vec<IntValue>> =
+            self.strides.iter().map(|s| s[..kept].to_vec()).collect();
+        let base = offsets(g, row, &self.frame[..kept], &row_strides)?;
         // The values held per row (reductions, per-row maps), as they are computed.
         let mut held: Memo<'ctx> = vec![None; self.spec.members.len()];
         let tid = g.sreg("tid.x")?;
@@ -389,7 +409,7 @@ impl<'ctx> RowKernel<'_, 'ctx> {
 
     /// Elements in a row (the frame's product after its first dim).
     fn row_len(&self) -> Result<IntValue<'ctx>> {
-        let n: usize = self.spec.frame[1..].iter().product();
+        let n: usize = self.spec.frame[self.spec.kept..].iter().product();
         Ok(self.g.c64(n as i64))
     }
 
@@ -461,9 +481,10 @@ impl<'ctx> RowKernel<'_, 'ctx> {
         let tid = g.sreg("tid.x")?;
         let ntid = g.sreg("ntid.x")?;
         let n_row = self.row_len()?;
-        let inner = &self.frame[1..];
+        let kept = self.spec.kept;
+        let inner = &self.frame[kept..];
         let inner_strides: Vec<Vec<IntValue>> =
-            self.strides.iter().map(|s| s[1..].to_vec()).collect();
+            self.strides.iter().map(|s| s[kept..].to_vec()).collect();
         let program = self.spec.members[k].program;
         let at = |e: IntValue<'ctx>| -> Result<Vec<IntValue<'ctx>>> {
             let offs = offsets(g, e, inner, &inner_strides)?;

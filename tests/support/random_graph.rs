@@ -716,14 +716,16 @@ impl Ctx<'_> {
         }
     }
 
-    /// A softmax-like run over the rows (every axis but the first): a reduction kept as 1s,
-    /// combined with `p`, reduced again and combined: the steps a row group takes (and the
-    /// GPU's row kernel, one block per row, which nothing else here would give).
+    /// A softmax-like run over the rows (the trailing axes after one or more leading ones): a
+    /// reduction kept as 1s, combined with `p`, reduced again and combined: the steps a row
+    /// group takes (and the GPU's row kernel, one block per row, which nothing else here
+    /// would give).
     fn row_run(&mut self, r: &mut Bytes, p: &Val, shape: &[usize]) -> Option<Val> {
-        if shape[1..].contains(&0) {
+        let kept = 1 + r.pick(shape.len() - 1);
+        if shape[kept..].contains(&0) {
             return None;
         }
-        let axes: Vec<i64> = (1..shape.len() as i64).collect();
+        let axes: Vec<i64> = (kept as i64..shape.len() as i64).collect();
         let a = Some(axes.as_slice());
         let dt = p.v.ty().dtype;
         let (v, exact) = match dt {
