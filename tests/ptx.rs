@@ -78,7 +78,7 @@ fn kernel_steps(func: &Func, groups_apart: bool) -> usize {
             (Kernel::Perform, kiln::ir::Op::Random { dist, .. }) => {
                 !matches!(dist, kiln::ir::RandomDist::Normal { .. })
             }
-            // Gathers, scatters, one-hots, running sums and products, convolutions.
+            // Gathers, scatters, one-hots, running sums and products, convolutions, concat.
             (
                 Kernel::Perform,
                 kiln::ir::Op::Take { .. }
@@ -95,7 +95,8 @@ fn kernel_steps(func: &Func, groups_apart: bool) -> usize {
                 | kiln::ir::Op::Pool2d(_)
                 | kiln::ir::Op::Pool2dGrad(_)
                 | kiln::ir::Op::Conv2dGradImage { .. }
-                | kiln::ir::Op::Conv2dGradFilter { .. },
+                | kiln::ir::Op::Conv2dGradFilter { .. }
+                | kiln::ir::Op::Concat { .. },
             ) => true,
             _ => false,
         })
@@ -1605,4 +1606,99 @@ fn slices_are_views_that_kernels_and_products_read_on_the_gpu_and_the_host_devic
             }
         }
     }
+}
+
+/// `concat` as one kernel: every dtype, ranks 1 to 5, along every axis, 1 to 4 inputs of
+/// different lengths (an empty one among them), transposed and reversed inputs (views), the
+/// result joined again: the interpreter's bits on the host oracle, the host device and the
+/// GPU.
+#[test]
+fn concat_is_one_kernel_giving_the_interpreters_bits_on_the_gpu() {
+    let mut cases = 0;
+    for (c, dtype) in kiln::DType::ALL.iter().enumerate() {
+        let rank = 1 + c % 5;
+        for axis in 0..rank {
+            let parts = 1 + (c + axis) % 4;
+            let ty = |len: usize| {
+                let dims: Vec<String> = (0..rank)
+                    .map(|d| if d == axis { len } else { 2 + d }.to_string())
+                    .collect();
+                format!("{dtype}[{}]", dims.join(", "))
+            };
+            let lens: Vec<usize> = (0..parts).map(|p| [3, 1, 0, 2][p]).collect();
+            let total: usize = lens.iter().sum();
+            let params: Vec<String> = lens
+                .iter()
+                .enumerate()
+                .map(|(p, &l)| format!("%p{p}: {}", ty(l)))
+                .collect();
+            // The first input reversed along the axis (a view with a negative stride).
+            let args: Vec<String> = (0..parts)
+                .map(|p| {
+                    if p == 0 {
+                        "%r".into()
+                    } else {
+                        format!("%p{p}")
+                    }
+                })
+                .collect();
+            let steps: Vec<String> = (0..rank)
+                .map(|d| if d == axis { "-1" } else { "1" }.to_string())
+                .collect();
+            let nulls = vec!["null"; rank].join(", ");
+            let src = format!(
+                "func @cat({}) -> ({}, {}) {{
+  %r = slice %p0 {{starts = [{nulls}], stops = [{nulls}], steps = [{}]}}
+  %y = concat {} {{axis = {axis}}}
+  %z = concat %y, %y {{axis = 0}}
+  return %y, %z
+}}",
+                params.join(", "),
+                ty(total),
+                {
+                    let dims: Vec<String> = (0..rank)
+                        .map(|d| match (d == axis, d == 0) {
+                            (true, true) => (2 * total).to_string(),
+                            (true, false) => total.to_string(),
+                            (false, true) => (2 * (2 + d)).to_string(),
+                            (false, false) => (2 + d).to_string(),
+                        })
+                        .collect();
+                    format!("{dtype}[{}]", dims.join(", "))
+                },
+                steps.join(", "),
+                args.join(", "),
+            );
+            let func = parse("cat.kir", &src).unwrap_or_else(|e| panic!("{e:?}\n{src}"));
+            let func = func.into_iter().next().unwrap();
+            let m = ptx(&src, "sm_90");
+            let concats = m
+                .kernels
+                .iter()
+                .filter(|k| matches!(k.kind, KernelKind::Concat(_)))
+                .count();
+            assert_eq!(concats, 2, "{src}");
+            let inputs: Vec<kiln::Tensor> = func
+                .params
+                .iter()
+                .enumerate()
+                .map(|(k, &p)| {
+                    let shape = func.ty(p).known_shape().unwrap();
+                    filled(*dtype, &shape, 11 + k as u64)
+                })
+                .collect();
+            let refs: Vec<kiln::TensorRef> = inputs.iter().map(|t| t.view()).collect();
+            let (reference, mut compilers) = interp_and_devices(&func);
+            compilers.push(("host oracle", kiln::jit_ptx::host::compile_func));
+            let want = reference.call(&refs).unwrap();
+            for (place, compile) in compilers {
+                let got = compile(func.clone(), true).unwrap().call(&refs).unwrap();
+                for (o, (g, w)) in got.iter().zip(&want).enumerate() {
+                    assert!(g.bit_eq(w), "{place}, output {o}: {g:?} != {w:?}\n{src}");
+                }
+            }
+            cases += 1;
+        }
+    }
+    assert_eq!(cases, 18, "every dtype, every axis");
 }

@@ -278,6 +278,7 @@ impl GpuKernel {
             | KernelKind::Pool(..)
             | KernelKind::ConvGrad(..)
             | KernelKind::Sort(_)
+            | KernelKind::Concat(_)
             | KernelKind::OneHot(_) => launch.scalars[0].max(0) as usize / BLOCK as usize + 1,
             KernelKind::Reduce => launch.scalars[0].max(0) as usize,
             // One block per row.

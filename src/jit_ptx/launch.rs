@@ -40,6 +40,7 @@ pub fn kernel_launch<T: Operand>(info: &KernelInfo, inputs: &[T]) -> Result<Laun
         (KernelKind::Scatter(s), _) => super::scatter::scatter_launch(*s, inputs),
         (KernelKind::OneHot(depth), _) => super::one_hot::one_hot_launch(*depth, inputs),
         (KernelKind::Running(r), _) => super::running::running_launch(*r, inputs),
+        (KernelKind::Concat(axis), _) => super::concat::concat_launch(*axis, inputs),
         (KernelKind::Rows(_), _) => {
             let frame = info.out_shape.as_deref().unwrap_or_default();
             super::rows::rows_launch(frame, inputs)

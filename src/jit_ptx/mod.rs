@@ -5,7 +5,7 @@
 //! Gemm steps (cuBLAS) and perform steps (the host) are not kernels, except random ops (`random.rs`: uniform and Bernoulli), gathers (`gather.rs`:
 //! `take`, `take_along_axis`), scatters (`scatter.rs`), running sums (`running.rs`: `cumsum`,
 //! `cumprod`), `one_hot` (`one_hot.rs`), `conv2d` with its gradients (`conv.rs`), pooling
-//! with its gradients (`pool.rs`) and sorts (`sort.rs`); the
+//! with its gradients (`pool.rs`), sorts (`sort.rs`) and `concat` (`concat.rs`); the
 //! module holds one entry per such step of the plan, branches of `ifelse` included. See docs/gpu.md for the kernel ABI and what is not done yet.
 //!
 //! Files: `gen.rs` (the LLVM context and intrinsics), `kernel.rs` (entries, loads and stores,
@@ -18,6 +18,7 @@
 //! `runtime.rs` (`Backend::Gpu`).
 
 mod blas;
+mod concat;
 mod conv;
 pub mod cuda;
 pub mod device;
@@ -75,6 +76,8 @@ pub enum KernelKind {
     ConvGrad(crate::ir::window::Conv2d, bool, [usize; 2]),
     /// `sort` or `argsort` (`sort.rs`): two scratch arrays of i64 follow the inputs.
     Sort(sort::Sort),
+    /// `concat` along this axis (`concat.rs`).
+    Concat(usize),
     /// A row group (`rows.rs`): one block per index over the first `kept` axes of
     /// `out_shape`, its frame.
     Rows(usize),

@@ -1,9 +1,9 @@
 //! The kernels of the ops that are `perform` steps in the plan but have code of their own on
 //! the GPU (gathers, scatters, `one_hot`, running sums, sorts, convolution and pooling with
-//! their gradients): which kernel a step gets, defined under its entry name.
+//! their gradients, `concat`): which kernel a step gets, defined under its entry name.
 
 use super::gen::Gen;
-use super::{conv, gather, one_hot, pool, running, scatter, sort, KernelKind};
+use super::{concat, conv, gather, one_hot, pool, running, scatter, sort, KernelKind};
 use crate::error::Result;
 use crate::ir::{DType, Func, Op};
 use crate::lower::Step;
@@ -102,6 +102,11 @@ pub fn define_op(g: &Gen, func: &Func, step: &Step, base: &str) -> Result<Option
             let name = named("pool");
             pool::define_pool(g, &name, p, out, rank, grad)?;
             (KernelKind::Pool(*p, grad), name)
+        }
+        Op::Concat { axis } => {
+            let name = named("concat");
+            concat::define_concat(g, &name, out, rank, *axis, step.args.len())?;
+            (KernelKind::Concat(*axis), name)
         }
         _ => return Ok(None),
     };
