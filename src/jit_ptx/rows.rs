@@ -1,5 +1,6 @@
 //! Row-group kernels (`lower::rows`): a softmax-like group of map and reduce steps as one
-//! kernel with one block per row (blocks stride over the rows), so that each row is read from
+//! kernel with one block per row (blocks stride over the rows; a row is an index over the
+//! leading axes the reductions keep, its elements the trailing axes they reduce), so that each row is read from
 //! memory once and its intermediates never go back to memory; the CPU's `rows` schedule, on
 //! the GPU.
 //!
@@ -15,9 +16,9 @@
 //!
 //! Parameters (docs/gpu.md): `out_0 .. out_{m-1}` (the group's results), `in_0 .. in_{k-1}`
 //! (the values it reads from outside), then `strides[k][r]` (`i64`), each input's element
-//! strides over the group's frame (its rows, then a row's shape; 0 along broadcast dims). The
+//! strides over the group's frame (the rows' axes, then a row's; 0 along broadcast dims). The
 //! frame is fixed when the kernel is built (row groups have known shapes). Results are
-//! contiguous: a whole-row member's `[rows, ...]`, a per-row one's element `row`.
+//! contiguous: a whole-row member's in the frame's shape, a per-row one's element `row`.
 
 use super::gen::{bx, Gen};
 use super::kernel::{
@@ -73,9 +74,9 @@ pub struct RowsSpec<'p> {
 }
 
 impl<'p> RowsSpec<'p> {
-    /// The spec of the row group `step`, or `None` when this kernel does not take it (a
-    /// reduction that keeps some of a row's axes, an arg-reduction, frames of several shapes,
-    /// an empty row): its members then run as kernels of their own.
+    /// The spec of the row group `step`, or `None` when this kernel does not take it
+    /// (reductions over different or non-trailing axes, an arg-reduction, frames of several
+    /// shapes, an empty row): its members then run as kernels of their own.
     pub fn of(func: &Func, step: &'p Step) -> Option<RowsSpec<'p>> {
         let Kernel::Rows { rows, steps, roles } = &step.kernel else {
             return None;
