@@ -462,15 +462,7 @@ fn cumprod_gradients_have_the_interpreters_bits_on_every_backend() {
 #[test]
 fn sorts_have_the_interpreters_bits_on_every_backend() {
     let mut rng = Rng(0x5eed_c0de_0000_0008);
-    let special = [
-        f64::NAN,
-        f64::INFINITY,
-        f64::NEG_INFINITY,
-        -0.0,
-        0.0,
-        -0.0,
-        0.0,
-    ];
+    let special = common::SORT_SPECIALS;
     for case in 0..35 {
         let dtype = kiln::DType::ALL[case % 7];
         // Ranks 1 to 5, the sorted axis anywhere, long lanes now and then.

@@ -7,7 +7,7 @@
 //! running sum of their lengths) and `strides_0[r] .. strides_{k-1}[r]` (elements).
 
 use super::gen::{bx, Gen};
-use super::kernel::{counted_loop, declare_kernel, grid_stride, load, store};
+use super::kernel::{counted_loop, declare_kernel, grid_stride, load, offsets, store};
 use super::launch::{Launch, Operand};
 use crate::error::{Error, Result};
 use crate::ir::DType;
@@ -43,18 +43,12 @@ pub fn define_concat(
         .collect();
     let (start, step) = grid_stride(g)?;
     counted_loop(g, k.func, start, step, n, "elems", |i| {
-        // `i`'s coordinates in the result, innermost first.
-        let mut coords = vec![g.c64(0); rank];
-        let mut rem = i;
-        for d in (0..rank).rev() {
-            if d == 0 {
-                coords[0] = rem;
-            } else {
-                coords[d] = bx(g.b.build_int_unsigned_rem(rem, dims[d], "c"))?;
-                rem = bx(g.b.build_int_unsigned_div(rem, dims[d], "rem"))?;
-            }
-        }
-        let c = coords[axis];
+        // Each input's offset as if `i`'s coordinate along the axis were its own, and that
+        // coordinate (a unit stride over the axis).
+        let mut ops: Vec<Vec<IntValue>> = strides.iter().map(|s| s.to_vec()).collect();
+        ops.push((0..rank).map(|d| g.c64((d == axis) as i64)).collect());
+        let mut offs = offsets(g, i, dims, &ops)?;
+        let c = offs.pop().expect("the axis coordinate");
         let join = g.ctx.append_basic_block(k.func, "copied");
         let mut loaded: Vec<(BasicValueEnum, inkwell::basic_block::BasicBlock)> = Vec::new();
         for j in 0..inputs {
@@ -69,16 +63,10 @@ pub fn define_concat(
             };
             bx(g.b.build_conditional_branch(inside, take, next))?;
             g.b.position_at_end(take);
+            // Made local: the input's span starts at the previous one's end.
             let first = if j == 0 { g.c64(0) } else { ends[j - 1] };
-            let mut at = g.c64(0);
-            for (d, &x) in coords.iter().enumerate() {
-                let x = match d == axis {
-                    true => bx(g.b.build_int_sub(c, first, "local"))?,
-                    false => x,
-                };
-                let t = bx(g.b.build_int_mul(x, strides[j][d], ""))?;
-                at = bx(g.b.build_int_add(at, t, "at"))?;
-            }
+            let shift = bx(g.b.build_int_mul(first, strides[j][axis], ""))?;
+            let at = bx(g.b.build_int_sub(offs[j], shift, "at"))?;
             let v = load(g, ins[j], dtype, at)?;
             let end = g.b.get_insert_block().unwrap_or(take);
             bx(g.b.build_unconditional_branch(join))?;

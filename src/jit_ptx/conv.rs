@@ -320,22 +320,14 @@ pub fn define_conv_grad<'ctx>(
                 let width = mul(bx(g.b.build_int_sub(end, first, ""))?, p)?;
                 // gemm::k_step(width, kc): near-equal chunks of at most kc.
                 let one = c64(1);
-                let chunks = udiv(add(width, bx(g.b.build_int_sub(kc, one, ""))?)?, kc)?;
-                let chunks = bx(g.b.build_select(
-                    bx(g.b.build_int_compare(IntPredicate::EQ, chunks, c64(0), ""))?,
-                    one,
-                    chunks,
-                    "",
-                ))?
-                .into_int_value();
-                let kstep = udiv(add(width, bx(g.b.build_int_sub(chunks, one, ""))?)?, chunks)?;
-                let kstep = bx(g.b.build_select(
-                    bx(g.b.build_int_compare(IntPredicate::EQ, kstep, c64(0), ""))?,
-                    one,
-                    kstep,
-                    "",
-                ))?
-                .into_int_value();
+                // max(ceil(a / b), 1)
+                let ceil_div = |a: IntValue<'ctx>, b: IntValue<'ctx>| -> Result<IntValue<'ctx>> {
+                    let q = udiv(add(a, bx(g.b.build_int_sub(b, one, ""))?)?, b)?;
+                    let zero = bx(g.b.build_int_compare(IntPredicate::EQ, q, c64(0), ""))?;
+                    Ok(bx(g.b.build_select(zero, one, q, ""))?.into_int_value())
+                };
+                let chunks = ceil_div(width, kc)?;
+                let kstep = ceil_div(width, chunks)?;
                 let d = gemm_dot(g, k.func, slots, fty, (width, kstep), |t| {
                     let n = add(first, udiv(t, p)?)?;
                     let q = urem(t, p)?;

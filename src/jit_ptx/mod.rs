@@ -269,15 +269,8 @@ pub(crate) fn define_step(
                 .collect();
             (KernelKind::Map, rank, name, outs, None)
         }
-        // Halves have no ordering in registers here (they are their bits): on the host.
-        Kernel::Reduce {
-            op: ReduceOp::ArgMax | ReduceOp::ArgMin,
-            program,
-            ..
-        } if matches!(
-            program.insts[program.outputs[0]].dtype,
-            DType::F16 | DType::BF16
-        ) =>
+        Kernel::Reduce { op, program, .. }
+            if !reduce::has_kernel(*op, program.insts[program.outputs[0]].dtype) =>
         {
             return Ok(None)
         }

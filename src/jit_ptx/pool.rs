@@ -23,7 +23,7 @@ use crate::error::{Error, Result};
 use crate::ir::window::{Pool2d, PoolKind};
 use crate::ir::DType;
 use inkwell::values::{BasicValueEnum, IntValue};
-use inkwell::{FloatPredicate, IntPredicate};
+use inkwell::IntPredicate;
 
 /// The running maximum `m` after element `e` (`inside` the input): `perform`'s rule, with
 /// `started` false until the first element inside.
@@ -34,18 +34,8 @@ fn max_step<'ctx>(
     e: BasicValueEnum<'ctx>,
     inside: IntValue<'ctx>,
 ) -> Result<(IntValue<'ctx>, BasicValueEnum<'ctx>, IntValue<'ctx>)> {
-    let better = if dtype.is_float() {
-        let (a, b) = (e.into_float_value(), m.into_float_value());
-        let gt = bx(g.b.build_float_compare(FloatPredicate::OGT, a, b, ""))?;
-        let e_nan = bx(g.b.build_float_compare(FloatPredicate::UNO, a, a, ""))?;
-        let m_nan = bx(g.b.build_float_compare(FloatPredicate::UNO, b, b, ""))?;
-        let m_num = bx(g.b.build_not(m_nan, ""))?;
-        let nan_first = bx(g.b.build_and(e_nan, m_num, ""))?;
-        bx(g.b.build_or(gt, nan_first, ""))?
-    } else {
-        let (a, b) = (e.into_int_value(), m.into_int_value());
-        bx(g.b.build_int_compare(IntPredicate::SGT, a, b, ""))?
-    };
+    // A greater element, or a NaN over a number: the sort order's, NaN last.
+    let better = super::sort::before(g, dtype, m, e)?;
     let fresh = bx(g.b.build_not(started, ""))?;
     let wins = bx(g.b.build_or(fresh, better, ""))?;
     let take = bx(g.b.build_and(inside, wins, "take"))?;

@@ -235,6 +235,12 @@ pub fn define_reduce<'ctx>(g: &Gen<'ctx>, name: &str, spec: &ReduceSpec) -> Resu
     Ok(())
 }
 
+/// Whether the reduction `op` of values of `vd` is a kernel: all but an arg-reduction of
+/// halves, whose registers hold bits with no order here (it runs on the host).
+pub fn has_kernel(op: ReduceOp, vd: DType) -> bool {
+    !(matches!(op, ReduceOp::ArgMax | ReduceOp::ArgMin) && vd.is_half())
+}
+
 /// A thread's partial in registers: the accumulator (one register), or an arg-reduction's
 /// best value and its position (two).
 type Regs<'ctx> = Vec<BasicValueEnum<'ctx>>;
@@ -258,10 +264,10 @@ impl Acc {
     fn of(spec: &ReduceSpec) -> Result<Acc> {
         let p = spec.program;
         let vd = p.insts[p.outputs[0]].dtype;
+        if !has_kernel(spec.op, vd) {
+            return Err(bad_op(spec.op, vd));
+        }
         Ok(match spec.op {
-            ReduceOp::ArgMax | ReduceOp::ArgMin if matches!(vd, DType::F16 | DType::BF16) => {
-                return Err(bad_op(spec.op, vd))
-            }
             ReduceOp::ArgMax | ReduceOp::ArgMin => Acc::Arg {
                 max: spec.op == ReduceOp::ArgMax,
                 vd,

@@ -58,6 +58,14 @@ struct Member<'p> {
     dtype: DType,
 }
 
+impl Member<'_> {
+    /// Whether its elements are computed again where they are read (a whole-row map) rather
+    /// than held per row.
+    fn recomputed(&self) -> bool {
+        self.reduce.is_none() && !self.per_row
+    }
+}
+
 /// What the kernel of one row group computes.
 pub struct RowsSpec<'p> {
     /// The frame's leading axes that index the rows (one row per index over them); the
@@ -151,11 +159,10 @@ impl<'p> RowsSpec<'p> {
                 .collect();
             // A per-row value reads only per-row values (a map over the whole row would make
             // its result whole-row too).
-            let whole_map = |j: usize| members[j].reduce.is_none() && !members[j].per_row;
             if per_row
                 && sources
                     .iter()
-                    .any(|s| matches!(s, Source::Member(j) if whole_map(*j)))
+                    .any(|s| matches!(s, Source::Member(j) if members[*j].recomputed()))
             {
                 return None;
             }
@@ -232,18 +239,12 @@ impl<'p> RowsSpec<'p> {
                 }
                 match *s {
                     Source::Outside(a) => read[a] = true,
-                    Source::Member(j) if self.recomputed(j) => stack.push(j),
+                    Source::Member(j) if self.members[j].recomputed() => stack.push(j),
                     Source::Member(_) => {}
                 }
             }
         }
         read
-    }
-
-    /// Whether member `j`'s elements are computed again where they are read (a whole-row map)
-    /// rather than held per row.
-    fn recomputed(&self, j: usize) -> bool {
-        self.members[j].reduce.is_none() && !self.members[j].per_row
     }
 }
 

@@ -47,8 +47,9 @@ fn half_key<'ctx>(g: &Gen<'ctx>, dtype: DType, bits: IntValue<'ctx>) -> Result<I
     Ok(bx(g.b.build_select(nan, c(0x1_0000), key, ""))?.into_int_value())
 }
 
-/// Whether element `u` comes strictly before `v` in ascending order.
-fn before<'ctx>(
+/// Whether element `u` comes strictly before `v` in ascending order (NaN last, both zeros
+/// equal); pooling's max reads it too.
+pub(super) fn before<'ctx>(
     g: &Gen<'ctx>,
     dtype: DType,
     u: BasicValueEnum<'ctx>,

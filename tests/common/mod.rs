@@ -16,6 +16,19 @@ pub fn backends_with_gpu_host() -> Vec<kiln::Backend> {
     all
 }
 
+/// Floats that sorts and arg-reductions must order as the interpreter does: NaN, the
+/// infinities, and zeros of both signs often (they are equal, so their order is the stable
+/// one).
+pub const SORT_SPECIALS: [f64; 7] = [
+    f64::NAN,
+    f64::INFINITY,
+    f64::NEG_INFINITY,
+    -0.0,
+    0.0,
+    -0.0,
+    0.0,
+];
+
 /// Whether two tensors are the same bits, element by element (widened to f64, which keeps
 /// every bit of the narrower types), any NaN matching any NaN (payloads are not kept).
 pub fn same_bits(a: &Tensor, b: &Tensor) -> bool {
