@@ -329,3 +329,26 @@ fn sums_start_from_positive_zero_and_sum_small_runs_exactly() {
         &[45150.0],
     );
 }
+
+/// Which zero a max of zeros of both signs gives is the generated kernels' order (8 partials
+/// combined as a tree, then the last `len % 8`): the CPU backend and the interpreter give the
+/// same bits on a broadcast column (a random program found `-0.0` against `0.0`).
+#[test]
+fn max_of_signed_zeros_has_the_cpu_backends_bits() {
+    let src = "func @f(%x: f32[3, 1]) -> (f32[]) {\n  %b = broadcast_to %x {shape = [3, 3]}\n  %m = max %b\n  return %m\n}";
+    let func = kiln::ir::text::parse("f.kir", src).unwrap().remove(0);
+    for (col, want) in [([-1.0f32, -0.0, 0.0], -0.0f32), ([-1.0, 0.0, -0.0], 0.0)] {
+        let x: Tensor = ndarray::ArrayD::from_shape_vec(ndarray::IxDyn(&[3, 1]), col.to_vec())
+            .unwrap()
+            .into();
+        for backend in [kiln::Backend::Interp, kiln::Backend::Cpu] {
+            let options = kiln::CompileOptions {
+                backend: Some(backend),
+                ..Default::default()
+            };
+            let f = kiln::compile_func(func.clone(), &options).unwrap();
+            let got = f.call(&[x.view()]).unwrap()[0].to_f64_vec()[0] as f32;
+            assert_eq!(got.to_bits(), want.to_bits(), "{backend:?} on {col:?}");
+        }
+    }
+}

@@ -130,11 +130,12 @@ fn nan_max<F: Float>(xs: &[F], max: bool) -> F {
     }
 }
 
+/// The extreme in the generated kernels' order (`codegen::clif::reduce`, "Order of
+/// operations"): element `n` of the whole groups of 8 into partial `n % 8`, the partials
+/// combined as `((p0 p1) (p2 p3)) ((p4 p5) (p6 p7))`, then the last `len % 8` one by one; a
+/// tie keeps the partial. Only zeros of both signs show the order (a random program found
+/// `-0.0` against `0.0` when the fold of the partials was sequential). Any NaN gives NaN.
 fn nan_extreme<F: Float, const MAX: bool>(xs: &[F]) -> F {
-    let mut acc = [xs[0]; 8];
-    let mut nan = false;
-    let chunks = xs.chunks_exact(8);
-    let rest = chunks.remainder();
     let pick = |a: F, x: F| {
         if (MAX && x > a) || (!MAX && x < a) {
             x
@@ -142,20 +143,32 @@ fn nan_extreme<F: Float, const MAX: bool>(xs: &[F]) -> F {
             a
         }
     };
+    let start = if MAX {
+        F::neg_infinity()
+    } else {
+        F::infinity()
+    };
+    let mut acc = [start; 8];
+    let mut nan = false;
+    let chunks = xs.chunks_exact(8);
+    let rest = chunks.remainder();
     for c in chunks {
         for (a, &x) in acc.iter_mut().zip(c) {
             nan |= x.is_nan();
             *a = pick(*a, x);
         }
     }
+    let low = pick(pick(acc[0], acc[1]), pick(acc[2], acc[3]));
+    let high = pick(pick(acc[4], acc[5]), pick(acc[6], acc[7]));
+    let mut r = pick(low, high);
     for &x in rest {
         nan |= x.is_nan();
-        acc[0] = pick(acc[0], x);
+        r = pick(r, x);
     }
     if nan {
         return F::nan();
     }
-    acc.iter().fold(acc[0], |a, &x| pick(a, x))
+    r
 }
 
 /// Index of the first extreme; a NaN counts as the extreme (the first one wins).
