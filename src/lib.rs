@@ -38,6 +38,7 @@ pub mod perform;
 pub mod random;
 pub mod rewrite;
 pub mod runtime;
+pub mod shared;
 pub mod tensor;
 
 pub use compile::{compile_func, function, Backend, CompileOptions, FunctionBuilder};

@@ -497,6 +497,3 @@ impl<'a> From<&'a Tensor> for TensorRef<'a> {
         t.view()
     }
 }
-
-/// Storage of a shared variable: state kept inside compiled functions and updated by them.
-pub type SharedCell = std::sync::Arc<std::sync::RwLock<Tensor>>;

@@ -640,6 +640,10 @@ fn the_module_checks_reject_broken_ptx() {
 }
 
 mod common;
+
+/// `Backend::Gpu`'s shared variables kept on the device, on a GPU (see the module).
+#[path = "shared_on_device.rs"]
+mod gpu_shared;
 use common::kir_files;
 
 /// Compiles a function for one way of running the kernels (optimized first when asked).

@@ -35,7 +35,7 @@ use crate::tensor::Tensor;
 use std::fmt;
 use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
-pub use crate::tensor::SharedCell;
+pub use crate::shared::SharedCell;
 
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct VarId(pub(crate) u32);
@@ -180,7 +180,7 @@ impl Graph {
         self.add_var(VarData {
             ty: value.ty(),
             name: Some(name.to_string()),
-            kind: VarKind::Shared(Arc::new(RwLock::new(value))),
+            kind: VarKind::Shared(crate::shared::SharedValue::new(value)),
         })
     }
 
@@ -549,11 +549,21 @@ impl Var {
     }
 
     /// The value of a constant or shared variable.
+    ///
+    /// # Panics
+    /// Where a shared variable's newest value is on the GPU (`Backend::Gpu` keeps it there)
+    /// and cannot be copied back because the device failed; [`Var::try_value`] returns that
+    /// error instead.
     pub fn value(&self) -> Option<Tensor> {
+        self.try_value().unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// [`Var::value`], with the error of a value that could not be copied back from the GPU.
+    pub fn try_value(&self) -> Result<Option<Tensor>> {
         match self.kind() {
-            VarKind::Constant(t) => Some(t),
-            VarKind::Shared(c) => Some(c.read().unwrap_or_else(|e| e.into_inner()).clone()),
-            _ => None,
+            VarKind::Constant(t) => Ok(Some(t)),
+            VarKind::Shared(c) => c.value().map(Some),
+            _ => Ok(None),
         }
     }
 
@@ -575,7 +585,7 @@ impl Var {
                 value.shape()
             )));
         }
-        *cell.write().unwrap_or_else(|e| e.into_inner()) = value;
+        cell.set(value);
         Ok(())
     }
 

@@ -17,6 +17,7 @@ use cudarc::driver::result as cu;
 use cudarc::driver::sys;
 use std::collections::HashMap;
 use std::ffi::{c_void, CString};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 /// A driver error as kiln's.
@@ -44,6 +45,47 @@ pub struct Device {
     pub capability: (i32, i32),
     /// Freed buffers by size in bytes, handed out again before the driver is asked.
     pool: Mutex<HashMap<usize, Vec<sys::CUdeviceptr>>>,
+    /// Copies between host and device memory so far (`transfers`).
+    uploads: Counter,
+    downloads: Counter,
+}
+
+/// Copies and their bytes, counted.
+#[derive(Default)]
+struct Counter {
+    copies: AtomicU64,
+    bytes: AtomicU64,
+}
+
+impl Counter {
+    fn add(&self, bytes: usize) {
+        self.copies.fetch_add(1, Ordering::Relaxed);
+        self.bytes.fetch_add(bytes as u64, Ordering::Relaxed);
+    }
+}
+
+/// The copies between host and device memory a device has made (`Device::transfers`): what
+/// a call costs beyond its kernels, and what keeping arrays on the device saves.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Transfers {
+    /// Copies from host to device memory, and their bytes.
+    pub uploads: u64,
+    pub upload_bytes: u64,
+    /// Copies from device to host memory, and their bytes.
+    pub downloads: u64,
+    pub download_bytes: u64,
+}
+
+impl std::ops::Sub for Transfers {
+    type Output = Transfers;
+    fn sub(self, o: Transfers) -> Transfers {
+        Transfers {
+            uploads: self.uploads - o.uploads,
+            upload_bytes: self.upload_bytes - o.upload_bytes,
+            downloads: self.downloads - o.downloads,
+            download_bytes: self.download_bytes - o.download_bytes,
+        }
+    }
 }
 
 // SAFETY: the driver's context and device addresses may be used from any thread once the
@@ -96,6 +138,8 @@ fn open() -> Result<Arc<Device>> {
         sms: sms.max(1) as u32,
         capability,
         pool: Mutex::new(HashMap::new()),
+        uploads: Counter::default(),
+        downloads: Counter::default(),
     }))
 }
 
@@ -108,7 +152,20 @@ impl Device {
             sms: 1,
             capability: (0, 0),
             pool: Mutex::new(HashMap::new()),
+            uploads: Counter::default(),
+            downloads: Counter::default(),
         })
+    }
+
+    /// The copies between host and device memory made so far (of non-empty arrays).
+    pub fn transfers(&self) -> Transfers {
+        let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        Transfers {
+            uploads: get(&self.uploads.copies),
+            upload_bytes: get(&self.uploads.bytes),
+            downloads: get(&self.downloads.copies),
+            download_bytes: get(&self.downloads.bytes),
+        }
     }
 
     /// Whether this is a host device.
@@ -221,6 +278,7 @@ impl Device {
         if bytes == 0 {
             return Ok(());
         }
+        self.uploads.add(bytes);
         if self.is_host() {
             std::ptr::copy_nonoverlapping(src, dst.ptr as *mut u8, bytes);
             return Ok(());
@@ -245,6 +303,7 @@ impl Device {
         if bytes == 0 {
             return Ok(());
         }
+        self.downloads.add(bytes);
         if self.is_host() {
             std::ptr::copy_nonoverlapping((src.ptr as *const u8).add(at), dst, bytes);
             return Ok(());

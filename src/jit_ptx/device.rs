@@ -17,6 +17,7 @@ use crate::lower::view::{Layout, View};
 use crate::lower::{Plan, Step};
 use crate::runtime::device::Device as VmDevice;
 use crate::runtime::vm::Kept;
+use crate::shared::DeviceValue;
 use crate::tensor::{Tensor, TensorRef};
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -439,8 +440,32 @@ impl VmDevice for GpuSteps {
         (!a.shape.contains(&0)).then(|| Arc::as_ptr(&a.buf) as usize + a.offset as usize)
     }
 
+    fn share(&self, a: &DeviceTensor) -> Option<Arc<dyn DeviceValue>> {
+        Some(Arc::new(a.clone()))
+    }
+    fn shared_array(&self, v: &dyn DeviceValue) -> Option<DeviceTensor> {
+        let t = v.as_any().downcast_ref::<DeviceTensor>()?;
+        Arc::ptr_eq(t.buf.device(), &self.device).then(|| t.clone())
+    }
+    fn keeps_shared(&self) -> bool {
+        true
+    }
+
     fn synchronize(&self) -> Result<()> {
         self.device.synchronize()
+    }
+}
+
+/// A shared variable's value kept on the device between calls (`Backend::Gpu`).
+impl DeviceValue for DeviceTensor {
+    fn shape(&self) -> &[usize] {
+        &self.shape
+    }
+    fn download(&self) -> Result<Tensor> {
+        DeviceTensor::download(self)
+    }
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
     }
 }
 

@@ -15,6 +15,7 @@ use crate::error::{Error, Result};
 use crate::ir::{DType, Func};
 use crate::lower::rows::Role;
 use crate::lower::{Kernel, Plan, Step};
+use crate::shared::{DeviceLock, DeviceValue};
 use crate::tensor::{Tensor, TensorRef};
 use std::borrow::Cow;
 use std::sync::Arc;
@@ -121,6 +122,21 @@ pub trait Device: Send + Sync + Sized {
         _state: &mut VmState<Self>,
     ) -> Result<bool> {
         Ok(false)
+    }
+
+    /// `a` as a shared variable's value kept on the device between calls, or `None` where
+    /// the device keeps none there (its arrays are host memory).
+    fn share(&self, _a: &Self::Array) -> Option<Arc<dyn DeviceValue>> {
+        None
+    }
+    /// This device's array of a kept value ([`Device::share`]), or `None` where it is
+    /// another device's.
+    fn shared_array(&self, _v: &dyn DeviceValue) -> Option<Self::Array> {
+        None
+    }
+    /// Whether [`Device::share`] keeps values.
+    fn keeps_shared(&self) -> bool {
+        false
     }
 
     /// Waits for the work queued so far (the profiler times a step between two waits); a
@@ -339,6 +355,67 @@ impl<D: Device> super::Executable for HostCalls<D> {
             })
             .collect();
         self.run(&views)
+    }
+
+    fn keeps_shared(&self) -> bool {
+        self.device.keeps_shared()
+    }
+
+    fn run_keeping_shared(
+        &self,
+        inputs: &[TensorRef<'_>],
+        shared: &[DeviceLock<'_>],
+        n_outputs: usize,
+    ) -> Result<super::KeptCall> {
+        let mut on = inputs
+            .iter()
+            .map(|t| self.device.upload(t.reborrow()))
+            .collect::<Result<Vec<_>>>()?;
+        let mut copies = Vec::with_capacity(shared.len());
+        for lock in shared {
+            let kept = lock
+                .device()
+                .and_then(|c| self.device.shared_array(&*c.value));
+            let (a, copied) = match kept {
+                Some(a) => (a, None),
+                None => {
+                    let a = self.device.upload(lock.value()?.view())?;
+                    let copy = self.device.share(&a);
+                    (a, copy)
+                }
+            };
+            on.push(a);
+            copies.push(copied);
+        }
+        let refs: Vec<D::Ref<'_>> = on.iter().map(|a| self.device.view(a)).collect();
+        let mut outs = self.kept.with(|st| {
+            super::vm::run_plan_into(
+                &self.device,
+                &self.func,
+                &self.plan,
+                &refs,
+                Vec::new(),
+                &mut [],
+                st,
+            )
+        })?;
+        let updates = outs
+            .drain(n_outputs.min(outs.len())..)
+            .map(|a| {
+                self.device
+                    .share(&a)
+                    .ok_or_else(|| Error::Runtime("the device keeps no shared values".into()))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let outputs = outs
+            .into_iter()
+            .map(|a| self.device.download_owned(a))
+            .collect::<Result<Vec<_>>>()?;
+        Ok(super::KeptCall {
+            outputs,
+            updates,
+            copies,
+        })
     }
 
     fn start_profile(&mut self) -> bool {

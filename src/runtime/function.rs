@@ -4,7 +4,7 @@ use super::state::FunctionState;
 use super::Executable;
 use crate::error::{Error, Result};
 use crate::ir::Func;
-use crate::tensor::SharedCell;
+use crate::shared::{DeviceLock, SharedCell};
 use crate::tensor::{Tensor, TensorRef};
 use std::sync::{RwLockReadGuard, RwLockWriteGuard};
 
@@ -116,20 +116,28 @@ impl Function {
     /// The function's state: the values of the shared variables it reads or updates (by
     /// name; one without a name is `#i`, its place among them), and what its ops keep
     /// between calls (custom ops' hidden outputs, the call count).
+    ///
+    /// # Panics
+    /// Where a variable's newest value is on the GPU (`Backend::Gpu` keeps it there) and
+    /// cannot be copied back because the device failed; [`Function::try_state`] returns that
+    /// error instead.
     pub fn state(&self) -> FunctionState {
+        self.try_state().unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// [`Function::state`], with the error of a value that could not be copied back from the
+    /// GPU.
+    pub fn try_state(&self) -> Result<FunctionState> {
         let shared = self
             .shared
             .iter()
             .enumerate()
-            .map(|(i, b)| {
-                let value = b.cell.read().unwrap_or_else(|e| e.into_inner()).clone();
-                (self.shared_name(i), value)
-            })
-            .collect();
-        FunctionState {
+            .map(|(i, b)| Ok((self.shared_name(i), b.cell.value()?)))
+            .collect::<Result<_>>()?;
+        Ok(FunctionState {
             shared,
             ops: self.exec.op_state(),
-        }
+        })
     }
 
     /// The name of shared variable `i` in a state: its own, or `#i` where it has none or
@@ -170,7 +178,7 @@ impl Function {
         self.exec.set_op_state(&state.ops)?;
         for (b, t) in self.shared.iter().zip(values) {
             if let Some(t) = t {
-                *b.cell.write().unwrap_or_else(|e| e.into_inner()) = t.clone();
+                b.cell.set(t.clone());
             }
         }
         Ok(())
@@ -186,7 +194,7 @@ impl Function {
     /// Saves [`Function::state`] as an `.npz` file (numpy's `savez`: `np.load(path)` reads
     /// it), whole or not at all.
     pub fn save_state(&self, path: impl AsRef<std::path::Path>) -> Result<()> {
-        let entries = self.state().entries();
+        let entries = self.try_state()?.entries();
         let refs: Vec<(String, &Tensor)> = entries.iter().map(|(n, t)| (n.clone(), t)).collect();
         crate::npy::write_npz(path.as_ref(), &refs)
     }
@@ -226,7 +234,7 @@ impl Function {
             ),
             ("function.txt".to_string(), manifest.into_bytes()),
         ];
-        for (name, t) in self.state().entries() {
+        for (name, t) in self.try_state()?.entries() {
             files.push((format!("{name}.npy"), crate::npy::to_bytes(&t)?));
         }
         crate::npy::write_archive(path.as_ref(), &files)
@@ -271,7 +279,7 @@ impl Function {
             let ty = func.ty(param);
             let zeros = Tensor::zeros(ty.dtype, &ty.known_shape().unwrap_or(vec![0; ty.rank()]));
             shared.push(SharedBinding {
-                cell: std::sync::Arc::new(std::sync::RwLock::new(zeros)),
+                cell: crate::shared::SharedValue::new(zeros),
                 name: func.name_of(param).unwrap_or_default().to_string(),
                 update,
                 donated: *donated == "1",
@@ -368,12 +376,15 @@ impl Function {
         inputs: &[TensorRef<'_>],
         dests: Vec<Option<Tensor>>,
     ) -> Result<Vec<Tensor>> {
+        if self.exec.keeps_shared() {
+            return self.run_keeping_shared(inputs);
+        }
         let mut guards: Vec<Option<Guard>> = (0..self.shared.len()).map(|_| None).collect();
         for &i in &self.lock_order {
             let b = &self.shared[i];
             guards[i] = Some(match b.update {
-                Some(_) => Guard::Write(b.cell.write().unwrap_or_else(|e| e.into_inner())),
-                None => Guard::Read(b.cell.read().unwrap_or_else(|e| e.into_inner())),
+                Some(_) => Guard::Write(b.cell.write()?),
+                None => Guard::Read(b.cell.read()?),
             });
         }
         // The buffers of donated variables move into the call (an empty stand-in in the
@@ -465,6 +476,44 @@ impl Function {
             Some(e) => Err(e),
             None => Ok(outs),
         }
+    }
+
+    /// `run_checked` on an executable that keeps shared variables on its device: each
+    /// variable is read where its newest value is (its device copy, or the host value copied
+    /// in once and kept), and each update stays on the device as the variable's new value;
+    /// only the outputs come back. All updates apply, or none.
+    fn run_keeping_shared(&self, inputs: &[TensorRef<'_>]) -> Result<Vec<Tensor>> {
+        let mut locks: Vec<Option<DeviceLock>> = (0..self.shared.len()).map(|_| None).collect();
+        for &i in &self.lock_order {
+            let b = &self.shared[i];
+            locks[i] = Some(b.cell.lock_device(b.update.is_some()));
+        }
+        let mut locks: Vec<DeviceLock> = locks.into_iter().flatten().collect();
+        let run = self
+            .exec
+            .run_keeping_shared(inputs, &locks, self.n_outputs)?;
+        for (b, lock) in self.shared.iter().zip(&locks) {
+            let Some(k) = b.update else { continue };
+            let new = run.updates[k - self.n_outputs].shape();
+            if new != lock.shape() {
+                return Err(Error::Shape(format!(
+                    "the update of shared variable `{}` has shape {new:?}, expected {:?}",
+                    b.name,
+                    lock.shape()
+                )));
+            }
+        }
+        for ((b, lock), copy) in self.shared.iter().zip(&mut locks).zip(run.copies) {
+            match b.update {
+                Some(k) => lock.update(run.updates[k - self.n_outputs].clone())?,
+                None => {
+                    if let Some(copy) = copy {
+                        lock.cache(copy)
+                    }
+                }
+            }
+        }
+        Ok(run.outputs)
     }
 
     fn check_inputs(&self, inputs: &[TensorRef<'_>]) -> Result<()> {

@@ -30,6 +30,16 @@ pub(crate) fn check_input_count(func: &crate::ir::Func, n: usize) -> Result<()> 
     }
 }
 
+/// What [`Executable::run_keeping_shared`] returns.
+pub struct KeptCall {
+    /// The function's outputs (not its updates), on the host.
+    pub outputs: Vec<Tensor>,
+    /// The updates' new values, on the device, in the order of the function's update results.
+    pub updates: Vec<std::sync::Arc<dyn crate::shared::DeviceValue>>,
+    /// For each shared variable, the device copy of its value this call made, if it made one.
+    pub copies: Vec<Option<std::sync::Arc<dyn crate::shared::DeviceValue>>>,
+}
+
 /// The compiled form of one instruction that a backend hands the interpreter (Theano's thunk):
 /// it computes the instruction's results from its arguments. Instructions without a thunk run
 /// their op's `perform`. Arguments are views: a function's inputs reach a thunk without a copy.
@@ -87,6 +97,28 @@ pub trait Executable: Send + Sync {
         dests: Vec<Option<Tensor>>,
         donated: &mut [Option<Tensor>],
     ) -> Result<Vec<Tensor>>;
+
+    /// Whether the executable keeps shared variables on its device between calls: `Function`
+    /// then calls [`Executable::run_keeping_shared`] instead of `run_into`.
+    fn keeps_shared(&self) -> bool {
+        false
+    }
+
+    /// `run` with the explicit `inputs` and the shared variables (`shared`, in parameter
+    /// order, locked for the call): each is read from its device copy where it has one on
+    /// this executable's device, else from its value, copied in. Returns the `n_outputs`
+    /// outputs on the host, the updates' new values on the device, and the copies made of
+    /// variables' values (for the variables to keep). Changes no variable.
+    fn run_keeping_shared(
+        &self,
+        _inputs: &[TensorRef<'_>],
+        _shared: &[crate::shared::DeviceLock<'_>],
+        _n_outputs: usize,
+    ) -> Result<KeptCall> {
+        Err(crate::error::Error::Unsupported(
+            "this backend keeps no shared variables on a device".into(),
+        ))
+    }
 
     /// Whether `call_direct` may take calls (then worth offering them).
     fn has_direct_call(&self) -> bool {

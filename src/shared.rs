@@ -1,0 +1,211 @@
+//! A shared variable's storage: its value in host memory and, where a device backend left it
+//! there, a copy on the device (`Backend::Gpu` keeps the variables it reads and updates on the
+//! GPU between calls, so a training loop's weights do not cross to the host at every step).
+//!
+//! The host value is the variable's value unless the device copy is *newer* (a device
+//! function's update left there and not copied back yet). Whoever reads the host value through
+//! [`SharedValue::read`] (a host backend's call, `Var::value`, a function's state) first copies
+//! a newer device value back; whoever replaces the host value ([`SharedValue::write`],
+//! [`SharedValue::set`]) drops the device copy, which is then stale. A device backend's call
+//! takes the variable with [`SharedValue::lock_device`] and sees both.
+//!
+//! One lock (the host value's `RwLock`) orders everything: the device slot is read or changed
+//! only by a thread that holds it, exclusively to change what the value is, shared to fill an
+//! empty slot with a copy of the host value (any two such copies are equal).
+
+use crate::error::{Error, Result};
+use crate::tensor::Tensor;
+use std::any::Any;
+use std::sync::{Arc, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
+
+/// Storage of a shared variable: state kept inside compiled functions and updated by them.
+pub type SharedCell = Arc<SharedValue>;
+
+/// An array on a device that can stand for a shared variable's value (the GPU backend's
+/// `DeviceTensor`). Devices recognise their own arrays by downcasting ([`DeviceValue::as_any`]).
+pub trait DeviceValue: Any + Send + Sync {
+    fn shape(&self) -> &[usize];
+    /// A host copy (after the device's queued work).
+    fn download(&self) -> Result<Tensor>;
+    fn as_any(&self) -> &dyn Any;
+}
+
+/// A device copy of the value.
+#[derive(Clone)]
+pub struct DeviceCopy {
+    pub value: Arc<dyn DeviceValue>,
+    /// Whether it is newer than the host value (which is then stale).
+    pub newer: bool,
+}
+
+/// See the module doc.
+pub struct SharedValue {
+    host: RwLock<Tensor>,
+    /// Read or changed only under `host`'s lock (see the module doc).
+    device: Mutex<Option<DeviceCopy>>,
+}
+
+impl std::fmt::Debug for SharedValue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let newer = self.slot().as_ref().is_some_and(|c| c.newer);
+        f.debug_struct("SharedValue")
+            .field("device_newer", &newer)
+            .finish_non_exhaustive()
+    }
+}
+
+impl SharedValue {
+    pub fn new(value: Tensor) -> SharedCell {
+        Arc::new(SharedValue {
+            host: RwLock::new(value),
+            device: Mutex::new(None),
+        })
+    }
+
+    fn slot(&self) -> MutexGuard<'_, Option<DeviceCopy>> {
+        self.device.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn host_write(&self) -> RwLockWriteGuard<'_, Tensor> {
+        self.host.write().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn host_read(&self) -> RwLockReadGuard<'_, Tensor> {
+        self.host.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Copies a newer device value into `host` (held exclusively); the copy stays as a cache
+    /// of the same value. On an error nothing changes.
+    fn copy_back(&self, host: &mut Tensor) -> Result<()> {
+        let mut slot = self.slot();
+        if let Some(copy) = slot.as_mut().filter(|c| c.newer) {
+            *host = copy.value.download().map_err(|e| {
+                Error::Runtime(format!(
+                    "a shared variable's value on the device could not be copied back: {e}"
+                ))
+            })?;
+            copy.newer = false;
+        }
+        Ok(())
+    }
+
+    /// The value, read in host memory (copied back first where the device's is newer). Errs
+    /// only where that copy fails (the device failed).
+    pub fn read(&self) -> Result<RwLockReadGuard<'_, Tensor>> {
+        loop {
+            let g = self.host_read();
+            if !self.slot().as_ref().is_some_and(|c| c.newer) {
+                return Ok(g);
+            }
+            drop(g);
+            // A device call may update it again between these two locks: check again.
+            self.copy_back(&mut self.host_write())?;
+        }
+    }
+
+    /// The value for writing in host memory (copied back first where the device's is newer;
+    /// the device copy is dropped, as the caller may change the value).
+    pub fn write(&self) -> Result<RwLockWriteGuard<'_, Tensor>> {
+        let mut g = self.host_write();
+        self.copy_back(&mut g)?;
+        *self.slot() = None;
+        Ok(g)
+    }
+
+    /// A copy of the value (see [`SharedValue::read`]).
+    pub fn value(&self) -> Result<Tensor> {
+        self.read().map(|g| g.clone())
+    }
+
+    /// Replaces the value (nothing is copied back: the old value is gone).
+    pub fn set(&self, value: Tensor) {
+        let mut g = self.host_write();
+        *self.slot() = None;
+        *g = value;
+    }
+
+    /// The value for a device backend's call: exclusively when the call updates it
+    /// (`update`), else shared with other readers.
+    pub fn lock_device(&self, update: bool) -> DeviceLock<'_> {
+        let host = match update {
+            true => HostGuard::Write(self.host_write()),
+            false => HostGuard::Read(self.host_read()),
+        };
+        DeviceLock { cell: self, host }
+    }
+}
+
+enum HostGuard<'a> {
+    Read(RwLockReadGuard<'a, Tensor>),
+    Write(RwLockWriteGuard<'a, Tensor>),
+}
+
+/// A shared variable held for a device backend's call ([`SharedValue::lock_device`]).
+pub struct DeviceLock<'a> {
+    cell: &'a SharedValue,
+    host: HostGuard<'a>,
+}
+
+impl DeviceLock<'_> {
+    /// The device copy, if there is one (newer than the host value, or equal to it).
+    pub fn device(&self) -> Option<DeviceCopy> {
+        self.cell.slot().clone()
+    }
+
+    /// The shape of the value.
+    pub fn shape(&self) -> Vec<usize> {
+        match self.device().filter(|c| c.newer) {
+            Some(copy) => copy.value.shape().to_vec(),
+            None => match &self.host {
+                HostGuard::Read(g) => g.shape().to_vec(),
+                HostGuard::Write(g) => g.shape().to_vec(),
+            },
+        }
+    }
+
+    /// The host value, where it is the value (no newer device copy).
+    pub fn host(&self) -> Option<&Tensor> {
+        if self.cell.slot().as_ref().is_some_and(|c| c.newer) {
+            return None;
+        }
+        Some(match &self.host {
+            HostGuard::Read(g) => g,
+            HostGuard::Write(g) => g,
+        })
+    }
+
+    /// The value: the host's, or the device copy's brought back.
+    pub fn value(&self) -> Result<std::borrow::Cow<'_, Tensor>> {
+        match self.device().filter(|c| c.newer) {
+            Some(copy) => copy.value.download().map(std::borrow::Cow::Owned),
+            None => Ok(std::borrow::Cow::Borrowed(match &self.host {
+                HostGuard::Read(g) => g,
+                HostGuard::Write(g) => g,
+            })),
+        }
+    }
+
+    /// Keeps `copy`, a copy of the current value on a device, for the next calls (where the
+    /// slot holds no copy yet).
+    pub fn cache(&self, copy: Arc<dyn DeviceValue>) {
+        let mut slot = self.cell.slot();
+        if slot.is_none() {
+            *slot = Some(DeviceCopy {
+                value: copy,
+                newer: false,
+            });
+        }
+    }
+
+    /// Makes `value`, on a device, the variable's new value (the host's is stale from now
+    /// on). Only for a variable locked for an update.
+    pub fn update(&mut self, value: Arc<dyn DeviceValue>) -> Result<()> {
+        if let HostGuard::Read(_) = self.host {
+            return Err(Error::Runtime(
+                "a shared variable locked for reading was updated".into(),
+            ));
+        }
+        *self.cell.slot() = Some(DeviceCopy { value, newer: true });
+        Ok(())
+    }
+}

@@ -1,0 +1,253 @@
+//! `Backend::Gpu` keeps shared variables on the device between calls: a variable is copied in
+//! once, its updates stay there, and it crosses to the host only where the host reads it
+//! (`value`, a state, a host backend's function). The copies are counted by the device
+//! (`Device::transfers`), so these tests see what crosses as well as what is computed. Without
+//! a GPU they run on the host device (the GPU runtime with host memory); the `ptx` binary
+//! includes them as `gpu_shared`, so the GPU check runs them on the GPU.
+#![cfg(feature = "gpu")]
+
+use kiln::jit_ptx::cuda::{self, Transfers};
+use kiln::{function, Backend, Function, Graph, Tensor, Var};
+use ndarray::{array, ArrayD, IxDyn};
+use std::sync::Mutex;
+
+/// The device's counters are the process's: the tests here take turns.
+static TURN: Mutex<()> = Mutex::new(());
+
+/// The turn to use the device; `None` (the test skips) where there is no GPU and these tests
+/// are part of the `ptx` binary, whose tests run at the same time in CI: without a GPU they
+/// run in their own binary, on the host device. (The GPU check runs `ptx` one test at a time.)
+fn turn() -> Option<std::sync::MutexGuard<'static, ()>> {
+    if cuda::device().is_err() {
+        if module_path!() != "shared_on_device" {
+            eprintln!(
+                "skipped: no GPU (the shared_on_device binary runs these on the host device)"
+            );
+            return None;
+        }
+        cuda::use_host_device();
+    }
+    Some(TURN.lock().unwrap_or_else(|e| e.into_inner()))
+}
+
+fn transfers() -> Transfers {
+    cuda::device().unwrap().transfers()
+}
+
+fn fill(shape: &[usize], seed: u64) -> ArrayD<f32> {
+    let mut s = seed | 1;
+    ArrayD::from_shape_fn(IxDyn(shape), |_| {
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
+        (s >> 40) as f32 / (1u64 << 24) as f32 - 0.5
+    })
+}
+
+fn close(a: &Tensor, b: &Tensor) -> bool {
+    a.shape() == b.shape()
+        && a.to_f64_vec()
+            .iter()
+            .zip(b.to_f64_vec())
+            .all(|(p, q)| (p - q).abs() <= 1e-5 * q.abs().max(1.0))
+}
+
+/// A softmax regression step: `loss` out, `w` and `b` updated by SGD.
+fn training_step(backend: Backend) -> (Function, Var, Var) {
+    let g = Graph::new();
+    let x = g.input("x", kiln::f32, [Some(64), Some(32)]);
+    let y = g.input("y", kiln::f32, [Some(64), Some(16)]);
+    let w = g.shared("w", fill(&[32, 16], 3));
+    let b = g.shared("b", fill(&[16], 4));
+    let logits = x.matmul(&w) + &b;
+    let m = logits.max(Some(&[1]), true);
+    let shifted = &logits - &m;
+    let lsm = &shifted - shifted.exp().sum(Some(&[1]), true).log();
+    let loss = -(lsm * &y).sum(Some(&[1]), false).mean(None, false);
+    let grads = kiln::grad(&loss, &[&w, &b]).unwrap();
+    let f = function(&[&x, &y], &[&loss])
+        .update(&w, &w - &grads[0] * 0.5)
+        .update(&b, &b - &grads[1] * 0.5)
+        .backend(backend)
+        .compile()
+        .unwrap();
+    (f, w, b)
+}
+
+#[test]
+fn weights_cross_to_the_host_only_when_the_host_reads_them() {
+    let Some(_turn) = turn() else { return };
+    let (gpu, gw, gb) = training_step(Backend::Gpu);
+    let (reference, rw, rb) = training_step(Backend::Interp);
+    let x = fill(&[64, 32], 5);
+    let y = ArrayD::from_shape_fn(IxDyn(&[64, 16]), |i| (i[0] % 16 == i[1]) as u8 as f32);
+    let call = |f: &Function| f.call(&[x.view(), y.view()]).unwrap();
+    let (x_bytes, y_bytes) = (64 * 32 * 4, 64 * 16 * 4);
+    let (w_bytes, b_bytes) = (32 * 16 * 4, 16 * 4);
+
+    // The first call copies the weights in with the inputs; the updates stay on the device.
+    let before = transfers();
+    let got = call(&gpu);
+    let first = transfers() - before;
+    assert!(close(&got[0], &call(&reference)[0]));
+    assert_eq!(first.upload_bytes, x_bytes + y_bytes + w_bytes + b_bytes);
+    assert_eq!(
+        (first.downloads, first.download_bytes),
+        (1, 4),
+        "only the loss comes back"
+    );
+
+    // Later calls copy the inputs in and the loss out, nothing else.
+    for step in 1..4 {
+        let before = transfers();
+        let got = call(&gpu);
+        let one = transfers() - before;
+        assert!(close(&got[0], &call(&reference)[0]), "loss at step {step}");
+        assert_eq!((one.uploads, one.upload_bytes), (2, x_bytes + y_bytes));
+        assert_eq!((one.downloads, one.download_bytes), (1, 4));
+    }
+
+    // Reading a weight copies it back once; the device keeps it (the next call copies
+    // nothing in for it).
+    let before = transfers();
+    assert!(close(&gw.value().unwrap(), &rw.value().unwrap()));
+    assert!(close(&gw.value().unwrap(), &rw.value().unwrap()));
+    let read = transfers() - before;
+    assert_eq!((read.downloads, read.download_bytes), (1, w_bytes));
+    let before = transfers();
+    assert!(close(&call(&gpu)[0], &call(&reference)[0]));
+    assert_eq!((transfers() - before).upload_bytes, x_bytes + y_bytes);
+
+    // A value set on the host replaces the device's: the next call copies it in.
+    let b0 = Tensor::from(fill(&[16], 9));
+    gb.set_value(b0.clone()).unwrap();
+    rb.set_value(b0).unwrap();
+    let before = transfers();
+    assert!(close(&call(&gpu)[0], &call(&reference)[0]));
+    assert_eq!(
+        (transfers() - before).upload_bytes,
+        x_bytes + y_bytes + b_bytes
+    );
+    assert!(close(&gw.value().unwrap(), &rw.value().unwrap()));
+    assert!(close(&gb.value().unwrap(), &rb.value().unwrap()));
+
+    // The function's state is the device's values.
+    let state = gpu.state();
+    let want = reference.state();
+    for ((n, t), (m, u)) in state.shared.iter().zip(&want.shared) {
+        assert_eq!(n, m);
+        assert!(close(t, u), "state of {n}");
+    }
+}
+
+/// `c <- c + x` on the GPU, `c <- c * 2` on the CPU, `c` read on the GPU: each sees the
+/// other's updates, whichever holds the newest value.
+#[test]
+fn functions_on_the_gpu_and_the_cpu_share_a_variable() {
+    let Some(_turn) = turn() else { return };
+    let g = Graph::new();
+    let x = g.input("x", kiln::f64, [Some(3)]);
+    let c = g.shared("c", array![1.0f64, 2.0, 3.0].into_dyn());
+    let add = function(&[&x], &[])
+        .update(&c, &c + &x)
+        .backend(Backend::Gpu)
+        .compile()
+        .unwrap();
+    let double = function(&[], &[])
+        .update(&c, &c * 2.0)
+        .backend(Backend::Cpu)
+        .compile()
+        .unwrap();
+    let read = function(&[], &[&(&c * 1.0)])
+        .backend(Backend::Gpu)
+        .compile()
+        .unwrap();
+    let mut want = [1.0f64, 2.0, 3.0];
+    let xs = array![0.5f64, -1.0, 4.0].into_dyn();
+    for round in 0..4 {
+        add.call(&[xs.view()]).unwrap();
+        for (w, d) in want.iter_mut().zip(xs.iter()) {
+            *w += d;
+        }
+        assert_eq!(
+            read.call::<ndarray::ArrayViewD<f64>>(&[]).unwrap()[0].to_f64_vec(),
+            want
+        );
+        if round % 2 == 1 {
+            double.call::<ndarray::ArrayViewD<f64>>(&[]).unwrap();
+            want.iter_mut().for_each(|w| *w *= 2.0);
+        }
+        assert_eq!(c.value().unwrap().to_f64_vec(), want, "round {round}");
+    }
+}
+
+/// A call that fails (an index out of range, found by a kernel; an update of the wrong
+/// shape) changes no variable: the device keeps the value of the last call that succeeded.
+#[test]
+fn a_failing_call_on_the_gpu_changes_no_shared_variable() {
+    let Some(_turn) = turn() else { return };
+    let g = Graph::new();
+    let i = g.input("i", kiln::i64, [Some(2)]);
+    let v = g.input("v", kiln::f32, [None]);
+    let w = g.shared("w", array![1.0f32, 2.0, 3.0].into_dyn());
+    let u = g.shared("u", array![10.0f32, 20.0, 30.0].into_dyn());
+    let picked = w.take(&i, 0);
+    let f = function(&[&i, &v], &[&picked])
+        .update(&w, &w + 1.0)
+        .update(&u, &v)
+        .backend(Backend::Gpu)
+        .compile()
+        .unwrap();
+    let ok_i = array![0i64, 2].into_dyn();
+    let v3 = array![7.0f32, 8.0, 9.0].into_dyn();
+    let call = |i: &ArrayD<i64>, v: &ArrayD<f32>| {
+        f.call(
+            &[Tensor::from(i.clone()), Tensor::from(v.clone())]
+                .iter()
+                .map(Tensor::view)
+                .collect::<Vec<_>>(),
+        )
+    };
+    let got = call(&ok_i, &v3).unwrap();
+    assert_eq!(got[0].to_f64_vec(), vec![1.0, 3.0]);
+    let bad_i = array![0i64, 3].into_dyn();
+    let e = call(&bad_i, &v3);
+    assert!(e.is_err(), "an index out of range is an error");
+    let v4 = array![1.0f32, 2.0, 3.0, 4.0].into_dyn();
+    let e = call(&ok_i, &v4).unwrap_err();
+    assert!(e.to_string().contains("shared variable `u`"), "{e}");
+    assert_eq!(w.value().unwrap().to_f64_vec(), vec![2.0, 3.0, 4.0]);
+    assert_eq!(u.value().unwrap().to_f64_vec(), vec![7.0, 8.0, 9.0]);
+    let got = call(&ok_i, &v3).unwrap();
+    assert_eq!(got[0].to_f64_vec(), vec![2.0, 4.0]);
+    assert_eq!(w.value().unwrap().to_f64_vec(), vec![3.0, 4.0, 5.0]);
+}
+
+/// Threads calling one GPU function that updates a counter: every update applies once (the
+/// calls are serialized on the variable, wherever its value is).
+#[test]
+fn concurrent_updates_on_the_device_all_apply() {
+    let Some(_turn) = turn() else { return };
+    let g = Graph::new();
+    let n = g.shared("n", array![0i64, 0].into_dyn());
+    let f = function(&[], &[])
+        .update(&n, &n + 1i64)
+        .backend(Backend::Gpu)
+        .compile()
+        .unwrap();
+    std::thread::scope(|s| {
+        for _ in 0..4 {
+            s.spawn(|| {
+                for k in 0..25 {
+                    f.call::<ndarray::ArrayViewD<f64>>(&[]).unwrap();
+                    if k % 10 == 0 {
+                        // A host read between the updates copies the value back.
+                        let seen = n.value().unwrap().to_f64_vec();
+                        assert_eq!(seen[0], seen[1]);
+                    }
+                }
+            });
+        }
+    });
+    assert_eq!(n.value().unwrap().to_f64_vec(), vec![100.0, 100.0]);
+}
