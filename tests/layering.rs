@@ -9,8 +9,11 @@ use std::path::Path;
 /// The layers, lowest first. A module not listed here fails the test: place it.
 const LAYERS: &[&[&str]] = &[
     // The foundation: dtypes, types, the SSA function and its text form, tensors, errors, and
-    // what every stage may call (math expansions, the GEMM, the random stream, dumps).
-    &["error", "tensor", "ir", "math", "gemm", "random", "dump"],
+    // what every stage may call (math expansions, the GEMM, the random stream, dumps), and
+    // shared variables' storage.
+    &[
+        "error", "tensor", "shared", "ir", "math", "gemm", "random", "dump",
+    ],
     // What reads the IR: the user's graph and its custom ops, the reference implementation of
     // each op, the kernel plan, `.npy` files.
     &["graph", "custom", "perform", "lower", "npy"],

@@ -644,6 +644,10 @@ mod common;
 /// `Backend::Gpu`'s shared variables kept on the device, on a GPU (see the module).
 #[path = "shared_on_device.rs"]
 mod gpu_shared;
+
+/// Calls replayed from recorded graphs, on a GPU (see the module).
+#[path = "gpu_graphs.rs"]
+mod gpu_graphs;
 use common::kir_files;
 
 /// Compiles a function for one way of running the kernels (optimized first when asked).

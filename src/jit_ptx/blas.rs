@@ -12,13 +12,14 @@ use crate::error::{Error, Result};
 use crate::ir::DType;
 use crate::lower::view::View;
 use cudarc::cublas::{result as blas, sys};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 
-/// The cuBLAS handle of the process's device.
-struct Handle(sys::cublasHandle_t);
+/// The cuBLAS handle of the process's device, and the stream it queues on (the default one,
+/// or a capture's: `capture.rs`), which its calls hold while they set it and queue.
+struct Handle(sys::cublasHandle_t, Mutex<usize>);
 
-// SAFETY: a cuBLAS handle may be used from any thread, one call at a time (calls are queued
-// on the one default stream; `matmul` is called with the context bound).
+// SAFETY: a cuBLAS handle may be used from any thread, one call at a time (the stream's lock;
+// `matmul` is called with the context bound).
 unsafe impl Send for Handle {}
 unsafe impl Sync for Handle {}
 
@@ -32,7 +33,7 @@ fn handle(dev: &Device) -> Result<&'static Handle> {
             }
             dev.bind().map_err(|e| e.to_string())?;
             blas::create_handle()
-                .map(Handle)
+                .map(|h| Handle(h, Mutex::new(0)))
                 .map_err(|e| format!("cuBLAS: {e:?}"))
         })
         .as_ref()
@@ -225,9 +226,13 @@ pub fn matmul(
     // dims and batch strides describe (row-major arrays, checked above).
     unsafe {
         if dev.is_host() {
-            match dtype {
-                DType::F32 => call.on_host::<f32>(),
-                _ => call.on_host::<f64>(),
+            let run: Box<dyn Fn() + Send + Sync> = match dtype {
+                DType::F32 => Box::new(move || call.on_host::<f32>()),
+                _ => Box::new(move || call.on_host::<f64>()),
+            };
+            // Recorded where a capture is in progress (the addresses stay the graph's).
+            if let Some(op) = super::capture::record_host(dev, super::capture::HostOp::Call(run)) {
+                op.run();
             }
         } else {
             call.cublas(dev, dtype)?
@@ -280,6 +285,13 @@ impl Gemm {
     unsafe fn cublas(&self, dev: &Device, dtype: DType) -> Result<()> {
         let h = handle(dev)?;
         dev.bind()?;
+        let stream = super::capture::stream(dev) as usize;
+        let mut current = h.1.lock().unwrap_or_else(|e| e.into_inner());
+        if *current != stream {
+            blas::set_stream(h.0, stream as sys::cudaStream_t)
+                .map_err(|e| Error::Runtime(format!("cuBLAS set stream: {e:?}")))?;
+            *current = stream;
+        }
         let op = |t: bool| {
             if t {
                 sys::cublasOperation_t::CUBLAS_OP_T

@@ -12,12 +12,13 @@
 //! rather than its safe `CudaSlice<T>`: kiln's buffers are untyped (one buffer type for every
 //! dtype) and its kernels take raw device addresses (docs/gpu.md, "Kernel ABI").
 
+use super::capture::{self, GraphBuffers, HostOp};
 use crate::error::{Error, Result};
 use cudarc::driver::result as cu;
 use cudarc::driver::sys;
 use std::collections::HashMap;
 use std::ffi::{c_void, CString};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 /// A driver error as kiln's.
@@ -48,6 +49,13 @@ pub struct Device {
     /// Copies between host and device memory so far (`transfers`).
     uploads: Counter,
     downloads: Counter,
+    /// Kernels launched one by one, and graphs launched (`launches`).
+    kernel_launches: AtomicU64,
+    graph_launches: AtomicU64,
+    /// Whether a thread is capturing a graph (`capture.rs`: one at a time).
+    pub(super) capturing: AtomicBool,
+    /// The stream captures record on, made at the first (a GPU's; `None` for the host).
+    capture_stream: OnceLock<std::result::Result<usize, String>>,
 }
 
 /// Copies and their bytes, counted.
@@ -140,6 +148,10 @@ fn open() -> Result<Arc<Device>> {
         pool: Mutex::new(HashMap::new()),
         uploads: Counter::default(),
         downloads: Counter::default(),
+        kernel_launches: AtomicU64::new(0),
+        graph_launches: AtomicU64::new(0),
+        capturing: AtomicBool::new(false),
+        capture_stream: OnceLock::new(),
     }))
 }
 
@@ -154,6 +166,10 @@ impl Device {
             pool: Mutex::new(HashMap::new()),
             uploads: Counter::default(),
             downloads: Counter::default(),
+            kernel_launches: AtomicU64::new(0),
+            graph_launches: AtomicU64::new(0),
+            capturing: AtomicBool::new(false),
+            capture_stream: OnceLock::new(),
         })
     }
 
@@ -165,6 +181,45 @@ impl Device {
             upload_bytes: get(&self.uploads.bytes),
             downloads: get(&self.downloads.copies),
             download_bytes: get(&self.downloads.bytes),
+        }
+    }
+
+    /// Kernels launched one at a time so far, and graphs launched (`capture.rs`): a replayed
+    /// call launches one graph and no kernel.
+    pub fn launches(&self) -> (u64, u64) {
+        (
+            self.kernel_launches.load(Ordering::Relaxed),
+            self.graph_launches.load(Ordering::Relaxed),
+        )
+    }
+
+    pub(super) fn count_graph_launch(&self) {
+        self.graph_launches.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The stream captures record on (made at the first), or `None` on the host device.
+    pub(super) fn capture_stream(&self) -> Result<Option<sys::CUstream>> {
+        if self.is_host() {
+            return Ok(None);
+        }
+        let s = self.capture_stream.get_or_init(|| {
+            self.bind().map_err(|e| e.to_string())?;
+            cu::stream::create(cu::stream::StreamKind::NonBlocking)
+                .map(|s| s as usize)
+                .map_err(|e| format!("CUDA: create a stream: {e:?}"))
+        });
+        s.clone()
+            .map(|s| Some(s as sys::CUstream))
+            .map_err(Error::Runtime)
+    }
+
+    /// Puts a buffer no one owns back into the pool.
+    pub(super) fn pool_buffer(&self, ptr: sys::CUdeviceptr, bytes: usize) {
+        if bytes == 0 {
+            return;
+        }
+        if let Ok(mut pool) = self.pool.lock() {
+            pool.entry(bytes).or_default().push(ptr);
         }
     }
 
@@ -254,6 +309,7 @@ impl Device {
             ptr,
             bytes,
             device: self.clone(),
+            graph: capture::buffers(self),
         })
     }
 
@@ -278,6 +334,7 @@ impl Device {
         if bytes == 0 {
             return Ok(());
         }
+        capture::refuse(self, "a copy from host memory")?;
         self.uploads.add(bytes);
         if self.is_host() {
             std::ptr::copy_nonoverlapping(src, dst.ptr as *mut u8, bytes);
@@ -303,6 +360,7 @@ impl Device {
         if bytes == 0 {
             return Ok(());
         }
+        capture::refuse(self, "a copy to host memory")?;
         self.downloads.add(bytes);
         if self.is_host() {
             std::ptr::copy_nonoverlapping((src.ptr as *const u8).add(at), dst, bytes);
@@ -332,13 +390,20 @@ impl Device {
             )));
         }
         if self.is_host() {
-            // SAFETY: checked above: both ranges lie in their buffers; `copy` allows overlap.
-            unsafe { std::ptr::copy((src.ptr as *const u8).add(at), dst.ptr as *mut u8, bytes) };
+            let op = HostOp::Copy {
+                dst: dst.ptr,
+                src: src.ptr + at as u64,
+                bytes,
+            };
+            if let Some(op) = capture::record_host(self, op) {
+                // SAFETY: checked above: both ranges lie in their buffers.
+                unsafe { op.run() };
+            }
             return Ok(());
         }
         self.bind()?;
         // SAFETY: checked above: both ranges lie in their buffers.
-        unsafe { cu::memcpy_dtod_async(dst.ptr, src.ptr + at as u64, bytes, std::ptr::null_mut()) }
+        unsafe { cu::memcpy_dtod_async(dst.ptr, src.ptr + at as u64, bytes, capture::stream(self)) }
             .map_err(|e| driver("copy on the device", e))
     }
 
@@ -347,19 +412,32 @@ impl Device {
         if bytes == 0 {
             return Ok(());
         }
+        if bytes > dst.bytes {
+            return Err(Error::Runtime(format!(
+                "zero {bytes} bytes of a buffer of {}",
+                dst.bytes
+            )));
+        }
         if self.is_host() {
-            // SAFETY: `dst` holds at least `bytes` bytes (the caller's size).
-            unsafe { std::ptr::write_bytes(dst.ptr as *mut u8, 0, bytes) };
+            let op = HostOp::Zero {
+                dst: dst.ptr,
+                bytes,
+            };
+            if let Some(op) = capture::record_host(self, op) {
+                // SAFETY: `dst` holds at least `bytes` bytes (checked).
+                unsafe { op.run() };
+            }
             return Ok(());
         }
         self.bind()?;
-        // SAFETY: `dst` holds at least `bytes` bytes (the caller's size).
-        unsafe { cu::memset_d8_async(dst.ptr, 0, bytes, std::ptr::null_mut()) }
+        // SAFETY: `dst` holds at least `bytes` bytes (checked).
+        unsafe { cu::memset_d8_async(dst.ptr, 0, bytes, capture::stream(self)) }
             .map_err(|e| driver("set to zero", e))
     }
 
     /// Waits for all queued work; reports a kernel's failure (a fault, say).
     pub fn synchronize(&self) -> Result<()> {
+        capture::refuse(self, "a wait for the device")?;
         match &self.driver {
             Driver::Cuda(ctx) => {
                 self.bind()?;
@@ -398,6 +476,7 @@ impl Device {
         if self.is_host() {
             return Err(Error::Unsupported("no events on the host device".into()));
         }
+        capture::refuse(self, "an event")?;
         self.bind()?;
         let e = cu::event::create(sys::CUevent_flags::CU_EVENT_DEFAULT)
             .map_err(|e| driver("create an event", e))?;
@@ -437,6 +516,8 @@ pub struct DeviceBuffer {
     ptr: sys::CUdeviceptr,
     bytes: usize,
     device: Arc<Device>,
+    /// The graph whose capture allocated it, which keeps it when it is freed.
+    graph: Option<Arc<GraphBuffers>>,
 }
 
 impl DeviceBuffer {
@@ -460,10 +541,15 @@ impl Drop for DeviceBuffer {
             return;
         }
         // Work queued on the one stream that still reads the buffer runs before any later
-        // work that reuses it, so pooling needs no wait.
-        if let Ok(mut pool) = self.device.pool.lock() {
-            pool.entry(self.bytes).or_default().push(self.ptr);
+        // work that reuses it, so pooling needs no wait. A graph's buffer is its graph's.
+        if self
+            .graph
+            .as_ref()
+            .is_some_and(|g| g.keep(self.ptr, self.bytes))
+        {
+            return;
         }
+        self.device.pool_buffer(self.ptr, self.bytes);
     }
 }
 
@@ -541,10 +627,13 @@ impl Device {
         block: u32,
         params: &[u64],
     ) -> Result<()> {
+        self.kernel_launches.fetch_add(1, Ordering::Relaxed);
         let kernel = match kernel {
             Kernel::Host(f) => {
                 // One thread covers the whole grid (the kernels stride over their work).
-                f(params.as_ptr() as *const i64);
+                if let Some(op) = capture::record_host(self, HostOp::Launch(f, params.to_vec())) {
+                    op.run();
+                }
                 return Ok(());
             }
             Kernel::Cuda(k) => k,
@@ -560,7 +649,7 @@ impl Device {
             (grid.max(1), 1, 1),
             (block, 1, 1),
             0,
-            std::ptr::null_mut(),
+            capture::stream(self),
             &mut ptrs,
         )
         .map_err(|e| driver("launch", e))

@@ -9,6 +9,7 @@
 
 use super::cuda::{Device, DeviceBuffer, Kernel, Module};
 use super::launch::{kernel_launch, Launch, Operand};
+use super::replay::{self, Replay, Replays};
 use super::{KernelInfo, KernelKind};
 use crate::error::{Error, Result};
 use crate::for_each_dtype;
@@ -16,7 +17,7 @@ use crate::ir::{DType, Func};
 use crate::lower::view::{Layout, View};
 use crate::lower::{Plan, Step};
 use crate::runtime::device::Device as VmDevice;
-use crate::runtime::vm::Kept;
+use crate::runtime::vm::{Kept, VmState};
 use crate::shared::DeviceValue;
 use crate::tensor::{Tensor, TensorRef};
 use std::borrow::Cow;
@@ -35,6 +36,17 @@ pub struct DeviceTensor {
     strides: Vec<isize>,
     /// Where element 0 is in the buffer, in elements (a view's offset: a slice).
     offset: isize,
+}
+
+impl std::fmt::Debug for DeviceTensor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DeviceTensor")
+            .field("dtype", &self.dtype)
+            .field("shape", &self.shape)
+            .field("strides", &self.strides)
+            .field("offset", &self.offset)
+            .finish_non_exhaustive()
+    }
 }
 
 fn row_major(shape: &[usize]) -> Vec<isize> {
@@ -181,6 +193,26 @@ impl DeviceTensor {
 
     pub(super) fn buffer(&self) -> &DeviceBuffer {
         &self.buf
+    }
+
+    /// Whether `other` is this same array: the same buffer, viewed the same way.
+    pub(super) fn same_elements(&self, other: &DeviceTensor) -> bool {
+        Arc::ptr_eq(&self.buf, &other.buf)
+            && self.offset == other.offset
+            && self.shape == other.shape
+            && self.strides == other.strides
+            && self.dtype == other.dtype
+    }
+
+    /// The same view of a copy of the whole buffer (queued).
+    pub(super) fn copy_buffer(&self, dev: &Arc<Device>) -> Result<DeviceTensor> {
+        let bytes = self.buf.bytes();
+        let buf = Arc::new(dev.alloc(bytes)?);
+        dev.copy(&buf, &self.buf, 0, bytes)?;
+        Ok(DeviceTensor {
+            buf,
+            ..self.clone()
+        })
     }
 
     /// Where element 0 is in the buffer, in bytes (for a row-major view, which starts there).
@@ -335,6 +367,8 @@ pub fn load_kernels(
 struct GpuSteps {
     device: Arc<Device>,
     kernels: HashMap<crate::lower::StepId, GpuKernel>,
+    /// Calls recorded as graphs, by their inputs' dtypes and shapes (`replay.rs`).
+    replays: Replays,
 }
 
 impl GpuSteps {
@@ -440,6 +474,60 @@ impl VmDevice for GpuSteps {
         (!a.shape.contains(&0)).then(|| Arc::as_ptr(&a.buf) as usize + a.offset as usize)
     }
 
+    /// A call replayed from its graph where its signature has one, recorded where it is the
+    /// signature's second, step by step otherwise (`replay.rs`).
+    fn run_call(
+        &self,
+        func: &Func,
+        plan: &Plan,
+        inputs: &[DeviceTensor],
+        state: &mut VmState<Self>,
+    ) -> Result<Vec<DeviceTensor>> {
+        let steps = |state: &mut VmState<Self>| {
+            crate::runtime::vm::run_plan_into(self, func, plan, inputs, Vec::new(), &mut [], state)
+        };
+        match self.replays.plan(inputs, state.profiling()) {
+            replay::Plan::Steps => steps(state),
+            replay::Plan::Replay(r) => {
+                state.set_calls(state.calls() + 1);
+                r.run(&self.device, inputs)
+            }
+            replay::Plan::Record(sig) => {
+                let calls = state.calls();
+                let own = replay::own_inputs(&self.device, inputs)?;
+                // One capture at a time on a device: a call that finds another in progress
+                // runs step by step and leaves its signature to be recorded later.
+                let Ok(capture) = self.device.begin_capture() else {
+                    return steps(state);
+                };
+                let recorded = crate::runtime::vm::run_plan_into(
+                    self,
+                    func,
+                    plan,
+                    &own,
+                    Vec::new(),
+                    &mut [],
+                    state,
+                )
+                .and_then(|outs| Ok((capture.finish()?, outs)));
+                match recorded {
+                    Ok((graph, outs)) => {
+                        let r = Arc::new(Replay::new(graph, own, inputs.to_vec(), outs));
+                        self.replays.recorded(sig, Some(r.clone()));
+                        r.run(&self.device, inputs)
+                    }
+                    // Nothing ran (the plan has no host step: `replay::recordable`): run it
+                    // step by step, with the error it then gives.
+                    Err(_) => {
+                        self.replays.recorded(sig, None);
+                        state.set_calls(calls);
+                        steps(state)
+                    }
+                }
+            }
+        }
+    }
+
     fn share(&self, a: &DeviceTensor) -> Option<Arc<dyn DeviceValue>> {
         Some(Arc::new(a.clone()))
     }
@@ -506,16 +594,34 @@ impl DeviceFunction {
         device: Arc<Device>,
         dump: &crate::dump::DumpOptions,
     ) -> Result<DeviceFunction> {
-        let kernels = load_kernels(&func, &plan, &device, dump)?
+        let kernels: HashMap<_, _> = load_kernels(&func, &plan, &device, dump)?
             .into_iter()
             .map(|k| (k.info.step, k))
             .collect();
+        let recordable = replay::recordable(&plan.steps, &kernels);
         Ok(DeviceFunction {
             func,
             plan,
-            steps: GpuSteps { device, kernels },
+            steps: GpuSteps {
+                device,
+                kernels,
+                replays: Replays::new(recordable),
+            },
             kept: Kept::default(),
         })
+    }
+
+    /// Whether calls whose inputs' dtypes and shapes repeat are recorded once as a graph
+    /// and replayed (`replay.rs`; on unless `KILN_GPU_GRAPHS=0`).
+    pub fn with_graphs(mut self, on: bool) -> DeviceFunction {
+        self.steps.replays.set_enabled(on);
+        self
+    }
+
+    /// How many input signatures have a recorded graph, and how many could not be recorded
+    /// (they run step by step).
+    pub fn graphs(&self) -> (usize, usize) {
+        self.steps.replays.counts()
     }
 
     pub fn device(&self) -> &Arc<Device> {

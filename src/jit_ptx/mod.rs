@@ -18,6 +18,7 @@
 //! `runtime.rs` (`Backend::Gpu`).
 
 mod blas;
+pub mod capture;
 mod concat;
 mod conv;
 pub mod cuda;
@@ -36,6 +37,7 @@ mod pool;
 mod pow;
 mod random;
 mod reduce;
+mod replay;
 mod rows;
 mod running;
 pub mod runtime;

@@ -124,6 +124,18 @@ pub trait Device: Send + Sync + Sized {
         Ok(false)
     }
 
+    /// Runs a whole call of `plan` on `inputs`: the VM's walk of its steps by default; a
+    /// device may replay the work it recorded for an earlier call instead (the GPU's graphs).
+    fn run_call(
+        &self,
+        func: &Func,
+        plan: &Plan,
+        inputs: &[Self::Ref<'_>],
+        state: &mut VmState<Self>,
+    ) -> Result<Vec<Self::Array>> {
+        super::vm::run_plan_into(self, func, plan, inputs, Vec::new(), &mut [], state)
+    }
+
     /// `a` as a shared variable's value kept on the device between calls, or `None` where
     /// the device keeps none there (its arrays are host memory).
     fn share(&self, _a: &Self::Array) -> Option<Arc<dyn DeviceValue>> {
@@ -232,7 +244,7 @@ pub fn run_plan<D: Device>(
             )));
         }
     }
-    super::vm::run_plan_into(device, func, plan, inputs, Vec::new(), &mut [], state)
+    device.run_call(func, plan, inputs, state)
 }
 
 /// The host as a device whose arrays are copied at every crossing, every step through
@@ -323,17 +335,9 @@ impl<D: Device> super::Executable for HostCalls<D> {
             .map(|t| self.device.upload(t.reborrow()))
             .collect::<Result<Vec<_>>>()?;
         let refs: Vec<D::Ref<'_>> = on.iter().map(|a| self.device.view(a)).collect();
-        let outs = self.kept.with(|st| {
-            super::vm::run_plan_into(
-                &self.device,
-                &self.func,
-                &self.plan,
-                &refs,
-                Vec::new(),
-                &mut [],
-                st,
-            )
-        })?;
+        let outs = self
+            .kept
+            .with(|st| self.device.run_call(&self.func, &self.plan, &refs, st))?;
         outs.into_iter()
             .map(|a| self.device.download_owned(a))
             .collect()
@@ -388,17 +392,9 @@ impl<D: Device> super::Executable for HostCalls<D> {
             copies.push(copied);
         }
         let refs: Vec<D::Ref<'_>> = on.iter().map(|a| self.device.view(a)).collect();
-        let mut outs = self.kept.with(|st| {
-            super::vm::run_plan_into(
-                &self.device,
-                &self.func,
-                &self.plan,
-                &refs,
-                Vec::new(),
-                &mut [],
-                st,
-            )
-        })?;
+        let mut outs = self
+            .kept
+            .with(|st| self.device.run_call(&self.func, &self.plan, &refs, st))?;
         let updates = outs
             .drain(n_outputs.min(outs.len())..)
             .map(|a| {

@@ -65,6 +65,24 @@ const POOL_MAX: usize = 16;
 const POOL_MIN_BYTES: usize = 1 << 16;
 
 impl<D: Device> VmState<D> {
+    /// Whether the calls are being profiled (every step timed: a device then runs them step
+    /// by step, not replayed).
+    pub fn profiling(&self) -> bool {
+        self.profile.is_some()
+    }
+
+    /// The calls counted so far (what a custom op's random stream is drawn from).
+    pub fn calls(&self) -> u64 {
+        self.calls
+    }
+
+    /// Sets the count of calls: one more for a call the device ran without the VM (a replay
+    /// of a recorded one), or back to what it was before a call that did not happen (a
+    /// recording that was refused, then run again).
+    pub fn set_calls(&mut self, calls: u64) {
+        self.calls = calls;
+    }
+
     /// A kept buffer of exactly this dtype and shape, if there is one.
     pub(super) fn take_buffer(&mut self, device: &D, ty: &TensorType) -> Option<D::Array> {
         let shape = ty.known_shape()?;

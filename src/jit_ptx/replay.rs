@@ -1,0 +1,212 @@
+//! Calls of a compiled function replayed from a recorded graph (`capture.rs`): a call whose
+//! inputs have the dtypes and shapes of an earlier call's (its *signature*) is, from the
+//! second such call on, one graph launch instead of a launch per kernel and product.
+//!
+//! The second call of a signature is recorded: its inputs are copied into arrays of the
+//! replay's own (row-major), the VM runs the plan while the device captures, and the graph
+//! (the kernels with the addresses and launch parameters of that call) is kept with those
+//! input arrays and the call's results. A replay copies the new inputs into the input arrays
+//! (an array is not copied again when it is the one copied last time: device arrays never
+//! change once made), launches the graph, and copies the results out into fresh arrays (the
+//! next replay writes over the recorded ones). A call that cannot be recorded (a step on the
+//! host, an `ifelse` condition read back, a kernel that checks indices: anything that needs
+//! the host in the middle) is refused while it is captured, and its signature runs step by
+//! step from then on; so do calls with a strided input, profiled calls, and signatures past
+//! [`MAX_GRAPHS`] (or past 64 remembered).
+
+use super::capture::Graph;
+use super::cuda::Device;
+use super::device::{DeviceTensor, GpuKernel};
+use crate::error::Result;
+use crate::ir::DType;
+use crate::lower::{Kernel, Step, StepId};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+/// Graphs kept per function at most (each keeps every buffer of its call).
+pub const MAX_GRAPHS: usize = 8;
+
+/// Signatures remembered per function at most (a function called with ever new shapes keeps
+/// running step by step, without its map growing).
+const MAX_SIGNATURES: usize = 64;
+
+/// Whether a call of `steps` may be recorded: every step is a kernel of the device, a
+/// product or a view (whose fallbacks to the host copy their arguments back first, which a
+/// capture refuses before anything runs), or a row group of such steps. A step on the host
+/// (a custom op, `ifelse`, `scan`'s loop, other shape ops) would run its `perform` before the
+/// capture could refuse its results: such a function runs step by step.
+pub(super) fn recordable(steps: &[Step], kernels: &HashMap<StepId, GpuKernel>) -> bool {
+    steps.iter().all(|s| {
+        kernels.contains_key(&s.id)
+            || match &s.kernel {
+                Kernel::Gemm { .. } | Kernel::View(_) => true,
+                Kernel::Rows { steps, .. } => recordable(steps, kernels),
+                _ => false,
+            }
+    })
+}
+
+/// The dtypes and shapes of a call's inputs.
+type Signature = Vec<(DType, Vec<usize>)>;
+
+#[derive(Clone)]
+enum Entry {
+    /// Called once: the next call is recorded.
+    Seen,
+    /// Not recorded (it needs the host in the middle, or too many graphs): run step by step.
+    Refused,
+    Ready(Arc<Replay>),
+}
+
+/// What to do with a call.
+pub(super) enum Plan {
+    /// Run it step by step.
+    Steps,
+    /// Run it step by step while recording it, for its signature.
+    Record(Signature),
+    Replay(Arc<Replay>),
+}
+
+/// The replays of one function, by signature.
+pub(super) struct Replays {
+    /// Whether the function's calls may be recorded at all ([`recordable`]).
+    recordable: bool,
+    /// Whether they are (on unless `KILN_GPU_GRAPHS=0`, or the user turned them off).
+    enabled: bool,
+    entries: Mutex<HashMap<Signature, Entry>>,
+}
+
+impl Replays {
+    pub(super) fn new(recordable: bool) -> Replays {
+        Replays {
+            recordable,
+            enabled: std::env::var("KILN_GPU_GRAPHS").map_or(true, |v| v != "0"),
+            entries: Mutex::new(HashMap::new()),
+        }
+    }
+
+    pub(super) fn set_enabled(&mut self, on: bool) {
+        self.enabled = on;
+    }
+
+    fn entries(&self) -> std::sync::MutexGuard<'_, HashMap<Signature, Entry>> {
+        self.entries.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// What to do with a call on `inputs` (`profiling`: every step is being timed).
+    pub(super) fn plan(&self, inputs: &[DeviceTensor], profiling: bool) -> Plan {
+        let row_major = inputs.iter().all(DeviceTensor::is_row_major);
+        if !self.recordable || !self.enabled || profiling || !row_major {
+            return Plan::Steps;
+        }
+        let sig: Signature = inputs
+            .iter()
+            .map(|t| (t.dtype(), t.shape().to_vec()))
+            .collect();
+        let mut entries = self.entries();
+        let graphs = entries
+            .values()
+            .filter(|e| matches!(e, Entry::Ready(_)))
+            .count();
+        match entries.get(&sig) {
+            None if entries.len() >= MAX_SIGNATURES => Plan::Steps,
+            None => {
+                entries.insert(sig, Entry::Seen);
+                Plan::Steps
+            }
+            Some(Entry::Refused) => Plan::Steps,
+            Some(Entry::Seen) if graphs >= MAX_GRAPHS => {
+                entries.insert(sig, Entry::Refused);
+                Plan::Steps
+            }
+            Some(Entry::Seen) => Plan::Record(sig),
+            Some(Entry::Ready(r)) => Plan::Replay(r.clone()),
+        }
+    }
+
+    /// Keeps the outcome of recording `sig`: its replay, or `None` where it was refused.
+    pub(super) fn recorded(&self, sig: Signature, replay: Option<Arc<Replay>>) {
+        let entry = match replay {
+            Some(r) => Entry::Ready(r),
+            None => Entry::Refused,
+        };
+        self.entries().insert(sig, entry);
+    }
+
+    /// How many signatures have a graph, and how many were refused one.
+    pub(super) fn counts(&self) -> (usize, usize) {
+        let entries = self.entries();
+        let count = |f: fn(&Entry) -> bool| entries.values().filter(|e| f(e)).count();
+        (
+            count(|e| matches!(e, Entry::Ready(_))),
+            count(|e| matches!(e, Entry::Refused)),
+        )
+    }
+}
+
+/// A recorded call: its graph, the input arrays it reads and the results it writes.
+pub(super) struct Replay {
+    graph: Graph,
+    inputs: Vec<DeviceTensor>,
+    /// The arrays last copied into `inputs` (held, so that their buffers cannot be reused
+    /// for other values while compared), locked for a whole replay so that two threads'
+    /// replays do not interleave.
+    sources: Mutex<Vec<DeviceTensor>>,
+    outputs: Vec<DeviceTensor>,
+}
+
+/// Arrays of the replay's own for `inputs` (row-major), with their elements copied in.
+pub(super) fn own_inputs(dev: &Arc<Device>, inputs: &[DeviceTensor]) -> Result<Vec<DeviceTensor>> {
+    inputs
+        .iter()
+        .map(|t| {
+            let own = DeviceTensor::uninit(dev, t.dtype(), t.shape())?;
+            copy_into(dev, &own, t)?;
+            Ok(own)
+        })
+        .collect()
+}
+
+/// Copies the elements of `src` (row-major) into `dst` (row-major, the same dtype and shape).
+fn copy_into(dev: &Device, dst: &DeviceTensor, src: &DeviceTensor) -> Result<()> {
+    let bytes = src.shape().iter().product::<usize>() * src.dtype().size();
+    dev.copy(dst.buffer(), src.buffer(), src.byte_offset(), bytes)
+}
+
+impl Replay {
+    /// The replay of a recorded call: `graph`, which reads `inputs` (the replay's own, last
+    /// filled from `sources`) and writes `outputs`.
+    pub(super) fn new(
+        graph: Graph,
+        inputs: Vec<DeviceTensor>,
+        sources: Vec<DeviceTensor>,
+        outputs: Vec<DeviceTensor>,
+    ) -> Replay {
+        Replay {
+            graph,
+            inputs,
+            sources: Mutex::new(sources),
+            outputs,
+        }
+    }
+
+    /// The call on `inputs` (of the recorded signature): the results in fresh arrays.
+    pub(super) fn run(
+        &self,
+        dev: &Arc<Device>,
+        inputs: &[DeviceTensor],
+    ) -> Result<Vec<DeviceTensor>> {
+        let mut sources = self.sources.lock().unwrap_or_else(|e| e.into_inner());
+        for ((own, last), new) in self.inputs.iter().zip(sources.iter_mut()).zip(inputs) {
+            if !new.same_elements(last) {
+                copy_into(dev, own, new)?;
+                *last = new.clone();
+            }
+        }
+        // SAFETY: the graph's buffers are its own (allocated while it was captured) or
+        // `self.inputs`, just filled; all live as long as `self`.
+        unsafe { self.graph.launch()? };
+        // Queued after the graph on the one stream, before any later replay's work.
+        self.outputs.iter().map(|o| o.copy_buffer(dev)).collect()
+    }
+}
