@@ -225,6 +225,12 @@ fn each_signature_has_its_graph() {
     assert_eq!(f.graphs(), (3, 0));
 }
 
+/// `rounds` of `x <- tanh(x @ v)`: a product and a map each, enough launches to be worth a
+/// graph.
+fn chain(x: &Var, v: &Var, rounds: usize) -> Var {
+    (0..rounds).fold(x.clone(), |x, _| x.matmul(v).tanh())
+}
+
 /// A call that needs the host in the middle (here a gather, whose kernel flags an index out
 /// of range for the host to read) is not recorded: its signature runs step by step, with the
 /// right results and errors.
@@ -233,42 +239,58 @@ fn a_call_that_reads_back_runs_step_by_step() {
     let g = Graph::new();
     let i = g.input("i", kiln::i64, [Some(3)]);
     let w = g.shared("w", fill(&[6, 4], 3));
-    let picked = (w.take(&i, 0) * 2.0).sum(Some(&[1]), false);
-    let func = function(&[&i], &[&picked])
+    let v = g.shared("v", fill(&[4, 4], 4));
+    let picked = chain(&w.take(&i, 0), &v, 4).sum(Some(&[1]), false);
+    let reference = function(&[&i], &[&picked])
+        .backend(Backend::Interp)
+        .compile()
+        .unwrap();
+    let Some(dev) = device() else { return };
+    let graphs_before = dev.launches().1;
+    let f = DeviceFunction::compile_on(reference.func().clone(), dev.clone()).unwrap();
+    let wv = f.upload(fill(&[6, 4], 3).view()).unwrap();
+    let vv = f.upload(fill(&[4, 4], 4).view()).unwrap();
+    let index = |idx: Vec<i64>| Tensor::from(ArrayD::from_shape_vec(IxDyn(&[3]), idx).unwrap());
+    for call in 0..4usize {
+        let idx = index((0..3).map(|k| ((k + call) % 6) as i64).collect());
+        let got = f.run(&[&f.upload(idx.view()).unwrap(), &wv, &vv]).unwrap();
+        let want = reference.call(&[idx.view()]).unwrap();
+        let (got, want) = (
+            got[0].download().unwrap().to_f64_vec(),
+            want[0].to_f64_vec(),
+        );
+        for (k, (a, b)) in got.iter().zip(&want).enumerate() {
+            assert!((a - b).abs() < 1e-5, "call {call} row {k}: {a} vs {b}");
+        }
+    }
+    let bad = f.upload(index(vec![0, 6, 1]).view()).unwrap();
+    let e = f.run(&[&bad, &wv, &vv]).unwrap_err();
+    assert!(e.to_string().contains("out of"), "{e}");
+    assert_eq!(f.graphs(), (0, 1));
+    assert_eq!(dev.launches().1, graphs_before, "no graph launched");
+}
+
+/// A function of one kernel is not recorded: a replay would copy its input and its result,
+/// and launch a graph, to save one launch.
+#[test]
+fn a_one_kernel_function_runs_step_by_step() {
+    let g = Graph::new();
+    let x = g.input("x", kiln::f32, [Some(64)]);
+    let func = function(&[&x], &[&(x.exp() * 2.0 + 1.0)])
         .backend(Backend::Interp)
         .compile()
         .unwrap()
         .func()
         .clone();
     let Some(dev) = device() else { return };
-    let graphs_before = dev.launches().1;
+    let (kernels, graphs) = dev.launches();
     let f = DeviceFunction::compile_on(func, dev.clone()).unwrap();
-    let wv = f.upload(fill(&[6, 4], 3).view()).unwrap();
-    let host_w = fill(&[6, 4], 3).to_f64_vec();
-    for call in 0..4usize {
-        let idx: Vec<i64> = (0..3).map(|k| ((k + call) % 6) as i64).collect();
-        let iv = f
-            .upload(Tensor::from(ArrayD::from_shape_vec(IxDyn(&[3]), idx.clone()).unwrap()).view())
-            .unwrap();
-        let got = f.run(&[&iv, &wv]).unwrap()[0]
-            .download()
-            .unwrap()
-            .to_f64_vec();
-        for (k, &r) in idx.iter().enumerate() {
-            let want: f64 = (0..4)
-                .map(|c| host_w[r as usize * 4 + c] as f32 * 2.0)
-                .map(f64::from)
-                .sum();
-            assert!((got[k] - want).abs() < 1e-5, "call {call} row {k}");
-        }
+    let xv = f.upload(fill(&[64], 1).view()).unwrap();
+    for _ in 0..4 {
+        f.run(&[&xv]).unwrap();
     }
-    let bad = f
-        .upload(Tensor::from(ArrayD::from_shape_vec(IxDyn(&[3]), vec![0i64, 6, 1]).unwrap()).view())
-        .unwrap();
-    let e = f.run(&[&bad, &wv]).unwrap_err();
-    assert!(e.to_string().contains("out of"), "{e}");
-    assert_eq!(f.graphs(), (0, 1));
-    assert_eq!(dev.launches().1, graphs_before, "no graph launched");
+    assert_eq!(f.graphs(), (0, 0));
+    assert_eq!(dev.launches(), (kernels + 4, graphs));
 }
 
 /// Threads replaying one graph at once, each with its own batch: each gets its own results
@@ -320,36 +342,46 @@ fn replays_and_refused_recordings_count_one_call_each() {
         return eprintln!("skipped: no GPU");
     };
     let g = Graph::new();
-    let x = g.input("x", kiln::f32, [Some(4)]);
+    let x = g.input("x", kiln::f32, [Some(2), Some(4)]);
     let i = g.input("i", kiln::i64, [Some(2)]);
-    let replayed = function(&[&x], &[&(x.exp() * 2.0).sum(None, false)])
-        .backend(Backend::Gpu)
-        .compile()
-        .unwrap();
-    let refused = function(&[&x, &i], &[&x.take(&i, 0)])
-        .backend(Backend::Gpu)
-        .compile()
-        .unwrap();
-    let xs = ArrayD::from_shape_vec(IxDyn(&[4]), vec![0.5f32, -1.0, 2.0, 0.0]).unwrap();
-    let is = ArrayD::from_shape_vec(IxDyn(&[2]), vec![3i64, 1]).unwrap();
+    let v = g.shared("v", fill(&[4, 4], 4));
+    let outs = [
+        chain(&x, &v, 4).sum(None, false),
+        chain(&x.take(&i, 0), &v, 4).sum(None, false),
+    ];
+    let reference: Vec<kiln::Function> = outs
+        .iter()
+        .map(|o| {
+            function(&[&x, &i], &[o])
+                .backend(Backend::Interp)
+                .compile()
+                .unwrap()
+        })
+        .collect();
+    let gpu: Vec<kiln::Function> = outs
+        .iter()
+        .map(|o| {
+            function(&[&x, &i], &[o])
+                .backend(Backend::Gpu)
+                .compile()
+                .unwrap()
+        })
+        .collect();
+    let xs = fill(&[2, 4], 8);
+    let is = Tensor::from(ArrayD::from_shape_vec(IxDyn(&[2]), vec![1i64, 0]).unwrap());
     let before = dev.launches().1;
     for _ in 0..5 {
-        let s = replayed.call(&[xs.view()]).unwrap()[0].to_f64_vec()[0];
-        let want: f64 = xs.iter().map(|&v| f64::from(v.exp() * 2.0)).sum();
-        assert!((s - want).abs() < 1e-4, "{s} vs {want}");
-        let t = refused
-            .call(&[
-                Tensor::from(xs.clone()).view(),
-                Tensor::from(is.clone()).view(),
-            ])
-            .unwrap();
-        assert_eq!(t[0].to_f64_vec(), vec![0.0, -1.0]);
+        for (f, r) in gpu.iter().zip(&reference) {
+            let got = f.call(&[xs.view(), is.view()]).unwrap()[0].to_f64_vec()[0];
+            let want = r.call(&[xs.view(), is.view()]).unwrap()[0].to_f64_vec()[0];
+            assert!((got - want).abs() < 1e-5, "{got} vs {want}");
+        }
     }
     assert_eq!(
         dev.launches().1 - before,
         4,
         "the second call recorded, 4 launched"
     );
-    assert_eq!(replayed.state().ops.calls, 5);
-    assert_eq!(refused.state().ops.calls, 5);
+    assert_eq!(gpu[0].state().ops.calls, 5, "replayed");
+    assert_eq!(gpu[1].state().ops.calls, 5, "refused");
 }

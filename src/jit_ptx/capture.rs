@@ -180,16 +180,19 @@ impl Device {
         let record = match self.capture_stream() {
             Ok(None) => Record::Host(Vec::new()),
             Ok(Some(s)) => {
-                // SAFETY: kiln's own stream, live as long as the device.
-                let began = unsafe {
-                    cu::stream::begin_capture(
-                        s,
-                        sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_RELAXED,
-                    )
-                };
+                let began = self.bind().and_then(|()| {
+                    // SAFETY: kiln's own stream, live as long as the device; context bound.
+                    unsafe {
+                        cu::stream::begin_capture(
+                            s,
+                            sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_RELAXED,
+                        )
+                    }
+                    .map_err(|e| Error::Runtime(format!("CUDA: begin a capture: {e:?}")))
+                });
                 if let Err(e) = began {
                     self.capturing.store(false, Ordering::SeqCst);
-                    return Err(Error::Runtime(format!("CUDA: begin a capture: {e:?}")));
+                    return Err(e);
                 }
                 Record::Cuda(s)
             }

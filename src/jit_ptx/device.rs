@@ -598,7 +598,9 @@ impl DeviceFunction {
             .into_iter()
             .map(|k| (k.info.step, k))
             .collect();
-        let recordable = replay::recordable(&plan.steps, &kernels);
+        let worth =
+            replay::launches(&plan.steps, &kernels) > func.params.len() + func.outputs.len();
+        let recordable = replay::recordable(&plan.steps, &kernels) && worth;
         Ok(DeviceFunction {
             func,
             plan,

@@ -11,8 +11,10 @@
 //! next replay writes over the recorded ones). A call that cannot be recorded (a step on the
 //! host, an `ifelse` condition read back, a kernel that checks indices: anything that needs
 //! the host in the middle) is refused while it is captured, and its signature runs step by
-//! step from then on; so do calls with a strided input, profiled calls, and signatures past
-//! [`MAX_GRAPHS`] (or past 64 remembered).
+//! step from then on; so do calls with a strided input, profiled calls, signatures past
+//! [`MAX_GRAPHS`] (or past 64 remembered), calls whose inputs are large
+//! ([`MAX_INPUT_BYTES`]), and functions of few launches (no more than their inputs and
+//! results, which a replay copies: a one-kernel function gains nothing).
 
 use super::capture::Graph;
 use super::cuda::Device;
@@ -29,6 +31,25 @@ pub const MAX_GRAPHS: usize = 8;
 /// Signatures remembered per function at most (a function called with ever new shapes keeps
 /// running step by step, without its map growing).
 const MAX_SIGNATURES: usize = 64;
+
+/// The inputs' bytes past which a call is not recorded: its kernels run long enough for the
+/// launches to be queued ahead of them, and a replay's copies of inputs and results would
+/// cost more memory traffic than the launches cost time.
+pub const MAX_INPUT_BYTES: usize = 16 << 20;
+
+/// The kernel launches and products a call of `steps` makes (a row group without a kernel
+/// of its own: its members'), where every step is recordable.
+pub(super) fn launches(steps: &[Step], kernels: &HashMap<StepId, GpuKernel>) -> usize {
+    steps
+        .iter()
+        .map(|s| match &s.kernel {
+            _ if kernels.contains_key(&s.id) => 1,
+            Kernel::Gemm { .. } => 1,
+            Kernel::Rows { steps, .. } => launches(steps, kernels),
+            _ => 0,
+        })
+        .sum()
+}
 
 /// Whether a call of `steps` may be recorded: every step is a kernel of the device, a
 /// product or a view (whose fallbacks to the host copy their arguments back first, which a
@@ -69,7 +90,8 @@ pub(super) enum Plan {
 
 /// The replays of one function, by signature.
 pub(super) struct Replays {
-    /// Whether the function's calls may be recorded at all ([`recordable`]).
+    /// Whether the function's calls may be recorded ([`recordable`]) and are worth it (more
+    /// launches than a replay's copies of inputs and results).
     recordable: bool,
     /// Whether they are (on unless `KILN_GPU_GRAPHS=0`, or the user turned them off).
     enabled: bool,
@@ -96,7 +118,11 @@ impl Replays {
     /// What to do with a call on `inputs` (`profiling`: every step is being timed).
     pub(super) fn plan(&self, inputs: &[DeviceTensor], profiling: bool) -> Plan {
         let row_major = inputs.iter().all(DeviceTensor::is_row_major);
-        if !self.recordable || !self.enabled || profiling || !row_major {
+        let bytes: usize = inputs
+            .iter()
+            .map(|t| t.shape().iter().product::<usize>() * t.dtype().size())
+            .sum();
+        if !self.recordable || !self.enabled || profiling || !row_major || bytes > MAX_INPUT_BYTES {
             return Plan::Steps;
         }
         let sig: Signature = inputs
