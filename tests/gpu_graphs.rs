@@ -13,15 +13,13 @@ use kiln::{function, Backend, Graph, Tensor, Var};
 use ndarray::{ArrayD, IxDyn};
 use std::sync::Arc;
 
+// The `ptx` binary loads this file and its sibling, each with these values.
+#[allow(clippy::duplicate_mod)]
+#[path = "support/fill.rs"]
+mod values;
+
 fn fill(shape: &[usize], seed: u64) -> Tensor {
-    let mut s = seed | 1;
-    ArrayD::from_shape_fn(IxDyn(shape), |_| {
-        s ^= s << 13;
-        s ^= s >> 7;
-        s ^= s << 17;
-        (s >> 40) as f32 / (1u64 << 24) as f32 - 0.5
-    })
-    .into()
+    values::fill(shape, seed).into()
 }
 
 /// A two-layer training step (products, tanh, a softmax cross-entropy, SGD updates), the

@@ -11,6 +11,12 @@ use kiln::{function, Backend, Function, Graph, Tensor, Var};
 use ndarray::{array, ArrayD, IxDyn};
 use std::sync::Mutex;
 
+// The `ptx` binary loads this file and its sibling, each with these values.
+#[allow(clippy::duplicate_mod)]
+#[path = "support/fill.rs"]
+mod values;
+use values::fill;
+
 /// The device's counters are the process's: the tests here take turns.
 static TURN: Mutex<()> = Mutex::new(());
 
@@ -32,16 +38,6 @@ fn turn() -> Option<std::sync::MutexGuard<'static, ()>> {
 
 fn transfers() -> Transfers {
     cuda::device().unwrap().transfers()
-}
-
-fn fill(shape: &[usize], seed: u64) -> ArrayD<f32> {
-    let mut s = seed | 1;
-    ArrayD::from_shape_fn(IxDyn(shape), |_| {
-        s ^= s << 13;
-        s ^= s >> 7;
-        s ^= s << 17;
-        (s >> 40) as f32 / (1u64 << 24) as f32 - 0.5
-    })
 }
 
 fn close(a: &Tensor, b: &Tensor) -> bool {

@@ -140,29 +140,22 @@ fn open() -> Result<Arc<Device>> {
         .compute_capability()
         .map_err(|e| driver("compute capability", e))?;
     let name = ctx.name().map_err(|e| driver("device name", e))?;
-    Ok(Arc::new(Device {
-        driver: Driver::Cuda(ctx),
+    Ok(Device::new(
+        Driver::Cuda(ctx),
         name,
-        sms: sms.max(1) as u32,
+        sms.max(1) as u32,
         capability,
-        pool: Mutex::new(HashMap::new()),
-        uploads: Counter::default(),
-        downloads: Counter::default(),
-        kernel_launches: AtomicU64::new(0),
-        graph_launches: AtomicU64::new(0),
-        capturing: AtomicBool::new(false),
-        capture_stream: OnceLock::new(),
-    }))
+    ))
 }
 
 impl Device {
-    /// A host device (see the module doc): a new one with its own pool.
-    pub fn host() -> Arc<Device> {
+    /// A device of `driver` with an empty pool and counters at zero.
+    fn new(driver: Driver, name: String, sms: u32, capability: (i32, i32)) -> Arc<Device> {
         Arc::new(Device {
-            driver: Driver::Host,
-            name: "host (the GPU kernels compiled for the CPU)".into(),
-            sms: 1,
-            capability: (0, 0),
+            driver,
+            name,
+            sms,
+            capability,
             pool: Mutex::new(HashMap::new()),
             uploads: Counter::default(),
             downloads: Counter::default(),
@@ -171,6 +164,12 @@ impl Device {
             capturing: AtomicBool::new(false),
             capture_stream: OnceLock::new(),
         })
+    }
+
+    /// A host device (see the module doc): a new one with its own pool.
+    pub fn host() -> Arc<Device> {
+        let name = "host (the GPU kernels compiled for the CPU)";
+        Device::new(Driver::Host, name.into(), 1, (0, 0))
     }
 
     /// The copies between host and device memory made so far (of non-empty arrays).
