@@ -247,3 +247,52 @@ fn concurrent_updates_on_the_device_all_apply() {
     });
     assert_eq!(n.value().unwrap().to_f64_vec(), vec![100.0, 100.0]);
 }
+
+/// An RNN's loop (`scan` over a sequence, its weights shared) on `Backend::Gpu`: the steps
+/// read views of the sequence and the outputs are stacked on the device, so a call copies its
+/// inputs in and its outputs back and nothing else, whatever the sequence's length.
+#[test]
+fn a_scan_keeps_its_sequence_and_its_steps_on_the_device() {
+    let Some(_turn) = turn() else { return };
+    let rnn = |backend: Backend| {
+        let g = Graph::new();
+        let xs = g.input("xs", kiln::f32, [None, Some(4), Some(6)]);
+        let h0 = g.input("h0", kiln::f32, [Some(4), Some(8)]);
+        let w = g.shared("w", fill(&[6, 8], 21));
+        let u = g.shared("u", fill(&[8, 8], 22));
+        let (last, hs) = kiln::scan(&[&h0], &[&xs], |c, x| {
+            let h = (x[0].matmul(&w) + c[0].matmul(&u)).tanh();
+            (vec![h.clone()], vec![h * 2.0])
+        });
+        function(&[&xs, &h0], &[&last[0], &hs[0]])
+            .backend(backend)
+            .compile()
+            .unwrap()
+    };
+    let (gpu, reference) = (rnn(Backend::Gpu), rnn(Backend::Interp));
+    // The first call copies the weights in.
+    let (xs, h0) = (fill(&[3, 4, 6], 29), fill(&[4, 8], 40));
+    gpu.call(&[xs.view(), h0.view()]).unwrap();
+    for steps in [5usize, 5, 9, 1] {
+        let xs = fill(&[steps, 4, 6], 30 + steps as u64);
+        let h0 = fill(&[4, 8], 40);
+        let before = transfers();
+        let got = gpu.call(&[xs.view(), h0.view()]).unwrap();
+        let moved = transfers() - before;
+        let want = reference.call(&[xs.view(), h0.view()]).unwrap();
+        for (k, (a, b)) in got.iter().zip(&want).enumerate() {
+            assert!(close(a, b), "output {k} after {steps} steps");
+        }
+        let bytes = |n: usize| 4 * n as u64;
+        assert_eq!(
+            (moved.uploads, moved.upload_bytes),
+            (2, bytes(steps * 24 + 32)),
+            "{steps} steps: the sequence and h0 in (the weights were copied in before)"
+        );
+        assert_eq!(
+            (moved.downloads, moved.download_bytes),
+            (2, bytes(32 + steps * 32)),
+            "{steps} steps: the last state and the stacked states back"
+        );
+    }
+}

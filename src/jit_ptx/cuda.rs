@@ -379,19 +379,35 @@ impl Device {
         at: usize,
         bytes: usize,
     ) -> Result<()> {
+        self.copy_at(dst, 0, src, at, bytes)
+    }
+
+    /// Copies `bytes` bytes of `src` from byte `src_at` on to `dst` from byte `dst_at` on
+    /// (queued).
+    pub fn copy_at(
+        &self,
+        dst: &DeviceBuffer,
+        dst_at: usize,
+        src: &DeviceBuffer,
+        src_at: usize,
+        bytes: usize,
+    ) -> Result<()> {
         if bytes == 0 {
             return Ok(());
         }
-        if at.checked_add(bytes).is_none_or(|end| end > src.bytes) || bytes > dst.bytes {
+        let fits =
+            |at: usize, buf: &DeviceBuffer| at.checked_add(bytes).is_some_and(|e| e <= buf.bytes);
+        if !fits(src_at, src) || !fits(dst_at, dst) {
             return Err(Error::Runtime(format!(
-                "a device copy of {bytes} bytes from byte {at} of {} into {}",
+                "a device copy of {bytes} bytes from byte {src_at} of {} to byte {dst_at} of {}",
                 src.bytes, dst.bytes
             )));
         }
+        let (to, from) = (dst.ptr + dst_at as u64, src.ptr + src_at as u64);
         if self.is_host() {
             let op = HostOp::Copy {
-                dst: dst.ptr,
-                src: src.ptr + at as u64,
+                dst: to,
+                src: from,
                 bytes,
             };
             if let Some(op) = capture::record_host(self, op) {
@@ -402,7 +418,7 @@ impl Device {
         }
         self.bind()?;
         // SAFETY: checked above: both ranges lie in their buffers.
-        unsafe { cu::memcpy_dtod_async(dst.ptr, src.ptr + at as u64, bytes, capture::stream(self)) }
+        unsafe { cu::memcpy_dtod_async(to, from, bytes, capture::stream(self)) }
             .map_err(|e| driver("copy on the device", e))
     }
 

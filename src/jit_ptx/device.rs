@@ -195,6 +195,20 @@ impl DeviceTensor {
         &self.buf
     }
 
+    /// Element `i` along the leading axis, a view (`None` for a scalar or `i` out of range).
+    pub(super) fn index_leading(&self, i: usize) -> Option<DeviceTensor> {
+        if self.shape.first().is_none_or(|&n| i >= n) {
+            return None;
+        }
+        Some(DeviceTensor {
+            buf: self.buf.clone(),
+            dtype: self.dtype,
+            shape: self.shape[1..].to_vec(),
+            strides: self.strides[1..].to_vec(),
+            offset: self.offset + i as isize * self.strides[0],
+        })
+    }
+
     /// Whether `other` is this same array: the same buffer, viewed the same way.
     pub(super) fn same_elements(&self, other: &DeviceTensor) -> bool {
         Arc::ptr_eq(&self.buf, &other.buf)
@@ -526,6 +540,45 @@ impl VmDevice for GpuSteps {
                 }
             }
         }
+    }
+
+    fn index_leading(&self, a: &DeviceTensor, i: usize) -> Option<DeviceTensor> {
+        a.index_leading(i)
+    }
+
+    /// One copy per part into a fresh array, on the device; `None` (stacked on the host)
+    /// where a part is a strided view.
+    fn stack(
+        &self,
+        dtype: DType,
+        elem: &[usize],
+        parts: &[DeviceTensor],
+    ) -> Option<Result<DeviceTensor>> {
+        if let Some((i, p)) =
+            (parts.iter().enumerate()).find(|(_, p)| p.dtype() != dtype || p.shape() != elem)
+        {
+            return Some(Err(Error::Shape(format!(
+                "part {i} is {}{:?} where the others are {dtype}{elem:?}",
+                p.dtype(),
+                p.shape()
+            ))));
+        }
+        if !parts.iter().all(DeviceTensor::is_row_major) {
+            return None;
+        }
+        let stack = || {
+            let shape: Vec<usize> = std::iter::once(parts.len())
+                .chain(elem.iter().copied())
+                .collect();
+            let out = DeviceTensor::uninit(&self.device, dtype, &shape)?;
+            let bytes = elem.iter().product::<usize>() * dtype.size();
+            for (k, p) in parts.iter().enumerate() {
+                self.device
+                    .copy_at(out.buffer(), k * bytes, p.buffer(), p.byte_offset(), bytes)?;
+            }
+            Ok(out)
+        };
+        Some(stack())
     }
 
     fn share(&self, a: &DeviceTensor) -> Option<Arc<dyn DeviceValue>> {

@@ -124,6 +124,25 @@ pub trait Device: Send + Sync + Sized {
         Ok(false)
     }
 
+    /// Element `i` along the leading axis of `a` (a scan's slice of a sequence) as a view of
+    /// the device's own, no copy; `None` where the device has none (the VM then cuts the
+    /// sequence on the host).
+    fn index_leading(&self, _a: &Self::Ref<'_>, _i: usize) -> Option<Self::Array> {
+        None
+    }
+
+    /// `parts` stacked along a new leading axis on the device (a scan's stacked output), or
+    /// `None` where the device does not (the VM then stacks host copies). Each part must be of
+    /// dtype `dtype` and shape `elem`: an error names the first that is not.
+    fn stack(
+        &self,
+        _dtype: DType,
+        _elem: &[usize],
+        _parts: &[Self::Array],
+    ) -> Option<Result<Self::Array>> {
+        None
+    }
+
     /// Runs a whole call of `plan` on `inputs`: the VM's walk of its steps by default; a
     /// device may replay the work it recorded for an earlier call instead (the GPU's graphs).
     fn run_call(

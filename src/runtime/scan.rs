@@ -1,8 +1,10 @@
-//! How the VM runs a `scan` step: the sequences are cut into their steps on the host once,
-//! then the body's plan runs once per step with the carries and one slice of each sequence
-//! in the body's parameter slots; what each step yields becomes the next carries and one
-//! entry of each stacked output. Carries stay on the device from step to step; slices go up
-//! and stacked entries come back through the device's host copies (none on the host itself).
+//! How the VM runs a `scan` step: the sequences are cut into their steps once, then the
+//! body's plan runs once per step with the carries and one slice of each sequence in the
+//! body's parameter slots; what each step yields becomes the next carries and one entry of
+//! each stacked output. Carries stay on the device from step to step; on a device with views
+//! (the GPU) the slices are views of the sequences and the entries are stacked there, else
+//! the slices go up and the entries come back through the device's host copies (none on the
+//! host itself).
 
 use super::device::Device;
 use super::vm::{fetch, run_steps, take_yield, Env, VmState};
@@ -12,6 +14,15 @@ use crate::ir::{infer, Func, Inst, Op, Region, TensorType, Value};
 use crate::lower::{Branch, Step};
 use crate::tensor::Tensor;
 use std::collections::HashMap;
+
+/// One step's slice of a sequence: a view on the device, or a host copy to upload.
+enum Slice<D: Device> {
+    Device(D::Array),
+    Host(Tensor),
+}
+
+/// One step's slices, one per sequence.
+type Steps<D> = Vec<Slice<D>>;
 
 /// A scan step's kernel, borrowed from the plan.
 pub(super) struct ScanWalk<'p> {
@@ -44,14 +55,17 @@ impl ScanWalk<'_> {
             .map(|c| device.shape(&device.view(c)).to_vec())
             .collect();
         let n_y = self.body.yields.len() - n_c;
-        let mut stacked: Vec<Vec<Tensor>> = (0..n_y).map(|_| Vec::with_capacity(len)).collect();
+        let mut stacked: Vec<Vec<D::Array>> = (0..n_y).map(|_| Vec::with_capacity(len)).collect();
         for k in 0..len {
             let t = if self.reverse { len - 1 - k } else { k };
             for (&p, c) in self.params.iter().zip(carry.drain(..)) {
                 env.values[p.index()] = Some(c);
             }
             for (&p, s) in self.params[n_c..].iter().zip(slices[t].drain(..)) {
-                env.values[p.index()] = Some(device.upload_owned(s)?);
+                env.values[p.index()] = Some(match s {
+                    Slice::Device(a) => a,
+                    Slice::Host(t) => device.upload_owned(t)?,
+                });
             }
             run_steps(device, func, &self.body.steps, false, env, state)?;
             let mut outs = self.take_yields(device, func, env)?;
@@ -61,7 +75,7 @@ impl ScanWalk<'_> {
                 }
             }
             for (j, y) in outs.drain(n_c..).enumerate() {
-                stacked[j].push(device.download_owned(y)?);
+                stacked[j].push(y);
             }
             for (i, (c, want)) in outs.iter().zip(&shapes).enumerate() {
                 let v = device.view(c);
@@ -90,16 +104,30 @@ impl ScanWalk<'_> {
             let r = inst.results[n_c + j];
             let ty = func.ty(r);
             let elem: Vec<usize> = match (parts.first(), &empty_shapes) {
-                (Some(p), _) => p.shape().to_vec(),
+                (Some(p), _) => device.shape(&device.view(p)).to_vec(),
                 (None, Some(shapes)) => shapes[j].clone(),
                 (None, None) => unreachable!("no parts only without steps"),
             };
-            let t = Tensor::stack(ty.dtype, &elem, &parts).map_err(|e| {
+            let changes = |e: String| {
                 Error::Shape(format!(
                     "scan: stacked output {j} changes shape between steps: {e}"
                 ))
-            })?;
-            env.values[r.index()] = Some(device.upload_owned(t)?);
+            };
+            let on_device = match parts.is_empty() {
+                true => None,
+                false => device.stack(ty.dtype, &elem, &parts),
+            };
+            let stacked = match on_device {
+                Some(Ok(a)) => a,
+                Some(Err(e)) => return Err(changes(e.to_string())),
+                None => {
+                    let host = (parts.into_iter())
+                        .map(|p| device.download_owned(p))
+                        .collect::<Result<Vec<_>, _>>()?;
+                    device.upload_owned(Tensor::stack(ty.dtype, &elem, &host).map_err(changes)?)?
+                }
+            };
+            env.values[r.index()] = Some(stacked);
         }
         Ok(())
     }
@@ -145,21 +173,24 @@ impl ScanWalk<'_> {
             .collect()
     }
 
-    /// The number of steps and, per step, one host slice of each sequence (all cut up front:
-    /// one copy of the sequences in all).
+    /// The number of steps and, per step, one slice of each sequence: views where the device
+    /// has them, else host slices (all cut up front: one copy of the sequences in all).
     fn slices<D: Device>(
         &self,
         device: &D,
         func: &Func,
         xs: &[Value],
         env: &mut Env<'_, '_, D>,
-    ) -> Result<(usize, Vec<Vec<Tensor>>), Error> {
+    ) -> Result<(usize, Vec<Steps<D>>), Error> {
         let mut len = None;
-        let mut slices: Vec<Vec<Tensor>> = Vec::new();
+        let mut slices: Vec<Steps<D>> = Vec::new();
         for (i, &x) in xs.iter().enumerate() {
             env.own(device, x)?;
-            let host = device.download(fetch(func, &env.values, x)?)?;
-            let n = host.shape().first().copied().unwrap_or(0);
+            let seq = fetch(func, &env.values, x)?;
+            let v = device.view(seq);
+            let n = device.shape(&v).first().copied().unwrap_or(0);
+            let views: Option<Vec<D::Array>> =
+                (0..n).map(|t| device.index_leading(&v, t)).collect();
             match len {
                 None => {
                     len = Some(n);
@@ -173,8 +204,18 @@ impl ScanWalk<'_> {
                 }
                 Some(_) => {}
             }
-            for (t, s) in slices.iter_mut().enumerate() {
-                s.push(host.index_leading(t));
+            match views {
+                Some(views) => {
+                    for (s, view) in slices.iter_mut().zip(views) {
+                        s.push(Slice::Device(view));
+                    }
+                }
+                None => {
+                    let host = device.download(seq)?;
+                    for (t, s) in slices.iter_mut().enumerate() {
+                        s.push(Slice::Host(host.index_leading(t)));
+                    }
+                }
             }
         }
         Ok((len.unwrap_or(0), slices))
