@@ -74,10 +74,8 @@ fn kernel_steps(func: &Func, groups_apart: bool) -> usize {
                 );
                 !(half && matches!(op, ReduceOp::ArgMax | ReduceOp::ArgMin))
             }
-            // Uniform and Bernoulli ops; normal ones are host steps.
-            (Kernel::Perform, kiln::ir::Op::Random { dist, .. }) => {
-                !matches!(dist, kiln::ir::RandomDist::Normal { .. })
-            }
+            // Uniform, normal and Bernoulli ops.
+            (Kernel::Perform, kiln::ir::Op::Random { .. }) => true,
             // Gathers, scatters, one-hots, running sums and products, convolutions, concat.
             (
                 Kernel::Perform,
@@ -1524,12 +1522,13 @@ fn interp_and_devices(func: &Func) -> (kiln::Function, Vec<(&'static str, Compil
     (reference, compilers)
 }
 
-/// Uniform and Bernoulli ops are GPU kernels (the stream expanded over the emitter, the
-/// counter mixed in on the device) with the interpreter's bits, over enough elements to cross
-/// blocks; normal ops stay host steps. On the host device, and on the GPU when there is one.
+/// Uniform, normal and Bernoulli ops are GPU kernels (the stream expanded over the emitter,
+/// Box-Muller with kiln's `log` and `cos`, the counter mixed in on the device) with the
+/// interpreter's bits, over enough elements to cross blocks. On the host device, and on the
+/// GPU when there is one.
 #[test]
 fn random_ops_give_the_interpreters_bits_on_the_gpu_and_the_host_device() {
-    let src = "func @draw(%k: i64[], %x: f32[37, 5]) -> (f32[37, 5], f64[9, 4], f32[101], bool[50], i32[50], f64[7], f32[37, 5], f64[1000]) {
+    let src = "func @draw(%k: i64[], %x: f32[37, 5]) -> (f32[37, 5], f64[9, 4], f32[101], bool[50], i32[50], f64[7], f32[37, 5], f64[1000], f64[333], f32[2048]) {
   %u = uniform {seed = 7, shape = [37, 5], dtype = f32, low = -2.0, high = 3.0}
   %ux = add %u, %x
   %u64 = uniform %k {seed = 8, shape = [9, 4], dtype = f64, low = 0.5, high = 1.5}
@@ -1538,7 +1537,9 @@ fn random_ops_give_the_interpreters_bits_on_the_gpu_and_the_host_device() {
   %bi = bernoulli {seed = 12, shape = [50], dtype = i32, p = 0.7}
   %bf = bernoulli {seed = 13, shape = [7], dtype = f64, p = 0.5}
   %big = uniform %k {seed = 14, shape = [1000], dtype = f64, low = 0.0, high = 1.0}
-  return %ux, %u64, %n, %b, %bi, %bf, %u, %big
+  %n64 = normal %k {seed = 15, shape = [333], dtype = f64, mean = -1.0, std = 2.0}
+  %nb = normal {seed = 16, shape = [2048], dtype = f32, mean = 0.0, std = 1.0}
+  return %ux, %u64, %n, %b, %bi, %bf, %u, %big, %n64, %nb
 }";
     let func = parse("draw.kir", src).unwrap().remove(0);
     let m = compile_ptx(&func, "sm_90", &DumpOptions::default()).unwrap();
@@ -1547,10 +1548,7 @@ fn random_ops_give_the_interpreters_bits_on_the_gpu_and_the_host_device() {
         .iter()
         .filter(|k| k.kind == KernelKind::Random)
         .count();
-    assert_eq!(
-        randoms, 6,
-        "every uniform and bernoulli op is a kernel, the normal one is not"
-    );
+    assert_eq!(randoms, 9, "every random op is a kernel");
     let (reference, compilers) = interp_and_devices(&func);
     for (place, compile) in compilers {
         let f = compile(func.clone(), true).unwrap();

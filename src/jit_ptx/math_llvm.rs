@@ -73,12 +73,6 @@ impl<'g, 'ctx> LlvmMath<'g, 'ctx> {
         }
     }
 
-    /// Records that the expansion cannot be generated (the caller gets an `Err`).
-    pub(super) fn fail(&mut self, msg: &str) {
-        self.error
-            .get_or_insert(Error::Unsupported(format!("ptx backend: {msg}")));
-    }
-
     fn keep<T>(&mut self, r: Result<T>, fallback: T) -> T {
         match r {
             Ok(v) => v,

@@ -1,8 +1,7 @@
 //! Random ops as GPU kernels: element `i` of the op's stream as `random::stream` expands it
 //! over the emitter (the effective seed, Philox4x32-10, the 24- or 53-bit uniform), then the
-//! op's transform, so each element has the CPU's bits. Uniform and Bernoulli ops only: a
-//! normal sample's Box-Muller step calls the C library's `log` and `cos`, whose bits the GPU
-//! has no copy of, so normal ops stay host steps.
+//! op's transform, so each element has the CPU's bits: uniform, normal (Box-Muller with
+//! kiln's own `log` and `cos`, the CPU's expansions) and Bernoulli ops.
 //!
 //! Parameters (docs/gpu.md): `out` (global pointer), then the per-call counter's pointer (an
 //! `i64[]` array) when the op has one, then `n` (`i64`, the elements to write). The op's seed
@@ -10,30 +9,17 @@
 
 use super::gen::{bx, Gen};
 use super::kernel::{counted_loop, declare_kernel, grid_stride, store};
-use super::math_llvm::{emit_arith, LlvmMath};
+use super::math_llvm::emit_arith;
 use crate::error::{Error, Result};
 use crate::ir::{DType, RandomDist};
 use crate::math::{Emit, Prec};
-use crate::random::stream::{mix_counter, plan, standard, StreamEmit, Transform};
+use crate::random::stream::{mix_counter, plan, standard, Transform};
 use inkwell::values::{BasicValueEnum, FloatValue};
 use inkwell::FloatPredicate;
 
-/// Whether `dist` has a GPU kernel (see the module doc).
-pub fn on_device(dist: RandomDist) -> bool {
-    !matches!(dist, RandomDist::Normal { .. })
-}
-
-/// Box-Muller is not generated on the GPU (see the module doc); `on_device` keeps normal ops
-/// away, so these are never reached by a kernel that is kept.
-impl<'ctx> StreamEmit for LlvmMath<'_, 'ctx> {
-    fn ln(&mut self, x: Self::F) -> Self::F {
-        self.fail("normal samples need the C library's log, which the GPU lacks");
-        x
-    }
-    fn cos(&mut self, x: Self::F) -> Self::F {
-        self.fail("normal samples need the C library's cos, which the GPU lacks");
-        x
-    }
+/// Whether `dist` has a GPU kernel: every distribution does.
+pub fn on_device(_dist: RandomDist) -> bool {
+    true
 }
 
 /// Defines the kernel `name` of the random op `dist` with `seed`, of dtype `dtype`, reading a

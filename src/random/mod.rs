@@ -16,6 +16,9 @@
 //! | normal f32 | `i / 2` | `u1, u2` from `w[2j], w[2j+1]` (24-bit each); Box-Muller `sqrt(-2 ln(1-u1)) cos(2 pi u2)` in f64, rounded |
 //! | normal f64 | `i` | `u1` from `w[0], w[1]`, `u2` from `w[2], w[3]` (53-bit each); Box-Muller as above |
 //!
+//! Box-Muller's `ln` and `cos` are kiln's own (`math::unary`), not the C library's, so that
+//! every code generator, the GPU's included, gives the same bits.
+//!
 //! `uniform(low, high)` is `low + (high - low) * u`; `normal(mean, std)` is `mean + std * z`;
 //! `bernoulli(p)` is `u < p`. Different random ops in one function should use different seeds
 //! (the graph builder derives them from a user seed and a per-op counter).
@@ -72,9 +75,13 @@ pub fn uniform_f64(seed: u64, i: u64) -> f64 {
     unit53(w[j], w[j + 1])
 }
 
+/// `sqrt(-2 log(1 - u1)) cos(2 pi u2)` with kiln's `log` and `cos` (`math`, evaluated in Rust:
+/// the bits every backend's code gives, the GPU's included), not the C library's.
 fn box_muller(u1: f64, u2: f64) -> f64 {
+    use crate::math::{unary, Eval64, MathFn};
     // 1 - u1 is in (0, 1], so the log is finite.
-    (-2.0 * (1.0 - u1).ln()).sqrt() * (std::f64::consts::TAU * u2).cos()
+    let r = (-2.0 * unary(&mut Eval64, MathFn::Log, 1.0 - u1)).sqrt();
+    r * unary(&mut Eval64, MathFn::Cos, std::f64::consts::TAU * u2)
 }
 
 /// Element `i` of a standard normal f32 stream.

@@ -10,13 +10,15 @@
 
 use crate::ir::{DType, RandomDist};
 use crate::math::arith::ArithEmit;
+use crate::math::MathFn;
 
-/// The emitter primitives Box-Muller needs beyond arithmetic: the C math library's `log` and
-/// `cos` in `f64` (the reference calls Rust's `ln` and `cos`, which are those).
-pub trait StreamEmit: ArithEmit {
-    fn ln(&mut self, x: Self::F) -> Self::F;
-    fn cos(&mut self, x: Self::F) -> Self::F;
-}
+/// What the stream is emitted through: arithmetic, and the `log` and `cos` of Box-Muller,
+/// which are kiln's own expansions (`math`), not the C library's: every code generator emits
+/// the same ones (the GPU has no copy of the C library's bits), so a normal sample has the
+/// same bits on every backend.
+pub trait StreamEmit: ArithEmit {}
+
+impl<E: ArithEmit> StreamEmit for E {}
 
 /// Which standard value an element of a stream is.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
@@ -160,11 +162,11 @@ fn box_muller<E: StreamEmit>(e: &mut E, u1: E::F, u2: E::F) -> E::F {
     let m2 = e.fconst(-2.0);
     let tau = e.fconst(std::f64::consts::TAU);
     let d = e.sub(one, u1);
-    let l = e.ln(d);
+    let l = crate::math::unary(e, MathFn::Log, d);
     let r2 = e.mul(m2, l);
     let r = e.sqrt(r2);
     let t = e.mul(tau, u2);
-    let c = e.cos(t);
+    let c = crate::math::unary(e, MathFn::Cos, t);
     e.mul(r, c)
 }
 
@@ -201,15 +203,6 @@ pub fn standard<E: StreamEmit>(e: &mut E, kind: Standard, seed: E::I, i: E::I) -
             let u2 = unit53(e, w[2], w[3]);
             box_muller(e, u1, u2)
         }
-    }
-}
-
-impl StreamEmit for crate::math::Eval64 {
-    fn ln(&mut self, x: f64) -> f64 {
-        x.ln()
-    }
-    fn cos(&mut self, x: f64) -> f64 {
-        x.cos()
     }
 }
 

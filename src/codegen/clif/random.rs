@@ -12,21 +12,11 @@ use super::math_clif::ClifMath;
 use super::scalar_ops::clif_type;
 use crate::error::{Error, Result};
 use crate::ir::{DType, RandomDist};
-use crate::random::stream::{plan, standard, StreamEmit, Transform};
+use crate::random::stream::{plan, standard, Transform};
 use cranelift_codegen::ir::condcodes::FloatCC;
 use cranelift_codegen::ir::{types, AbiParam, InstBuilder, MemFlagsData, Value};
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
 use cranelift_module::{FuncId, Linkage, Module};
-
-/// The stream runs in an `f64` emitter: `log` and `cos` are libm's `f64` functions.
-impl<M: Module> StreamEmit for ClifMath<'_, '_, M> {
-    fn ln(&mut self, x: Value) -> Value {
-        self.call_libm("log", &[x])
-    }
-    fn cos(&mut self, x: Value) -> Value {
-        self.call_libm("cos", &[x])
-    }
-}
 
 /// Generates the kernel of the random op `dist` of dtype `dtype`; returns its id and CLIF text.
 pub fn define_random_kernel<M: Module>(
