@@ -352,3 +352,48 @@ fn max_of_signed_zeros_has_the_cpu_backends_bits() {
         }
     }
 }
+
+/// A float product is taken in the kernels' order too: element `n` into partial `n % 8`, the
+/// partials as a tree, then the tail. Where an overflow meets a zero the order decides between
+/// `0.0` and NaN (a random program found the CPU backend's NaN against a sequential fold's
+/// `0.0`), and it decides the rounding of long products: both backends give the same bits.
+#[test]
+fn prod_has_the_cpu_backends_bits() {
+    let src = "func @f(%x: f32[?]) -> (f32[]) {\n  %p = prod %x\n  return %p\n}";
+    let func = kiln::ir::text::parse("f.kir", src).unwrap().remove(0);
+    // Partial 0 is 0 * 1 = 0, partial 1 is 1e30 * 1e30 = inf: their product is NaN, while a
+    // fold from the first element stays 0.
+    let mut overflow = vec![1.0f32; 16];
+    overflow[0] = 0.0;
+    overflow[1] = 1e30;
+    overflow[9] = 1e30;
+    let mut s = 7u64;
+    let mut long = || -> f32 {
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
+        0.9 + (s >> 40) as f32 / (1u64 << 24) as f32 * 0.2
+    };
+    let rounding: Vec<f32> = (0..203).map(|_| long()).collect();
+    for (what, xs, nan) in [("overflow", overflow, true), ("rounding", rounding, false)] {
+        let x: Tensor = ndarray::ArrayD::from_shape_vec(ndarray::IxDyn(&[xs.len()]), xs)
+            .unwrap()
+            .into();
+        let got: Vec<u32> = [kiln::Backend::Interp, kiln::Backend::Cpu]
+            .into_iter()
+            .map(|backend| {
+                let options = kiln::CompileOptions {
+                    backend: Some(backend),
+                    ..Default::default()
+                };
+                let f = kiln::compile_func(func.clone(), &options).unwrap();
+                (f.call(&[x.view()]).unwrap()[0].to_f64_vec()[0] as f32).to_bits()
+            })
+            .collect();
+        assert_eq!(
+            got[0], got[1],
+            "{what}: interpreter against the CPU backend"
+        );
+        assert_eq!(f32::from_bits(got[0]).is_nan(), nan, "{what}");
+    }
+}

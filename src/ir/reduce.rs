@@ -60,12 +60,15 @@ pub const PAIRWISE: Pairwise = Pairwise {
     lanes: 8,
 };
 
-/// The order in which a reduction combines its elements. Only float sums depend on it; the
-/// other combiners are exact (or, for `prod`, follow the order of the elements).
+/// The order in which a reduction combines its elements. Float sums split long ranges
+/// (`Pairwise`); every float reduction takes a range in eight interleaved partials combined as
+/// a tree, then the tail (`perform::reduce::interleaved`, the kernels' order: a float `prod`
+/// rounds by it, and `max`/`min` of zeros of both signs show it). The integer and bool
+/// combiners are exact in any order.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Order {
-    /// Element by element, from the first.
-    Sequential,
+    /// The whole range in eight interleaved partials, then the tail (no splitting).
+    Interleaved,
     Pairwise(Pairwise),
 }
 
@@ -176,7 +179,7 @@ impl Reduction {
             order: if combiner == Combiner::Add && acc.is_float() {
                 Order::Pairwise(PAIRWISE)
             } else {
-                Order::Sequential
+                Order::Interleaved
             },
         }
     }

@@ -130,11 +130,35 @@ fn nan_max<F: Float>(xs: &[F], max: bool) -> F {
     }
 }
 
-/// The extreme in the generated kernels' order (`codegen::clif::reduce`, "Order of
-/// operations"): element `n` of the whole groups of 8 into partial `n % 8`, the partials
-/// combined as `((p0 p1) (p2 p3)) ((p4 p5) (p6 p7))`, then the last `len % 8` one by one; a
-/// tie keeps the partial. Only zeros of both signs show the order (a random program found
-/// `-0.0` against `0.0` when the fold of the partials was sequential). Any NaN gives NaN.
+/// `xs` combined by `f` in the generated kernels' order (`codegen::clif::reduce`, "Order of
+/// operations"): element `n` of the whole groups of 8 into partial `n % 8` (each from
+/// `start`), the partials combined as `((p0 p1) (p2 p3)) ((p4 p5) (p6 p7))`, then the last
+/// `len % 8` one by one. Float sums split long ranges first ([`pairwise_sum`]); the other
+/// float reductions take the whole row this way.
+fn interleaved<F: Copy>(xs: &[F], start: F, f: impl Fn(F, F) -> F) -> F {
+    let mut acc = [start; 8];
+    let chunks = xs.chunks_exact(8);
+    let rest = chunks.remainder();
+    for c in chunks {
+        for (a, &x) in acc.iter_mut().zip(c) {
+            *a = f(*a, x);
+        }
+    }
+    let low = f(f(acc[0], acc[1]), f(acc[2], acc[3]));
+    let high = f(f(acc[4], acc[5]), f(acc[6], acc[7]));
+    rest.iter().fold(f(low, high), |r, &x| f(r, x))
+}
+
+/// A float product in the kernels' order ([`interleaved`]): the order shows in the rounding,
+/// and in whether an overflow to infinity meets a zero (NaN) or not (a random program found a
+/// product that was `0.0` on the CPU backend and NaN in a sequential fold).
+fn interleaved_prod<F: Float>(xs: &[F]) -> F {
+    interleaved(xs, F::one(), |a, x| a * x)
+}
+
+/// The extreme in the kernels' order ([`interleaved`]); a tie keeps the partial. Only zeros
+/// of both signs show the order (a random program found `-0.0` against `0.0` when the fold of
+/// the partials was sequential). Any NaN gives NaN.
 fn nan_extreme<F: Float, const MAX: bool>(xs: &[F]) -> F {
     let pick = |a: F, x: F| {
         if (MAX && x > a) || (!MAX && x < a) {
@@ -148,27 +172,10 @@ fn nan_extreme<F: Float, const MAX: bool>(xs: &[F]) -> F {
     } else {
         F::infinity()
     };
-    let mut acc = [start; 8];
-    let mut nan = false;
-    let chunks = xs.chunks_exact(8);
-    let rest = chunks.remainder();
-    for c in chunks {
-        for (a, &x) in acc.iter_mut().zip(c) {
-            nan |= x.is_nan();
-            *a = pick(*a, x);
-        }
-    }
-    let low = pick(pick(acc[0], acc[1]), pick(acc[2], acc[3]));
-    let high = pick(pick(acc[4], acc[5]), pick(acc[6], acc[7]));
-    let mut r = pick(low, high);
-    for &x in rest {
-        nan |= x.is_nan();
-        r = pick(r, x);
-    }
-    if nan {
+    if xs.iter().any(|x| x.is_nan()) {
         return F::nan();
     }
-    r
+    interleaved(xs, start, pick)
 }
 
 /// Index of the first extreme; a NaN counts as the extreme (the first one wins).
@@ -196,7 +203,7 @@ fn float_reduce<F: Float + Send + Sync>(
             let n = F::from(r.row_len).unwrap_or_else(F::nan);
             wrap(r.map(|xs| pairwise_sum(xs) / n))
         }
-        ReduceOp::Prod => wrap(r.map(|xs| xs.iter().fold(F::one(), |a, &x| a * x))),
+        ReduceOp::Prod => wrap(r.map(interleaved_prod)),
         ReduceOp::Max | ReduceOp::Min => {
             r.check_nonempty(op)?;
             wrap(r.map(|xs| nan_max(xs, op == ReduceOp::Max)))

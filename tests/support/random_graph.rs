@@ -1082,13 +1082,17 @@ pub fn first_difference(case: &Case, backend: Backend) -> String {
         return "(could not run every value)".into();
     };
     let text = kiln::ir::text::print_func(&func);
+    // The top-level instruction of each value (one has several results: a scan's).
+    let inst_of: Vec<usize> = (func.body.iter().enumerate())
+        .flat_map(|(n, i)| std::iter::repeat_n(n, i.results.len()))
+        .collect();
     for (k, (a, b)) in want.iter().zip(&got).enumerate() {
         if let Err(e) = agree(a, b, exact_all, false, case.coarsest, 0.0) {
-            // The k-th top-level instruction (the printer names values its own way).
+            // That instruction's line (the printer names values its own way).
             let line = text
                 .lines()
                 .filter(|l| l.starts_with("  %"))
-                .nth(k)
+                .nth(inst_of[k])
                 .unwrap_or("");
             return format!(
                 "first value that differs ({:?}: {e}):\n  {}",
