@@ -1,7 +1,7 @@
 //! A training loop on the GPU backend whose weights stay on the device: each step copies its
 //! batch in and its loss back, nothing else; the weights cross to the host once, when the
-//! program reads them at the end. From the third step on, each step is one launch of the
-//! graph recorded at the second. Run with
+//! program reads them at the end. From the second step on, each step is one launch of the
+//! graph recorded while the second ran. Run with
 //! `cargo run --release --features gpu --example gpu_train`; without a GPU it says why and
 //! runs on the host device (the GPU runtime with host memory and the kernels compiled for the
 //! CPU), which moves the same bytes.
@@ -65,7 +65,7 @@ fn main() -> Result<(), kiln::Error> {
     let (kernels, graphs) = device.launches();
     println!(
         "100 steps launched {} kernels one by one (the first step's, and the second's while it \
-         was recorded) and {} graphs (one per later step)",
+         was recorded) and {} graphs (one per step after the first)",
         kernels - launches.0,
         graphs - launches.1
     );
