@@ -135,9 +135,19 @@ impl SharedValue {
     }
 }
 
-enum HostGuard<'a> {
+/// A host value held for reading or for writing (`Function`'s calls hold their variables so).
+pub(crate) enum HostGuard<'a> {
     Read(RwLockReadGuard<'a, Tensor>),
     Write(RwLockWriteGuard<'a, Tensor>),
+}
+
+impl HostGuard<'_> {
+    pub(crate) fn tensor(&self) -> &Tensor {
+        match self {
+            HostGuard::Read(g) => g,
+            HostGuard::Write(g) => g,
+        }
+    }
 }
 
 /// A shared variable held for a device backend's call ([`SharedValue::lock_device`]).
@@ -152,36 +162,24 @@ impl DeviceLock<'_> {
         self.cell.slot().clone()
     }
 
-    /// The shape of the value.
-    pub fn shape(&self) -> Vec<usize> {
-        match self.device().filter(|c| c.newer) {
-            Some(copy) => copy.value.shape().to_vec(),
-            None => match &self.host {
-                HostGuard::Read(g) => g.shape().to_vec(),
-                HostGuard::Write(g) => g.shape().to_vec(),
-            },
-        }
+    /// The device copy where it is newer than the host value.
+    fn newer(&self) -> Option<DeviceCopy> {
+        self.device().filter(|c| c.newer)
     }
 
-    /// The host value, where it is the value (no newer device copy).
-    pub fn host(&self) -> Option<&Tensor> {
-        if self.cell.slot().as_ref().is_some_and(|c| c.newer) {
-            return None;
+    /// The shape of the value.
+    pub fn shape(&self) -> Vec<usize> {
+        match self.newer() {
+            Some(copy) => copy.value.shape().to_vec(),
+            None => self.host.tensor().shape().to_vec(),
         }
-        Some(match &self.host {
-            HostGuard::Read(g) => g,
-            HostGuard::Write(g) => g,
-        })
     }
 
     /// The value: the host's, or the device copy's brought back.
     pub fn value(&self) -> Result<std::borrow::Cow<'_, Tensor>> {
-        match self.device().filter(|c| c.newer) {
+        match self.newer() {
             Some(copy) => copy.value.download().map(std::borrow::Cow::Owned),
-            None => Ok(std::borrow::Cow::Borrowed(match &self.host {
-                HostGuard::Read(g) => g,
-                HostGuard::Write(g) => g,
-            })),
+            None => Ok(std::borrow::Cow::Borrowed(self.host.tensor())),
         }
     }
 

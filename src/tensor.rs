@@ -221,17 +221,7 @@ impl Tensor {
     /// `parts`, all of dtype `dtype` and shape `elem`, stacked along a new leading axis
     /// (numpy's `stack`): a scan's stacked output. An error names the first part that differs.
     pub fn stack(dtype: DType, elem: &[usize], parts: &[Tensor]) -> Result<Tensor, String> {
-        if let Some((i, p)) = parts
-            .iter()
-            .enumerate()
-            .find(|(_, p)| p.dtype() != dtype || p.shape() != elem)
-        {
-            return Err(format!(
-                "part {i} is {}{:?} where the others are {dtype}{elem:?}",
-                p.dtype(),
-                p.shape()
-            ));
-        }
+        check_stack_parts(dtype, elem, parts.iter().map(|p| (p.dtype(), p.shape())))?;
         fn join<T: Clone>(shape: Vec<usize>, parts: Vec<&ArrayD<T>>) -> ArrayD<T> {
             let mut data = Vec::with_capacity(shape.iter().product());
             for p in parts {
@@ -495,5 +485,20 @@ impl<'a> TensorRef<'a> {
 impl<'a> From<&'a Tensor> for TensorRef<'a> {
     fn from(t: &'a Tensor) -> TensorRef<'a> {
         t.view()
+    }
+}
+
+/// That every part of a stack (its dtype and shape) is of dtype `dtype` and shape `elem`; the
+/// error names the first that is not. Read by `Tensor::stack` and the devices' stacks.
+pub fn check_stack_parts<'a>(
+    dtype: DType,
+    elem: &[usize],
+    parts: impl IntoIterator<Item = (DType, &'a [usize])>,
+) -> Result<(), String> {
+    match (parts.into_iter().enumerate()).find(|(_, (d, s))| *d != dtype || *s != elem) {
+        Some((i, (d, s))) => Err(format!(
+            "part {i} is {d}{s:?} where the others are {dtype}{elem:?}"
+        )),
+        None => Ok(()),
     }
 }

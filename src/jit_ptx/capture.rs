@@ -84,13 +84,13 @@ impl GraphBuffers {
         }
     }
 
-    /// The kept buffers, handed back; later frees go to the pool.
-    fn close(&self) -> Vec<(sys::CUdeviceptr, usize)> {
-        self.freed
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .take()
-            .unwrap_or_default()
+    /// Gives the kept buffers back to `device`'s pool, and every later free too (the graph
+    /// is gone, or was never made).
+    fn release(&self, device: &Device) {
+        let kept = self.freed.lock().unwrap_or_else(|e| e.into_inner()).take();
+        for (ptr, bytes) in kept.unwrap_or_default() {
+            device.pool_buffer(ptr, bytes);
+        }
     }
 }
 
@@ -115,29 +115,29 @@ fn on(a: &Active, device: &Device) -> bool {
     std::ptr::eq(a.device, device)
 }
 
+/// `f` of this thread's capture on `device`, if it is capturing there.
+fn with_active<R>(device: &Device, f: impl FnOnce(&mut Active) -> R) -> Option<R> {
+    ACTIVE.with(|a| a.borrow_mut().as_mut().filter(|x| on(x, device)).map(f))
+}
+
 /// The stream this thread queues `device`'s work on: the capture's, or the default one.
 pub(super) fn stream(device: &Device) -> sys::CUstream {
-    ACTIVE.with(|a| match a.borrow().as_ref() {
-        Some(a) if on(a, device) => match a.record {
-            Record::Cuda(s) => s,
-            Record::Host(_) => std::ptr::null_mut(),
-        },
-        _ => std::ptr::null_mut(),
-    })
+    let capture = with_active(device, |a| match a.record {
+        Record::Cuda(s) => s,
+        Record::Host(_) => std::ptr::null_mut(),
+    });
+    capture.unwrap_or(std::ptr::null_mut())
 }
 
 /// The buffers of the graph this thread is capturing on `device`, if it is.
 pub(super) fn buffers(device: &Device) -> Option<Arc<GraphBuffers>> {
-    ACTIVE.with(|a| match a.borrow().as_ref() {
-        Some(a) if on(a, device) => Some(a.buffers.clone()),
-        _ => None,
-    })
+    with_active(device, |a| a.buffers.clone())
 }
 
 /// `Err` where this thread is capturing on `device`: `what` needs the host in the middle.
 pub(super) fn refuse(device: &Device, what: &str) -> Result<()> {
-    match buffers(device) {
-        Some(_) => Err(Error::Unsupported(format!(
+    match with_active(device, |_| ()) {
+        Some(()) => Err(Error::Unsupported(format!(
             "{what} cannot be captured in a graph"
         ))),
         None => Ok(()),
@@ -147,17 +147,13 @@ pub(super) fn refuse(device: &Device, what: &str) -> Result<()> {
 /// Records `op` where this thread is capturing on the host device `device` and returns
 /// `None`; else gives it back to run now.
 pub(super) fn record_host(device: &Device, op: HostOp) -> Option<HostOp> {
-    ACTIVE.with(|a| match a.borrow_mut().as_mut() {
-        Some(Active {
-            record: Record::Host(ops),
-            device: d,
-            ..
-        }) if std::ptr::eq(*d, device) => {
-            ops.push(op);
-            None
+    let mut op = Some(op);
+    with_active(device, |a| {
+        if let Record::Host(ops) = &mut a.record {
+            ops.extend(op.take());
         }
-        _ => Some(op),
-    })
+    });
+    op
 }
 
 /// A capture in progress on this thread ([`Device::begin_capture`]); dropped without
@@ -244,9 +240,7 @@ impl Capture {
                 buffers,
             }),
             Err(e) => {
-                for (ptr, bytes) in buffers.close() {
-                    self.device.pool_buffer(ptr, bytes);
-                }
+                buffers.release(&self.device);
                 Err(e)
             }
         }
@@ -256,8 +250,7 @@ impl Capture {
     fn end(&self) -> Result<Active> {
         let active = ACTIVE.with(|a| {
             let mut a = a.borrow_mut();
-            a.as_ref().filter(|x| on(x, &self.device))?;
-            a.take()
+            a.take_if(|x| on(x, &self.device))
         });
         let active = active.ok_or_else(|| Error::Runtime("no capture on this thread".into()))?;
         self.device.capturing.store(false, Ordering::SeqCst);
@@ -277,9 +270,7 @@ impl Drop for Capture {
                 let _ = unsafe { cu::graph::destroy(g) };
             }
         }
-        for (ptr, bytes) in active.buffers.close() {
-            self.device.pool_buffer(ptr, bytes);
-        }
+        active.buffers.release(&self.device);
     }
 }
 
@@ -333,8 +324,6 @@ impl Drop for Graph {
             // pooled below are reused only by work queued after it on the default stream.
             let _ = unsafe { cu::graph::exec_destroy(g) };
         }
-        for (ptr, bytes) in self.buffers.close() {
-            self.device.pool_buffer(ptr, bytes);
-        }
+        self.buffers.release(&self.device);
     }
 }

@@ -9,7 +9,7 @@
 
 use super::cuda::{Device, DeviceBuffer, Kernel, Module};
 use super::launch::{kernel_launch, Launch, Operand};
-use super::replay::{self, Replay, Replays};
+use super::replay::{self, Action, Replay, Replays};
 use super::{KernelInfo, KernelKind};
 use crate::error::{Error, Result};
 use crate::for_each_dtype;
@@ -497,45 +497,36 @@ impl VmDevice for GpuSteps {
         inputs: &[DeviceTensor],
         state: &mut VmState<Self>,
     ) -> Result<Vec<DeviceTensor>> {
-        let steps = |state: &mut VmState<Self>| {
+        let steps = |inputs: &[DeviceTensor], state: &mut VmState<Self>| {
             crate::runtime::vm::run_plan_into(self, func, plan, inputs, Vec::new(), &mut [], state)
         };
-        match self.replays.plan(inputs, state.profiling()) {
-            replay::Plan::Steps => steps(state),
-            replay::Plan::Replay(r) => {
+        match self.replays.action(inputs, state.profiling()) {
+            Action::Steps => steps(inputs, state),
+            Action::Replay(r) => {
                 state.set_calls(state.calls() + 1);
                 r.run(&self.device, inputs)
             }
-            replay::Plan::Record(sig) => {
+            Action::Record(sig) => {
                 let calls = state.calls();
                 let own = replay::own_inputs(&self.device, inputs)?;
                 // One capture at a time on a device: a call that finds another in progress
                 // runs step by step and leaves its signature to be recorded later.
                 let Ok(capture) = self.device.begin_capture() else {
-                    return steps(state);
+                    return steps(inputs, state);
                 };
-                let recorded = crate::runtime::vm::run_plan_into(
-                    self,
-                    func,
-                    plan,
-                    &own,
-                    Vec::new(),
-                    &mut [],
-                    state,
-                )
-                .and_then(|outs| Ok((capture.finish()?, outs)));
+                let recorded = steps(&own, state).and_then(|outs| Ok((capture.finish()?, outs)));
                 match recorded {
                     Ok((graph, outs)) => {
                         let r = Arc::new(Replay::new(graph, own, inputs.to_vec(), outs));
                         self.replays.recorded(sig, Some(r.clone()));
                         r.run(&self.device, inputs)
                     }
-                    // Nothing ran (the plan has no host step: `replay::recordable`): run it
-                    // step by step, with the error it then gives.
+                    // Nothing ran (no step of the plan runs on the host: `Replays::of`): run
+                    // it step by step, with the error it then gives, counted once.
                     Err(_) => {
                         self.replays.recorded(sig, None);
                         state.set_calls(calls);
-                        steps(state)
+                        steps(inputs, state)
                     }
                 }
             }
@@ -554,14 +545,9 @@ impl VmDevice for GpuSteps {
         elem: &[usize],
         parts: &[DeviceTensor],
     ) -> Option<Result<DeviceTensor>> {
-        if let Some((i, p)) =
-            (parts.iter().enumerate()).find(|(_, p)| p.dtype() != dtype || p.shape() != elem)
-        {
-            return Some(Err(Error::Shape(format!(
-                "part {i} is {}{:?} where the others are {dtype}{elem:?}",
-                p.dtype(),
-                p.shape()
-            ))));
+        let kinds = parts.iter().map(|p| (p.dtype(), p.shape()));
+        if let Err(e) = crate::tensor::check_stack_parts(dtype, elem, kinds) {
+            return Some(Err(Error::Shape(e)));
         }
         if !parts.iter().all(DeviceTensor::is_row_major) {
             return None;
@@ -651,16 +637,14 @@ impl DeviceFunction {
             .into_iter()
             .map(|k| (k.info.step, k))
             .collect();
-        let worth =
-            replay::launches(&plan.steps, &kernels) > func.params.len() + func.outputs.len();
-        let recordable = replay::recordable(&plan.steps, &kernels) && worth;
+        let replays = Replays::of(&func, &plan, &kernels);
         Ok(DeviceFunction {
             func,
             plan,
             steps: GpuSteps {
                 device,
                 kernels,
-                replays: Replays::new(recordable),
+                replays,
             },
             kept: Kept::default(),
         })

@@ -309,7 +309,7 @@ pub(crate) fn define_step(
                 seed,
                 shape,
                 dtype,
-            } if random::on_device(*dist) => {
+            } => {
                 let name = format!("{name}_random");
                 let counter = !step.args.is_empty();
                 random::define_random(g, &name, *dist, *seed, *dtype, counter).map_err(context)?;

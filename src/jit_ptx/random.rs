@@ -10,17 +10,12 @@
 use super::gen::{bx, Gen};
 use super::kernel::{counted_loop, declare_kernel, grid_stride, store};
 use super::math_llvm::emit_arith;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::ir::{DType, RandomDist};
 use crate::math::{Emit, Prec};
 use crate::random::stream::{mix_counter, plan, standard, Transform};
 use inkwell::values::{BasicValueEnum, FloatValue};
 use inkwell::FloatPredicate;
-
-/// Whether `dist` has a GPU kernel: every distribution does.
-pub fn on_device(_dist: RandomDist) -> bool {
-    true
-}
 
 /// Defines the kernel `name` of the random op `dist` with `seed`, of dtype `dtype`, reading a
 /// per-call counter when `counter`.
@@ -32,11 +27,6 @@ pub fn define_random<'ctx>(
     dtype: DType,
     counter: bool,
 ) -> Result<()> {
-    if !on_device(dist) {
-        return Err(Error::Unsupported(format!(
-            "{name}: normal samples are host steps"
-        )));
-    }
     let readonly = [false].into_iter().chain(counter.then_some(true));
     let readonly: Vec<bool> = readonly.collect();
     let noalias = vec![true; readonly.len()];

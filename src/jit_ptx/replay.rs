@@ -20,8 +20,8 @@ use super::capture::Graph;
 use super::cuda::Device;
 use super::device::{DeviceTensor, GpuKernel};
 use crate::error::Result;
-use crate::ir::DType;
-use crate::lower::{Kernel, Step, StepId};
+use crate::ir::{DType, Func};
+use crate::lower::{Kernel, Plan as LoweredPlan, Step, StepId};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
@@ -38,33 +38,22 @@ const MAX_SIGNATURES: usize = 64;
 pub const MAX_INPUT_BYTES: usize = 16 << 20;
 
 /// The kernel launches and products a call of `steps` makes (a row group without a kernel
-/// of its own: its members'), where every step is recordable.
-pub(super) fn launches(steps: &[Step], kernels: &HashMap<StepId, GpuKernel>) -> usize {
+/// of its own: its members'), or `None` where it cannot be recorded. It can where every step
+/// is a kernel of the device, a product or a view (whose fallbacks to the host copy their
+/// arguments back first, which a capture refuses before anything runs), or a row group of
+/// such steps. A step on the host (a custom op, `ifelse`, `scan`'s loop, other shape ops)
+/// would run its `perform` before the capture could refuse its results.
+fn launches(steps: &[Step], kernels: &HashMap<StepId, GpuKernel>) -> Option<usize> {
     steps
         .iter()
         .map(|s| match &s.kernel {
-            _ if kernels.contains_key(&s.id) => 1,
-            Kernel::Gemm { .. } => 1,
+            _ if kernels.contains_key(&s.id) => Some(1),
+            Kernel::Gemm { .. } => Some(1),
+            Kernel::View(_) => Some(0),
             Kernel::Rows { steps, .. } => launches(steps, kernels),
-            _ => 0,
+            _ => None,
         })
         .sum()
-}
-
-/// Whether a call of `steps` may be recorded: every step is a kernel of the device, a
-/// product or a view (whose fallbacks to the host copy their arguments back first, which a
-/// capture refuses before anything runs), or a row group of such steps. A step on the host
-/// (a custom op, `ifelse`, `scan`'s loop, other shape ops) would run its `perform` before the
-/// capture could refuse its results: such a function runs step by step.
-pub(super) fn recordable(steps: &[Step], kernels: &HashMap<StepId, GpuKernel>) -> bool {
-    steps.iter().all(|s| {
-        kernels.contains_key(&s.id)
-            || match &s.kernel {
-                Kernel::Gemm { .. } | Kernel::View(_) => true,
-                Kernel::Rows { steps, .. } => recordable(steps, kernels),
-                _ => false,
-            }
-    })
 }
 
 /// The dtypes and shapes of a call's inputs.
@@ -80,7 +69,7 @@ enum Entry {
 }
 
 /// What to do with a call.
-pub(super) enum Plan {
+pub(super) enum Action {
     /// Run it step by step.
     Steps,
     /// Run it step by step while recording it, for its signature.
@@ -90,8 +79,7 @@ pub(super) enum Plan {
 
 /// The replays of one function, by signature.
 pub(super) struct Replays {
-    /// Whether the function's calls may be recorded ([`recordable`]) and are worth it (more
-    /// launches than a replay's copies of inputs and results).
+    /// Whether the function's calls may be recorded and are worth it ([`Replays::of`]).
     recordable: bool,
     /// Whether they are (on unless `KILN_GPU_GRAPHS=0`, or the user turned them off).
     enabled: bool,
@@ -99,9 +87,17 @@ pub(super) struct Replays {
 }
 
 impl Replays {
-    pub(super) fn new(recordable: bool) -> Replays {
+    /// The replays of `func`, lowered to `plan` with `kernels`: none where a call cannot be
+    /// recorded ([`launches`]) or would not gain, making no more launches than a replay's
+    /// copies of inputs and results.
+    pub(super) fn of(
+        func: &Func,
+        plan: &LoweredPlan,
+        kernels: &HashMap<StepId, GpuKernel>,
+    ) -> Replays {
+        let copies = func.params.len() + func.outputs.len();
         Replays {
-            recordable,
+            recordable: launches(&plan.steps, kernels).is_some_and(|n| n > copies),
             enabled: std::env::var("KILN_GPU_GRAPHS").map_or(true, |v| v != "0"),
             entries: Mutex::new(HashMap::new()),
         }
@@ -116,37 +112,38 @@ impl Replays {
     }
 
     /// What to do with a call on `inputs` (`profiling`: every step is being timed).
-    pub(super) fn plan(&self, inputs: &[DeviceTensor], profiling: bool) -> Plan {
+    pub(super) fn action(&self, inputs: &[DeviceTensor], profiling: bool) -> Action {
         let row_major = inputs.iter().all(DeviceTensor::is_row_major);
         let bytes: usize = inputs
             .iter()
             .map(|t| t.shape().iter().product::<usize>() * t.dtype().size())
             .sum();
         if !self.recordable || !self.enabled || profiling || !row_major || bytes > MAX_INPUT_BYTES {
-            return Plan::Steps;
+            return Action::Steps;
         }
         let sig: Signature = inputs
             .iter()
             .map(|t| (t.dtype(), t.shape().to_vec()))
             .collect();
         let mut entries = self.entries();
-        let graphs = entries
-            .values()
-            .filter(|e| matches!(e, Entry::Ready(_)))
-            .count();
+        let graphs = |entries: &HashMap<Signature, Entry>| {
+            (entries.values())
+                .filter(|e| matches!(e, Entry::Ready(_)))
+                .count()
+        };
         match entries.get(&sig) {
-            None if entries.len() >= MAX_SIGNATURES => Plan::Steps,
+            None if entries.len() >= MAX_SIGNATURES => Action::Steps,
             None => {
                 entries.insert(sig, Entry::Seen);
-                Plan::Steps
+                Action::Steps
             }
-            Some(Entry::Refused) => Plan::Steps,
-            Some(Entry::Seen) if graphs >= MAX_GRAPHS => {
+            Some(Entry::Refused) => Action::Steps,
+            Some(Entry::Seen) if graphs(&entries) >= MAX_GRAPHS => {
                 entries.insert(sig, Entry::Refused);
-                Plan::Steps
+                Action::Steps
             }
-            Some(Entry::Seen) => Plan::Record(sig),
-            Some(Entry::Ready(r)) => Plan::Replay(r.clone()),
+            Some(Entry::Seen) => Action::Record(sig),
+            Some(Entry::Ready(r)) => Action::Replay(r.clone()),
         }
     }
 

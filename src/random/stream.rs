@@ -12,14 +12,6 @@ use crate::ir::{DType, RandomDist};
 use crate::math::arith::ArithEmit;
 use crate::math::MathFn;
 
-/// What the stream is emitted through: arithmetic, and the `log` and `cos` of Box-Muller,
-/// which are kiln's own expansions (`math`), not the C library's: every code generator emits
-/// the same ones (the GPU has no copy of the C library's bits), so a normal sample has the
-/// same bits on every backend.
-pub trait StreamEmit: ArithEmit {}
-
-impl<E: ArithEmit> StreamEmit for E {}
-
 /// Which standard value an element of a stream is.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Standard {
@@ -157,7 +149,10 @@ fn unit53<E: ArithEmit>(e: &mut E, hi: E::I, lo: E::I) -> E::F {
     e.mul(f, s)
 }
 
-fn box_muller<E: StreamEmit>(e: &mut E, u1: E::F, u2: E::F) -> E::F {
+/// Box-Muller's `log` and `cos` are kiln's own expansions (`math`), not the C library's: every
+/// code generator emits the same ones (the GPU has no copy of the C library's bits), so a
+/// normal sample has the same bits on every backend.
+fn box_muller<E: ArithEmit>(e: &mut E, u1: E::F, u2: E::F) -> E::F {
     let one = e.fconst(1.0);
     let m2 = e.fconst(-2.0);
     let tau = e.fconst(std::f64::consts::TAU);
@@ -172,7 +167,7 @@ fn box_muller<E: StreamEmit>(e: &mut E, u1: E::F, u2: E::F) -> E::F {
 
 /// Element `i` (a non-negative lane value) of the stream of `seed`, as the standard value
 /// `kind` says, in `f64` (an `f64` emitter: 64-bit integer lanes).
-pub fn standard<E: StreamEmit>(e: &mut E, kind: Standard, seed: E::I, i: E::I) -> E::F {
+pub fn standard<E: ArithEmit>(e: &mut E, kind: Standard, seed: E::I, i: E::I) -> E::F {
     let (one, three) = (e.iconst(1), e.iconst(3));
     match kind {
         Standard::Unit24 => {

@@ -347,16 +347,26 @@ impl<D: Device> HostCalls<D> {
     }
 }
 
-impl<D: Device> super::Executable for HostCalls<D> {
-    fn run(&self, inputs: &[TensorRef<'_>]) -> Result<Vec<Tensor>> {
-        let on = inputs
+impl<D: Device> HostCalls<D> {
+    /// Copies of `inputs` on the device.
+    fn upload_all(&self, inputs: &[TensorRef<'_>]) -> Result<Vec<D::Array>> {
+        inputs
             .iter()
             .map(|t| self.device.upload(t.reborrow()))
-            .collect::<Result<Vec<_>>>()?;
+            .collect()
+    }
+
+    /// A call on device arrays (the parameters'), its results left there.
+    fn call(&self, on: &[D::Array]) -> Result<Vec<D::Array>> {
         let refs: Vec<D::Ref<'_>> = on.iter().map(|a| self.device.view(a)).collect();
-        let outs = self
-            .kept
-            .with(|st| self.device.run_call(&self.func, &self.plan, &refs, st))?;
+        self.kept
+            .with(|st| self.device.run_call(&self.func, &self.plan, &refs, st))
+    }
+}
+
+impl<D: Device> super::Executable for HostCalls<D> {
+    fn run(&self, inputs: &[TensorRef<'_>]) -> Result<Vec<Tensor>> {
+        let outs = self.call(&self.upload_all(inputs)?)?;
         outs.into_iter()
             .map(|a| self.device.download_owned(a))
             .collect()
@@ -390,10 +400,7 @@ impl<D: Device> super::Executable for HostCalls<D> {
         shared: &[DeviceLock<'_>],
         n_outputs: usize,
     ) -> Result<super::KeptCall> {
-        let mut on = inputs
-            .iter()
-            .map(|t| self.device.upload(t.reborrow()))
-            .collect::<Result<Vec<_>>>()?;
+        let mut on = self.upload_all(inputs)?;
         let mut copies = Vec::with_capacity(shared.len());
         for lock in shared {
             let kept = lock
@@ -410,10 +417,7 @@ impl<D: Device> super::Executable for HostCalls<D> {
             on.push(a);
             copies.push(copied);
         }
-        let refs: Vec<D::Ref<'_>> = on.iter().map(|a| self.device.view(a)).collect();
-        let mut outs = self
-            .kept
-            .with(|st| self.device.run_call(&self.func, &self.plan, &refs, st))?;
+        let mut outs = self.call(&on)?;
         let updates = outs
             .drain(n_outputs.min(outs.len())..)
             .map(|a| {

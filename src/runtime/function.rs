@@ -4,9 +4,8 @@ use super::state::FunctionState;
 use super::Executable;
 use crate::error::{Error, Result};
 use crate::ir::Func;
-use crate::shared::{DeviceLock, SharedCell};
+use crate::shared::{DeviceLock, HostGuard as Guard, SharedCell};
 use crate::tensor::{Tensor, TensorRef};
-use std::sync::{RwLockReadGuard, RwLockWriteGuard};
 
 /// A shared variable a function reads, and the output that updates it, if any.
 pub struct SharedBinding {
@@ -56,20 +55,6 @@ pub(crate) const SAVED_FILES: [&str; 2] = ["function.kir", "function.txt"];
 
 /// A call's inputs: a few, on the stack.
 type Inputs<'a> = smallvec::SmallVec<[TensorRef<'a>; 4]>;
-
-enum Guard<'a> {
-    Read(RwLockReadGuard<'a, Tensor>),
-    Write(RwLockWriteGuard<'a, Tensor>),
-}
-
-impl Guard<'_> {
-    fn tensor(&self) -> &Tensor {
-        match self {
-            Guard::Read(g) => g,
-            Guard::Write(g) => g,
-        }
-    }
-}
 
 impl Function {
     pub(crate) fn new(
@@ -379,14 +364,12 @@ impl Function {
         if self.exec.keeps_shared() {
             return self.run_keeping_shared(inputs);
         }
-        let mut guards: Vec<Option<Guard>> = (0..self.shared.len()).map(|_| None).collect();
-        for &i in &self.lock_order {
-            let b = &self.shared[i];
-            guards[i] = Some(match b.update {
+        let mut guards: Vec<Option<Guard>> = self.lock_all(|b| {
+            Ok(Some(match b.update {
                 Some(_) => Guard::Write(b.cell.write()?),
                 None => Guard::Read(b.cell.read()?),
-            });
-        }
+            }))
+        })?;
         // The buffers of donated variables move into the call (an empty stand-in in the
         // variable meanwhile) and come back as their updates.
         let n_in = inputs.len();
@@ -478,17 +461,26 @@ impl Function {
         }
     }
 
+    /// `lock` of each shared variable, taken in the lock order (by address, so that two
+    /// functions sharing variables cannot deadlock), returned in the variables' order.
+    fn lock_all<'s, T>(
+        &'s self,
+        mut lock: impl FnMut(&'s SharedBinding) -> Result<T>,
+    ) -> Result<Vec<T>> {
+        let mut held: Vec<Option<T>> = (0..self.shared.len()).map(|_| None).collect();
+        for &i in &self.lock_order {
+            held[i] = Some(lock(&self.shared[i])?);
+        }
+        Ok(held.into_iter().flatten().collect())
+    }
+
     /// `run_checked` on an executable that keeps shared variables on its device: each
     /// variable is read where its newest value is (its device copy, or the host value copied
     /// in once and kept), and each update stays on the device as the variable's new value;
     /// only the outputs come back. All updates apply, or none.
     fn run_keeping_shared(&self, inputs: &[TensorRef<'_>]) -> Result<Vec<Tensor>> {
-        let mut locks: Vec<Option<DeviceLock>> = (0..self.shared.len()).map(|_| None).collect();
-        for &i in &self.lock_order {
-            let b = &self.shared[i];
-            locks[i] = Some(b.cell.lock_device(b.update.is_some()));
-        }
-        let mut locks: Vec<DeviceLock> = locks.into_iter().flatten().collect();
+        let mut locks: Vec<DeviceLock> =
+            self.lock_all(|b| Ok(b.cell.lock_device(b.update.is_some())))?;
         let run = self
             .exec
             .run_keeping_shared(inputs, &locks, self.n_outputs)?;
