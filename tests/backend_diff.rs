@@ -380,6 +380,9 @@ fn the_generator_covers_ranks_broadcasts_layouts_dtypes_and_ops() {
         "ifelse",
         "scan",
         "const",
+        "uniform",
+        "normal",
+        "bernoulli",
     ] {
         assert!(ops.contains(op), "op {op}: {ops:?}");
     }

@@ -688,13 +688,21 @@ impl Ctx<'_> {
                 let q = like(p, q)?;
                 out((&p.v * 0.5 + &q.v).tanh() * &p.v, false)
             }
-            // A constant of a shape that broadcasts.
+            // A constant, or a random draw (every backend's bits: the same counter-based
+            // streams), of a shape that broadcasts.
             17 => {
                 let crank = r.pick(rank + 1);
                 let ones: Vec<bool> = (0..crank).map(|_| r.chance(2)).collect();
                 let cshape = fit(self.base, crank, &ones);
-                let c = array(dt, &cshape, self.fill);
-                let c = self.g.constant(c);
+                let seed = r.pick(1 << 8) as u64;
+                let c = match (r.pick(4), dt) {
+                    (0, DType::F32 | DType::F64) => self.g.normal(seed, &cshape, dt, 0.5, 2.0),
+                    (1, DType::F32 | DType::F64) => self.g.uniform(seed, &cshape, dt, -1.0, 1.0),
+                    (0 | 1, DType::Bool | DType::I32 | DType::I64) => {
+                        self.g.bernoulli(seed, &cshape, dt, 0.4)
+                    }
+                    _ => self.g.constant(array(dt, &cshape, self.fill)),
+                };
                 let v = match dt {
                     DType::Bool => p.v.or(&c),
                     _ => &p.v + &c,
