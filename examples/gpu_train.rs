@@ -55,12 +55,27 @@ fn main() -> Result<(), kiln::Error> {
 
     let before = device.transfers();
     let launches = device.launches();
+    let mut steady = None;
     for step in 0..100 {
+        if step == 2 {
+            // From the third step on the call is a replay: its memory should stay flat.
+            device.reset_peak();
+            steady = Some(device.memory().in_use);
+        }
         let out = train.call(&[x_data.view(), y_data.view()])?;
         if step % 20 == 0 {
             println!("step {step:>3}  loss {:.4}", out[0].to_f64_vec()[0]);
         }
     }
+    let memory = device.memory();
+    println!(
+        "device memory: {} bytes in use before step 2, {} after step 99, at most {} in \
+         between (the weights are {} bytes, updated where they are)",
+        steady.unwrap_or(0),
+        memory.in_use,
+        memory.peak,
+        (feats * classes + classes) * 4
+    );
     let moved = device.transfers() - before;
     let (kernels, graphs) = device.launches();
     println!(

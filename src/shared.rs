@@ -125,13 +125,19 @@ impl SharedValue {
     }
 
     /// The value for a device backend's call: exclusively when the call updates it
-    /// (`update`), else shared with other readers.
-    pub fn lock_device(&self, update: bool) -> DeviceLock<'_> {
+    /// (`update`), else shared with other readers. `donated` (with `update`): the call may
+    /// write the update over the old value's device buffer ([`DeviceLock::take_device`]).
+    pub fn lock_device(&self, update: bool, donated: bool) -> DeviceLock<'_> {
         let host = match update {
             true => HostGuard::Write(self.host_write()),
             false => HostGuard::Read(self.host_read()),
         };
-        DeviceLock { cell: self, host }
+        DeviceLock {
+            cell: self,
+            host,
+            donated: update && donated,
+            stale: false,
+        }
     }
 }
 
@@ -154,6 +160,9 @@ impl HostGuard<'_> {
 pub struct DeviceLock<'a> {
     cell: &'a SharedValue,
     host: HostGuard<'a>,
+    donated: bool,
+    /// Whether a device copy newer than the host value was taken out and is not back.
+    stale: bool,
 }
 
 impl DeviceLock<'_> {
@@ -198,12 +207,68 @@ impl DeviceLock<'_> {
     /// Makes `value`, on a device, the variable's new value (the host's is stale from now
     /// on). Only for a variable locked for an update.
     pub fn update(&mut self, value: Arc<dyn DeviceValue>) -> Result<()> {
-        if let HostGuard::Read(_) = self.host {
+        self.check_write("updated")?;
+        *self.cell.slot() = Some(DeviceCopy { value, newer: true });
+        self.stale = false;
+        Ok(())
+    }
+
+    fn check_write(&self, what: &str) -> Result<()> {
+        match self.host {
+            HostGuard::Read(_) => Err(Error::Runtime(format!(
+                "a shared variable locked for reading was {what}"
+            ))),
+            HostGuard::Write(_) => Ok(()),
+        }
+    }
+
+    /// Whether the call may write the variable's update over its old value's device buffer
+    /// (the function's in-place pass overwrites it: `SharedBinding::donated`).
+    pub fn donated(&self) -> bool {
+        self.donated
+    }
+
+    /// The dtype of the value.
+    pub fn dtype(&self) -> crate::ir::DType {
+        self.host.tensor().dtype()
+    }
+
+    /// Takes the device copy out of the variable, for a call that may write over it (a
+    /// donated variable): the call holds the only handle to it, and gives it back with
+    /// [`DeviceLock::put_back`] or is replaced with [`DeviceLock::update`]. Meanwhile the
+    /// variable has no device copy (its host value is stale where the copy was newer).
+    pub fn take_device(&mut self) -> Result<Option<DeviceCopy>> {
+        if !self.donated {
             return Err(Error::Runtime(
-                "a shared variable locked for reading was updated".into(),
+                "a shared variable not donated to the call was taken from".into(),
             ));
         }
-        *self.cell.slot() = Some(DeviceCopy { value, newer: true });
-        Ok(())
+        let copy = self.cell.slot().take();
+        self.stale |= copy.as_ref().is_some_and(|c| c.newer);
+        Ok(copy)
+    }
+
+    /// Gives back the device copy taken with [`DeviceLock::take_device`] (a call that failed
+    /// before writing over it): `value`, newer than the host value where the copy was.
+    pub fn put_back(&mut self, value: Arc<dyn DeviceValue>) {
+        let newer = std::mem::take(&mut self.stale);
+        *self.cell.slot() = Some(DeviceCopy { value, newer });
+    }
+
+    /// After a failed call, for a variable whose device copy was taken and not given back:
+    /// where that copy was newer than the host value, the value becomes zeros of its shape
+    /// (the variable never reads a stale value as if it were current) and this returns
+    /// `true`; otherwise the host value is the value, and nothing changes.
+    pub fn lose(&mut self) -> bool {
+        let HostGuard::Write(g) = &mut self.host else {
+            return false;
+        };
+        if !self.stale {
+            return false;
+        }
+        **g = Tensor::zeros(g.dtype(), g.shape());
+        *self.cell.slot() = None;
+        self.stale = false;
+        true
     }
 }

@@ -131,13 +131,16 @@ fn int(v: usize, what: &str) -> Result<i32> {
 }
 
 /// numpy's `matmul` of `a` and `b` (each read transposed where `transposed` says), or with
-/// `update = (w, scale)`, `w - scale * a @ b`; a fresh row-major result.
+/// `update = (w, scale)`, `w - scale * a @ b`; row-major, into `dest` where it fits (of the
+/// result's dtype and shape, a whole dense buffer, not an operand's unless it is `w` itself,
+/// which is then updated where it is), else into a fresh array.
 pub fn matmul(
     dev: &Arc<Device>,
     a: &DeviceTensor,
     b: &DeviceTensor,
     transposed: [bool; 2],
     update: Option<(&DeviceTensor, f64)>,
+    dest: Option<DeviceTensor>,
 ) -> Result<DeviceTensor> {
     let dtype = a.dtype();
     if b.dtype() != dtype || !supports(dtype) {
@@ -169,7 +172,20 @@ pub fn matmul(
         out_shape.push(n);
     }
     let count: usize = batch.iter().product();
-    let c = DeviceTensor::uninit(dev, dtype, &out_shape)?;
+    let fits = |d: &DeviceTensor| {
+        let w = update.map(|(w, _)| w);
+        d.dtype() == dtype
+            && d.shape() == out_shape.as_slice()
+            && d.is_row_major()
+            && d.byte_offset() == 0
+            && !d.buffer_of(a)
+            && !d.buffer_of(b)
+            && w.is_none_or(|w| !d.buffer_of(w) || d.same_elements(w))
+    };
+    let c = match dest.filter(fits) {
+        Some(d) => d,
+        None => DeviceTensor::uninit(dev, dtype, &out_shape)?,
+    };
     let bytes = count * m * n * dtype.size();
     let (alpha, beta) = match update {
         Some((w, scale)) => {
@@ -186,7 +202,15 @@ pub fn matmul(
                     w.shape()
                 )));
             }
-            dev.copy(c.buffer(), w.buffer(), w.byte_offset(), bytes)?;
+            if !c.same_elements(w) {
+                dev.copy_at(
+                    c.buffer(),
+                    c.byte_offset(),
+                    w.buffer(),
+                    w.byte_offset(),
+                    bytes,
+                )?;
+            }
             (-scale, 1.0)
         }
         None => (1.0, 0.0),

@@ -56,6 +56,21 @@ pub struct Device {
     pub(super) capturing: AtomicBool,
     /// The stream captures record on, made at the first (a GPU's; `None` for the host).
     capture_stream: OnceLock<std::result::Result<usize, String>>,
+    /// Bytes of the buffers handed out and not back in the pool, and their most (`memory`).
+    in_use: AtomicU64,
+    peak: AtomicU64,
+}
+
+/// The device memory a device's arrays take (`Device::memory`): what keeping values on the
+/// device and updating them in place costs and saves.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Memory {
+    /// Bytes of the buffers in use: arrays, and the buffers recorded graphs keep.
+    pub in_use: u64,
+    /// The most `in_use` has been since the device was opened or `reset_peak`.
+    pub peak: u64,
+    /// Bytes of freed buffers kept for reuse (`Device::trim` frees them).
+    pub pooled: u64,
 }
 
 /// Copies and their bytes, counted.
@@ -163,6 +178,8 @@ impl Device {
             graph_launches: AtomicU64::new(0),
             capturing: AtomicBool::new(false),
             capture_stream: OnceLock::new(),
+            in_use: AtomicU64::new(0),
+            peak: AtomicU64::new(0),
         })
     }
 
@@ -181,6 +198,25 @@ impl Device {
             downloads: get(&self.downloads.copies),
             download_bytes: get(&self.downloads.bytes),
         }
+    }
+
+    /// The memory in use, its peak and the pool's (see [`Memory`]).
+    pub fn memory(&self) -> Memory {
+        let pooled = match self.pool.lock() {
+            Ok(pool) => pool.iter().map(|(&b, ptrs)| (b * ptrs.len()) as u64).sum(),
+            Err(_) => 0,
+        };
+        Memory {
+            in_use: self.in_use.load(Ordering::Relaxed),
+            peak: self.peak.load(Ordering::Relaxed),
+            pooled,
+        }
+    }
+
+    /// Starts the peak of [`Device::memory`] again from the memory in use now.
+    pub fn reset_peak(&self) {
+        self.peak
+            .store(self.in_use.load(Ordering::Relaxed), Ordering::Relaxed);
     }
 
     /// Kernels launched one at a time so far, and graphs launched (`capture.rs`): a replayed
@@ -217,6 +253,7 @@ impl Device {
         if bytes == 0 {
             return;
         }
+        self.in_use.fetch_sub(bytes as u64, Ordering::Relaxed);
         if let Ok(mut pool) = self.pool.lock() {
             pool.entry(bytes).or_default().push(ptr);
         }
@@ -304,6 +341,8 @@ impl Device {
                 }
             },
         };
+        let now = self.in_use.fetch_add(bytes as u64, Ordering::Relaxed) + bytes as u64;
+        self.peak.fetch_max(now, Ordering::Relaxed);
         Ok(DeviceBuffer {
             ptr,
             bytes,

@@ -209,6 +209,11 @@ impl DeviceTensor {
         })
     }
 
+    /// Whether `other` reads this array's buffer (any view of it).
+    pub(super) fn buffer_of(&self, other: &DeviceTensor) -> bool {
+        Arc::ptr_eq(&self.buf, &other.buf)
+    }
+
     /// Whether `other` is this same array: the same buffer, viewed the same way.
     pub(super) fn same_elements(&self, other: &DeviceTensor) -> bool {
         Arc::ptr_eq(&self.buf, &other.buf)
@@ -268,17 +273,31 @@ impl GpuKernel {
     }
 
     /// Queues the kernel on `inputs` (the step's arguments) and returns its results, fresh
-    /// row-major arrays.
-    pub fn run(&self, dev: &Arc<Device>, inputs: &[&DeviceTensor]) -> Result<Vec<DeviceTensor>> {
+    /// row-major arrays; result 0 in `dest` instead where it may go there
+    /// ([`GpuKernel::may_write`]).
+    pub fn run(
+        &self,
+        dev: &Arc<Device>,
+        inputs: &[&DeviceTensor],
+        dest: Option<DeviceTensor>,
+    ) -> Result<Vec<DeviceTensor>> {
         let info = &self.info;
         // Inputs may be views: an offset into their buffer (`address`), negative strides along
         // reversed axes; the kernels index them with signed 64-bit offsets.
         let launch: Launch = kernel_launch(info, inputs)?;
+        let mut dest = dest.filter(|d| {
+            d.dtype == info.out_dtypes[0]
+                && d.shape == info.result_shape(0, &launch)
+                && self.may_write(d, inputs)
+        });
         let outs = info
             .out_dtypes
             .iter()
             .enumerate()
-            .map(|(o, &d)| DeviceTensor::uninit(dev, d, info.result_shape(o, &launch)))
+            .map(|(o, &d)| match dest.take() {
+                Some(t) => Ok(t),
+                None => DeviceTensor::uninit(dev, d, info.result_shape(o, &launch)),
+            })
             .collect::<Result<Vec<_>>>()?;
         let host_copies =
             || -> Result<Vec<Tensor>> { inputs.iter().map(|t| t.download()).collect() };
@@ -350,6 +369,22 @@ impl GpuKernel {
     }
 }
 
+impl GpuKernel {
+    /// Whether result 0 may be written into `dest` (of its dtype and shape): a map kernel
+    /// (each element written after its thread read the elements it needs there) into a dense
+    /// buffer that is either no input's or the marked argument's alone, read the same way
+    /// (the kernel was compiled for that aliasing: `MapSpec::inplace`). Other kernels write
+    /// fresh arrays.
+    fn may_write(&self, dest: &DeviceTensor, inputs: &[&DeviceTensor]) -> bool {
+        if self.info.kind != KernelKind::Map || !dest.is_row_major() {
+            return false;
+        }
+        inputs.iter().enumerate().all(|(j, t)| {
+            !dest.buffer_of(t) || (self.info.inplace == Some(j) && t.same_elements(dest))
+        })
+    }
+}
+
 /// The map and reduce kernels of `plan` (lowered from `func`), loaded on `device`: PTX for a
 /// GPU (dumping the `llvm` and `ptx` stages `dump` asks for), host code for a host device.
 pub fn load_kernels(
@@ -375,9 +410,10 @@ pub fn load_kernels(
 /// A compiled function's device for the VM (`runtime::vm`): its kernels by step, its
 /// products through cuBLAS, the plan's views of device arrays. What it has no code for (other
 /// shape ops, random ops, custom ops) the VM runs on host copies; a product cuBLAS does not
-/// take runs on host copies here. Arrays are handles to device buffers: none is ever written
-/// after the step that made it (no step runs in place), so an input the VM wants to own is
-/// shared, not copied.
+/// take runs on host copies here. Arrays are handles to device buffers, so an input the VM
+/// wants to own is shared, not copied; a step writes over an argument's buffer (its in-place
+/// mark: map kernels, cuBLAS's updates) only where the VM holds the buffer's one handle
+/// (`owns`), which no caller, view, recorded graph or shared variable then shares.
 struct GpuSteps {
     device: Arc<Device>,
     kernels: HashMap<crate::lower::StepId, GpuKernel>,
@@ -447,11 +483,11 @@ impl VmDevice for GpuSteps {
         &self,
         step: &Step,
         args: &[DeviceTensor],
-        _dest: Option<DeviceTensor>,
+        dest: Option<DeviceTensor>,
     ) -> Result<Vec<DeviceTensor>> {
         if let Some(kernel) = self.kernels.get(&step.id) {
             let refs: Vec<&DeviceTensor> = args.iter().collect();
-            return kernel.run(&self.device, &refs);
+            return kernel.run(&self.device, &refs, dest);
         }
         match &step.kernel {
             crate::lower::Kernel::Gemm { transposed, update } => {
@@ -465,7 +501,8 @@ impl VmDevice for GpuSteps {
                 if !super::blas::supports(args[0].dtype()) {
                     return self.on_host(step, args);
                 }
-                match super::blas::matmul(&self.device, &args[0], &args[1], *transposed, update) {
+                let (a, b) = (&args[0], &args[1]);
+                match super::blas::matmul(&self.device, a, b, *transposed, update, dest) {
                     Ok(c) => Ok(vec![c]),
                     // No cuBLAS, or a batch broadcast it does not take: on the host.
                     Err(Error::Unsupported(_)) => self.on_host(step, args),
@@ -481,6 +518,14 @@ impl VmDevice for GpuSteps {
         }
     }
 
+    /// The kernels write each element after reading it (a map kernel compiled for its step's
+    /// in-place mark), and cuBLAS updates its matrix where it is.
+    fn in_place(&self) -> bool {
+        true
+    }
+    fn owns(&self, a: &DeviceTensor) -> bool {
+        Arc::strong_count(&a.buf) == 1
+    }
     unsafe fn alias<'a>(&self, a: &DeviceTensor) -> Self::Ref<'a> {
         a.clone()
     }
@@ -489,44 +534,63 @@ impl VmDevice for GpuSteps {
     }
 
     /// A call replayed from its graph where its signature has one, recorded where it is the
-    /// signature's second, step by step otherwise (`replay.rs`).
+    /// signature's second, step by step otherwise (`replay.rs`). Donated buffers are written
+    /// over in place by the steps; a replay copies results into them.
     fn run_call(
         &self,
         func: &Func,
         plan: &Plan,
         inputs: &[DeviceTensor],
+        donated: &mut [Option<DeviceTensor>],
         state: &mut VmState<Self>,
     ) -> Result<Vec<DeviceTensor>> {
-        let steps = |inputs: &[DeviceTensor], state: &mut VmState<Self>| {
-            crate::runtime::vm::run_plan_into(self, func, plan, inputs, Vec::new(), &mut [], state)
+        let steps = |inputs: &[DeviceTensor],
+                     donated: &mut [Option<DeviceTensor>],
+                     state: &mut VmState<Self>| {
+            crate::runtime::vm::run_plan_into(self, func, plan, inputs, Vec::new(), donated, state)
         };
-        match self.replays.action(inputs, state.profiling()) {
-            Action::Steps => steps(inputs, state),
+        // The arrays the call reads: a donated parameter's buffer stands for its stand-in.
+        let reads = |inputs: &[DeviceTensor], donated: &[Option<DeviceTensor>]| {
+            let donated = |i: usize| donated.get(i).and_then(Option::as_ref);
+            (inputs.iter().enumerate())
+                .map(|(i, t)| donated(i).unwrap_or(t).clone())
+                .collect::<Vec<_>>()
+        };
+        let action = self
+            .replays
+            .action(&reads(inputs, donated), state.profiling());
+        match action {
+            // (No handle of a donated buffer is left here: the steps may write over it.)
+            Action::Steps => steps(inputs, donated, state),
             Action::Replay(r) => {
                 state.set_calls(state.calls() + 1);
-                r.run(&self.device, inputs)
+                r.run(&self.device, &reads(inputs, donated), donated)
             }
             Action::Record(sig) => {
                 let calls = state.calls();
-                let own = replay::own_inputs(&self.device, inputs)?;
+                let own = replay::own_inputs(&self.device, &reads(inputs, donated))?;
                 // One capture at a time on a device: a call that finds another in progress
                 // runs step by step and leaves its signature to be recorded later.
                 let Ok(capture) = self.device.begin_capture() else {
-                    return steps(inputs, state);
+                    return steps(inputs, donated, state);
                 };
-                let recorded = steps(&own, state).and_then(|outs| Ok((capture.finish()?, outs)));
+                // Recorded on the replay's own arrays, none donated (a replay copies its
+                // inputs in, and may copy its results into donated buffers: `Replay::run`).
+                let recorded =
+                    steps(&own, &mut [], state).and_then(|outs| Ok((capture.finish()?, outs)));
                 match recorded {
                     Ok((graph, outs)) => {
-                        let r = Arc::new(Replay::new(graph, own, inputs.to_vec(), outs));
+                        let sources = reads(inputs, donated);
+                        let r = Arc::new(Replay::new(graph, own, sources, outs));
                         self.replays.recorded(sig, Some(r.clone()));
-                        r.run(&self.device, inputs)
+                        r.run(&self.device, &reads(inputs, donated), donated)
                     }
                     // Nothing ran (no step of the plan runs on the host: `Replays::of`): run
                     // it step by step, with the error it then gives, counted once.
                     Err(_) => {
                         self.replays.recorded(sig, None);
                         state.set_calls(calls);
-                        steps(inputs, state)
+                        steps(inputs, donated, state)
                     }
                 }
             }

@@ -107,6 +107,9 @@ pub struct KernelInfo {
     /// Each output's shape where the kernel fixes them (a row group's results, which differ);
     /// empty when every output has the launch's `out_shape`.
     pub result_shapes: Vec<Vec<usize>>,
+    /// The argument whose buffer a map kernel's result 0 may be written over (the kernel was
+    /// compiled for that aliasing: the step's in-place mark); `None` for other kernels.
+    pub inplace: Option<usize>,
 }
 
 impl KernelInfo {
@@ -323,6 +326,7 @@ pub(crate) fn define_step(
                     reduce: None,
                     out_shape: Some(shape.clone()),
                     result_shapes: Vec::new(),
+                    inplace: None,
                 };
                 return Ok(Some(info));
             }
@@ -348,6 +352,7 @@ pub(crate) fn define_step(
                 reduce: None,
                 out_shape: Some(spec.frame.clone()),
                 result_shapes: spec.result_shapes.clone(),
+                inplace: None,
             }));
         }
         Kernel::Gemm { .. } | Kernel::View(_) | Kernel::IfElse { .. } | Kernel::Scan { .. } => {
@@ -364,6 +369,7 @@ pub(crate) fn define_step(
         reduce,
         out_shape: None,
         result_shapes: Vec::new(),
+        inplace: step.inplace.filter(|_| kind == KernelKind::Map),
     }))
 }
 

@@ -6,9 +6,10 @@
 //! replay's own (row-major), the VM runs the plan while the device captures, and the graph
 //! (the kernels with the addresses and launch parameters of that call) is kept with those
 //! input arrays and the call's results. A replay copies the new inputs into the input arrays
-//! (an array is not copied again when it is the one copied last time: device arrays never
-//! change once made), launches the graph, and copies the results out into fresh arrays (the
-//! next replay writes over the recorded ones). A call that cannot be recorded (a step on the
+//! (an array is not copied again when it is the one copied last time: the replay holds a
+//! handle to it, so no step writes over it meanwhile; a donated one is copied every time),
+//! launches the graph, and copies the results out into the donated buffers that fit, else
+//! fresh arrays (the next replay writes over the recorded ones). A call that cannot be recorded (a step on the
 //! host, an `ifelse` condition read back, a kernel that checks indices: anything that needs
 //! the host in the middle) is refused while it is captured, and its signature runs step by
 //! step from then on; so do calls with a strided input, profiled calls, signatures past
@@ -172,9 +173,10 @@ pub(super) struct Replay {
     graph: Graph,
     inputs: Vec<DeviceTensor>,
     /// The arrays last copied into `inputs` (held, so that their buffers cannot be reused
-    /// for other values while compared), locked for a whole replay so that two threads'
-    /// replays do not interleave.
-    sources: Mutex<Vec<DeviceTensor>>,
+    /// for other values while compared; `None` where that array was donated, and may have
+    /// been written over since), locked for a whole replay so that two threads' replays do
+    /// not interleave.
+    sources: Mutex<Vec<Option<DeviceTensor>>>,
     outputs: Vec<DeviceTensor>,
 }
 
@@ -193,7 +195,8 @@ pub(super) fn own_inputs(dev: &Arc<Device>, inputs: &[DeviceTensor]) -> Result<V
 /// Copies the elements of `src` (row-major) into `dst` (row-major, the same dtype and shape).
 fn copy_into(dev: &Device, dst: &DeviceTensor, src: &DeviceTensor) -> Result<()> {
     let bytes = src.shape().iter().product::<usize>() * src.dtype().size();
-    dev.copy(dst.buffer(), src.buffer(), src.byte_offset(), bytes)
+    let (to, from) = (dst.byte_offset(), src.byte_offset());
+    dev.copy_at(dst.buffer(), to, src.buffer(), from, bytes)
 }
 
 impl Replay {
@@ -208,28 +211,59 @@ impl Replay {
         Replay {
             graph,
             inputs,
-            sources: Mutex::new(sources),
+            sources: Mutex::new(sources.into_iter().map(Some).collect()),
             outputs,
         }
     }
 
-    /// The call on `inputs` (of the recorded signature): the results in fresh arrays.
+    /// The call on `inputs` (of the recorded signature): the results copied into donated
+    /// buffers (`donated[i]`, where `Some`: `inputs[i]`'s buffer, which the caller gives up)
+    /// where one of the result's dtype and shape is left, else into fresh arrays. A donated
+    /// buffer is taken out of `donated` only once the graph is queued (before that, an error
+    /// leaves it with the caller).
     pub(super) fn run(
         &self,
         dev: &Arc<Device>,
         inputs: &[DeviceTensor],
+        donated: &mut [Option<DeviceTensor>],
     ) -> Result<Vec<DeviceTensor>> {
         let mut sources = self.sources.lock().unwrap_or_else(|e| e.into_inner());
-        for ((own, last), new) in self.inputs.iter().zip(sources.iter_mut()).zip(inputs) {
-            if !new.same_elements(last) {
+        for (i, ((own, last), new)) in self
+            .inputs
+            .iter()
+            .zip(sources.iter_mut())
+            .zip(inputs)
+            .enumerate()
+        {
+            let given_up = donated.get(i).is_some_and(Option::is_some);
+            if !last.as_ref().is_some_and(|l| new.same_elements(l)) || given_up {
                 copy_into(dev, own, new)?;
-                *last = new.clone();
+                *last = (!given_up).then(|| new.clone());
             }
         }
         // SAFETY: the graph's buffers are its own (allocated while it was captured) or
         // `self.inputs`, just filled; all live as long as `self`.
         unsafe { self.graph.launch()? };
         // Queued after the graph on the one stream, before any later replay's work.
-        self.outputs.iter().map(|o| o.copy_buffer(dev)).collect()
+        let mut spare: Vec<DeviceTensor> = donated.iter_mut().filter_map(Option::take).collect();
+        self.outputs
+            .iter()
+            .map(|o| {
+                let fits = |d: &DeviceTensor| {
+                    d.dtype() == o.dtype()
+                        && d.shape() == o.shape()
+                        && d.is_row_major()
+                        && o.is_row_major()
+                };
+                match spare.iter().position(fits) {
+                    Some(k) => {
+                        let d = spare.swap_remove(k);
+                        copy_into(dev, &d, o)?;
+                        Ok(d)
+                    }
+                    None => o.copy_buffer(dev),
+                }
+            })
+            .collect()
     }
 }

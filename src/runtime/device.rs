@@ -82,6 +82,13 @@ pub trait Device: Send + Sync + Sized {
     fn in_place(&self) -> bool {
         false
     }
+    /// Whether `a`, a value the VM holds, is the only handle to its elements, so that a step
+    /// may write over them: always on a device whose arrays own their memory; on one whose
+    /// arrays are shared handles (the GPU's), not while a caller, a view, a recorded graph or
+    /// a shared variable holds another.
+    fn owns(&self, _a: &Self::Array) -> bool {
+        true
+    }
     /// A view of `a`'s elements that stays valid while `a` moves into [`Device::run`] as its
     /// `dest` (only called where [`Device::in_place`]).
     ///
@@ -145,14 +152,18 @@ pub trait Device: Send + Sync + Sized {
 
     /// Runs a whole call of `plan` on `inputs`: the VM's walk of its steps by default; a
     /// device may replay the work it recorded for an earlier call instead (the GPU's graphs).
+    /// `donated[i]`, where `Some`, is parameter `i`'s own buffer (`inputs[i]` is then an empty
+    /// stand-in), which the call may overwrite; after an error, the donated buffers still
+    /// found are back in `donated` (see `run_plan_into`).
     fn run_call(
         &self,
         func: &Func,
         plan: &Plan,
         inputs: &[Self::Ref<'_>],
+        donated: &mut [Option<Self::Array>],
         state: &mut VmState<Self>,
     ) -> Result<Vec<Self::Array>> {
-        super::vm::run_plan_into(self, func, plan, inputs, Vec::new(), &mut [], state)
+        super::vm::run_plan_into(self, func, plan, inputs, Vec::new(), donated, state)
     }
 
     /// `a` as a shared variable's value kept on the device between calls, or `None` where
@@ -263,7 +274,7 @@ pub fn run_plan<D: Device>(
             )));
         }
     }
-    device.run_call(func, plan, inputs, state)
+    device.run_call(func, plan, inputs, &mut [], state)
 }
 
 /// The host as a device whose arrays are copied at every crossing, every step through
@@ -356,17 +367,83 @@ impl<D: Device> HostCalls<D> {
             .collect()
     }
 
-    /// A call on device arrays (the parameters'), its results left there.
-    fn call(&self, on: &[D::Array]) -> Result<Vec<D::Array>> {
+    /// A call on device arrays (the parameters', or the empty stand-ins of `donated` ones),
+    /// its results left there.
+    fn call(&self, on: &[D::Array], donated: &mut [Option<D::Array>]) -> Result<Vec<D::Array>> {
         let refs: Vec<D::Ref<'_>> = on.iter().map(|a| self.device.view(a)).collect();
-        self.kept
-            .with(|st| self.device.run_call(&self.func, &self.plan, &refs, st))
+        self.kept.with(|st| {
+            self.device
+                .run_call(&self.func, &self.plan, &refs, donated, st)
+        })
     }
+
+    /// The device array of a shared variable's value for a call: its device copy where it
+    /// is this device's, else the value copied in (kept for the next calls where the call
+    /// only reads it). A donated variable's copy is taken out of the variable, so that the
+    /// call holds the only handle to it and may write the update over it.
+    fn shared_input(&self, lock: &mut DeviceLock<'_>) -> Result<SharedInput<D>> {
+        let kept = lock
+            .device()
+            .and_then(|c| self.device.shared_array(&*c.value));
+        if let Some(a) = kept {
+            if lock.donated() {
+                lock.take_device()?;
+                return Ok(SharedInput::Donated(a));
+            }
+            return Ok(SharedInput::Read(a, None));
+        }
+        let a = self.device.upload(lock.value()?.view())?;
+        if lock.donated() {
+            return Ok(SharedInput::Donated(a));
+        }
+        let copy = self.device.share(&a);
+        Ok(SharedInput::Read(a, copy))
+    }
+
+    /// After a failed call, gives each donated variable its device copy back where the call
+    /// did not use it up (`give_back_donated` found it); a variable whose newer value is gone
+    /// with it (the call overwrote the buffer before failing, which
+    /// `rewrite::inplace::commit_last` rules out) becomes zeros, and the error says so rather
+    /// than leave the state silently wrong. Returns the error to report.
+    fn give_back(
+        &self,
+        e: Error,
+        shared: &mut [DeviceLock<'_>],
+        donated: &mut [Option<D::Array>],
+        n_in: usize,
+    ) -> Error {
+        let mut lost = Vec::new();
+        for (i, lock) in shared.iter_mut().enumerate() {
+            let back = donated.get_mut(n_in + i).and_then(Option::take);
+            if let Some(value) = back.and_then(|a| self.device.share(&a)) {
+                lock.put_back(value);
+            } else if lock.lose() {
+                lost.push(format!("#{i}"));
+            }
+        }
+        if lost.is_empty() {
+            return e;
+        }
+        Error::Runtime(format!(
+            "{e} (internal error: the failed call lost the value of shared variable(s) {} on \
+             the device, now zeros)",
+            lost.join(", ")
+        ))
+    }
+}
+
+/// A shared variable's value as a call takes it (`HostCalls::shared_input`).
+enum SharedInput<D: Device> {
+    /// Read where it is; the device copy this call made, if it made one.
+    Read(D::Array, Option<Arc<dyn DeviceValue>>),
+    /// Handed to the call to overwrite (the variable's device copy, taken out, or a copy of
+    /// its host value).
+    Donated(D::Array),
 }
 
 impl<D: Device> super::Executable for HostCalls<D> {
     fn run(&self, inputs: &[TensorRef<'_>]) -> Result<Vec<Tensor>> {
-        let outs = self.call(&self.upload_all(inputs)?)?;
+        let outs = self.call(&self.upload_all(inputs)?, &mut [])?;
         outs.into_iter()
             .map(|a| self.device.download_owned(a))
             .collect()
@@ -397,27 +474,40 @@ impl<D: Device> super::Executable for HostCalls<D> {
     fn run_keeping_shared(
         &self,
         inputs: &[TensorRef<'_>],
-        shared: &[DeviceLock<'_>],
+        shared: &mut [DeviceLock<'_>],
         n_outputs: usize,
     ) -> Result<super::KeptCall> {
         let mut on = self.upload_all(inputs)?;
+        let n_in = on.len();
         let mut copies = Vec::with_capacity(shared.len());
-        for lock in shared {
-            let kept = lock
-                .device()
-                .and_then(|c| self.device.shared_array(&*c.value));
-            let (a, copied) = match kept {
-                Some(a) => (a, None),
-                None => {
-                    let a = self.device.upload(lock.value()?.view())?;
-                    let copy = self.device.share(&a);
-                    (a, copy)
-                }
+        let mut donated: Vec<Option<D::Array>> = Vec::new();
+        for i in 0..shared.len() {
+            let lock = &mut shared[i];
+            let input = match self.shared_input(lock) {
+                Ok(input) => input,
+                Err(e) => return Err(self.give_back(e, shared, &mut donated, n_in)),
             };
-            on.push(a);
-            copies.push(copied);
+            match input {
+                SharedInput::Read(a, copy) => {
+                    on.push(a);
+                    copies.push(copy);
+                }
+                SharedInput::Donated(a) => {
+                    let stand_in = Tensor::empty(shared[i].dtype());
+                    donated.resize_with(n_in + i + 1, || None);
+                    donated[n_in + i] = Some(a);
+                    match self.device.upload(stand_in.view()) {
+                        Ok(s) => on.push(s),
+                        Err(e) => return Err(self.give_back(e, shared, &mut donated, n_in)),
+                    }
+                    copies.push(None);
+                }
+            }
         }
-        let mut outs = self.call(&on)?;
+        let mut outs = match self.call(&on, &mut donated) {
+            Ok(outs) => outs,
+            Err(e) => return Err(self.give_back(e, shared, &mut donated, n_in)),
+        };
         let updates = outs
             .drain(n_outputs.min(outs.len())..)
             .map(|a| {
@@ -425,11 +515,17 @@ impl<D: Device> super::Executable for HostCalls<D> {
                     .share(&a)
                     .ok_or_else(|| Error::Runtime("the device keeps no shared values".into()))
             })
-            .collect::<Result<Vec<_>>>()?;
+            .collect::<Result<Vec<_>>>();
         let outputs = outs
             .into_iter()
             .map(|a| self.device.download_owned(a))
-            .collect::<Result<Vec<_>>>()?;
+            .collect::<Result<Vec<_>>>();
+        // The donated buffers are the call's now (`donated` is empty): after a failure here
+        // (a failed device) the updates are lost with them.
+        let (updates, outputs) = match (updates, outputs) {
+            (Ok(u), Ok(o)) => (u, o),
+            (Err(e), _) | (_, Err(e)) => return Err(self.give_back(e, shared, &mut donated, n_in)),
+        };
         Ok(super::KeptCall {
             outputs,
             updates,

@@ -480,15 +480,16 @@ impl Function {
     /// only the outputs come back. All updates apply, or none.
     fn run_keeping_shared(&self, inputs: &[TensorRef<'_>]) -> Result<Vec<Tensor>> {
         let mut locks: Vec<DeviceLock> =
-            self.lock_all(|b| Ok(b.cell.lock_device(b.update.is_some())))?;
+            self.lock_all(|b| Ok(b.cell.lock_device(b.update.is_some(), b.donated)))?;
         let run = self
             .exec
-            .run_keeping_shared(inputs, &locks, self.n_outputs)?;
+            .run_keeping_shared(inputs, &mut locks, self.n_outputs)?;
+        let mut mismatch = None;
         for (b, lock) in self.shared.iter().zip(&locks) {
             let Some(k) = b.update else { continue };
             let new = run.updates[k - self.n_outputs].shape();
-            if new != lock.shape() {
-                return Err(Error::Shape(format!(
+            if mismatch.is_none() && new != lock.shape() {
+                mismatch = Some(Error::Shape(format!(
                     "the update of shared variable `{}` has shape {new:?}, expected {:?}",
                     b.name,
                     lock.shape()
@@ -496,16 +497,31 @@ impl Function {
             }
         }
         for ((b, lock), copy) in self.shared.iter().zip(&mut locks).zip(run.copies) {
-            match b.update {
-                Some(k) => lock.update(run.updates[k - self.n_outputs].clone())?,
-                None => {
+            match (b.update, &mismatch) {
+                (Some(k), None) => lock.update(run.updates[k - self.n_outputs].clone())?,
+                // After a bad update no update applies, except to donated variables: the call
+                // took their device copies to overwrite, so they take a new value that fits,
+                // or zeros where their value is lost (as `run_checked` does).
+                (Some(k), Some(_)) if lock.donated() => {
+                    let new = &run.updates[k - self.n_outputs];
+                    if new.shape() == lock.shape() {
+                        lock.update(new.clone())?;
+                    } else {
+                        lock.lose();
+                    }
+                }
+                (Some(_), Some(_)) => {}
+                (None, _) => {
                     if let Some(copy) = copy {
                         lock.cache(copy)
                     }
                 }
             }
         }
-        Ok(run.outputs)
+        match mismatch {
+            Some(e) => Err(e),
+            None => Ok(run.outputs),
+        }
     }
 
     fn check_inputs(&self, inputs: &[TensorRef<'_>]) -> Result<()> {

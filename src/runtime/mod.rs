@@ -108,11 +108,14 @@ pub trait Executable: Send + Sync {
     /// order, locked for the call): each is read from its device copy where it has one on
     /// this executable's device, else from its value, copied in. Returns the `n_outputs`
     /// outputs on the host, the updates' new values on the device, and the copies made of
-    /// variables' values (for the variables to keep). Changes no variable.
+    /// variables' values (for the variables to keep). A donated variable's device copy
+    /// ([`crate::shared::DeviceLock::donated`]) is taken out for the call to write its
+    /// update over; the caller then sets every update (`DeviceLock::update`). After an error
+    /// every variable has its value back, as before the call.
     fn run_keeping_shared(
         &self,
         _inputs: &[TensorRef<'_>],
-        _shared: &[crate::shared::DeviceLock<'_>],
+        _shared: &mut [crate::shared::DeviceLock<'_>],
         _n_outputs: usize,
     ) -> Result<KeptCall> {
         Err(crate::error::Error::Unsupported(

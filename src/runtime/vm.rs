@@ -598,9 +598,12 @@ fn run_own<D: Device>(
             update: Some(_), ..
         } => match inst.args.get(2) {
             Some(&w) if device.in_place() => {
+                // (`owns` first: a view is one more handle on a device of shared handles.)
                 let fits = env.values[w.index()].as_ref().is_some_and(|t| {
-                    let v = device.view(t);
-                    device.dtype(&v) == func.ty(r0).dtype && device.is_dense(&v)
+                    device.owns(t) && {
+                        let v = device.view(t);
+                        device.dtype(&v) == func.ty(r0).dtype && device.is_dense(&v)
+                    }
                 });
                 match fits {
                     true => (env.values[w.index()].take(), Some(w)),
@@ -761,10 +764,14 @@ fn take_overwritten<D: Device>(
         return Ok(None);
     }
     let fit = {
-        let Some(buf) = env.values[a.index()].as_ref() else {
+        let Some(owned) = env.values[a.index()].as_ref() else {
             return Ok(None);
         };
-        let buf = device.view(buf);
+        // (`owns` before the view: a view is one more handle on a device of shared handles.)
+        if !device.owns(owned) {
+            return Ok(None);
+        }
+        let buf = device.view(owned);
         let target = device.shape(&buf);
         let mut fit = device.dtype(&buf) == func.ty(inst.results[0]).dtype && device.is_dense(&buf);
         // An elementwise step's other arguments must broadcast to exactly the buffer's shape
