@@ -28,6 +28,20 @@ pub struct LlvmMath<'g, 'ctx> {
     error: Option<Error>,
 }
 
+/// `pow(x, y)` for f64 values, as the shared double-word expansion (`math::pow_f64`).
+pub fn emit_pow_f64<'ctx>(
+    g: &Gen<'ctx>,
+    x: FloatValue<'ctx>,
+    y: FloatValue<'ctx>,
+) -> Result<FloatValue<'ctx>> {
+    let mut e = LlvmMath::new(g, Prec::F64);
+    let r = math::pow_f64(&mut e, x, y);
+    match e.error {
+        Some(err) => Err(err),
+        None => Ok(r),
+    }
+}
+
 /// `f(x)` for a float value of precision `prec`, as the shared expansion.
 pub fn emit_math<'ctx>(
     g: &Gen<'ctx>,

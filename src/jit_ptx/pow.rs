@@ -3,7 +3,7 @@
 //! wherever the f32 result is finite and nonzero, so the f64 result is within ~2^-44 relative,
 //! and rounding it to f32 gives the correctly rounded result except in rare near-halfway
 //! cases: at most 1 ulp from libm's `powf`), with C99's special cases as selects. f64 `pow`
-//! would need a double-word logarithm and is not lowered yet.
+//! is the shared double-word expansion (`math::pow_f64`, emitted by `math_llvm`).
 
 use super::gen::{bx, Gen};
 use super::math_llvm::emit_math;

@@ -211,6 +211,7 @@ fn binary<'ctx>(
                 BinaryOp::Mul => bx(b.build_float_mul(x, y, ""))?,
                 BinaryOp::Div => bx(b.build_float_div(x, y, ""))?,
                 BinaryOp::Pow if d == DType::F32 => pow_f32(g, x, y)?,
+                BinaryOp::Pow => super::math_llvm::emit_pow_f64(g, x, y)?,
                 BinaryOp::FloorDiv | BinaryOp::Mod => {
                     let (q, m) =
                         emit_arith(g, arith::lanes_for(d), |e| arith::float_divmod(e, x, y))?;

@@ -15,6 +15,7 @@
 //! - `exp_log.rs`: exp, expm1, log, log1p.
 //! - `trig.rs`: sin, cos, tan.
 //! - `special.rs`: tanh, sigmoid, erf.
+//! - `pow.rs`: f64 `pow` in double-word arithmetic, for the GPU (the CPU calls libm's).
 //! - `arith.rs`: numpy's floor division and modulo (floats and integers) and integer power,
 //!   over the emitter plus four primitives (`ArithEmit`: fmod, integer division, remainder and
 //!   multiplication), for the interpreter and every code generator.
@@ -36,6 +37,8 @@ mod coeffs;
 mod exp_log;
 pub mod half;
 mod helpers;
+mod pow;
+pub use pow::pow_f64;
 mod special;
 mod trig;
 
