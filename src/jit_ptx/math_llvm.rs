@@ -7,9 +7,8 @@
 //! are those of the CPU backend.
 //!
 //! The rare-input escape (`fallback`: sin/cos/tan of huge arguments) has no libm to call on the
-//! GPU. f32 lanes branch to the f64 expansion (exact reduction for `|x| < 2^30`); beyond the
-//! f64 expansion's own bound the result is NaN. That is a known gap (docs/gpu.md): a
-//! Payne-Hanek reduction is still to be written.
+//! GPU. f32 lanes branch to the f64 expansion (exact reduction for `|x| < 2^30`); f64 lanes
+//! beyond that take Payne and Hanek's reduction (`rem_pio2.rs`) into the same kernels.
 
 use super::gen::{bx, Gen};
 use crate::error::{Error, Result};
@@ -156,8 +155,17 @@ impl<'g, 'ctx> LlvmMath<'g, 'ctx> {
                 let y = emit_math(g, f, Prec::F64, wide)?;
                 bx(g.b.build_float_trunc(y, self.fty, ""))
             }
-            // No reduction for |x| >= 2^30 on the GPU yet (see the module doc).
-            Prec::F64 => Ok(self.fty.const_float(f64::NAN)),
+            // Payne-Hanek's reduction, then the fast path's kernels; NaN for +-inf.
+            Prec::F64 => {
+                let g = self.g;
+                let (q, r_hi, r_lo) = super::rem_pio2::rem_pio2_large(g, x)?;
+                let y = math::trig_of_reduced(self, f, q, r_hi, r_lo);
+                let ax = g.fcall("fabs", &[x])?;
+                let inf = self.fty.const_float(f64::INFINITY);
+                let is_inf = bx(g.b.build_float_compare(FloatPredicate::OEQ, ax, inf, ""))?;
+                let nan = self.fty.const_float(f64::NAN);
+                Ok(bx(g.b.build_select(is_inf, nan, y, ""))?.into_float_value())
+            }
         }
     }
 }

@@ -37,6 +37,7 @@ mod pool;
 mod pow;
 mod random;
 mod reduce;
+mod rem_pio2;
 mod replay;
 mod rows;
 mod running;

@@ -122,17 +122,7 @@ pub(super) fn pow2_split<E: Emit>(e: &mut E, t: E::F) -> (E::F, E::F) {
     (e.from_bits(s1), e.from_bits(s2))
 }
 
-/// A float whose sign bit is the parity of `n` (and whose other bits are zero), for `t` from
-/// [`round_shifted`]: adding it to a float's bits (wrapping) flips that float's sign when `n`
-/// is odd.
-#[inline(always)]
-pub(super) fn parity_sign<E: Emit>(e: &mut E, t: E::F) -> E::I {
-    let w = fmt(e).width;
-    let tb = e.to_bits(t);
-    e.shl(tb, w - 1)
-}
-
-/// `x` with its sign flipped where the sign bit of `flip` is set (`flip` from [`parity_sign`]).
+/// `x` with its sign flipped where the sign bit of `flip` is set (a quadrant's bit moved there).
 #[inline(always)]
 pub(super) fn flip_sign<E: Emit>(e: &mut E, x: E::F, flip: E::I) -> E::F {
     let xb = e.to_bits(x);

@@ -41,6 +41,7 @@ mod pow;
 pub use pow::pow_f64;
 mod special;
 mod trig;
+pub use trig::of_reduced as trig_of_reduced;
 
 /// The unary transcendental functions the expansions implement.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

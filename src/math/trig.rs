@@ -131,26 +131,52 @@ fn sin_cos<E: Emit>(e: &mut E, x: E::F, cos: bool) -> E::F {
     // cos x = sin(x + pi/2): the same reduction, quadrant read as q + 1.
     let (q, t) = quadrant(e, x, if cos { 1.0 } else { 0.0 });
     let (r, rn) = reduce(e, q, x);
+    let tb = e.to_bits(t);
+    let y = sin_of_reduced(e, tb, r, rn);
+    let ax = e.abs(x);
+    let b = e.fconst(bound(e));
+    let huge = e.lt(b, ax); // includes inf
+    e.fallback(if cos { "cos" } else { "sin" }, huge, x, y)
+}
+
+/// `sin(r - rn + q pi/2)`, `|r| <= pi/4` (and a little), `rn` tiny; `q` in the low two bits
+/// of `qbits` (the shifter's bits, or an integer quadrant).
+#[inline(always)]
+fn sin_of_reduced<E: Emit>(e: &mut E, qbits: E::I, r: E::F, rn: E::F) -> E::F {
     let r2 = e.mul(r, r);
     let s = sin_kernel(e, r, rn, r2);
     // (rn moves cos r by under 0.05 ulp: left out)
     let c = cos_kernel(e, r2);
     let w = fmt(e).width;
-    let tb = e.to_bits(t);
     // bit 0: odd quadrant -> cos kernel
-    let b0 = e.shl(tb, w - 1);
+    let b0 = e.shl(qbits, w - 1);
     let z = e.iconst(0);
     let odd = e.ilt(b0, z);
     let y = e.select(odd, c, s);
     // bit 1: negate
-    let b1 = e.shl(tb, w - 2);
+    let b1 = e.shl(qbits, w - 2);
     let sign = e.iconst(i64::MIN >> (64 - w));
     let flip = e.iand(b1, sign);
-    let y = flip_sign(e, y, flip);
-    let ax = e.abs(x);
-    let b = e.fconst(bound(e));
-    let huge = e.lt(b, ax); // includes inf
-    e.fallback(if cos { "cos" } else { "sin" }, huge, x, y)
+    flip_sign(e, y, flip)
+}
+
+/// `sin`, `cos` or `tan` of `r_hi + r_lo + q pi/2` (a reduction done elsewhere: the GPU's
+/// Payne-Hanek reduction of huge arguments), `|r_hi + r_lo| <= pi/4`, `r_lo` below an ulp
+/// of `r_hi`; `q` in the low two bits of `q`. The kernels of the fast path.
+pub fn of_reduced<E: Emit>(e: &mut E, f: super::MathFn, q: E::I, r_hi: E::F, r_lo: E::F) -> E::F {
+    match f {
+        super::MathFn::Tan => tan_of_reduced(e, q, r_hi, r_lo),
+        super::MathFn::Cos => {
+            let one = e.iconst(1);
+            let q1 = e.iadd(q, one);
+            let rn = e.neg(r_lo);
+            sin_of_reduced(e, q1, r_hi, rn)
+        }
+        _ => {
+            let rn = e.neg(r_lo);
+            sin_of_reduced(e, q, r_hi, rn)
+        }
+    }
 }
 
 #[inline(always)]
@@ -165,9 +191,20 @@ pub(super) fn cos<E: Emit>(e: &mut E, x: E::F) -> E::F {
 
 #[inline(always)]
 pub(super) fn tan<E: Emit>(e: &mut E, x: E::F) -> E::F {
-    let tc = pick(e, &TAN_F32[..], &TAN_F64[..]);
     let (q, t) = quadrant(e, x, 0.0);
     let (r, rl) = reduce_dw(e, q, x);
+    let tb = e.to_bits(t);
+    let y = tan_of_reduced(e, tb, r, rl);
+    let ax = e.abs(x);
+    let b = e.fconst(bound(e));
+    let huge = e.lt(b, ax);
+    e.fallback("tan", huge, x, y)
+}
+
+/// `tan(r + rl + q pi/2)` for a double-word `r + rl`, `q` in the low bits of `qbits`.
+#[inline(always)]
+fn tan_of_reduced<E: Emit>(e: &mut E, qbits: E::I, r: E::F, rl: E::F) -> E::F {
+    let tc = pick(e, &TAN_F32[..], &TAN_F64[..]);
     let r2 = e.mul(r, r);
     let r3 = e.mul(r2, r);
     let p = horner(e, r2, tc);
@@ -186,12 +223,9 @@ pub(super) fn tan<E: Emit>(e: &mut E, x: E::F) -> E::F {
     let e1 = e.fma(y0, th, one);
     let e2 = e.fma(y0, tl, e1);
     let yo = e.fma(y0, e2, y0);
-    let par = parity_sign(e, t);
+    let w = fmt(e).width;
+    let par = e.shl(qbits, w - 1);
     let z = e.iconst(0);
     let odd = e.ilt(par, z);
-    let y = e.select(odd, yo, ye);
-    let ax = e.abs(x);
-    let b = e.fconst(bound(e));
-    let huge = e.lt(b, ax);
-    e.fallback("tan", huge, x, y)
+    e.select(odd, yo, ye)
 }
