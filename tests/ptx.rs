@@ -1244,7 +1244,8 @@ fn f32_pow_is_within_one_ulp_of_libm() {
         ys.push(((s >> 16) % 4000) as f32 / 100.0 - 20.0);
     }
     let widen = |v: Vec<f32>| v.into_iter().map(f64::from).collect::<Vec<_>>();
-    let bad = pow_kernel_against_the_cpu(kiln::ir::DType::F32, &widen(xs), &widen(ys));
+    let host = kiln::jit_ptx::host::compile_func;
+    let bad = pow_kernel_against_the_cpu(host, kiln::ir::DType::F32, &widen(xs), &widen(ys));
     assert!(bad.is_empty(), "{}", bad.join("\n"));
 }
 
@@ -1253,6 +1254,27 @@ fn f32_pow_is_within_one_ulp_of_libm() {
 /// exactly, over the same kinds of operands as f32's and results from subnormal to overflow.
 #[test]
 fn f64_pow_is_within_one_ulp_of_libm() {
+    let (xs, ys) = f64_pow_operands();
+    let host = kiln::jit_ptx::host::compile_func;
+    let bad = pow_kernel_against_the_cpu(host, kiln::ir::DType::F64, &xs, &ys);
+    assert!(bad.is_empty(), "{}", bad.join("\n"));
+}
+
+/// The same on a real GPU (skipped without one).
+#[test]
+fn f64_pow_on_the_gpu_is_within_one_ulp_of_libm() {
+    if !gpu_or_skip() {
+        return;
+    }
+    let (xs, ys) = f64_pow_operands();
+    let gpu = kiln::jit_ptx::runtime::compile_func;
+    let bad = pow_kernel_against_the_cpu(gpu, kiln::ir::DType::F64, &xs, &ys);
+    assert!(bad.is_empty(), "{}", bad.join("\n"));
+}
+
+/// Specials, integers, and a spread of bases and exponents whose results run from
+/// subnormal to overflow.
+fn f64_pow_operands() -> (Vec<f64>, Vec<f64>) {
     let mut xs: Vec<f64> = vec![
         0.0,
         -0.0,
@@ -1299,14 +1321,18 @@ fn f64_pow_is_within_one_ulp_of_libm() {
         xs.push(((s >> 11) as f64 / 9007199254740992.0) * 2f64.powi(((s >> 3) % 200) as i32 - 100));
         ys.push(((s >> 20) % 100_000) as f64 / 100.0 - 500.0);
     }
-    let bad = pow_kernel_against_the_cpu(kiln::ir::DType::F64, &xs, &ys);
-    assert!(bad.is_empty(), "{}", bad.join("\n"));
+    (xs, ys)
 }
 
-/// `pow` of every pair of `xs` and `ys` in `dtype` through the GPU's kernel compiled for the
-/// host, against the CPU backend: the pairs whose results differ by more than 1 ulp, or at
+/// `pow` of every pair of `xs` and `ys` in `dtype` through the GPU's kernel compiled by
+/// `compile` (for the host, or the GPU), against the CPU backend: the pairs whose results differ by more than 1 ulp, or at
 /// all where the CPU's is zero, infinite or NaN.
-fn pow_kernel_against_the_cpu(dtype: kiln::ir::DType, xs: &[f64], ys: &[f64]) -> Vec<String> {
+fn pow_kernel_against_the_cpu(
+    compile: fn(Func, bool) -> kiln::Result<kiln::Function>,
+    dtype: kiln::ir::DType,
+    xs: &[f64],
+    ys: &[f64],
+) -> Vec<String> {
     let (a, b): (Vec<f64>, Vec<f64>) = xs
         .iter()
         .flat_map(|&x| ys.iter().map(move |&y| (x, y)))
@@ -1329,7 +1355,7 @@ fn pow_kernel_against_the_cpu(dtype: kiln::ir::DType, xs: &[f64], ys: &[f64]) ->
         "func @p(%x: {dtype}[{n}], %y: {dtype}[{n}]) -> ({dtype}[{n}]) {{\n  %z = pow %x, %y\n  return %z\n}}\n"
     );
     let func = parse("t.kir", &src).unwrap().remove(0);
-    let host = kiln::jit_ptx::host::compile_func(func.clone(), false).unwrap();
+    let host = compile(func.clone(), false).unwrap();
     let options = CompileOptions {
         backend: Some(kiln::Backend::Cpu),
         optimize: false,
