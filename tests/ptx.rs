@@ -173,18 +173,27 @@ fn check_module(m: &PtxModule, arch: &str, kernels: usize) -> Result<(), String>
                 .or(l.strip_prefix(".visible .func "))
         })
         .map(|l| {
-            l.trim_start_matches(|c: char| c == '(' || c.is_whitespace())
-                .split(['(', ' '])
-                .next()
-                .unwrap_or("")
+            // `.func (.param .b32 func_retval0) name(...)`: the name follows the return
+            // parameter, where there is one.
+            let l = l.trim_start();
+            let l = match l.strip_prefix('(') {
+                Some(r) => r.split_once(')').map_or("", |(_, rest)| rest),
+                None => l,
+            };
+            l.trim_start().split(['(', ' ']).next().unwrap_or("")
         })
         .collect();
-    for l in &lines {
+    for (i, l) in lines.iter().enumerate() {
         if l.starts_with("call") {
-            let callee = l
+            // A call statement may run over several lines (LLVM puts each operand on one).
+            let end = (i..lines.len())
+                .find(|&k| lines[k].contains(';'))
+                .unwrap_or(i);
+            let statement = lines[i..=end].join(" ");
+            let callee = statement
                 .split(',')
                 .map(str::trim)
-                .find(|t| !t.starts_with('(') && !t.starts_with("call"))
+                .find(|t| !t.is_empty() && !t.starts_with('(') && !t.starts_with("call"))
                 .unwrap_or(l);
             if !defined
                 .iter()

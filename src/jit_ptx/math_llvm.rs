@@ -136,8 +136,57 @@ impl<'g, 'ctx> LlvmMath<'g, 'ctx> {
         self.m(r)
     }
 
-    /// The slow path of `fallback`, in the block it branches to.
+    /// The slow path of `fallback`, in the block it branches to: a call of a function of the
+    /// module's own (defined at the first call), so that the rare path is compiled once per
+    /// module rather than at every use (a map kernel's vector body has one per lane): it is
+    /// most of a kernel's code otherwise, and the time to compile it.
     fn slow_path(&mut self, name: &str, x: FloatValue<'ctx>) -> Result<FloatValue<'ctx>> {
+        let g = self.g;
+        let prec = match self.prec {
+            Prec::F32 => "f32",
+            Prec::F64 => "f64",
+        };
+        let fname = format!("kiln_{name}_huge_{prec}");
+        let func = match g.module.get_function(&fname) {
+            Some(f) => f,
+            None => {
+                let here = g.b.get_insert_block().ok_or_else(|| {
+                    Error::Unsupported("ptx backend: math outside a function".into())
+                })?;
+                let ty = self.fty.fn_type(&[self.fty.into()], false);
+                let f = g
+                    .module
+                    .add_function(&fname, ty, Some(inkwell::module::Linkage::Internal));
+                let noinline = inkwell::attributes::Attribute::get_named_enum_kind_id("noinline");
+                f.add_attribute(
+                    inkwell::attributes::AttributeLoc::Function,
+                    g.ctx.create_enum_attribute(noinline, 0),
+                );
+                g.b.position_at_end(g.ctx.append_basic_block(f, "entry"));
+                let arg = f
+                    .get_first_param()
+                    .ok_or_else(|| Error::Unsupported("ptx backend: no parameter".into()))?
+                    .into_float_value();
+                // (The builder ends where the body ends, which may have branched.)
+                let done = self
+                    .slow_body(name, arg)
+                    .and_then(|y| bx(g.b.build_return(Some(&y))));
+                g.b.position_at_end(here);
+                done?;
+                f
+            }
+        };
+        let r = bx(g.b.build_call(func, &[x.into()], ""))?.try_as_basic_value();
+        match r {
+            inkwell::values::ValueKind::Basic(v) => Ok(v.into_float_value()),
+            inkwell::values::ValueKind::Instruction(_) => Err(Error::Unsupported(
+                "ptx backend: the slow path returns no value".into(),
+            )),
+        }
+    }
+
+    /// The body of the slow path of `name` (in the function `slow_path` defines).
+    fn slow_body(&mut self, name: &str, x: FloatValue<'ctx>) -> Result<FloatValue<'ctx>> {
         let f = match name {
             "sin" => MathFn::Sin,
             "cos" => MathFn::Cos,
