@@ -684,11 +684,10 @@ fn run_directive(func: &Func, spec: &str, optimize: bool, compile: Compiler) -> 
     Ok(())
 }
 
-/// Runs whose expected values the GPU kernels do not give: a float product whose order
-/// decides between 0 and NaN (the GPU reduces in a tree, not the CPU's interleaved order:
-/// docs/gpu.md, "Numerics"). Each must still fail, so the list is emptied when a gap is
-/// closed.
-const KNOWN_GAPS: &[(&str, &str)] = &[("ops/reduce_prod_overflow_order.kir", "[0.0, 1e30")];
+/// Runs whose expected values the GPU kernels do not give (none since float products take
+/// the interpreter's order on the GPU too). Each must still fail, so the list is emptied when
+/// a gap is closed.
+const KNOWN_GAPS: &[(&str, &str)] = &[];
 
 /// The corpus: `KILN_FILETESTS` (a copy of `tests/filetests`, where the test binary runs on
 /// another machine), else this checkout's.
@@ -1401,6 +1400,68 @@ fn pow_kernel_against_the_cpu(
             head
         }
     }
+}
+
+/// Float products over rows, columns, several axes and a whole array, through the GPU's
+/// kernels compiled by `compile`, against the interpreter: the same bits (the kernels take
+/// the interpreter's order, `reduce::in_interpreters_order`), overflows to infinity and
+/// their NaNs included (values in [-4, 4]: long products overflow).
+fn product_mismatches(compile: fn(Func, bool) -> kiln::Result<kiln::Function>) -> Vec<String> {
+    // The operand's shape, the attributes, the result's dims.
+    let cases: [(&[usize], &str, &str); 5] = [
+        (&[48, 37], "{axes = [1]}", "48"),
+        (&[300, 5], "{axes = [0]}", "5"),
+        (&[6, 7, 9], "{axes = [0, 2]}", "7"),
+        (&[1000], "", ""),
+        (&[4, 13], "{axes = [1], keepdims = true}", "4, 1"),
+    ];
+    let mut bad = Vec::new();
+    for dtype in [kiln::ir::DType::F32, kiln::ir::DType::F64] {
+        for (k, (shape, attrs, out)) in cases.iter().enumerate() {
+            let dims = shape
+                .iter()
+                .map(|d| d.to_string())
+                .collect::<Vec<_>>()
+                .join(", ");
+            let src = format!(
+                "func @p(%x: {dtype}[{dims}]) -> ({dtype}[{out}]) {{\n  %p = prod %x {attrs}\n  return %p\n}}\n"
+            );
+            let func = parse("t.kir", &src).unwrap().remove(0);
+            let gpu = compile(func.clone(), false).unwrap();
+            let options = CompileOptions {
+                backend: Some(kiln::Backend::Interp),
+                optimize: false,
+                ..CompileOptions::default()
+            };
+            let interp = kiln::compile_func(func, &options).unwrap();
+            let x = filled(dtype, shape, 17 + k as u64);
+            let g = gpu.call(&[x.view()]).unwrap()[0].to_f64_vec();
+            let w = interp.call(&[x.view()]).unwrap()[0].to_f64_vec();
+            let same = |a: f64, b: f64| (a.is_nan() && b.is_nan()) || a.to_bits() == b.to_bits();
+            if g.len() != w.len() || g.iter().zip(&w).any(|(&a, &b)| !same(a, b)) {
+                bad.push(format!(
+                    "prod {dtype} {shape:?} {attrs}: gpu {g:?}, interpreter {w:?}"
+                ));
+            }
+        }
+    }
+    bad
+}
+
+#[test]
+fn float_products_give_the_interpreters_bits() {
+    let bad = product_mismatches(kiln::jit_ptx::host::compile_func);
+    assert!(bad.is_empty(), "{}", bad.join("\n"));
+}
+
+/// The same on a real GPU (skipped without one).
+#[test]
+fn float_products_give_the_interpreters_bits_on_the_gpu() {
+    if !gpu_or_skip() {
+        return;
+    }
+    let bad = product_mismatches(kiln::jit_ptx::runtime::compile_func);
+    assert!(bad.is_empty(), "{}", bad.join("\n"));
 }
 
 /// Pseudo-random values of `dtype` and `shape` (a fixed xorshift walk), for the GPU tests.

@@ -14,7 +14,8 @@
 //! CPU backend reduces (arg-reductions of halves aside); float max and min propagate NaN; an
 //! arg-reduction carries (value, position) pairs through the tree (`Acc::Arg`) and gives
 //! `perform`'s position exactly. A float sum is a tree, not the CPU's pairwise order: its error has
-//! the same bound, its bits may differ.
+//! the same bound, its bits may differ. A float product, whose order decides more than bits,
+//! is taken by thread 0 of the block in the interpreter's order ([`in_interpreters_order`]).
 
 use super::gen::{bx, Gen};
 use super::kernel::{
@@ -91,6 +92,14 @@ pub fn define_reduce<'ctx>(g: &Gen<'ctx>, name: &str, spec: &ReduceSpec) -> Resu
         .iter()
         .map(|&d| bx(g.b.build_alloca(g.reg_type(d), "acc")))
         .collect::<Result<_>>()?;
+    // The interpreter's 8 interleaved partials, where the reduction runs in its order.
+    let in_order = in_interpreters_order(spec.op, acc.out_dtype());
+    let partials: Vec<PointerValue<'ctx>> = match in_order {
+        true => (0..8)
+            .map(|_| bx(g.b.build_alloca(g.reg_type(acc.out_dtype()), "part")))
+            .collect::<Result<_>>()?,
+        false => Vec::new(),
+    };
     let tid = g.sreg("tid.x")?;
     let ntid = g.sreg("ntid.x")?;
     let ctaid = g.sreg("ctaid.x")?;
@@ -144,6 +153,60 @@ pub fn define_reduce<'ctx>(g: &Gen<'ctx>, name: &str, spec: &ReduceSpec) -> Resu
     };
     counted_loop(g, func, ctaid, nctaid, n_out, "outputs", |o| {
         let base = offsets(g, o, &kept_dims, &kept_strides)?;
+        if in_order {
+            // Thread 0 takes the output's elements in the interpreter's order
+            // (`perform::reduce::interleaved`): element n of the whole groups of 8 into
+            // partial n % 8, the partials as a tree, then the rest one by one.
+            let is_t0 = bx(g.b.build_int_compare(IntPredicate::EQ, tid, g.c64(0), ""))?;
+            return if_then(g, func, is_t0, "in_order", || {
+                let value_at = |e: IntValue<'ctx>| -> Result<Regs<'ctx>> {
+                    let offs = offsets(g, e, &red_dims, &red_strides)?;
+                    let mut vals: Vec<Option<BasicValueEnum>> = Vec::with_capacity(n_in);
+                    for j in 0..n_in {
+                        vals.push(match reads.get(j).copied().flatten() {
+                            Some(_) => {
+                                let at = bx(g.b.build_int_add(base[j], offs[j], ""))?;
+                                Some(load(g, ins[j], spec.in_dtypes[j], at)?)
+                            }
+                            None => None,
+                        });
+                    }
+                    let x = emit_program(g, p, &vals)?[0];
+                    acc.element(g, x, e)
+                };
+                let ty = g.reg_type(acc.out_dtype());
+                let get = |slot: PointerValue<'ctx>| -> Result<Regs<'ctx>> {
+                    Ok(vec![bx(g.b.build_load(ty, slot, "p"))?])
+                };
+                for &part in &partials {
+                    bx(g.b.build_store(part, acc.start(g)[0]))?;
+                }
+                let eight = g.c64(8);
+                let chunks = bx(g.b.build_int_unsigned_div(n_red, eight, "chunks"))?;
+                counted_loop(g, func, g.c64(0), g.c64(1), chunks, "chunk", |c| {
+                    let e0 = bx(g.b.build_int_mul(c, eight, ""))?;
+                    for (k, &part) in partials.iter().enumerate() {
+                        let e = bx(g.b.build_int_add(e0, g.c64(k as i64), ""))?;
+                        let x = value_at(e)?;
+                        let v = acc.combine(g, &get(part)?, &x)?;
+                        bx(g.b.build_store(part, v[0]))?;
+                    }
+                    Ok(())
+                })?;
+                let pair =
+                    |a: usize, b: usize| acc.combine(g, &get(partials[a])?, &get(partials[b])?);
+                let low = acc.combine(g, &pair(0, 1)?, &pair(2, 3)?)?;
+                let high = acc.combine(g, &pair(4, 5)?, &pair(6, 7)?)?;
+                store_acc(&acc.combine(g, &low, &high)?)?;
+                let rest = bx(g.b.build_int_mul(chunks, eight, "rest"))?;
+                counted_loop(g, func, rest, g.c64(1), n_red, "tail", |e| {
+                    let c = acc.combine(g, &load_acc()?, &value_at(e)?)?;
+                    store_acc(&c)
+                })?;
+                let v = acc.finish(g, &load_acc()?, n_red)?;
+                store(g, out, acc.out_dtype(), o, v)
+            });
+        }
         // This thread's partial over elements tid, tid + ntid, ...
         store_acc(&acc.start(g))?;
         let join = g.ctx.append_basic_block(func, "partial");
@@ -233,6 +296,15 @@ pub fn define_reduce<'ctx>(g: &Gen<'ctx>, name: &str, spec: &ReduceSpec) -> Resu
     })?;
     bx(g.b.build_return(None))?;
     Ok(())
+}
+
+/// Whether a reduction of `op` accumulating in `ad` runs in the interpreter's order, one
+/// thread per output, rather than as a tree of threads: a float product, whose order decides
+/// at an overflow between 0 and NaN, or a finite value and infinity, not only in the last
+/// bits (`perform::reduce::interleaved`). Products are rare and short; the others keep the
+/// tree, within the error bound of any order.
+pub fn in_interpreters_order(op: ReduceOp, ad: DType) -> bool {
+    op == ReduceOp::Prod && ad.is_float()
 }
 
 /// Whether the reduction `op` of values of `vd` is a kernel: all but an arg-reduction of

@@ -139,7 +139,13 @@ impl<'p> RowsSpec<'p> {
             let (reduce, program) = match &m.kernel {
                 Kernel::Map { program, .. } => (None, &**program),
                 Kernel::Reduce { op, program, .. } => {
-                    if per_row || matches!(op, ReduceOp::ArgMax | ReduceOp::ArgMin) {
+                    let vd = program.insts[program.outputs[0]].dtype;
+                    let ad = crate::ir::Reduction::of(*op, vd).result;
+                    // (A float product keeps the interpreter's order: a kernel of its own.)
+                    if per_row
+                        || matches!(op, ReduceOp::ArgMax | ReduceOp::ArgMin)
+                        || super::reduce::in_interpreters_order(*op, ad)
+                    {
                         return None;
                     }
                     (Some(*op), &**program)
