@@ -47,7 +47,7 @@ if [ -f gpu_peers.py ]; then
 fi
 part random 120 env KILN_RANDOM_CASES=${KILN_RANDOM_CASES:-40} $bin/backend_diff --nocapture random_programs_agree_on_the_gpu
 if command -v compute-sanitizer >/dev/null; then
-    part sanitizer 60 compute-sanitizer --tool memcheck --error-exitcode 1 $bin/ptx --test-threads 1 the_gpu_backend_runs kernels_at_scale row_groups gpu_graphs
+    part sanitizer 60 compute-sanitizer --tool memcheck --error-exitcode 1 $bin/ptx --test-threads 1 the_gpu_backend_runs kernels_at_scale row_groups gpu_graphs huge_trig_arguments_are_reduced_on_the_gpu float_products_give_the_interpreters_bits_on_the_gpu sgd_updates every_kind
 fi
 python3 gpu_table.py "$out" | tee "$out/table.md"
 exit $failed
