@@ -481,3 +481,39 @@ fn updates_of_every_kind_on_the_device_are_the_interpreters() {
         }
     }
 }
+
+/// A function that returns a variable's old value, or its new one, besides updating it: the
+/// old value is not written over before it is returned, and the new one is returned as the
+/// variable keeps it (a copy each way), over steps, recording and replays.
+#[test]
+fn returning_a_variable_it_updates_gives_the_interpreters_values() {
+    let Some(_turn) = turn() else { return };
+    let build = |backend: Backend| {
+        let g = Graph::new();
+        let x = g.input("x", kiln::f32, [Some(64)]);
+        let w = g.shared("w", fill(&[64], 61));
+        let v = g.shared("v", fill(&[64], 62));
+        let new_v = (&v * 0.5 + &x).tanh();
+        let f = function(&[&x], &[&w, &new_v, &(&w * &x).sum(None, false)])
+            .update(&w, &w * 0.9 + &x)
+            .update(&v, &new_v)
+            .backend(backend)
+            .compile()
+            .unwrap();
+        (f, w, v)
+    };
+    let (gpu, gw, gv) = build(Backend::Gpu);
+    let (reference, rw, rv) = build(Backend::Interp);
+    for call in 0..6u64 {
+        let x = fill(&[64], 70 + call);
+        let (got, want) = (
+            gpu.call(&[x.view()]).unwrap(),
+            reference.call(&[x.view()]).unwrap(),
+        );
+        for (k, (a, b)) in got.iter().zip(&want).enumerate() {
+            assert!(close(a, b), "call {call}: output {k}");
+        }
+    }
+    assert!(close(&gw.value().unwrap(), &rw.value().unwrap()));
+    assert!(close(&gv.value().unwrap(), &rv.value().unwrap()));
+}
