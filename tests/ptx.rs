@@ -653,6 +653,42 @@ use common::kir_files;
 /// Compiles a function for one way of running the kernels (optimized first when asked).
 type Compiler = fn(Func, bool) -> kiln::Result<kiln::Function>;
 
+/// A vector of `vals` in the float type `ty` (`"f32"`, else f64).
+fn vector(ty: &str, vals: &[f64]) -> kiln::Tensor {
+    let shape = ndarray::IxDyn(&[vals.len()]);
+    match ty {
+        "f32" => {
+            let v = vals.iter().map(|&v| v as f32).collect();
+            ndarray::ArrayD::from_shape_vec(shape, v).unwrap().into()
+        }
+        _ => ndarray::ArrayD::from_shape_vec(shape, vals.to_vec())
+            .unwrap()
+            .into(),
+    }
+}
+
+/// Output 0 of the function `src` on `inputs`, as f64s (exact for f32): through the GPU's
+/// kernels that `compile` makes, and through `backend` (both with the optimizer off).
+fn output_both_ways(
+    src: &str,
+    compile: Compiler,
+    backend: kiln::Backend,
+    inputs: &[kiln::TensorRef<'_>],
+) -> (Vec<f64>, Vec<f64>) {
+    let func = parse("t.kir", src).unwrap().remove(0);
+    let gpu = compile(func.clone(), false).unwrap();
+    let options = CompileOptions {
+        backend: Some(backend),
+        optimize: false,
+        ..CompileOptions::default()
+    };
+    let other = kiln::compile_func(func, &options).unwrap();
+    (
+        gpu.call(inputs).unwrap()[0].to_f64_vec(),
+        other.call(inputs).unwrap()[0].to_f64_vec(),
+    )
+}
+
 /// Runs one `run:` directive of a corpus file on the kernels `compile` makes.
 fn run_directive(func: &Func, spec: &str, optimize: bool, compile: Compiler) -> Result<(), String> {
     use kiln::ir::text::{literal, parse_literal};
@@ -783,6 +819,30 @@ fn the_corpus_runs_through_the_device_runtime_on_a_host_device() {
     eprintln!("host device: {runs} runs agree");
 }
 
+/// A check (`$check(compile)`: the cases that go wrong through the kernels `compile` makes) as
+/// two tests: through the kernels compiled for the host, and on a real GPU (skipped without
+/// one; the GPU check runs the tests whose names say `gpu`).
+macro_rules! host_and_gpu {
+    ($host:ident, $gpu:ident, $check:expr) => {
+        #[test]
+        fn $host() {
+            assert_none("mismatches", &$check(kiln::jit_ptx::host::compile_func));
+        }
+
+        #[test]
+        fn $gpu() {
+            if gpu_or_skip() {
+                assert_none("mismatches", &$check(kiln::jit_ptx::runtime::compile_func));
+            }
+        }
+    };
+}
+
+/// Fails listing `bad`, the cases that went wrong, where there is one.
+fn assert_none(what: &str, bad: &[String]) {
+    assert!(bad.is_empty(), "{} {what}:\n{}", bad.len(), bad.join("\n"));
+}
+
 /// Whether this machine has a GPU the backend can use; says why not otherwise.
 fn gpu_or_skip() -> bool {
     match kiln::jit_ptx::cuda::device() {
@@ -879,18 +939,7 @@ fn elementwise_bit_mismatches(compile: Compiler) -> Vec<String> {
     let mut mismatches = Vec::new();
     for ty in ["f32", "f64"] {
         let n = vals.len();
-        let x = match ty {
-            "f32" => kiln::Tensor::F32(
-                ndarray::ArrayD::from_shape_vec(
-                    ndarray::IxDyn(&[n]),
-                    vals.iter().map(|&v| v as f32).collect(),
-                )
-                .unwrap(),
-            ),
-            _ => kiln::Tensor::F64(
-                ndarray::ArrayD::from_shape_vec(ndarray::IxDyn(&[n]), vals.clone()).unwrap(),
-            ),
-        };
+        let x = vector(ty, &vals);
         for op in ops {
             let src = format!(
                 "func @u(%x: {ty}[{n}]) -> ({ty}[{n}]) {{\n  %y = {op} %x\n  %z = mul %y, %x\n  %w = maximum %z, %y\n  return %w\n}}\n"
@@ -929,37 +978,17 @@ fn elementwise_bit_mismatches(compile: Compiler) -> Vec<String> {
     mismatches
 }
 
-#[test]
-fn elementwise_kernels_give_the_cpu_backends_bits() {
-    let mismatches = elementwise_bit_mismatches(kiln::jit_ptx::host::compile_func);
-    assert!(
-        mismatches.is_empty(),
-        "{} mismatches:\n{}",
-        mismatches.len(),
-        mismatches.join("\n")
-    );
-}
-
-/// The same on a real GPU (skipped without one).
-#[test]
-fn elementwise_kernels_on_the_gpu_give_the_cpu_backends_bits() {
-    if !gpu_or_skip() {
-        return;
-    }
-    let mismatches = elementwise_bit_mismatches(kiln::jit_ptx::runtime::compile_func);
-    assert!(
-        mismatches.is_empty(),
-        "{} mismatches:\n{}",
-        mismatches.len(),
-        mismatches.join("\n")
-    );
-}
+host_and_gpu!(
+    elementwise_kernels_give_the_cpu_backends_bits,
+    elementwise_kernels_on_the_gpu_give_the_cpu_backends_bits,
+    elementwise_bit_mismatches
+);
 
 /// `sin`, `cos` and `tan` of huge arguments (where the CPU calls libm: `|x| > 2^20` in f32,
 /// `2^30` in f64) through the GPU's kernels compiled by `compile`, against the CPU backend:
 /// the values more than 2 ulps apart in f64 (the kernels' own error is up to 1.45 ulp, libm's
 /// about 0.5) or 1 in f32, or not both NaN for infinities.
-fn huge_trig_mismatches(compile: fn(Func, bool) -> kiln::Result<kiln::Function>) -> Vec<String> {
+fn huge_trig_mismatches(compile: Compiler) -> Vec<String> {
     let mut vals: Vec<f64> = vec![
         1e10,
         -1e10,
@@ -999,34 +1028,12 @@ fn huge_trig_mismatches(compile: fn(Func, bool) -> kiln::Result<kiln::Function>)
             _ => vals.clone(),
         };
         let n = xs.len();
-        let x = match ty {
-            "f32" => kiln::Tensor::from(
-                ndarray::ArrayD::from_shape_vec(
-                    ndarray::IxDyn(&[n]),
-                    xs.iter().map(|&v| v as f32).collect(),
-                )
-                .unwrap(),
-            ),
-            _ => kiln::Tensor::from(
-                ndarray::ArrayD::from_shape_vec(ndarray::IxDyn(&[n]), xs.clone()).unwrap(),
-            ),
-        };
+        let x = vector(ty, &xs);
         for op in ["sin", "cos", "tan"] {
             let src = format!(
                 "func @u(%x: {ty}[{n}]) -> ({ty}[{n}]) {{\n  %y = {op} %x\n  return %y\n}}\n"
             );
-            let func = parse("t.kir", &src).unwrap().remove(0);
-            let gpu = compile(func.clone(), false).unwrap();
-            let cpu = kiln::compile_func(
-                func,
-                &CompileOptions {
-                    backend: Some(kiln::Backend::Cpu),
-                    ..CompileOptions::default()
-                },
-            )
-            .unwrap();
-            let g = gpu.call(&[x.view()]).unwrap()[0].to_f64_vec();
-            let c = cpu.call(&[x.view()]).unwrap()[0].to_f64_vec();
+            let (g, c) = output_both_ways(&src, compile, kiln::Backend::Cpu, &[x.view()]);
             for i in 0..n {
                 let (a, b) = (g[i], c[i]);
                 let ulps = match ty {
@@ -1045,31 +1052,11 @@ fn huge_trig_mismatches(compile: fn(Func, bool) -> kiln::Result<kiln::Function>)
     bad
 }
 
-#[test]
-fn huge_trig_arguments_are_reduced_as_libm_does() {
-    let bad = huge_trig_mismatches(kiln::jit_ptx::host::compile_func);
-    assert!(
-        bad.is_empty(),
-        "{} mismatches:\n{}",
-        bad.len(),
-        bad.join("\n")
-    );
-}
-
-/// The same on a real GPU (skipped without one).
-#[test]
-fn huge_trig_arguments_are_reduced_on_the_gpu() {
-    if !gpu_or_skip() {
-        return;
-    }
-    let bad = huge_trig_mismatches(kiln::jit_ptx::runtime::compile_func);
-    assert!(
-        bad.is_empty(),
-        "{} mismatches:\n{}",
-        bad.len(),
-        bad.join("\n")
-    );
-}
+host_and_gpu!(
+    huge_trig_arguments_are_reduced_as_libm_does,
+    huge_trig_arguments_are_reduced_on_the_gpu,
+    huge_trig_mismatches
+);
 
 /// Float floor division and mod: exact long division on the GPU, libm's `fmod` on the CPU;
 /// the same bits over pairs of ordinary values, exact multiples, subnormals and specials.
@@ -1254,7 +1241,7 @@ fn f32_pow_is_within_one_ulp_of_libm() {
     let widen = |v: Vec<f32>| v.into_iter().map(f64::from).collect::<Vec<_>>();
     let host = kiln::jit_ptx::host::compile_func;
     let bad = pow_kernel_against_the_cpu(host, kiln::ir::DType::F32, &widen(xs), &widen(ys));
-    assert!(bad.is_empty(), "{}", bad.join("\n"));
+    assert_none("mismatches", &bad);
 }
 
 /// f64 `pow` (the double-word expansion, `math::pow_f64`) as the GPU's kernel computes it,
@@ -1265,7 +1252,7 @@ fn f64_pow_is_within_one_ulp_of_libm() {
     let (xs, ys) = f64_pow_operands();
     let host = kiln::jit_ptx::host::compile_func;
     let bad = pow_kernel_against_the_cpu(host, kiln::ir::DType::F64, &xs, &ys);
-    assert!(bad.is_empty(), "{}", bad.join("\n"));
+    assert_none("mismatches", &bad);
 }
 
 /// The same on a real GPU (skipped without one).
@@ -1277,7 +1264,7 @@ fn f64_pow_on_the_gpu_is_within_one_ulp_of_libm() {
     let (xs, ys) = f64_pow_operands();
     let gpu = kiln::jit_ptx::runtime::compile_func;
     let bad = pow_kernel_against_the_cpu(gpu, kiln::ir::DType::F64, &xs, &ys);
-    assert!(bad.is_empty(), "{}", bad.join("\n"));
+    assert_none("mismatches", &bad);
 }
 
 /// Specials, integers, and a spread of bases and exponents whose results run from
@@ -1336,7 +1323,7 @@ fn f64_pow_operands() -> (Vec<f64>, Vec<f64>) {
 /// `compile` (for the host, or the GPU), against the CPU backend: the pairs whose results differ by more than 1 ulp, or at
 /// all where the CPU's is zero, infinite or NaN.
 fn pow_kernel_against_the_cpu(
-    compile: fn(Func, bool) -> kiln::Result<kiln::Function>,
+    compile: Compiler,
     dtype: kiln::ir::DType,
     xs: &[f64],
     ys: &[f64],
@@ -1346,32 +1333,16 @@ fn pow_kernel_against_the_cpu(
         .flat_map(|&x| ys.iter().map(move |&y| (x, y)))
         .unzip();
     let n = a.len();
-    let t = |v: &[f64]| match dtype {
-        kiln::ir::DType::F32 => kiln::Tensor::from(
-            ndarray::ArrayD::from_shape_vec(
-                ndarray::IxDyn(&[n]),
-                v.iter().map(|&x| x as f32).collect(),
-            )
-            .unwrap(),
-        ),
-        _ => kiln::Tensor::from(
-            ndarray::ArrayD::from_shape_vec(ndarray::IxDyn(&[n]), v.to_vec()).unwrap(),
-        ),
+    let ty = if dtype == kiln::ir::DType::F32 {
+        "f32"
+    } else {
+        "f64"
     };
-    let (ta, tb) = (t(&a), t(&b));
+    let (ta, tb) = (vector(ty, &a), vector(ty, &b));
     let src = format!(
         "func @p(%x: {dtype}[{n}], %y: {dtype}[{n}]) -> ({dtype}[{n}]) {{\n  %z = pow %x, %y\n  return %z\n}}\n"
     );
-    let func = parse("t.kir", &src).unwrap().remove(0);
-    let host = compile(func.clone(), false).unwrap();
-    let options = CompileOptions {
-        backend: Some(kiln::Backend::Cpu),
-        optimize: false,
-        ..CompileOptions::default()
-    };
-    let cpu = kiln::compile_func(func, &options).unwrap();
-    let h = host.call(&[ta.view(), tb.view()]).unwrap()[0].to_f64_vec();
-    let c = cpu.call(&[ta.view(), tb.view()]).unwrap()[0].to_f64_vec();
+    let (h, c) = output_both_ways(&src, compile, kiln::Backend::Cpu, &[ta.view(), tb.view()]);
     // The distance in ulps of the dtype, for two values of the same sign.
     let ulps = |g: f64, w: f64| match dtype {
         kiln::ir::DType::F32 => (g as f32).to_bits().abs_diff((w as f32).to_bits()) as u64,
@@ -1406,7 +1377,7 @@ fn pow_kernel_against_the_cpu(
 /// kernels compiled by `compile`, against the interpreter: the same bits (the kernels take
 /// the interpreter's order, `reduce::in_interpreters_order`), overflows to infinity and
 /// their NaNs included (values in [-4, 4]: long products overflow).
-fn product_mismatches(compile: fn(Func, bool) -> kiln::Result<kiln::Function>) -> Vec<String> {
+fn product_mismatches(compile: Compiler) -> Vec<String> {
     // The operand's shape, the attributes, the result's dims.
     let cases: [(&[usize], &str, &str); 5] = [
         (&[48, 37], "{axes = [1]}", "48"),
@@ -1426,17 +1397,8 @@ fn product_mismatches(compile: fn(Func, bool) -> kiln::Result<kiln::Function>) -
             let src = format!(
                 "func @p(%x: {dtype}[{dims}]) -> ({dtype}[{out}]) {{\n  %p = prod %x {attrs}\n  return %p\n}}\n"
             );
-            let func = parse("t.kir", &src).unwrap().remove(0);
-            let gpu = compile(func.clone(), false).unwrap();
-            let options = CompileOptions {
-                backend: Some(kiln::Backend::Interp),
-                optimize: false,
-                ..CompileOptions::default()
-            };
-            let interp = kiln::compile_func(func, &options).unwrap();
             let x = filled(dtype, shape, 17 + k as u64);
-            let g = gpu.call(&[x.view()]).unwrap()[0].to_f64_vec();
-            let w = interp.call(&[x.view()]).unwrap()[0].to_f64_vec();
+            let (g, w) = output_both_ways(&src, compile, kiln::Backend::Interp, &[x.view()]);
             let same = |a: f64, b: f64| (a.is_nan() && b.is_nan()) || a.to_bits() == b.to_bits();
             if g.len() != w.len() || g.iter().zip(&w).any(|(&a, &b)| !same(a, b)) {
                 bad.push(format!(
@@ -1448,21 +1410,11 @@ fn product_mismatches(compile: fn(Func, bool) -> kiln::Result<kiln::Function>) -
     bad
 }
 
-#[test]
-fn float_products_give_the_interpreters_bits() {
-    let bad = product_mismatches(kiln::jit_ptx::host::compile_func);
-    assert!(bad.is_empty(), "{}", bad.join("\n"));
-}
-
-/// The same on a real GPU (skipped without one).
-#[test]
-fn float_products_give_the_interpreters_bits_on_the_gpu() {
-    if !gpu_or_skip() {
-        return;
-    }
-    let bad = product_mismatches(kiln::jit_ptx::runtime::compile_func);
-    assert!(bad.is_empty(), "{}", bad.join("\n"));
-}
+host_and_gpu!(
+    float_products_give_the_interpreters_bits,
+    float_products_give_the_interpreters_bits_on_the_gpu,
+    product_mismatches
+);
 
 /// Pseudo-random values of `dtype` and `shape` (a fixed xorshift walk), for the GPU tests.
 fn filled(dtype: kiln::ir::DType, shape: &[usize], seed: u64) -> kiln::Tensor {

@@ -151,6 +151,21 @@ pub fn define_reduce<'ctx>(g: &Gen<'ctx>, name: &str, spec: &ReduceSpec) -> Resu
         let c = acc.combine(g, &load_acc()?, &x)?;
         store_acc(&c)
     };
+    // The inputs the program reads at reduced element `e` of the output at `base` (each
+    // input's offset of that output).
+    let inputs_at =
+        |base: &[IntValue<'ctx>], e: IntValue<'ctx>| -> Result<Vec<Option<BasicValueEnum<'ctx>>>> {
+            let offs = offsets(g, e, &red_dims, &red_strides)?;
+            (0..n_in)
+                .map(|j| match reads.get(j).copied().flatten() {
+                    Some(_) => {
+                        let at = bx(g.b.build_int_add(base[j], offs[j], ""))?;
+                        Ok(Some(load(g, ins[j], spec.in_dtypes[j], at)?))
+                    }
+                    None => Ok(None),
+                })
+                .collect()
+        };
     counted_loop(g, func, ctaid, nctaid, n_out, "outputs", |o| {
         let base = offsets(g, o, &kept_dims, &kept_strides)?;
         if in_order {
@@ -160,18 +175,7 @@ pub fn define_reduce<'ctx>(g: &Gen<'ctx>, name: &str, spec: &ReduceSpec) -> Resu
             let is_t0 = bx(g.b.build_int_compare(IntPredicate::EQ, tid, g.c64(0), ""))?;
             return if_then(g, func, is_t0, "in_order", || {
                 let value_at = |e: IntValue<'ctx>| -> Result<Regs<'ctx>> {
-                    let offs = offsets(g, e, &red_dims, &red_strides)?;
-                    let mut vals: Vec<Option<BasicValueEnum>> = Vec::with_capacity(n_in);
-                    for j in 0..n_in {
-                        vals.push(match reads.get(j).copied().flatten() {
-                            Some(_) => {
-                                let at = bx(g.b.build_int_add(base[j], offs[j], ""))?;
-                                Some(load(g, ins[j], spec.in_dtypes[j], at)?)
-                            }
-                            None => None,
-                        });
-                    }
-                    let x = emit_program(g, p, &vals)?[0];
+                    let x = emit_program(g, p, &inputs_at(&base, e)?)?[0];
                     acc.element(g, x, e)
                 };
                 let ty = g.reg_type(acc.out_dtype());
@@ -240,18 +244,7 @@ pub fn define_reduce<'ctx>(g: &Gen<'ctx>, name: &str, spec: &ReduceSpec) -> Resu
             g.b.position_at_end(elems_bb);
         }
         counted_loop(g, func, tid, ntid, n_red, "elems", |e| {
-            let offs = offsets(g, e, &red_dims, &red_strides)?;
-            let mut vals: Vec<Option<BasicValueEnum>> = Vec::with_capacity(n_in);
-            for j in 0..n_in {
-                vals.push(match reads.get(j).copied().flatten() {
-                    Some(_) => {
-                        let at = bx(g.b.build_int_add(base[j], offs[j], ""))?;
-                        Some(load(g, ins[j], spec.in_dtypes[j], at)?)
-                    }
-                    None => None,
-                });
-            }
-            accumulate(&vals, e)
+            accumulate(&inputs_at(&base, e)?, e)
         })?;
         bx(g.b.build_unconditional_branch(join))?;
         g.b.position_at_end(join);
