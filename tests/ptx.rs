@@ -653,6 +653,13 @@ use common::kir_files;
 /// Compiles a function for one way of running the kernels (optimized first when asked).
 type Compiler = fn(Func, bool) -> kiln::Result<kiln::Function>;
 
+/// One step of the xorshift walk the tests' values come from.
+fn xorshift(s: &mut u64) {
+    *s ^= *s << 13;
+    *s ^= *s >> 7;
+    *s ^= *s << 17;
+}
+
 /// A vector of `vals` in the float type `ty` (`"f32"`, else f64).
 fn vector(ty: &str, vals: &[f64]) -> kiln::Tensor {
     let shape = ndarray::IxDyn(&[vals.len()]);
@@ -898,9 +905,7 @@ fn elementwise_bit_mismatches(compile: Compiler) -> Vec<String> {
     let mut vals: Vec<f64> = specials.to_vec();
     let mut s: u64 = 0x9e3779b97f4a7c15;
     for _ in 0..300 {
-        s ^= s << 13;
-        s ^= s >> 7;
-        s ^= s << 17;
+        xorshift(&mut s);
         let mant = (s >> 11) as f64 / (1u64 << 53) as f64;
         let exp = ((s >> 3) % 40) as i32 - 20;
         let sign = if s & 1 == 1 { -1.0 } else { 1.0 };
@@ -1006,9 +1011,7 @@ fn huge_trig_mismatches(compile: Compiler) -> Vec<String> {
     ];
     let mut s: u64 = 0x6a09e667f3bcc909;
     for _ in 0..400 {
-        s ^= s << 13;
-        s ^= s >> 7;
-        s ^= s << 17;
+        xorshift(&mut s);
         let mant = 1.0 + (s >> 12) as f64 / (1u64 << 52) as f64;
         let exp = 31 + ((s >> 2) % 990) as i32;
         let sign = if s & 1 == 1 { -1.0 } else { 1.0 };
@@ -1083,9 +1086,7 @@ fn float_floordiv_and_mod_give_the_cpu_backends_bits() {
     ]);
     let mut s: u64 = 0x2545f4914f6cdd1d;
     for _ in 0..40 {
-        s ^= s << 13;
-        s ^= s >> 7;
-        s ^= s << 17;
+        xorshift(&mut s);
         let mant = (s >> 11) as f64 / (1u64 << 53) as f64;
         let sign = if s & 1 == 1 { -1.0 } else { 1.0 };
         avals.push(sign * mant * 2f64.powi(((s >> 3) % 60) as i32 - 30));
@@ -1232,9 +1233,7 @@ fn f32_pow_is_within_one_ulp_of_libm() {
     ];
     let mut s: u64 = 0x853c49e6748fea9b;
     for _ in 0..60 {
-        s ^= s << 13;
-        s ^= s >> 7;
-        s ^= s << 17;
+        xorshift(&mut s);
         xs.push(((s >> 40) as f32 / 16777216.0) * 2f32.powi(((s >> 8) % 40) as i32 - 20));
         ys.push(((s >> 16) % 4000) as f32 / 100.0 - 20.0);
     }
@@ -1310,9 +1309,7 @@ fn f64_pow_operands() -> (Vec<f64>, Vec<f64>) {
     ];
     let mut s: u64 = 0x2545f4914f6cdd1d;
     for _ in 0..60 {
-        s ^= s << 13;
-        s ^= s >> 7;
-        s ^= s << 17;
+        xorshift(&mut s);
         xs.push(((s >> 11) as f64 / 9007199254740992.0) * 2f64.powi(((s >> 3) % 200) as i32 - 100));
         ys.push(((s >> 20) % 100_000) as f64 / 100.0 - 500.0);
     }
@@ -1423,9 +1420,7 @@ fn filled(dtype: kiln::ir::DType, shape: &[usize], seed: u64) -> kiln::Tensor {
     let mut s = seed | 1;
     let vals: Vec<f64> = (0..n)
         .map(|_| {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
+            xorshift(&mut s);
             (s >> 11) as f64 / (1u64 << 53) as f64 * 8.0 - 4.0
         })
         .collect();

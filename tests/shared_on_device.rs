@@ -48,6 +48,15 @@ fn close(a: &Tensor, b: &Tensor) -> bool {
             .all(|(p, q)| (p - q).abs() <= 1e-5 * q.abs().max(1.0))
 }
 
+/// Asserts that each output in `got` is `close` to the one in `want`, naming `what` and the
+/// output that is not.
+fn assert_all_close(got: &[Tensor], want: &[Tensor], what: &str) {
+    assert_eq!(got.len(), want.len(), "{what}: outputs");
+    for (k, (a, b)) in got.iter().zip(want).enumerate() {
+        assert!(close(a, b), "{what}: output {k}");
+    }
+}
+
 /// A softmax regression step: `loss` out, `w` and `b` updated by SGD.
 fn training_step(backend: Backend) -> (Function, Var, Var) {
     let g = Graph::new();
@@ -280,9 +289,7 @@ fn a_scan_keeps_its_sequence_and_its_steps_on_the_device() {
         let got = gpu.call(&[xs.view(), h0.view()]).unwrap();
         let moved = transfers() - before;
         let want = reference.call(&[xs.view(), h0.view()]).unwrap();
-        for (k, (a, b)) in got.iter().zip(&want).enumerate() {
-            assert!(close(a, b), "output {k} after {steps} steps");
-        }
+        assert_all_close(&got, &want, &format!("after {steps} steps"));
         let bytes = |n: usize| 4 * n as u64;
         assert_eq!(
             (moved.uploads, moved.upload_bytes),
@@ -387,9 +394,7 @@ fn a_variable_another_function_holds_is_not_written_over() {
     let none: &[ndarray::ArrayViewD<f32>] = &[];
     for round in 0..6 {
         let (got, want) = (gpu_read.call(none).unwrap(), ref_read.call(none).unwrap());
-        for (k, (a, b)) in got.iter().zip(&want).enumerate() {
-            assert!(close(a, b), "round {round}, output {k}");
-        }
+        assert_all_close(&got, &want, &format!("round {round}"));
         gpu_update.call(none).unwrap();
         ref_update.call(none).unwrap();
     }
@@ -465,9 +470,7 @@ fn updates_of_every_kind_on_the_device_are_the_interpreters() {
         let i = Tensor::from(array![call as i64 % 5, 4, 0].into_dyn());
         let inputs = [x.view(), i.view()];
         let (got, want) = (gpu.call(&inputs).unwrap(), reference.call(&inputs).unwrap());
-        for (k, (a, b)) in got.iter().zip(&want).enumerate() {
-            assert!(close(a, b), "call {call}: output {k}");
-        }
+        assert_all_close(&got, &want, &format!("call {call}"));
         // Reading the values copies them back; the next call copies them in again.
         if call % 2 == 1 {
             for (gv, rv) in gvars.iter().zip(&rvars) {
@@ -510,9 +513,7 @@ fn returning_a_variable_it_updates_gives_the_interpreters_values() {
             gpu.call(&[x.view()]).unwrap(),
             reference.call(&[x.view()]).unwrap(),
         );
-        for (k, (a, b)) in got.iter().zip(&want).enumerate() {
-            assert!(close(a, b), "call {call}: output {k}");
-        }
+        assert_all_close(&got, &want, &format!("call {call}"));
     }
     assert!(close(&gw.value().unwrap(), &rw.value().unwrap()));
     assert!(close(&gv.value().unwrap(), &rv.value().unwrap()));

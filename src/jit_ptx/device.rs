@@ -550,28 +550,26 @@ impl VmDevice for GpuSteps {
             crate::runtime::vm::run_plan_into(self, func, plan, inputs, Vec::new(), donated, state)
         };
         // The arrays the call reads: a donated parameter's buffer stands for its stand-in.
-        let reads = |inputs: &[DeviceTensor], donated: &[Option<DeviceTensor>]| {
-            let donated = |i: usize| donated.get(i).and_then(Option::as_ref);
-            (inputs.iter().enumerate())
-                .map(|(i, t)| donated(i).unwrap_or(t).clone())
-                .collect::<Vec<_>>()
-        };
-        let action = self
-            .replays
-            .action(&reads(inputs, donated), state.profiling());
-        match action {
-            // (No handle of a donated buffer is left here: the steps may write over it.)
-            Action::Steps => steps(inputs, donated, state),
+        let reads: Vec<DeviceTensor> = (inputs.iter().enumerate())
+            .map(|(i, t)| donated.get(i).and_then(Option::as_ref).unwrap_or(t).clone())
+            .collect();
+        match self.replays.action(&reads, state.profiling()) {
+            Action::Steps => {
+                // No other handle of a donated buffer may be left: the steps may write over it.
+                drop(reads);
+                steps(inputs, donated, state)
+            }
             Action::Replay(r) => {
                 state.set_calls(state.calls() + 1);
-                r.run(&self.device, &reads(inputs, donated), donated)
+                r.run(&self.device, &reads, donated)
             }
             Action::Record(sig) => {
                 let calls = state.calls();
-                let own = replay::own_inputs(&self.device, &reads(inputs, donated))?;
+                let own = replay::own_inputs(&self.device, &reads)?;
                 // One capture at a time on a device: a call that finds another in progress
                 // runs step by step and leaves its signature to be recorded later.
                 let Ok(capture) = self.device.begin_capture() else {
+                    drop(reads);
                     return steps(inputs, donated, state);
                 };
                 // Recorded on the replay's own arrays, none donated (a replay copies its
@@ -580,16 +578,16 @@ impl VmDevice for GpuSteps {
                     steps(&own, &mut [], state).and_then(|outs| Ok((capture.finish()?, outs)));
                 match recorded {
                     Ok((graph, outs)) => {
-                        let sources = reads(inputs, donated);
-                        let r = Arc::new(Replay::new(graph, own, sources, outs));
+                        let r = Arc::new(Replay::new(graph, own, reads.clone(), outs));
                         self.replays.recorded(sig, Some(r.clone()));
-                        r.run(&self.device, &reads(inputs, donated), donated)
+                        r.run(&self.device, &reads, donated)
                     }
                     // Nothing ran (no step of the plan runs on the host: `Replays::of`): run
                     // it step by step, with the error it then gives, counted once.
                     Err(_) => {
                         self.replays.recorded(sig, None);
                         state.set_calls(calls);
+                        drop(reads);
                         steps(inputs, donated, state)
                     }
                 }

@@ -146,3 +146,23 @@ pub(super) fn small_int_to_float<E: Emit>(e: &mut E, i: E::I) -> E::F {
         }
     }
 }
+
+/// `(hi, lo)` with `hi + lo == a + b` exactly and `hi` the rounded sum (Knuth's TwoSum: no
+/// condition on the magnitudes).
+pub(super) fn two_sum<E: Emit>(e: &mut E, a: E::F, b: E::F) -> (E::F, E::F) {
+    let s = e.add(a, b);
+    let bb = e.sub(s, a);
+    let ab = e.sub(s, bb);
+    let da = e.sub(a, ab);
+    let db = e.sub(b, bb);
+    let err = e.add(da, db);
+    (s, err)
+}
+
+/// `(hi, lo)` with `hi + lo == a * b` exactly (the fma gives the product's rounding error).
+pub(super) fn two_prod<E: Emit>(e: &mut E, a: E::F, b: E::F) -> (E::F, E::F) {
+    let p = e.mul(a, b);
+    let np = e.neg(p);
+    let err = e.fma(a, b, np);
+    (p, err)
+}

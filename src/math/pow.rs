@@ -21,42 +21,40 @@
 //! Special inputs (zeros, infinities, NaN, negative bases) are patched with selects, as every
 //! expansion here: the arithmetic above runs on sanitized operands.
 
+use super::coeffs::{LN2_HI32_F64, LN2_HI32_LO_F64};
+use super::helpers::{horner, pow2_split, round_shifted, two_prod, two_sum};
 use super::Emit;
 
-/// `ln 2` in two words: the high one has 32 significant bits.
-const LN2_HI: f64 = f64::from_bits(0x3FE6_2E42_FEE0_0000);
-const LN2_LO: f64 = f64::from_bits(0x3DEA_39EF_3579_3C76);
-
-/// `(hi, lo)` with `hi + lo == a + b` exactly and `hi` the rounded sum (Knuth's TwoSum: no
-/// condition on the magnitudes).
-fn two_sum<E: Emit>(e: &mut E, a: E::F, b: E::F) -> (E::F, E::F) {
-    let s = e.add(a, b);
-    let bb = e.sub(s, a);
-    let ab = e.sub(s, bb);
-    let da = e.sub(a, ab);
-    let db = e.sub(b, bb);
-    let err = e.add(da, db);
-    (s, err)
-}
-
-/// `(hi, lo)` with `hi + lo == a * b` exactly (the fma gives the product's rounding error).
-fn two_prod<E: Emit>(e: &mut E, a: E::F, b: E::F) -> (E::F, E::F) {
-    let p = e.mul(a, b);
-    let np = e.neg(p);
-    let err = e.fma(a, b, np);
-    (p, err)
-}
-
-/// `c0 + z * (c1 + z * (...))`.
-fn horner<E: Emit>(e: &mut E, z: E::F, coeffs: &[f64]) -> E::F {
-    let (&last, rest) = coeffs.split_last().expect("a polynomial has a coefficient");
-    let mut acc = e.fconst(last);
-    for &c in rest.iter().rev() {
-        let c = e.fconst(c);
-        acc = e.fma(acc, z, c);
+/// `2 / (2n + 1)` for n = 2 ..= 13: the terms of `2 atanh(s)` after `2s + (2/3) s^3`, as a
+/// polynomial in `s^2` times `s^5` (the last term below 2^-70 of the sum).
+const ATANH_TAIL: [f64; 12] = {
+    let mut c = [0.0; 12];
+    let mut n = 0;
+    while n < 12 {
+        c[n] = 2.0 / (2 * (n + 2) + 1) as f64;
+        n += 1;
     }
-    acc
-}
+    c
+};
+
+/// `1 / k!` for k = 2 ..= 16: `exp(r) - 1 - r = r^2 (1/2 + r/6 + ...)`, Taylor's terms (below
+/// 2^-70 for `|r| <= ln2 / 2`: more accurate than a minimax fit to f64 needs to be).
+const EXP_TAYLOR: [f64; 15] = {
+    let mut c = [0.0; 15];
+    let mut fact = 1.0;
+    let mut k = 0;
+    while k < 15 {
+        fact *= (k + 2) as f64;
+        c[k] = 1.0 / fact;
+        k += 1;
+    }
+    c
+};
+
+/// `2/3` in two words: `TWO_THIRDS_HI` is `(2^54 - 1) / (3 * 2^53)`, so the rest is exactly
+/// `2^-53 / 3`.
+const TWO_THIRDS_HI: f64 = 2.0 / 3.0;
+const TWO_THIRDS_LO: f64 = 1.0 / (3.0 * 9007199254740992.0);
 
 /// `log a` in two words, for a finite `a > 0`.
 fn log_dd<E: Emit>(e: &mut E, a: E::F) -> (E::F, E::F) {
@@ -104,16 +102,13 @@ fn log_dd<E: Emit>(e: &mut E, a: E::F) -> (E::F, E::F) {
     let c_lo1 = e.fma(s_hi, z_lo, c_lo0);
     let c_lo = e.fma(s_lo, z_hi, c_lo1);
     // (2/3) s^3 in two words (2/3 itself in two words).
-    let t_hi_c = 2.0f64 / 3.0;
-    let t_lo_c = (-3.0f64).mul_add(t_hi_c, 2.0) / 3.0;
-    let th = e.fconst(t_hi_c);
-    let tl = e.fconst(t_lo_c);
+    let th = e.fconst(TWO_THIRDS_HI);
+    let tl = e.fconst(TWO_THIRDS_LO);
     let (t3_hi, t3_lo0) = two_prod(e, th, c_hi);
     let t3_lo1 = e.fma(th, c_lo, t3_lo0);
     let t3_lo = e.fma(tl, c_hi, t3_lo1);
     // The rest of 2 atanh(s): s^5 (2/5 + 2/7 s^2 + ... + 2/27 s^22).
-    let coeffs: Vec<f64> = (2..=13).map(|n| 2.0 / (2 * n + 1) as f64).collect();
-    let q = horner(e, z_hi, &coeffs);
+    let q = horner(e, z_hi, &ATANH_TAIL);
     let s5 = e.mul(c_hi, z_hi);
     let tail = e.mul(s5, q);
 
@@ -124,9 +119,9 @@ fn log_dd<E: Emit>(e: &mut E, a: E::F) -> (E::F, E::F) {
     let small = e.add(small, two_s_lo);
     let l = e.add(l0, small);
 
-    // + k ln2: k * LN2_HI is exact (k has at most 11 bits).
-    let ln2_hi = e.fconst(LN2_HI);
-    let ln2_lo = e.fconst(LN2_LO);
+    // + k ln2: k * LN2_HI32 is exact (k has at most 11 bits, LN2_HI32 32).
+    let ln2_hi = e.fconst(LN2_HI32_F64);
+    let ln2_lo = e.fconst(LN2_HI32_LO_F64);
     let kh = e.mul(kf, ln2_hi);
     let (hi, lo0) = two_sum(e, kh, h);
     let lo1 = e.add(lo0, l);
@@ -137,30 +132,22 @@ fn log_dd<E: Emit>(e: &mut E, a: E::F) -> (E::F, E::F) {
 
 /// `exp(p_hi + p_lo)` for a double-word `p` (`|p_lo| <= ulp(p_hi)`), `|p_hi| <= 800`.
 fn exp_dd<E: Emit>(e: &mut E, p_hi: E::F, p_lo: E::F) -> E::F {
-    let inv_ln2 = e.fconst(std::f64::consts::LOG2_E);
-    let t = e.mul(p_hi, inv_ln2);
-    let n = e.round(t);
-    let ln2_hi = e.fconst(LN2_HI);
-    let ln2_lo = e.fconst(LN2_LO);
-    // r = p - n ln2 in two words: p_hi - n * LN2_HI is exact (n has at most 11 bits, LN2_HI
-    // 32, and the difference is within a factor 2 of p_hi where n != 0); n * LN2_LO (up to
-    // ~2^-22) is taken off exactly, so that the low word is below an ulp of r plus p_lo and
-    // its square is negligible below.
+    let (n, t) = round_shifted(e, p_hi, std::f64::consts::LOG2_E);
+    let ln2_hi = e.fconst(LN2_HI32_F64);
+    let ln2_lo = e.fconst(LN2_HI32_LO_F64);
+    // r = p - n ln2 in two words: p_hi - n * LN2_HI32 is exact (n has at most 11 bits, the
+    // constant 32, and the difference is within a factor 2 of p_hi where n != 0);
+    // n * LN2_HI32_LO (up to ~2^-22) is taken off exactly, so that the low word is below an
+    // ulp of r plus p_lo and its square is negligible below.
     let nn = e.neg(n);
-    let t = e.fma(nn, ln2_hi, p_hi);
+    let rest = e.fma(nn, ln2_hi, p_hi);
     let (u_hi, u_lo) = two_prod(e, n, ln2_lo);
     let nu = e.neg(u_hi);
-    let (r_hi, r_lo0) = two_sum(e, t, nu);
+    let (r_hi, r_lo0) = two_sum(e, rest, nu);
     let r_lo1 = e.sub(r_lo0, u_lo);
     let r_lo = e.add(r_lo1, p_lo);
-    // exp(r_hi) - 1 - r_hi = r_hi^2 Q(r_hi), Q(r) = 1/2 + r/6 + ... + r^14/16!.
-    let mut coeffs = Vec::with_capacity(15);
-    let mut fact = 1.0f64;
-    for k in 2..=16 {
-        fact *= k as f64;
-        coeffs.push(1.0 / fact);
-    }
-    let q = horner(e, r_hi, &coeffs);
+    // exp(r_hi) - 1 - r_hi = r_hi^2 Q(r_hi).
+    let q = horner(e, r_hi, &EXP_TAYLOR);
     let r2 = e.mul(r_hi, r_hi);
     let poly = e.mul(r2, q);
     // exp(r) = (1 + r_hi) + (poly + r_lo (1 + r_hi + poly)): the first sum exactly.
@@ -173,17 +160,7 @@ fn exp_dd<E: Emit>(e: &mut E, p_hi: E::F, p_lo: E::F) -> E::F {
     let m = e.add(a_hi, small);
     // * 2^n in two factors, each a normal power of two, so that the product rounds once
     // (to a subnormal, infinity or zero where it must).
-    let ni = e.to_int(n);
-    let n1 = e.sshr(ni, 1);
-    let n2 = e.isub(ni, n1);
-    let bias = e.iconst(1023);
-    let pow2 = |e: &mut E, k: E::I| {
-        let biased = e.iadd(k, bias);
-        let bits = e.shl(biased, 52);
-        e.from_bits(bits)
-    };
-    let f1 = pow2(e, n1);
-    let f2 = pow2(e, n2);
+    let (f1, f2) = pow2_split(e, t);
     let m = e.mul(m, f1);
     e.mul(m, f2)
 }
@@ -285,4 +262,18 @@ fn same<E: Emit>(e: &mut E, a: E::M, b: E::M) -> E::M {
     let nb = e.mnot(b);
     let neither = e.mand(na, nb);
     e.mor(both, neither)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_constants_are_what_they_say() {
+        // 2 - 3 hi is exact in an fma.
+        let lo = (-3.0f64).mul_add(super::TWO_THIRDS_HI, 2.0) / 3.0;
+        assert_eq!(super::TWO_THIRDS_LO, lo);
+        assert_eq!(super::EXP_TAYLOR[0], 0.5);
+        assert_eq!(super::EXP_TAYLOR[1], 1.0 / 6.0);
+        assert_eq!(super::ATANH_TAIL[0], 0.4);
+        assert_eq!(super::ATANH_TAIL[11], 2.0 / 27.0);
+    }
 }

@@ -598,13 +598,9 @@ fn run_own<D: Device>(
             update: Some(_), ..
         } => match inst.args.get(2) {
             Some(&w) if device.in_place() => {
-                // (`owns` first: a view is one more handle on a device of shared handles.)
-                let fits = env.values[w.index()].as_ref().is_some_and(|t| {
-                    device.owns(t) && {
-                        let v = device.view(t);
-                        device.dtype(&v) == func.ty(r0).dtype && device.is_dense(&v)
-                    }
-                });
+                let fits = env.values[w.index()]
+                    .as_ref()
+                    .is_some_and(|t| overwritable(device, t, func.ty(r0).dtype));
                 match fits {
                     true => (env.values[w.index()].take(), Some(w)),
                     false => (None, None),
@@ -746,6 +742,16 @@ fn run_perform<D: Device>(
     store_results(device, func, inst, outs, env_values, state)
 }
 
+/// Whether a step may write a result of `dtype` over `t`, a value the VM holds: the only
+/// handle to its elements (`Device::owns`, asked before a view makes another), of that dtype,
+/// dense.
+fn overwritable<D: Device>(device: &D, t: &D::Array, dtype: crate::ir::DType) -> bool {
+    device.owns(t) && {
+        let v = device.view(t);
+        device.dtype(&v) == dtype && device.is_dense(&v)
+    }
+}
+
 /// For a step marked in place, the marked argument and its buffer, taken out of the values
 /// when it is owned here, the device writes in place and the buffer fits result 0 at run
 /// time: same dtype, dense and, for an elementwise step, the shape every argument broadcasts
@@ -767,13 +773,12 @@ fn take_overwritten<D: Device>(
         let Some(owned) = env.values[a.index()].as_ref() else {
             return Ok(None);
         };
-        // (`owns` before the view: a view is one more handle on a device of shared handles.)
-        if !device.owns(owned) {
+        if !overwritable(device, owned, func.ty(inst.results[0]).dtype) {
             return Ok(None);
         }
         let buf = device.view(owned);
         let target = device.shape(&buf);
-        let mut fit = device.dtype(&buf) == func.ty(inst.results[0]).dtype && device.is_dense(&buf);
+        let mut fit = true;
         // An elementwise step's other arguments must broadcast to exactly the buffer's shape
         // (a scatter's indices and updates have shapes of their own).
         if inst.op.is_elementwise() {
