@@ -112,6 +112,15 @@ impl SharedValue {
         Ok(g)
     }
 
+    /// The value held exclusively in host memory, a newer device value copied back first
+    /// (the device copy stays, as a cache of the same value): for a reader that must see
+    /// several variables at one moment, holding each of them while it reads the others.
+    pub fn hold(&self) -> Result<RwLockWriteGuard<'_, Tensor>> {
+        let mut g = self.host_write();
+        self.copy_back(&mut g)?;
+        Ok(g)
+    }
+
     /// A copy of the value (see [`SharedValue::read`]).
     pub fn value(&self) -> Result<Tensor> {
         self.read().map(|g| g.clone())

@@ -29,6 +29,8 @@ pub struct Function {
     /// `shared` indices in the order locks are taken (by address), so that two functions
     /// sharing variables cannot deadlock.
     lock_order: Vec<usize>,
+    /// The shared variables' names in a state ([`Function::state_names`]).
+    state_names: Vec<String>,
     exec: Box<dyn Executable>,
     /// Whether calls go to the executable's direct path first (nothing shared, and the
     /// backend has one).
@@ -53,6 +55,108 @@ const SAVED_HEADER: &str = "kiln function 1";
 /// The files of a saved function besides its state's.
 pub(crate) const SAVED_FILES: [&str; 2] = ["function.kir", "function.txt"];
 
+/// How a saved function's parameters and results bind to shared variables (its
+/// `function.txt`), checked against the function it belongs to.
+pub(crate) struct SavedBindings {
+    n_inputs: usize,
+    n_outputs: usize,
+    /// For each shared variable (the parameters after the inputs): the result that updates
+    /// it, if any, and whether the function overwrites its old value (`SharedBinding`).
+    shared: Vec<(Option<usize>, bool)>,
+}
+
+impl SavedBindings {
+    /// Reads `manifest` (`function.txt` of [`Function::save`]) and checks it against `func`
+    /// as the compiler would have built it: the counts fit the parameters and results, each
+    /// update result updates one variable and has its type, and a variable is overwritten in
+    /// place only where the compiler would have let it be (every update's shape known, the
+    /// same as the variable's). An error names the line.
+    pub(crate) fn read(func: &Func, manifest: &str) -> std::result::Result<Self, String> {
+        let mut lines = manifest.lines();
+        if lines.next() != Some(SAVED_HEADER) {
+            return Err(format!("function.txt does not start with `{SAVED_HEADER}`"));
+        }
+        let mut count = |key: &str| -> std::result::Result<usize, String> {
+            lines
+                .next()
+                .and_then(|l| l.strip_prefix(key)?.strip_prefix(' ')?.parse().ok())
+                .ok_or_else(|| format!("function.txt: expected `{key} N`"))
+        };
+        let (n_inputs, n_outputs) = (count("inputs")?, count("outputs")?);
+        let mut shared = Vec::new();
+        for line in lines {
+            let bad = || format!("function.txt: `{line}` is not `shared UPDATE|- 0|1`");
+            let fields: Vec<&str> = line.split(' ').collect();
+            let ["shared", update, donated] = fields.as_slice() else {
+                return Err(bad());
+            };
+            let update = match *update {
+                "-" => None,
+                k => Some(k.parse::<usize>().map_err(|_| bad())?),
+            };
+            let donated = match *donated {
+                "0" => false,
+                "1" => true,
+                _ => return Err(bad()),
+            };
+            shared.push((update, donated));
+        }
+        let updates = shared.iter().filter(|b| b.0.is_some()).count();
+        let fits = (n_inputs.checked_add(shared.len())) == Some(func.params.len())
+            && n_outputs.checked_add(updates) == Some(func.outputs.len());
+        if !fits {
+            return Err(format!(
+                "function.txt ({n_inputs} inputs, {} shared, {n_outputs} outputs, {updates} \
+                 updates) does not fit @{} ({} parameters, {} results)",
+                shared.len(),
+                func.name,
+                func.params.len(),
+                func.outputs.len()
+            ));
+        }
+        let any_unknown = (shared.iter().filter_map(|b| b.0))
+            .any(|k| k < func.outputs.len() && func.ty(func.outputs[k]).known_shape().is_none());
+        for (i, &(update, donated)) in shared.iter().enumerate() {
+            let line = format!("function.txt, shared variable #{i} (line {})", i + 4);
+            let var = func.ty(func.params[n_inputs + i]);
+            let Some(k) = update else {
+                if donated {
+                    return Err(format!("{line}: overwritten in place but never updated"));
+                }
+                continue;
+            };
+            if !(n_outputs..func.outputs.len()).contains(&k) {
+                return Err(format!(
+                    "{line}: updated by result {k}, not one of the update results {n_outputs}..{}",
+                    func.outputs.len()
+                ));
+            }
+            if let Some(j) = shared[..i].iter().position(|b| b.0 == Some(k)) {
+                return Err(format!(
+                    "{line}: result {k} already updates shared variable #{j}"
+                ));
+            }
+            let new = func.ty(func.outputs[k]);
+            if !var.may_hold(new) {
+                return Err(format!(
+                    "{line}: updated by result {k} of type {new}, expected {var}"
+                ));
+            }
+            if donated && (any_unknown || var.known_shape() != new.known_shape()) {
+                return Err(format!(
+                    "{line}: overwritten in place, which needs every update's shape known and \
+                     this one the variable's ({var}, updated by {new})"
+                ));
+            }
+        }
+        Ok(SavedBindings {
+            n_inputs,
+            n_outputs,
+            shared,
+        })
+    }
+}
+
 /// A call's inputs: a few, on the stack.
 type Inputs<'a> = smallvec::SmallVec<[TensorRef<'a>; 4]>;
 
@@ -67,7 +171,9 @@ impl Function {
         let mut lock_order: Vec<usize> = (0..shared.len()).collect();
         lock_order.sort_by_key(|&i| std::sync::Arc::as_ptr(&shared[i].cell) as usize);
         let direct = shared.is_empty() && exec.has_direct_call();
+        let state_names = Function::state_names(&shared);
         Function {
+            state_names,
             func,
             n_inputs,
             n_outputs,
@@ -112,44 +218,54 @@ impl Function {
 
     /// [`Function::state`], with the error of a value that could not be copied back from the
     /// GPU.
+    ///
+    /// The state is one moment's: every variable is held while all are read (in the lock
+    /// order the calls take), so no call that updates them runs halfway through the reading,
+    /// and the ops' state is read under the same locks.
     pub fn try_state(&self) -> Result<FunctionState> {
-        let shared = self
-            .shared
-            .iter()
-            .enumerate()
-            .map(|(i, b)| Ok((self.shared_name(i), b.cell.value()?)))
-            .collect::<Result<_>>()?;
-        Ok(FunctionState {
-            shared,
-            ops: self.exec.op_state(),
-        })
+        let held = self.lock_all(|b| b.cell.hold())?;
+        let shared = (self.state_names.iter().cloned())
+            .zip(held.iter().map(|g| (**g).clone()))
+            .collect();
+        let ops = self.exec.op_state();
+        drop(held);
+        Ok(FunctionState { shared, ops })
     }
 
-    /// The name of shared variable `i` in a state: its own, or `#i` where it has none or
-    /// shares it with another.
-    fn shared_name(&self, i: usize) -> String {
-        let name = &self.shared[i].name;
-        let unique = self.shared.iter().filter(|b| &b.name == name).count() == 1;
-        match name.is_empty() || !unique {
-            true => format!("#{i}"),
-            false => name.clone(),
+    /// The names of the shared variables in a state: each one's own, or `#i` (its place
+    /// among them) where it has none or shares it with another.
+    fn state_names(shared: &[SharedBinding]) -> Vec<String> {
+        let mut count: std::collections::HashMap<&str, usize> = Default::default();
+        for b in shared {
+            *count.entry(b.name.as_str()).or_default() += 1;
         }
+        (shared.iter().enumerate())
+            .map(
+                |(i, b)| match b.name.is_empty() || count[b.name.as_str()] > 1 {
+                    true => format!("#{i}"),
+                    false => b.name.clone(),
+                },
+            )
+            .collect()
     }
 
     /// Sets the state: the shared variables it names, and the ops' state (all of it: what
     /// `state` omits, a fresh function's). Everything is checked first (names, dtypes,
-    /// shapes, the steps that keep op state); an error changes nothing.
+    /// shapes, the steps that keep op state); an error changes nothing. The new state is seen
+    /// whole or not at all: every variable is held while all are set, so no call runs on a
+    /// mix of old and new values.
     pub fn set_state(&self, state: &FunctionState) -> Result<()> {
+        let index: std::collections::HashMap<&str, usize> = (self.state_names.iter().enumerate())
+            .map(|(i, n)| (n.as_str(), i))
+            .collect();
         let mut values: Vec<Option<&Tensor>> = vec![None; self.shared.len()];
         for (name, t) in &state.shared {
-            let i = (0..self.shared.len())
-                .find(|&i| &self.shared_name(i) == name)
-                .ok_or_else(|| {
-                    Error::Input(format!(
-                        "state entry `shared/{name}`: {} reads no shared variable of that name",
-                        self.func.name
-                    ))
-                })?;
+            let i = *index.get(name.as_str()).ok_or_else(|| {
+                Error::Input(format!(
+                    "state entry `shared/{name}`: {} reads no shared variable of that name",
+                    self.func.name
+                ))
+            })?;
             let ty = self.func.ty(self.func.params[self.n_inputs + i]);
             if t.dtype() != ty.dtype || !ty.accepts_shape(t.shape()) {
                 return Err(Error::Input(format!(
@@ -158,12 +274,17 @@ impl Function {
                     t.shape()
                 )));
             }
-            values[i] = Some(t);
+            if values[i].replace(t).is_some() {
+                return Err(Error::Input(format!(
+                    "state entry `shared/{name}` is given twice"
+                )));
+            }
         }
+        let mut held = self.lock_all(|b| b.cell.write())?;
         self.exec.set_op_state(&state.ops)?;
-        for (b, t) in self.shared.iter().zip(values) {
+        for (g, t) in held.iter_mut().zip(values) {
             if let Some(t) = t {
-                b.cell.set(t.clone());
+                **g = t.clone();
             }
         }
         Ok(())
@@ -225,69 +346,65 @@ impl Function {
         crate::npy::write_archive(path.as_ref(), &files)
     }
 
-    /// A function of the optimized `func` run by `exec`, with shared variables of its own
-    /// (fresh cells, named after their parameters) bound as `manifest` (`function.txt` of
-    /// [`Function::save`]) says: the loaded half of a saved function.
+    /// A function of the optimized `func` run by `exec`, bound as `saved` (checked against
+    /// `func` by [`SavedBindings::read`]), with shared variables of its own: fresh cells
+    /// named after their parameters, holding the values of `state` (one for each, checked
+    /// against its type), and its ops' state restored. The loaded half of a saved function.
     pub(crate) fn from_saved(
         func: Func,
-        manifest: &str,
+        saved: SavedBindings,
+        state: FunctionState,
         exec: Box<dyn Executable>,
-    ) -> std::result::Result<Function, String> {
-        let mut lines = manifest.lines();
-        if lines.next() != Some(SAVED_HEADER) {
-            return Err(format!("function.txt does not start with `{SAVED_HEADER}`"));
-        }
-        let mut count = |key: &str| -> std::result::Result<usize, String> {
-            lines
-                .next()
-                .and_then(|l| l.strip_prefix(key)?.strip_prefix(' ')?.parse().ok())
-                .ok_or_else(|| format!("function.txt: expected `{key} N`"))
-        };
-        let (n_inputs, n_outputs) = (count("inputs")?, count("outputs")?);
-        let mut shared = Vec::new();
-        for (i, line) in lines.enumerate() {
-            let bad = || format!("function.txt: `{line}` is not `shared UPDATE|- 0|1`");
-            let fields: Vec<&str> = line.split(' ').collect();
-            let ["shared", update, donated] = fields.as_slice() else {
-                return Err(bad());
-            };
-            let update = match *update {
-                "-" => None,
-                k => Some(k.parse::<usize>().map_err(|_| bad())?),
-            };
-            let param = func.params.get(n_inputs + i).copied().ok_or_else(|| {
-                format!(
-                    "function.txt binds more shared variables than @{} has parameters",
+    ) -> Result<Function> {
+        let n_inputs = saved.n_inputs;
+        let mut shared: Vec<SharedBinding> = (saved.shared.iter().enumerate())
+            .map(|(i, &(update, donated))| {
+                let param = func.params[n_inputs + i];
+                let ty = func.ty(param);
+                SharedBinding {
+                    cell: crate::shared::SharedValue::new(Tensor::empty(ty.dtype)),
+                    name: func.name_of(param).unwrap_or_default().to_string(),
+                    update,
+                    donated,
+                }
+            })
+            .collect();
+        let names = Function::state_names(&shared);
+        let index: std::collections::HashMap<&str, usize> = (names.iter().enumerate())
+            .map(|(i, n)| (n.as_str(), i))
+            .collect();
+        let mut values: Vec<Option<Tensor>> = (0..shared.len()).map(|_| None).collect();
+        for (name, t) in state.shared {
+            let bad = |why: String| Error::Input(format!("state entry `shared/{name}`: {why}"));
+            let i = *index.get(name.as_str()).ok_or_else(|| {
+                bad(format!(
+                    "@{} reads no shared variable of that name",
                     func.name
-                )
+                ))
             })?;
-            let ty = func.ty(param);
-            let zeros = Tensor::zeros(ty.dtype, &ty.known_shape().unwrap_or(vec![0; ty.rank()]));
-            shared.push(SharedBinding {
-                cell: crate::shared::SharedValue::new(zeros),
-                name: func.name_of(param).unwrap_or_default().to_string(),
-                update,
-                donated: *donated == "1",
-            });
+            let ty = func.ty(func.params[n_inputs + i]);
+            if t.dtype() != ty.dtype || !ty.accepts_shape(t.shape()) {
+                return Err(bad(format!(
+                    "expected {ty}, got an array of {} {:?}",
+                    t.dtype(),
+                    t.shape()
+                )));
+            }
+            if values[i].replace(t).is_some() {
+                return Err(bad("given twice".into()));
+            }
         }
-        let updates = shared.iter().filter(|b| b.update.is_some()).count();
-        let fits = n_inputs + shared.len() == func.params.len()
-            && n_outputs + updates == func.outputs.len()
-            && shared
-                .iter()
-                .filter_map(|b| b.update)
-                .all(|k| (n_outputs..func.outputs.len()).contains(&k));
-        if !fits {
-            return Err(format!(
-                "function.txt ({n_inputs} inputs, {} shared, {n_outputs} outputs, {updates} \
-                 updates) does not fit @{} ({} parameters, {} results)",
-                shared.len(),
-                func.name,
-                func.params.len(),
-                func.outputs.len()
-            ));
+        for ((b, v), name) in shared.iter_mut().zip(values).zip(&names) {
+            let v = v.ok_or_else(|| {
+                Error::Input(format!(
+                    "no state entry `shared/{name}` (the variable's value)"
+                ))
+            })?;
+            b.cell = crate::shared::SharedValue::new(v);
         }
-        Ok(Function::new(func, n_inputs, n_outputs, shared, exec))
+        let f = Function::new(func, n_inputs, saved.n_outputs, shared, exec);
+        f.exec.set_op_state(&state.ops)?;
+        Ok(f)
     }
 
     /// Forgets the calls profiled so far (after a warm-up, say).
@@ -424,6 +541,15 @@ impl Function {
             if let (Some(k), Some(g)) = (b.update, g) {
                 let new = &updates[k - self.n_outputs];
                 let shape = old_shapes[i].as_deref().unwrap_or(g.tensor().shape());
+                if mismatch.is_none() && new.dtype() != g.tensor().dtype() {
+                    // The compiler and the loader refuse such a binding: never applied.
+                    mismatch = Some(Error::Runtime(format!(
+                        "internal error: the update of shared variable `{}` is {}, expected {}",
+                        b.name,
+                        new.dtype(),
+                        g.tensor().dtype()
+                    )));
+                }
                 if mismatch.is_none() && new.shape() != shape {
                     mismatch = Some(Error::Shape(format!(
                         "the update of shared variable `{}` has shape {:?}, expected {:?}",
@@ -444,7 +570,9 @@ impl Function {
                     // After a bad update no update applies, except to donated variables: their
                     // old buffers may be overwritten already, so they take a new value that
                     // fits, or zeros of their shape (see `FunctionBuilder::update`).
-                    (Some(_), Some(new), Some(shape)) if new.shape() == shape.as_slice() => {
+                    (Some(_), Some(new), Some(shape))
+                        if new.shape() == shape.as_slice() && new.dtype() == w.dtype() =>
+                    {
                         **w = new
                     }
                     (Some(_), _, Some(shape)) => **w = Tensor::zeros(w.dtype(), shape),
