@@ -296,14 +296,7 @@ impl FunctionBuilder {
                 return Err(Error::Input(format!("{} is updated twice", s.label())));
             }
             let (st, vt) = (s.ty(), v.ty());
-            let fits = st.dtype == vt.dtype
-                && st.rank() == vt.rank()
-                && st
-                    .shape
-                    .iter()
-                    .zip(&vt.shape)
-                    .all(|(a, b)| a.is_none() || b.is_none() || a == b);
-            if !fits {
+            if !st.may_hold(&vt) {
                 return Err(Error::Input(format!(
                     "the update of {} has type {vt}, expected {st}",
                     s.label()
@@ -391,13 +384,15 @@ impl Function {
             .next()
             .ok_or_else(|| at("function.kir holds no function".into()))?;
         crate::ir::verify::verify(&func).map_err(|es| at(es.join("; ")))?;
-        let (options, backend) = &options.for_func(&func.name)?;
-        let exec = backend_executable(*backend, &func, options)?;
-        let f = Function::from_saved(func, &manifest, exec).map_err(at)?;
+        // Everything is checked before anything is compiled: the bindings against the
+        // function, then the state against the bindings.
+        let saved = crate::runtime::function::SavedBindings::read(&func, &manifest).map_err(at)?;
         let entries = crate::npy::arrays_of(path, files)?;
         let state = crate::runtime::state::FunctionState::from_entries(entries)
             .map_err(|e| at(e.to_string()))?;
-        f.set_state(&state).map_err(|e| at(e.to_string()))?;
+        let (options, backend) = &options.for_func(&func.name)?;
+        let exec = backend_executable(*backend, &func, options)?;
+        let f = Function::from_saved(func, saved, state, exec).map_err(|e| at(e.to_string()))?;
         Ok(f)
     }
 }

@@ -1,6 +1,7 @@
 //! `.npy` files in and out, for the command-line tool and for programs that keep arrays on
 //! disk: reading checks the header against the file before anything is allocated (a header
-//! may claim any shape), every error is one line, and writing several files is all or
+//! may claim any shape) and reads no more than the header or an archive's directory declares
+//! (a file may be a stream, an entry may inflate without end), every error is one line, and writing several files is all or
 //! nothing (each goes to a temporary file first; the temporary files, and the finished ones
 //! of an incomplete set, are removed on failure or by [`remove_unfinished`] from a signal
 //! handler).
@@ -152,16 +153,123 @@ fn dtype_of(descr: &str) -> Option<DType> {
     })
 }
 
-/// Reads an array of `dtype` from the `.npy` file at `path`.
+/// The longest header read (numpy writes a few dozen bytes for the dtypes kiln reads, and
+/// its own reader refuses headers over 10,000 bytes by default).
+const MAX_HEADER: usize = 1 << 16;
+
+/// Reads an array of `dtype` from the `.npy` file at `path`. Only what the header declares
+/// is read: the header first (bounded), then exactly the data its shape needs, so a file
+/// that is a stream (a FIFO, `/dev/zero`) or that holds more than its header says is an
+/// error after at most that much, never a read that does not end.
 pub fn read(path: &Path, dtype: DType) -> Result<Tensor> {
-    let bytes = std::fs::read(path).map_err(|e| err(path, e))?;
+    use std::io::Read;
+    let file = std::fs::File::open(path).map_err(|e| err(path, e))?;
+    let regular_len = file
+        .metadata()
+        .ok()
+        .filter(|m| m.is_file())
+        .map(|m| m.len());
+    let mut r = std::io::BufReader::new(file);
+    let mut bytes = vec![0u8; 10];
+    read_exactly(path, &mut r, &mut bytes, "the file ends inside the header")?;
+    if &bytes[..6] != MAGIC {
+        return Err(err(path, "not an .npy file (no \\x93NUMPY magic)"));
+    }
+    let header_len = match bytes[6] {
+        1 => u16::from_le_bytes([bytes[8], bytes[9]]) as usize,
+        2 | 3 => {
+            bytes.resize(12, 0);
+            read_exactly(
+                path,
+                &mut r,
+                &mut bytes[10..],
+                "the file ends inside the header",
+            )?;
+            u32::from_le_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]) as usize
+        }
+        v => return Err(err(path, format!("unsupported .npy version {v}"))),
+    };
+    if header_len > MAX_HEADER {
+        return Err(err(
+            path,
+            format!("the header claims {header_len} bytes, more than the {MAX_HEADER} read"),
+        ));
+    }
+    let start = bytes.len();
+    bytes.resize(start + header_len, 0);
+    read_exactly(
+        path,
+        &mut r,
+        &mut bytes[start..],
+        "the file ends inside the header",
+    )?;
+    let (h, data_at) = parse_header(&bytes).map_err(|e| err(path, e))?;
+    let need = data_bytes(path, &h, element_dtype(path, &h, Some(dtype))?)?;
+    if let Some(len) = regular_len {
+        if len != (data_at + need) as u64 {
+            return Err(err(
+                path,
+                format!(
+                    "the header's shape {:?} needs {need} bytes of data, the file holds {}",
+                    h.shape,
+                    len.saturating_sub(data_at as u64)
+                ),
+            ));
+        }
+    }
+    reserve(path, &mut bytes, need)?;
+    bytes.resize(data_at + need, 0);
+    read_exactly(
+        path,
+        &mut r,
+        &mut bytes[data_at..],
+        &format!(
+            "the header's shape {:?} needs {need} bytes of data, the file ends before",
+            h.shape
+        ),
+    )?;
+    if r.read(&mut [0u8]).map_err(|e| err(path, e))? != 0 {
+        return Err(err(
+            path,
+            format!(
+                "the file holds more than the {need} bytes of data the header's shape {:?} needs",
+                h.shape
+            ),
+        ));
+    }
     from_bytes(path, &bytes, Some(dtype))
 }
 
-/// Reads the `.npy` data in `bytes` (named `path` in errors), of `dtype` or, with `None`, of
-/// the dtype its header says.
-pub fn from_bytes(path: &Path, bytes: &[u8], dtype: Option<DType>) -> Result<Tensor> {
-    let (h, data_at) = parse_header(bytes).map_err(|e| err(path, e))?;
+/// Fills `buf` from `r`, or fails with `short` where the stream ends first.
+fn read_exactly(
+    path: &Path,
+    r: &mut impl std::io::Read,
+    buf: &mut [u8],
+    short: &str,
+) -> Result<()> {
+    r.read_exact(buf).map_err(|e| match e.kind() {
+        std::io::ErrorKind::UnexpectedEof => err(path, short),
+        _ => err(path, e),
+    })
+}
+
+/// Room for `more` bytes in `bytes`, or an error where the allocator cannot give them (Rust
+/// aborts on a failed allocation; this asks first).
+fn reserve(path: &Path, bytes: &mut Vec<u8>, more: usize) -> Result<()> {
+    bytes.try_reserve_exact(more).map_err(|_| {
+        err(
+            path,
+            format!(
+                "needs {:.1} GB, more than can be allocated",
+                more as f64 / 1e9
+            ),
+        )
+    })
+}
+
+/// The dtype of the elements a header declares, which must be `dtype` where one is asked
+/// for.
+fn element_dtype(path: &Path, h: &Header, dtype: Option<DType>) -> Result<DType> {
     let dtype = match dtype.or_else(|| dtype_of(&h.descr)) {
         Some(d) => d,
         None => {
@@ -189,30 +297,40 @@ pub fn from_bytes(path: &Path, bytes: &[u8], dtype: Option<DType>) -> Result<Ten
             ));
         }
     }
-    let data = &bytes[data_at..];
-    let need = h
-        .shape
+    Ok(dtype)
+}
+
+/// The bytes of data a header of `dtype` elements declares (checked: a shape whose size
+/// overflows is an error).
+fn data_bytes(path: &Path, h: &Header, dtype: DType) -> Result<usize> {
+    h.shape
         .iter()
         .try_fold(dtype.size(), |n, &d| n.checked_mul(d))
-        .filter(|&n| n <= isize::MAX as usize);
-    match need {
-        Some(n) if n == data.len() => {}
-        Some(n) => {
-            return Err(err(
-                path,
-                format!(
-                    "the header's shape {:?} needs {n} bytes of data, the file holds {}",
-                    h.shape,
-                    data.len()
-                ),
-            ))
-        }
-        None => {
-            return Err(err(
+        .filter(|&n| n <= isize::MAX as usize)
+        .ok_or_else(|| {
+            err(
                 path,
                 format!("the header's shape {:?} is too large", h.shape),
-            ))
-        }
+            )
+        })
+}
+
+/// Reads the `.npy` data in `bytes` (named `path` in errors), of `dtype` or, with `None`, of
+/// the dtype its header says.
+pub fn from_bytes(path: &Path, bytes: &[u8], dtype: Option<DType>) -> Result<Tensor> {
+    let (h, data_at) = parse_header(bytes).map_err(|e| err(path, e))?;
+    let dtype = element_dtype(path, &h, dtype)?;
+    let data = &bytes[data_at..];
+    let need = data_bytes(path, &h, dtype)?;
+    if need != data.len() {
+        return Err(err(
+            path,
+            format!(
+                "the header's shape {:?} needs {need} bytes of data, the file holds {}",
+                h.shape,
+                data.len()
+            ),
+        ));
     }
     let shape = IxDyn(&h.shape).set_f(h.fortran);
     let bad = |e: ndarray::ShapeError| err(path, e);
@@ -390,14 +508,35 @@ pub fn read_archive(path: &Path) -> Result<Vec<(String, Vec<u8>)>> {
     let mut zip = zip::ZipArchive::new(std::io::BufReader::new(file)).map_err(|e| err(path, e))?;
     let mut out = Vec::with_capacity(zip.len());
     for i in 0..zip.len() {
-        let mut entry = zip.by_index(i).map_err(|e| err(path, e))?;
+        let entry = zip.by_index(i).map_err(|e| err(path, e))?;
         let name = entry.name().to_string();
-        // Read what the entry holds, whatever its directory claims (a damaged or hostile
-        // archive may claim any size).
+        let at = path.join(&name);
+        // Only what the directory declares is read, and it must be all there is: a damaged
+        // or hostile archive may declare anything, and an entry may inflate to far more (a
+        // few megabytes of deflated zeros make gigabytes).
+        let declared = entry.size();
+        let want = usize::try_from(declared)
+            .ok()
+            .filter(|&n| n <= isize::MAX as usize)
+            .ok_or_else(|| err(&at, format!("declares {declared} bytes, too many")))?;
         let mut bytes = Vec::new();
+        reserve(&at, &mut bytes, want)?;
         entry
+            .take(declared.saturating_add(1))
             .read_to_end(&mut bytes)
-            .map_err(|e| err(&path.join(&name), e))?;
+            .map_err(|e| err(&at, e))?;
+        if bytes.len() != want {
+            return Err(err(
+                &at,
+                format!(
+                    "holds {} bytes where the archive's directory declares {declared}",
+                    match bytes.len() > want {
+                        true => "more".to_string(),
+                        false => bytes.len().to_string(),
+                    }
+                ),
+            ));
+        }
         out.push((name, bytes));
     }
     Ok(out)

@@ -56,6 +56,16 @@ impl TensorType {
                 .all(|(d, &s)| d.is_none_or(|d| d == s))
     }
 
+    /// Whether a value of type `other` may stand where this type is expected at run time:
+    /// the same dtype and rank, and each dim unknown in one of them or equal (the rule for a
+    /// shared variable's update).
+    pub fn may_hold(&self, other: &TensorType) -> bool {
+        self.dtype == other.dtype
+            && self.rank() == other.rank()
+            && (self.shape.iter().zip(&other.shape))
+                .all(|(a, b)| a.is_none() || b.is_none() || a == b)
+    }
+
     pub fn with_dtype(&self, dtype: DType) -> Self {
         TensorType {
             dtype,
