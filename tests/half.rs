@@ -114,7 +114,9 @@ fn casts_to_halves_round_once_to_nearest_even_on_every_backend() {
             &[Tensor::F32(arr(&xs32))],
             &[want_half(to, &wide)],
         );
-        // From integers, through f64 (i64 beyond 2^53 rounds there first).
+        // From integers, rounded once: an i64 beyond 2^53 is taken to f64 rounded to odd
+        // (toward zero, the last bit set where inexact), which keeps the half's rounding the
+        // only one; `(1 << 60) + (1 << 52) + 1` is just past a bf16 tie and rounds up.
         let ints: Vec<i64> = vec![
             0,
             1,
@@ -125,9 +127,20 @@ fn casts_to_halves_round_once_to_nearest_even_on_every_backend() {
             65520,
             1 << 40,
             (1 << 60) + (1 << 52) + 1,
+            (1 << 60) + (1 << 52),
+            i64::MAX,
             i64::MIN,
         ];
-        let wide: Vec<f64> = ints.iter().map(|&i| i as f64).collect();
+        let odd = |i: i64| {
+            let d = i as f64;
+            let (exact, wide) = (i as i128, d as i128);
+            match wide == exact {
+                true => d,
+                false if wide.abs() > exact.abs() => f64::from_bits((d.to_bits() - 1) | 1),
+                false => f64::from_bits(d.to_bits() | 1),
+            }
+        };
+        let wide: Vec<f64> = ints.iter().map(|&i| odd(i)).collect();
         check_exact(
             &|g| {
                 let x = g.input("x", kiln::i64, [None]);

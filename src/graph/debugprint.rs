@@ -21,9 +21,27 @@ pub fn debugprint(outputs: &[&Var]) -> String {
     let g = first.graph().data();
     let mut ids = HashMap::new();
     for v in outputs {
-        print_var(&g, v.id, "", &mut ids, &mut out);
+        print_tree(&g, v.id, &mut ids, &mut out);
     }
     out
+}
+
+/// Indentation stops growing past this depth (the depth is then written on the line): a
+/// chain a million deep prints a million lines, not a million squared characters.
+const MAX_INDENT: usize = 64;
+
+/// The tree of `root`, depth first, with an explicit stack (a graph may be deeper than the
+/// thread's stack).
+fn print_tree(g: &GraphData, root: VarId, ids: &mut HashMap<VarId, String>, out: &mut String) {
+    let mut stack = vec![(root, 0usize)];
+    while let Some((v, depth)) = stack.pop() {
+        let mut prefix = " |".repeat(depth.min(MAX_INDENT));
+        if depth > MAX_INDENT {
+            let _ = write!(prefix, "(depth {depth}) ");
+        }
+        let inputs = print_var(g, v, &prefix, ids, out);
+        stack.extend(inputs.iter().rev().map(|&i| (i, depth + 1)));
+    }
 }
 
 fn id_name(n: usize) -> String {
@@ -40,17 +58,19 @@ fn id_name(n: usize) -> String {
     s
 }
 
+/// Prints the line of `v` and returns the inputs to print under it (none where it was
+/// printed above).
 fn print_var(
     g: &GraphData,
     v: VarId,
     prefix: &str,
     ids: &mut HashMap<VarId, String>,
     out: &mut String,
-) {
+) -> Vec<VarId> {
     let data = &g.vars[v.0 as usize];
     if let Some(id) = ids.get(&v) {
         let _ = writeln!(out, "{prefix}[id {id}] (printed above)");
-        return;
+        return Vec::new();
     }
     let id = id_name(ids.len());
     ids.insert(v, id.clone());
@@ -73,10 +93,7 @@ fn print_var(
                 "{prefix}{}{idx} [id {id}]{name} : {ty}",
                 describe_op(&a.op)
             );
-            let child = format!("{prefix} |");
-            for &inp in &a.inputs {
-                print_var(g, inp, &child, ids, out);
-            }
+            return a.inputs.to_vec();
         }
         VarKind::Input => {
             let _ = writeln!(
@@ -111,6 +128,7 @@ fn print_var(
             let _ = writeln!(out, "{prefix}<error: {e}> [id {id}]");
         }
     }
+    Vec::new()
 }
 
 /// The op with its parameters, as Theano shows `Elemwise{add}` or `Sum{axis=[1]}`.

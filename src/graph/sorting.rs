@@ -68,7 +68,9 @@ impl Var {
 
     /// JAX's `lax.top_k`: the `k` largest elements of each lane along the last axis, largest
     /// first (equal elements in index order), and their positions (i64). Built from
-    /// `argsort_descending` and `take_along_axis`, so it sorts the whole lane.
+    /// `argsort_descending` and `take_along_axis`, so it sorts the whole lane. A lane shorter
+    /// than `k` is an error (at build time where its length is known, else at run time), as
+    /// in JAX.
     #[track_caller]
     pub fn topk(&self, k: usize) -> (Var, Var) {
         let loc = SourceLoc::caller();
@@ -91,9 +93,28 @@ impl Var {
             &[],
             loc,
         );
-        let mut ranges = vec![(None, None, 1); rank];
-        ranges[rank - 1] = (None, Some(k as i64), 1);
-        let indices = order.slice(&ranges);
+        let indices = match n {
+            Some(_) => {
+                let mut ranges = vec![(None, None, 1); rank];
+                ranges[rank - 1] = (None, Some(k as i64), 1);
+                order.slice(&ranges)
+            }
+            // A lane known only at run time may be shorter than k: the first k positions are
+            // taken by index (an error naming `topk` where there are fewer), where a slice
+            // would give fewer without a word.
+            None => {
+                let op = Op::Arange {
+                    start: crate::ir::F64Bits(0.0),
+                    stop: crate::ir::F64Bits(k as f64),
+                    step: crate::ir::F64Bits(1.0),
+                    dtype: crate::ir::DType::I64,
+                };
+                let first_k = self.graph().apply_at(op, &[], loc).swap_remove(0);
+                order
+                    .apply1(Op::Take { axis: rank - 1 }, &[&first_k], loc)
+                    .named("topk positions")
+            }
+        };
         let values = self.apply1(Op::TakeAlongAxis { axis: rank - 1 }, &[&indices], loc);
         (values, indices)
     }

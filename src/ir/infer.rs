@@ -13,6 +13,9 @@ pub fn checked_numel(mut dims: impl Iterator<Item = usize>) -> Option<usize> {
     dims.try_fold(1usize, |acc, d| acc.checked_mul(d))
 }
 
+/// What the error of a result whose size overflows says (`runtime::memory` looks for it).
+pub const TOO_MANY_ELEMENTS: &str = "has too many elements";
+
 /// Output types of `op` applied to inputs of types `inputs`. Shapes whose size in bytes would
 /// not fit in memory's address space are errors here, so nothing later can overflow on them.
 pub fn infer(op: &Op, inputs: &[&TensorType]) -> Result<Vec<TensorType>, String> {
@@ -23,10 +26,7 @@ pub fn infer(op: &Op, inputs: &[&TensorType]) -> Result<Vec<TensorType>, String>
             .and_then(|n| n.checked_mul(t.dtype.size()))
             .is_some_and(|b| b <= isize::MAX as usize);
         if !fits {
-            return Err(format!(
-                "{}: the result {t} has too many elements",
-                op.name()
-            ));
+            return Err(format!("{}: the result {t} {TOO_MANY_ELEMENTS}", op.name()));
         }
     }
     Ok(outs)
@@ -369,7 +369,12 @@ fn infer_types(op: &Op, inputs: &[&TensorType]) -> Result<Vec<TensorType>, Strin
                 for (i, (sd, &td)) in shape.iter_mut().zip(&t.shape).enumerate() {
                     if i == *axis {
                         *sd = match (*sd, td) {
-                            (Some(a), Some(b)) => Some(a + b),
+                            (Some(a), Some(b)) => Some(a.checked_add(b).ok_or_else(|| {
+                                format!(
+                                    "concat: the inputs' extents along axis {axis} add up to \
+                                     more than an address holds"
+                                )
+                            })?),
                             _ => None,
                         };
                     } else {

@@ -32,8 +32,29 @@ impl Conv2d {
     pub fn output(&self, image: [usize; 2], kernel: [usize; 2]) -> Result<[usize; 2], String> {
         let mut out = [0; 2];
         for a in 0..2 {
-            let span = self.dilation[a] * (kernel[a].max(1) - 1) + 1;
-            out[a] = windows(image[a], span, self.stride[a], self.padding[a]).ok_or_else(|| {
+            // Checked: a dilation or padding near 2^64 must not wrap to a span or a padded
+            // size that fits.
+            let span = (kernel[a].max(1) - 1)
+                .checked_mul(self.dilation[a])
+                .and_then(|s| s.checked_add(1))
+                .ok_or_else(|| {
+                    format!(
+                        "conv2d: dilation {} along axis {} spreads {} taps wider than an address \
+                         reaches",
+                        self.dilation[a],
+                        a + 2,
+                        kernel[a]
+                    )
+                })?;
+            let padded = padded(image[a], self.padding[a]).ok_or_else(|| {
+                format!(
+                    "conv2d: padding {} along axis {} makes a padded size larger than an \
+                     address reaches",
+                    self.padding[a],
+                    a + 2
+                )
+            })?;
+            out[a] = windows_in(padded, span, self.stride[a]).ok_or_else(|| {
                 format!(
                     "conv2d: a filter spanning {span} does not fit in {} (padded by {} on \
                      each side) along axis {}",
@@ -116,19 +137,31 @@ pub struct Pool2d {
 
 impl Pool2d {
     /// The output's last two dims for an input whose last two are `input`, or why none fits.
+    /// An axis of extent 0 has no window that is not padding alone (which has no greatest
+    /// element and no mean over elements): an error, as numpy's reductions of nothing are.
     pub fn output(&self, input: [usize; 2]) -> Result<[usize; 2], String> {
+        let name = self.kind.name();
         let mut out = [0; 2];
         for a in 0..2 {
-            out[a] = windows(input[a], self.window[a], self.stride[a], self.padding[a])
-                .ok_or_else(|| {
-                    format!(
-                        "{}: a window of {} does not fit in {} (padded by {} on each side)",
-                        self.kind.name(),
-                        self.window[a],
-                        input[a],
-                        self.padding[a]
-                    )
-                })?;
+            let axis = a as isize - 2;
+            if input[a] == 0 {
+                return Err(format!(
+                    "{name}: axis {axis} is empty, so every window would be padding alone"
+                ));
+            }
+            let padded = padded(input[a], self.padding[a]).ok_or_else(|| {
+                format!(
+                    "{name}: padding {} along axis {axis} makes a padded size larger than an \
+                     address reaches",
+                    self.padding[a]
+                )
+            })?;
+            out[a] = windows_in(padded, self.window[a], self.stride[a]).ok_or_else(|| {
+                format!(
+                    "{name}: a window of {} does not fit in {} (padded by {} on each side)",
+                    self.window[a], input[a], self.padding[a]
+                )
+            })?;
         }
         Ok(out)
     }
@@ -143,7 +176,8 @@ impl Pool2d {
                 self.window, self.stride
             ));
         }
-        if (0..2).any(|a| 2 * self.padding[a] > self.window[a]) {
+        // (`padding > window / 2`, not `2 * padding > window`, which could wrap.)
+        if (0..2).any(|a| self.padding[a] > self.window[a] / 2) {
             return Err(format!(
                 "{name}: padding {:?} must be at most half the window {:?}",
                 self.padding, self.window
@@ -295,9 +329,19 @@ pub fn pool_type(pool: &Pool2d, x: &TensorType) -> Result<TensorType, String> {
 }
 
 /// How many windows spanning `span` fit, `stride` apart, in `n` padded by `pad` on both sides
-/// (the floor rule of PyTorch, JAX and cuDNN); `None` when not even one does.
+/// (the floor rule of PyTorch, JAX and cuDNN); `None` when not even one does, or when the
+/// padded size overflows.
 pub fn windows(n: usize, span: usize, stride: usize, pad: usize) -> Option<usize> {
-    let padded = n + 2 * pad;
+    windows_in(padded(n, pad)?, span, stride)
+}
+
+/// `n` padded by `pad` on both sides, `None` where that overflows.
+fn padded(n: usize, pad: usize) -> Option<usize> {
+    pad.checked_mul(2)?.checked_add(n)
+}
+
+/// How many windows spanning `span` fit, `stride` apart, in `padded` elements.
+fn windows_in(padded: usize, span: usize, stride: usize) -> Option<usize> {
     (padded >= span && stride > 0).then(|| (padded - span) / stride + 1)
 }
 

@@ -301,6 +301,12 @@ fn cast_half<'ctx>(
     let f = match from {
         DType::F32 => x.into_float_value(),
         DType::Bool => cast(g, from, DType::F32, x)?.into_float_value(),
+        // Rounded to odd on the way, so that the half's rounding is the only one.
+        DType::I64 => {
+            let i = x.into_int_value();
+            let wide = emit_arith(g, Prec::F64, |e| math::half::i64_to_f64_odd(e, i))?;
+            f64_to_f32_odd(g, wide)?
+        }
         _ => f64_to_f32_odd(g, cast(g, from, DType::F64, x)?.into_float_value())?,
     };
     let bits = emit_arith(g, Prec::F32, |e| match to {

@@ -118,6 +118,40 @@ pub fn f32_to_bf16<E: Emit>(e: &mut E, x: E::F) -> E::I {
     e.iselect(is_nan, nan, r)
 }
 
+/// The i64 `x` (an f64 emitter's integer) as an f64 rounded to odd: toward zero, the last bit
+/// set where inexact. A cast of an i64 to a half goes through this and then through f32 the
+/// same way (`ir::f32_round_to_odd`), so it rounds once, where converting to the nearest f64
+/// first rounds twice (2^62 + 2^54 + 1 became the tie 2^62 + 2^54, then 2^62 in bf16).
+///
+/// `x` is split into `hi * 2^32 + lo` (both exact in f64); their sum rounds once and Fast2Sum
+/// gives its error exactly (`|hi * 2^32| >= 2^32 > lo` where `hi` is not 0, and the sum is
+/// exact where it is), whose sign says which way the sum rounded.
+pub fn i64_to_f64_odd<E: Emit>(e: &mut E, x: E::I) -> E::F {
+    let hi = e.sshr(x, 32);
+    let lo = and(e, x, 0xFFFF_FFFF);
+    let (hi, lo) = (e.to_float(hi), e.to_float(lo));
+    let scale = e.fconst(4294967296.0);
+    let hi = e.mul(hi, scale);
+    let sum = e.add(hi, lo);
+    let taken = e.sub(sum, hi);
+    let err = e.sub(lo, taken);
+    let zero = e.fconst(0.0);
+    let exact = e.eq(err, zero);
+    // Rounded away from zero: the error's sign is the opposite of the sum's.
+    let (sum_neg, err_neg) = (e.lt(sum, zero), e.lt(err, zero));
+    let (sum_pos, err_pos) = (e.lt(zero, sum), e.lt(zero, err));
+    let up_pos = e.mand(sum_pos, err_neg);
+    let up_neg = e.mand(sum_neg, err_pos);
+    let up = e.mor(up_pos, up_neg);
+    let bits = e.to_bits(sum);
+    let one = e.iconst(1);
+    let down = e.isub(bits, one);
+    let toward_zero = e.iselect(up, down, bits);
+    let odd = e.ior(toward_zero, one);
+    let bits = e.iselect(exact, bits, odd);
+    e.from_bits(bits)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -332,8 +332,11 @@ pub fn cast(t: &Tensor, to: DType) -> Tensor {
             DType::Bool => Tensor::Bool(a.mapv(|x| x != 0)),
             DType::F32 => Tensor::F32(a.mapv(|x| x as f32)),
             DType::F64 => Tensor::F64(a.mapv(|x| x as f64)),
-            // Through f64 (as every backend does): one rounding for any i64 a half can hold.
-            DType::F16 | DType::BF16 => from!(a, |x: i64| x as f64),
+            // Through f64 rounded to odd (as every backend does), so the half's rounding is
+            // the only one: a nearest f64 would round first (`math::half::i64_to_f64_odd`).
+            DType::F16 | DType::BF16 => from!(a, |x: i64| {
+                crate::math::half::i64_to_f64_odd(&mut crate::math::Eval64, x)
+            }),
         },
         Tensor::I32(a) => from!(a, |x: i32| x as f64),
         Tensor::Bool(a) => from!(a, |x: bool| x as u8 as f64),

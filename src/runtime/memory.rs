@@ -17,16 +17,17 @@ pub(super) const PROBE_BYTES: usize = 1 << 28;
 
 type Shape = SmallVec<[usize; 6]>;
 
-/// The shape of `step`'s result `k` as far as it is known before the step runs.
+/// The shape of `step`'s result `k` as far as it is known before the step runs, or why it
+/// cannot be allocated (its element count overflows).
 fn result_shape(
     func: &Func,
     step: &Step,
     k: usize,
     arg_shape: &dyn Fn(Value) -> Option<Shape>,
-) -> Option<Shape> {
+) -> Option<Result<Shape, String>> {
     let r = *step.results.get(k)?;
     if let Some(s) = func.ty(r).known_shape() {
-        return Some(s.into());
+        return Some(Ok(s.into()));
     }
     let args: Option<Vec<Shape>> = step.args.iter().map(|&a| arg_shape(a)).collect();
     let args = args?;
@@ -36,7 +37,7 @@ fn result_shape(
         for s in &args {
             out = crate::ir::broadcast_shapes(&out, s).ok()?;
         }
-        return Some(out.into());
+        return Some(Ok(out.into()));
     }
     if step.op == Op::MatMul && args.len() >= 2 && args[0].len() >= 2 && args[1].len() >= 2 {
         let (a, b) = (&args[0], &args[1]);
@@ -44,16 +45,23 @@ fn result_shape(
         let mut out: Shape = batch.into();
         out.push(a[a.len() - 2]);
         out.push(b[b.len() - 1]);
-        return Some(out);
+        return Some(Ok(out));
     }
-    // The op's shape function on the run-time shapes (a custom op's `infer_shape`).
-    if let Op::Custom(_) = step.op {
-        let dtypes: Vec<_> = step.args.iter().map(|&a| func.ty(a).dtype).collect();
-        let shapes: Vec<&[usize]> = args.iter().map(|s| s.as_slice()).collect();
-        let mut outs = crate::ir::infer_shape(&step.op, &dtypes, &shapes).ok()?;
-        return (k < outs.len()).then(|| outs.swap_remove(k).into());
+    // The op's shape function on the run-time shapes (the built-in ops' type inference, a
+    // custom op's `infer_shape`): a `?` dim sized at run time (a padded convolution, a deep
+    // `one_hot`, a `take` of many indices) is checked as a known one is.
+    if matches!(step.kernel, Kernel::IfElse { .. } | Kernel::Scan { .. }) {
+        return None;
     }
-    None
+    let dtypes: Vec<_> = step.args.iter().map(|&a| func.ty(a).dtype).collect();
+    let shapes: Vec<&[usize]> = args.iter().map(|s| s.as_slice()).collect();
+    match crate::ir::infer_shape(&step.op, &dtypes, &shapes) {
+        Ok(mut outs) => (k < outs.len()).then(|| Ok(outs.swap_remove(k).into())),
+        // A shape too large to count is too large to allocate.
+        Err(e) if e.contains(crate::ir::infer::TOO_MANY_ELEMENTS) => Some(Err(e)),
+        // Whatever else is wrong, the step itself says.
+        Err(_) => None,
+    }
 }
 
 /// Checks that `step`'s results can be allocated (see the module docs).
@@ -75,8 +83,10 @@ pub(super) fn check_fits(
         if known_bytes.is_some_and(|b| b < PROBE_BYTES) {
             continue;
         }
-        let Some(shape) = result_shape(func, step, k, arg_shape) else {
-            continue;
+        let shape = match result_shape(func, step, k, arg_shape) {
+            None => continue,
+            Some(Ok(shape)) => shape,
+            Some(Err(e)) => return Err(Error::Runtime(e)),
         };
         let r = step.results[k];
         let size = func.ty(r).dtype.size();

@@ -410,7 +410,8 @@ impl<'x, 'f, M: Module> OpGen<'x, 'f, M> {
     }
 
     /// A cast from or to a half, through `f32` (exact from a half; to a half, one rounding:
-    /// from `f64` and the integers by way of `f64` and round-to-odd, as `ir::f16_of` does).
+    /// from `f64` and the integers by way of `f64` and round-to-odd, as `ir::f16_of` does; an
+    /// i64 rounded to odd into `f64` too, `math::half::i64_to_f64_odd`).
     fn cast_half(&mut self, from: DType, to: DType, x: Value) -> Value {
         let vector = self.vector();
         // In vector code the only casts of halves are from and to f32 (`vector_lanes`), and
@@ -432,6 +433,13 @@ impl<'x, 'f, M: Module> OpGen<'x, 'f, M> {
         let f = match from {
             DType::F32 => x,
             DType::Bool => self.cast(from, DType::F32, x),
+            // Rounded to odd on the way, so that the half's rounding is the only one.
+            DType::I64 => {
+                let mut e =
+                    ClifMath::new(self.b, self.module, types::F64, self.table.as_deref_mut());
+                let wide = math::half::i64_to_f64_odd(&mut e, x);
+                half::f64_to_f32_odd(self.b, wide)
+            }
             _ => {
                 let wide = self.cast(from, DType::F64, x);
                 half::f64_to_f32_odd(self.b, wide)
