@@ -247,3 +247,50 @@ fn debugprint_of_a_chain_a_million_deep_returns() {
     assert!(last.contains("(depth 1000000) x [id"), "{last}");
     assert!(text.len() < 200 * 1_000_001, "{} bytes", text.len());
 }
+
+#[test]
+fn a_scan_whose_stacked_outputs_cannot_fit_fails_at_its_first_step() {
+    // A million steps each stacking 4 MB: 4 TB, refused before the entries pile up.
+    for backend in common::backends_with_gpu_host() {
+        let g = Graph::new();
+        let x0 = g.input("x0", kiln::f32, [Some(1_000_000)]);
+        let (last, stacked) = kiln::scan_steps(&g, &[&x0], 1_000_000, |c, _t| {
+            let next = &c[0] + 1.0;
+            (vec![next.clone()], vec![next])
+        });
+        let f = function(&[&x0], &[&last[0], &stacked[0]])
+            .backend(backend)
+            .compile()
+            .unwrap();
+        let x = ndarray::Array1::<f32>::zeros(1_000_000).into_dyn();
+        let e = f
+            .call(&[x.view()])
+            .err()
+            .expect("the call fails")
+            .to_string();
+        assert!(
+            e.contains("scan: stacked output 0") && e.contains("more than can be allocated"),
+            "{backend:?}: {e}"
+        );
+    }
+}
+
+#[test]
+fn an_object_of_a_huge_one_hot_is_refused_not_aborted() {
+    let f = kiln::ir::text::parse(
+        "huge.kir",
+        "func @f(%i: i64[2]) -> (f32[]) {\n  %y = one_hot %i {depth = 10000000000, dtype = f32}\n  \
+         %s = sum %y {axes = [0, 1], keepdims = false}\n  return %s\n}\n",
+    )
+    .map_err(|e| format!("{e:?}"))
+    .unwrap()
+    .remove(0);
+    let e = kiln::aot::compile_func(&f, &kiln::aot::AotOptions::default())
+        .err()
+        .expect("refused")
+        .to_string();
+    assert!(
+        e.contains("one_hot of depth 10000000000 would embed 80.0 GB"),
+        "{e}"
+    );
+}

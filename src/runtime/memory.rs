@@ -94,19 +94,8 @@ pub(super) fn check_fits(
             .iter()
             .try_fold(size, |n, &d| n.checked_mul(d))
             .filter(|&b| b <= isize::MAX as usize);
-        let fits = match bytes {
-            None => false,
-            Some(b) if b >= PROBE_BYTES => {
-                let mut probe: Vec<u8> = Vec::new();
-                probe.try_reserve_exact(b).is_ok()
-            }
-            Some(_) => true,
-        };
-        if !fits {
-            let need = match bytes {
-                Some(b) => format!("{:.1} GB", b as f64 / 1e9),
-                None => "more bytes than an address holds".into(),
-            };
+        if !can_allocate(bytes) {
+            let need = need_text(bytes);
             return Err(Error::Runtime(format!(
                 "{}: its result {} of shape {:?} ({}) needs {need}, more than can be allocated",
                 step.op.display_name(),
@@ -117,4 +106,44 @@ pub(super) fn check_fits(
         }
     }
     Ok(())
+}
+
+/// Whether `bytes` (`None`: more than a `usize` counts) can be allocated: large requests are
+/// asked of the allocator (a map and an unmap of untouched memory).
+pub(super) fn can_allocate(bytes: Option<usize>) -> bool {
+    match bytes.filter(|&b| b <= isize::MAX as usize) {
+        None => false,
+        Some(b) if b >= PROBE_BYTES => {
+            let mut probe: Vec<u8> = Vec::new();
+            probe.try_reserve_exact(b).is_ok()
+        }
+        Some(_) => true,
+    }
+}
+
+/// `bytes` for an error: `12.3 GB`.
+pub(super) fn need_text(bytes: Option<usize>) -> String {
+    match bytes {
+        Some(b) => format!("{:.1} GB", b as f64 / 1e9),
+        None => "more bytes than an address holds".into(),
+    }
+}
+
+/// Checks, after a scan's first step, that its stacked output `j` (`len` entries like
+/// `entry`, of `dtype`) can be allocated: the entries would otherwise pile up step by step
+/// until memory runs out.
+pub(super) fn check_stacked(
+    j: usize,
+    len: usize,
+    entry: &[usize],
+    dtype: crate::ir::DType,
+) -> Result<(), Error> {
+    let bytes = (entry.iter().chain([&len])).try_fold(dtype.size(), |n, &d| n.checked_mul(d));
+    match can_allocate(bytes) {
+        true => Ok(()),
+        false => Err(Error::Runtime(format!(
+            "scan: stacked output {j} ({len} steps of {dtype} {entry:?}) needs {}, more than can be allocated",
+            need_text(bytes)
+        ))),
+    }
 }

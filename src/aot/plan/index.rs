@@ -9,6 +9,9 @@ use crate::error::Result;
 use crate::ir::DType;
 use crate::tensor::Tensor;
 
+/// The most positions a `one_hot` embeds in an object (1 GiB of i64).
+const MAX_EMBEDDED_POSITIONS: usize = 1 << 27;
+
 /// `v` without its dim `axis`, at position `at` along it.
 fn lane_slice(v: &View, axis: usize, at: usize) -> View {
     let mut shape = v.shape.clone();
@@ -187,6 +190,15 @@ impl Builder<'_> {
     ) -> Result<View> {
         let mut shape = idx.shape.clone();
         shape.push(depth);
+        // The positions are data in the object: refused where they would make it huge (and
+        // never allocated on the way to an abort).
+        if depth > MAX_EMBEDDED_POSITIONS {
+            return Err(crate::error::Error::Unsupported(format!(
+                "{what}: one_hot of depth {depth} would embed {:.1} GB of positions in the \
+                 object (at most {MAX_EMBEDDED_POSITIONS} positions)",
+                depth as f64 * 8.0 / 1e9
+            )));
+        }
         let positions: Vec<i64> = (0..depth as i64).collect();
         let iota = self.constant(&Tensor::from(ndarray::arr1(&positions).into_dyn()));
         let mut iota_st = vec![0; idx.shape.len()];
