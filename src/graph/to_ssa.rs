@@ -253,7 +253,6 @@ impl Body<'_> {
         map: &mut HashMap<VarId, Value>,
         depth: usize,
     ) -> Result<Region> {
-        let before: HashSet<VarId> = map.keys().copied().collect();
         let params = (self.params.iter())
             .map(|&p| {
                 let v = func.new_value(self.g.vars[p.0 as usize].ty.clone(), None);
@@ -261,14 +260,24 @@ impl Body<'_> {
                 v
             })
             .collect();
-        let sub: Vec<ApplyId> = (self.ids.iter().copied())
-            .filter(|x| self.range.contains(&x.0))
-            .collect();
-        let body = emit(&sub, self.g, func, map, depth + 1)?;
+        // `ids` is in creation order and a region's Applies are a range of ids: a slice.
+        let from = self.ids.partition_point(|x| x.0 < self.range.start);
+        let to = self.ids.partition_point(|x| x.0 < self.range.end);
+        let sub = &self.ids[from..to];
+        let body = emit(sub, self.g, func, map, depth + 1)?;
         let yields = (self.yields.iter())
             .map(|&y| lookup(map, self.g, y))
             .collect::<Result<Vec<_>>>()?;
-        map.retain(|k, _| before.contains(k));
+        // What the region defined (its parameters, its Applies' results) is forgotten: only
+        // those keys, so that a chain of regions costs what it holds, not the map's size.
+        for p in self.params {
+            map.remove(p);
+        }
+        for a in sub {
+            for o in &self.g.applies[a.0 as usize].outputs {
+                map.remove(o);
+            }
+        }
         Ok(Region {
             params,
             body,

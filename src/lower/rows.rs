@@ -17,7 +17,7 @@
 
 use super::{Kernel, Step};
 use crate::ir::{Func, Value};
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 /// How a member step reads one argument (see the module docs).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -35,11 +35,10 @@ const MIN_MEMBERS: usize = 2;
 /// The steps of one block with its eligible runs replaced by row groups.
 pub(super) fn group_rows(func: &Func, steps: Vec<Step>) -> Vec<Step> {
     let mut out = Vec::with_capacity(steps.len());
-    let mut run: Vec<Step> = Vec::new();
-    let mut roles: Vec<Vec<Role>> = Vec::new();
+    let mut run = Run::default();
     let mut rows = 0;
     for step in steps {
-        let fits = if run.is_empty() {
+        let fits = if run.steps.is_empty() {
             first_rows(func, &step).and_then(|r| roles_of(func, &step, r, &run).map(|x| (r, x)))
         } else {
             roles_of(func, &step, rows, &run).map(|x| (rows, x))
@@ -47,33 +46,52 @@ pub(super) fn group_rows(func: &Func, steps: Vec<Step>) -> Vec<Step> {
         match fits {
             Some((r, step_roles)) => {
                 rows = r;
-                roles.push(step_roles);
-                run.push(step);
+                run.push(step, step_roles);
             }
             None => {
-                flush(&mut run, &mut roles, rows, &mut out);
+                flush(&mut run, rows, &mut out);
                 // The step may start a new group.
                 match first_rows(func, &step)
-                    .and_then(|r| roles_of(func, &step, r, &[]).map(|x| (r, x)))
+                    .and_then(|r| roles_of(func, &step, r, &run).map(|x| (r, x)))
                 {
                     Some((r, step_roles)) => {
                         rows = r;
-                        roles.push(step_roles);
-                        run.push(step);
+                        run.push(step, step_roles);
                     }
                     None => out.push(step),
                 }
             }
         }
     }
-    flush(&mut run, &mut roles, rows, &mut out);
+    flush(&mut run, rows, &mut out);
     out
 }
 
+/// The members of the group being gathered, with their roles and where each one's result
+/// is (looked up for every argument of every later member: a map, so that a long run stays
+/// linear).
+#[derive(Default)]
+struct Run {
+    steps: Vec<Step>,
+    roles: Vec<Vec<Role>>,
+    member_of: HashMap<Value, usize>,
+}
+
+impl Run {
+    fn push(&mut self, step: Step, roles: Vec<Role>) {
+        self.member_of.insert(step.results[0], self.steps.len());
+        self.steps.push(step);
+        self.roles.push(roles);
+    }
+}
+
 /// Ends the current run: a group if it is worth one, else its steps as they are.
-fn flush(run: &mut Vec<Step>, roles: &mut Vec<Vec<Role>>, rows: usize, out: &mut Vec<Step>) {
-    let members = std::mem::take(run);
-    let roles = std::mem::take(roles);
+fn flush(run: &mut Run, rows: usize, out: &mut Vec<Step>) {
+    let Run {
+        steps: members,
+        roles,
+        ..
+    } = std::mem::take(run);
     let has_reduce = members
         .iter()
         .any(|s| matches!(s.kernel, Kernel::Reduce { .. }));
@@ -87,9 +105,10 @@ fn flush(run: &mut Vec<Step>, roles: &mut Vec<Vec<Role>>, rows: usize, out: &mut
         .flat_map(|s| s.frees.iter().copied())
         .collect();
     let mut args = Vec::new();
+    let mut taken = HashSet::new();
     for s in &members {
         for &a in &s.args {
-            if !defined.contains(&a) && !args.contains(&a) {
+            if !defined.contains(&a) && taken.insert(a) {
                 args.push(a);
             }
         }
@@ -129,7 +148,7 @@ fn first_rows(func: &Func, step: &Step) -> Option<usize> {
 
 /// The roles of `step`'s arguments in a group of `rows` rows whose members so far are `run`,
 /// or `None` when it cannot join.
-fn roles_of(func: &Func, step: &Step, rows: usize, run: &[Step]) -> Option<Vec<Role>> {
+fn roles_of(func: &Func, step: &Step, rows: usize, run: &Run) -> Option<Vec<Role>> {
     if step.results.len() != 1 {
         return None;
     }
@@ -150,7 +169,7 @@ fn roles_of(func: &Func, step: &Step, rows: usize, run: &[Step]) -> Option<Vec<R
         .map(|&a| {
             let ty = func.ty(a);
             let rank = ty.shape.len();
-            if let Some(j) = run.iter().position(|s| s.results[0] == a) {
+            if let Some(&j) = run.member_of.get(&a) {
                 return (rank == frame).then_some(Role::Inner(j));
             }
             if rank < frame || ty.shape.first() == Some(&Some(1)) {

@@ -113,21 +113,26 @@ fn scalar_constant(inst: &Inst) -> Option<ScalarProgram> {
 /// parameters and the values it reads from outside are that function's parameters, so
 /// nothing outside a region is fused into it or out of it). A scan's body runs once per
 /// step, so its fused kernels pay off as many times.
-pub fn fuse(func: &Func) -> Func {
+pub fn fuse(func: Func) -> Func {
     let mut f = fuse_block(func);
     let mut body = std::mem::take(&mut f.body);
     for inst in &mut body {
         for r in &mut inst.regions {
-            super::on_region(&mut f, r, |sub| fuse(&sub));
+            super::on_region(&mut f, r, fuse);
         }
     }
     f.body = body;
     f
 }
 
-/// Fuses the top-level body of `func` (regions are left as they are).
-fn fuse_block(func: &Func) -> Func {
-    let mut f = func.clone();
+/// Fuses the top-level body of `func` (regions are left as they are). Takes the function
+/// by value: a region is fused as a function of all the values (`on_region`), so a copy
+/// here would make a chain of regions quadratic.
+fn fuse_block(mut f: Func) -> Func {
+    // The instructions as they were (the loop replaces them in place): the producers of
+    // custom ops' operands are looked up here.
+    let original = f.body.clone();
+    let defined_by = super::def_positions(&f);
     let uses = super::read_counts(&f);
     // The fusable instructions so far, by the value they define: (program, args).
     type Group = (ScalarProgram, Vec<Value>, HashMap<Value, usize>);
@@ -136,8 +141,7 @@ fn fuse_block(func: &Func) -> Func {
     let mut def_at: HashMap<Value, usize> = HashMap::new();
     let mut constants: HashMap<Value, ScalarProgram> = HashMap::new();
     let mut body = std::mem::take(&mut f.body);
-    // Where each value of the input function is defined (custom ops, which fusion leaves).
-    let defined_by = super::def_positions(func);
+    let mut gone: Vec<usize> = Vec::new();
     // Indexed: an instruction is replaced in place while earlier ones are marked dead.
     #[allow(clippy::needless_range_loop)]
     for idx in 0..body.len() {
@@ -173,9 +177,9 @@ fn fuse_block(func: &Func) -> Func {
         }
         // An add that accumulates a custom op's output stays an add: the op adds into the
         // running sum's buffer (`kAddTo`, see `accumulate.rs`).
-        let producer = |v: Value| defined_by.get(&v).map(|&i| &func.body[i]);
+        let producer = |v: Value| defined_by.get(&v).map(|&i| &original[i]);
         let reads = |v: Value| uses.get(&v).copied().unwrap_or(0);
-        if crate::ir::custom::add_to_operand(func, inst, &producer, &reads).is_some() {
+        if crate::ir::custom::add_to_operand(&f, inst, &producer, &reads).is_some() {
             continue;
         }
         let Some(mut prog) = (inst.results.len() == 1)
@@ -238,7 +242,19 @@ fn fuse_block(func: &Func) -> Func {
             args = na;
             inlined = true;
             dead[def_at[&a]] = true;
+            gone.push(def_at[&a]);
             fusable.remove(&a);
+        }
+        // The producers inlined here go now (their programs live on in this one), not at
+        // the end: a chain would keep every prefix of its program until then.
+        for at in gone.drain(..) {
+            body[at] = Inst {
+                op: Op::IfElse,
+                args: Vec::new(),
+                results: Vec::new(),
+                regions: Vec::new(),
+                inplace: None,
+            };
         }
         let result = body[idx].results[0];
         if inlined || matches!(body[idx].op, Op::Composite { .. }) {

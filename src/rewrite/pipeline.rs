@@ -58,7 +58,7 @@ pub fn optimize_donating(
     });
     // The e-graph sees each region apart from the values around it; merge across.
     super::merge_regions(&mut rewritten);
-    let mut fused = super::fuse(&rewritten);
+    let mut fused = super::fuse(rewritten);
     super::accumulate::schedule_accumulation(&mut fused);
     options
         .dump
