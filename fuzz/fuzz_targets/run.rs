@@ -32,6 +32,12 @@ fn inputs(func: &kiln::ir::Func, seed: &[u8]) -> Vec<Tensor> {
                 DType::F64 => Tensor::F64(ArrayD::from_shape_simple_fn(sh, || {
                     (next() as f64 - 128.0) / 16.0
                 })),
+                DType::F16 => Tensor::F16(ArrayD::from_shape_simple_fn(sh, || {
+                    kiln::half::f16::from_f32((next() as f32 - 128.0) / 16.0)
+                })),
+                DType::BF16 => Tensor::BF16(ArrayD::from_shape_simple_fn(sh, || {
+                    kiln::half::bf16::from_f32((next() as f32 - 128.0) / 16.0)
+                })),
             }
         })
         .collect()
@@ -69,7 +75,7 @@ fuzz_target!(|data: &[u8]| {
     match (&want, &got) {
         (Ok(a), Ok(b)) => {
             for (x, y) in a.iter().zip(b) {
-                if !matches!(x.dtype(), DType::F32 | DType::F64) {
+                if !x.dtype().is_float() {
                     assert_eq!(x, y, "integer results differ\n{src}");
                 }
             }
