@@ -137,7 +137,10 @@ fn results_sized_at_run_time_too_large_for_memory_are_errors() {
         ],
     ));
     for (backend, e) in errors {
-        assert!(e.contains("more than can be allocated"), "{backend:?}: {e}");
+        // The GPU backend's device allocates results itself and refuses them there.
+        let refused = e.contains("more than can be allocated")
+            || (backend == Backend::Gpu && e.contains("out of memory"));
+        assert!(refused, "{backend:?}: {e}");
         assert!(!e.contains('\n'), "{e}");
     }
 }
@@ -263,11 +266,7 @@ fn a_scan_whose_stacked_outputs_cannot_fit_fails_at_its_first_step() {
             .compile()
             .unwrap();
         let x = ndarray::Array1::<f32>::zeros(1_000_000).into_dyn();
-        let e = f
-            .call(&[x.view()])
-            .err()
-            .expect("the call fails")
-            .to_string();
+        let e = f.call(&[x.view()]).expect_err("the call fails").to_string();
         assert!(
             e.contains("scan: stacked output 0") && e.contains("more than can be allocated"),
             "{backend:?}: {e}"
@@ -286,8 +285,7 @@ fn an_object_of_a_huge_one_hot_is_refused_not_aborted() {
     .unwrap()
     .remove(0);
     let e = kiln::aot::compile_func(&f, &kiln::aot::AotOptions::default())
-        .err()
-        .expect("refused")
+        .expect_err("refused")
         .to_string();
     assert!(
         e.contains("one_hot of depth 10000000000 would embed 80.0 GB"),

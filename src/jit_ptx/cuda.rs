@@ -322,6 +322,23 @@ impl Device {
         }
     }
 
+    /// Whether `bytes` more can be allocated: what the driver says is free plus what the pool
+    /// holds (freed for a request that needs it), or the host allocator's answer on the host
+    /// device.
+    pub fn can_allocate(&self, bytes: Option<usize>) -> bool {
+        let Some(bytes) = bytes else { return false };
+        match &self.driver {
+            Driver::Host => crate::runtime::memory::can_allocate(Some(bytes)),
+            Driver::Cuda(_) => {
+                let pooled = self.memory().pooled as usize;
+                let free =
+                    (self.bind().ok()).and_then(|_| cudarc::driver::result::mem_get_info().ok());
+                // Where the driver cannot say, the allocation itself will.
+                free.is_none_or(|(free, _)| bytes <= free.saturating_add(pooled))
+            }
+        }
+    }
+
     /// A buffer of `bytes` bytes (uninitialized), from the pool when one of that size is free.
     pub fn alloc(self: &Arc<Self>, bytes: usize) -> Result<DeviceBuffer> {
         let reused = self

@@ -523,6 +523,9 @@ impl VmDevice for GpuSteps {
     fn in_place(&self) -> bool {
         true
     }
+    fn can_allocate(&self, bytes: Option<usize>) -> bool {
+        self.device.can_allocate(bytes)
+    }
     fn owns(&self, a: &DeviceTensor) -> bool {
         Arc::strong_count(&a.buf) == 1
     }

@@ -114,6 +114,12 @@ pub trait Device: Send + Sync + Sized {
     fn host_memory(&self) -> bool {
         false
     }
+    /// Whether `bytes` (`None`: more than a `usize` counts) more can be allocated for results
+    /// (asked where a result would grow step by step until it fails: a `scan`'s stacked
+    /// outputs). Host memory asks the allocator; a device of its own says, or says yes.
+    fn can_allocate(&self, bytes: Option<usize>) -> bool {
+        !self.host_memory() || super::memory::can_allocate(bytes)
+    }
 
     /// Runs the row group `group` of `members` with code of the device's own, or returns
     /// `Ok(false)` having run nothing: the VM then runs the members one by one.

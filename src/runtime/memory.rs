@@ -110,7 +110,7 @@ pub(super) fn check_fits(
 
 /// Whether `bytes` (`None`: more than a `usize` counts) can be allocated: large requests are
 /// asked of the allocator (a map and an unmap of untouched memory).
-pub(super) fn can_allocate(bytes: Option<usize>) -> bool {
+pub fn can_allocate(bytes: Option<usize>) -> bool {
     match bytes.filter(|&b| b <= isize::MAX as usize) {
         None => false,
         Some(b) if b >= PROBE_BYTES => {
@@ -132,14 +132,15 @@ pub(super) fn need_text(bytes: Option<usize>) -> String {
 /// Checks, after a scan's first step, that its stacked output `j` (`len` entries like
 /// `entry`, of `dtype`) can be allocated: the entries would otherwise pile up step by step
 /// until memory runs out.
-pub(super) fn check_stacked(
+pub(super) fn check_stacked<D: super::device::Device>(
+    device: &D,
     j: usize,
     len: usize,
     entry: &[usize],
     dtype: crate::ir::DType,
 ) -> Result<(), Error> {
     let bytes = (entry.iter().chain([&len])).try_fold(dtype.size(), |n, &d| n.checked_mul(d));
-    match can_allocate(bytes) {
+    match device.can_allocate(bytes) {
         true => Ok(()),
         false => Err(Error::Runtime(format!(
             "scan: stacked output {j} ({len} steps of {dtype} {entry:?}) needs {}, more than can be allocated",

@@ -6,7 +6,7 @@ pub mod device;
 pub mod function;
 pub mod host;
 pub mod interp;
-mod memory;
+pub mod memory;
 pub mod profile;
 pub mod requests;
 mod rows;

@@ -75,10 +75,10 @@ impl ScanWalk<'_> {
                 }
             }
             for (j, y) in outs.drain(n_c..).enumerate() {
-                if k == 0 && device.host_memory() {
+                if k == 0 {
                     let entry = device.shape(&device.view(&y)).to_vec();
                     let dtype = func.ty(inst.results[n_c + j]).dtype;
-                    super::memory::check_stacked(j, len, &entry, dtype)?;
+                    super::memory::check_stacked(device, j, len, &entry, dtype)?;
                 }
                 stacked[j].push(y);
             }
