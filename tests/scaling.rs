@@ -23,7 +23,12 @@ fn seconds(n: usize, f: &dyn Fn(usize)) -> f64 {
     t[1]
 }
 
+/// Held while a test measures: the tests of this file run one at a time, so that one's work
+/// does not slow the other's timings.
+static MEASURING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 fn grows_linearly(what: &str, n: usize, f: &dyn Fn(usize)) {
+    let _alone = MEASURING.lock().unwrap_or_else(|e| e.into_inner());
     let (small, large) = (seconds(n, f), seconds(4 * n, f));
     let ratio = large / small;
     eprintln!("{what}: n={n} {small:.3} s, 4n {large:.3} s, ratio {ratio:.1}");
@@ -164,7 +169,10 @@ fn fusing_a_long_chain_takes_memory_linear_in_it() {
             .parse()
             .unwrap()
     };
-    let (small, large) = (peak(20_000), peak(80_000));
+    let (small, large) = {
+        let _alone = MEASURING.lock().unwrap_or_else(|e| e.into_inner());
+        (peak(20_000), peak(80_000))
+    };
     let per_inst = (large - small) as f64 * 1024.0 / 60_000.0;
     eprintln!("fusing a chain: {small} KB at 20k ops, {large} KB at 80k: {per_inst:.0} B per op");
     // Each op's text, instruction and value take a few hundred bytes; every prefix of the
