@@ -123,18 +123,15 @@ pub fn f32_to_bf16<E: Emit>(e: &mut E, x: E::F) -> E::I {
 /// same way (`ir::f32_round_to_odd`), so it rounds once, where converting to the nearest f64
 /// first rounds twice (2^62 + 2^54 + 1 became the tie 2^62 + 2^54, then 2^62 in bf16).
 ///
-/// `x` is split into `hi * 2^32 + lo` (both exact in f64); their sum rounds once and Fast2Sum
-/// gives its error exactly (`|hi * 2^32| >= 2^32 > lo` where `hi` is not 0, and the sum is
-/// exact where it is), whose sign says which way the sum rounded.
+/// `x` is split into `hi * 2^32 + lo` (both exact in f64); their sum rounds once and
+/// `two_sum` gives its error exactly, whose sign says which way the sum rounded.
 pub fn i64_to_f64_odd<E: Emit>(e: &mut E, x: E::I) -> E::F {
     let hi = e.sshr(x, 32);
     let lo = and(e, x, 0xFFFF_FFFF);
     let (hi, lo) = (e.to_float(hi), e.to_float(lo));
     let scale = e.fconst(4294967296.0);
     let hi = e.mul(hi, scale);
-    let sum = e.add(hi, lo);
-    let taken = e.sub(sum, hi);
-    let err = e.sub(lo, taken);
+    let (sum, err) = super::helpers::two_sum(e, hi, lo);
     let zero = e.fconst(0.0);
     let exact = e.eq(err, zero);
     // Rounded away from zero: the error's sign is the opposite of the sum's.
@@ -194,6 +191,43 @@ mod tests {
                 let got = f32_to_bf16(&mut Eval32, x) as u16;
                 assert_eq!(got, bf16::from_f32(x).to_bits(), "bf16 of {x:e}");
             }
+        }
+    }
+
+    #[test]
+    fn i64s_round_to_odd_into_f64_exactly() {
+        use crate::math::Eval64;
+        // Toward zero, the last bit set where inexact, from the exact value (in i128).
+        let reference = |i: i64| {
+            let d = i as f64;
+            let (exact, near) = (i as i128, d as i128);
+            match near == exact {
+                true => d,
+                false if near.abs() > exact.abs() => f64::from_bits((d.to_bits() - 1) | 1),
+                false => f64::from_bits(d.to_bits() | 1),
+            }
+        };
+        let mut x = 0x9E37_79B9_7F4A_7C15u64;
+        let mut cases = vec![
+            0,
+            1,
+            -1,
+            i64::MAX,
+            i64::MIN,
+            i64::MIN + 1,
+            1 << 53,
+            (1 << 53) + 1,
+        ];
+        for _ in 0..200_000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            // Every magnitude: shift the bits down by a random amount.
+            cases.push((x as i64) >> (x % 64));
+        }
+        for i in cases {
+            let got = i64_to_f64_odd(&mut Eval64, i);
+            assert_eq!(got.to_bits(), reference(i).to_bits(), "{i}");
         }
     }
 }
