@@ -55,6 +55,43 @@ const SAVED_HEADER: &str = "kiln function 1";
 /// The files of a saved function besides its state's.
 pub(crate) const SAVED_FILES: [&str; 2] = ["function.kir", "function.txt"];
 
+/// A state's shared values in the variables' order (`names`, as [`Function::state_names`]
+/// makes them), each checked against its parameter's type and given at most once.
+fn values_by_variable<N: AsRef<str>, T: std::borrow::Borrow<Tensor>>(
+    func: &Func,
+    n_inputs: usize,
+    names: &[String],
+    entries: impl IntoIterator<Item = (N, T)>,
+) -> Result<Vec<Option<T>>> {
+    let index: std::collections::HashMap<&str, usize> = (names.iter().enumerate())
+        .map(|(i, n)| (n.as_str(), i))
+        .collect();
+    let mut values: Vec<Option<T>> = (0..names.len()).map(|_| None).collect();
+    for (name, t) in entries {
+        let name = name.as_ref();
+        let bad = |why: String| Error::Input(format!("state entry `shared/{name}`: {why}"));
+        let i = *index.get(name).ok_or_else(|| {
+            bad(format!(
+                "{} reads no shared variable of that name",
+                func.name
+            ))
+        })?;
+        let ty = func.ty(func.params[n_inputs + i]);
+        let v: &Tensor = t.borrow();
+        if v.dtype() != ty.dtype || !ty.accepts_shape(v.shape()) {
+            return Err(bad(format!(
+                "expected {ty}, got an array of {} {:?}",
+                v.dtype(),
+                v.shape()
+            )));
+        }
+        if values[i].replace(t).is_some() {
+            return Err(bad("given twice".into()));
+        }
+    }
+    Ok(values)
+}
+
 /// How a saved function's parameters and results bind to shared variables (its
 /// `function.txt`), checked against the function it belongs to.
 pub(crate) struct SavedBindings {
@@ -255,31 +292,12 @@ impl Function {
     /// whole or not at all: every variable is held while all are set, so no call runs on a
     /// mix of old and new values.
     pub fn set_state(&self, state: &FunctionState) -> Result<()> {
-        let index: std::collections::HashMap<&str, usize> = (self.state_names.iter().enumerate())
-            .map(|(i, n)| (n.as_str(), i))
-            .collect();
-        let mut values: Vec<Option<&Tensor>> = vec![None; self.shared.len()];
-        for (name, t) in &state.shared {
-            let i = *index.get(name.as_str()).ok_or_else(|| {
-                Error::Input(format!(
-                    "state entry `shared/{name}`: {} reads no shared variable of that name",
-                    self.func.name
-                ))
-            })?;
-            let ty = self.func.ty(self.func.params[self.n_inputs + i]);
-            if t.dtype() != ty.dtype || !ty.accepts_shape(t.shape()) {
-                return Err(Error::Input(format!(
-                    "state entry `shared/{name}`: expected {ty}, got an array of {} {:?}",
-                    t.dtype(),
-                    t.shape()
-                )));
-            }
-            if values[i].replace(t).is_some() {
-                return Err(Error::Input(format!(
-                    "state entry `shared/{name}` is given twice"
-                )));
-            }
-        }
+        let values = values_by_variable(
+            &self.func,
+            self.n_inputs,
+            &self.state_names,
+            state.shared.iter().map(|(n, t)| (n.as_str(), t)),
+        )?;
         let mut held = self.lock_all(|b| b.cell.write())?;
         self.exec.set_op_state(&state.ops)?;
         for (g, t) in held.iter_mut().zip(values) {
@@ -370,30 +388,7 @@ impl Function {
             })
             .collect();
         let names = Function::state_names(&shared);
-        let index: std::collections::HashMap<&str, usize> = (names.iter().enumerate())
-            .map(|(i, n)| (n.as_str(), i))
-            .collect();
-        let mut values: Vec<Option<Tensor>> = (0..shared.len()).map(|_| None).collect();
-        for (name, t) in state.shared {
-            let bad = |why: String| Error::Input(format!("state entry `shared/{name}`: {why}"));
-            let i = *index.get(name.as_str()).ok_or_else(|| {
-                bad(format!(
-                    "@{} reads no shared variable of that name",
-                    func.name
-                ))
-            })?;
-            let ty = func.ty(func.params[n_inputs + i]);
-            if t.dtype() != ty.dtype || !ty.accepts_shape(t.shape()) {
-                return Err(bad(format!(
-                    "expected {ty}, got an array of {} {:?}",
-                    t.dtype(),
-                    t.shape()
-                )));
-            }
-            if values[i].replace(t).is_some() {
-                return Err(bad("given twice".into()));
-            }
-        }
+        let values = values_by_variable(&func, n_inputs, &names, state.shared)?;
         for ((b, v), name) in shared.iter_mut().zip(values).zip(&names) {
             let v = v.ok_or_else(|| {
                 Error::Input(format!(

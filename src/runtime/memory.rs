@@ -50,9 +50,6 @@ fn result_shape(
     // The op's shape function on the run-time shapes (the built-in ops' type inference, a
     // custom op's `infer_shape`): a `?` dim sized at run time (a padded convolution, a deep
     // `one_hot`, a `take` of many indices) is checked as a known one is.
-    if matches!(step.kernel, Kernel::IfElse { .. } | Kernel::Scan { .. }) {
-        return None;
-    }
     let dtypes: Vec<_> = step.args.iter().map(|&a| func.ty(a).dtype).collect();
     let shapes: Vec<&[usize]> = args.iter().map(|s| s.as_slice()).collect();
     match crate::ir::infer_shape(&step.op, &dtypes, &shapes) {
