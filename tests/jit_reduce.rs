@@ -838,3 +838,44 @@ fn fused_math_prologues_sum_the_bits_of_the_map_kernels() {
         }
     }
 }
+
+/// A float sum starts from +0.0, so a sum of -0.0 copies is +0.0 with the optimizer on or off
+/// (its rule for a sum of a broadcast, `x * n`, once kept -0.0, and a division by the sum
+/// turned -inf into +inf).
+#[test]
+fn a_sum_of_negative_zeros_is_positive_zero_optimized_or_not() {
+    for backend in [Backend::Interp, Backend::Cpu] {
+        for optimize in [false, true] {
+            let g = kiln::Graph::new();
+            let x = g.input("x", kiln::f32, []);
+            let b = x.broadcast_to(&[3]);
+            let sums = [
+                b.sum(None, false),
+                b.sum(Some(&[]), false),
+                b.sum(Some(&[0]), true),
+                x.sum(None, false),
+            ];
+            let quotient = &(&b * 0.0 - 1.5) / &sums[1];
+            let outs: Vec<&kiln::Var> = sums.iter().chain([&quotient]).collect();
+            let f = kiln::function(&[&x], &outs)
+                .options(CompileOptions {
+                    backend: Some(backend),
+                    optimize,
+                    ..Default::default()
+                })
+                .compile()
+                .unwrap();
+            let minus_zero = Tensor::F32(ArrayD::from_elem(IxDyn(&[]), -0.0));
+            let got = f.call(&[minus_zero.view()]).unwrap();
+            for (k, t) in got[..4].iter().enumerate() {
+                for v in t.to_f64_vec() {
+                    assert!(
+                        v == 0.0 && v.is_sign_positive(),
+                        "{backend:?} optimize {optimize}: sum {k} is {v:?}"
+                    );
+                }
+            }
+            assert_eq!(got[4].to_f64_vec(), vec![f64::NEG_INFINITY; 3]);
+        }
+    }
+}

@@ -21,7 +21,9 @@ pub const TOO_MANY_ELEMENTS: &str = "has too many elements";
 pub fn infer(op: &Op, inputs: &[&TensorType]) -> Result<Vec<TensorType>, String> {
     let outs = infer_types(op, inputs)?;
     for t in &outs {
-        let known = t.shape.iter().flatten().copied();
+        // Zeros aside: an empty array's other extents must still be countable (arrays index
+        // along them), and a `?` may be more than zero.
+        let known = t.shape.iter().flatten().copied().filter(|&d| d != 0);
         let fits = checked_numel(known)
             .and_then(|n| n.checked_mul(t.dtype.size()))
             .is_some_and(|b| b <= isize::MAX as usize);

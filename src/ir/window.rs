@@ -136,6 +136,13 @@ pub struct Pool2d {
 }
 
 impl Pool2d {
+    /// The divisor of an average: the window's size, padding included, as a float (a window
+    /// may hold more taps than a `usize` counts: one near 2^64 over a padded image). Every
+    /// backend divides by this value rounded to the dtype.
+    pub fn area(&self) -> f64 {
+        self.window[0] as f64 * self.window[1] as f64
+    }
+
     /// The output's last two dims for an input whose last two are `input`, or why none fits.
     /// An axis of extent 0 has no window that is not padding alone (which has no greatest
     /// element and no mean over elements): an error, as numpy's reductions of nothing are.
@@ -201,6 +208,27 @@ pub fn tap_outputs(
     let hi = (n + pad).saturating_sub(offset).div_ceil(stride);
     let hi = hi.min(out);
     (lo.min(hi), hi)
+}
+
+/// The taps along one axis that can land in the input for some output: those whose offset
+/// `i * dilation` is in `[padding - (out - 1) * stride, padding + n)`. Only these are visited,
+/// so a window far wider than its padded input (up to 2^64 taps) costs the taps that read it.
+pub fn taps_reaching(
+    kernel: usize,
+    dilation: usize,
+    stride: usize,
+    padding: usize,
+    n: usize,
+    out: usize,
+) -> std::ops::Range<usize> {
+    if out == 0 {
+        return 0..0;
+    }
+    let last_start = (out - 1).saturating_mul(stride);
+    let lo = padding.saturating_sub(last_start).div_ceil(dilation);
+    // `i < hi` means `i * dilation < padding + n`: no product below overflows.
+    let hi = padding.saturating_add(n).div_ceil(dilation).min(kernel);
+    lo.min(hi)..hi
 }
 
 /// A known dim's value, or `None`.

@@ -99,6 +99,11 @@ pub fn define_op(g: &Gen, func: &Func, step: &Step, base: &str) -> Result<Option
         }
         Op::Pool2d(p) | Op::Pool2dGrad(p) => {
             let grad = matches!(step.op, Op::Pool2dGrad(_));
+            // A window too large to unroll runs on the host (`perform`), as steps without a
+            // kernel do.
+            if !pool::unrolls(p, grad) {
+                return Ok(None);
+            }
             let name = named("pool");
             pool::define_pool(g, &name, p, out, rank, grad)?;
             (KernelKind::Pool(*p, grad), name)

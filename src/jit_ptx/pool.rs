@@ -1,6 +1,7 @@
 //! Max and average pooling and their gradients as GPU kernels, with `perform::pool`'s bits:
 //! the window's taps are unrolled (the window, strides and padding are constants of the op)
-//! and visited in `perform`'s order.
+//! and visited in `perform`'s order. A window of more taps than `MAX_TAPS` unrolls to (a
+//! whole image's, one near 2^64) has no kernel: the step runs on the host.
 //!
 //! - Pooling: one thread per output element; a max starts from the window's first element that
 //!   is not padding and takes a later one that is greater, or a NaN where it holds none; an
@@ -24,6 +25,21 @@ use crate::ir::window::{Pool2d, PoolKind};
 use crate::ir::DType;
 use inkwell::values::{BasicValueEnum, IntValue};
 use inkwell::IntPredicate;
+
+/// The most taps a kernel unrolls: a window of up to 32 x 32 (a max's gradient visits every
+/// tap of every window an element is in, so it unrolls a window's taps squared).
+const MAX_TAPS: usize = 1024;
+
+/// Whether `pool`'s kernel (or its gradient's) unrolls few enough taps to be compiled: a larger
+/// window (a whole image's average, a window near 2^64 over a padded image) runs on the host.
+pub fn unrolls(pool: &Pool2d, grad: bool) -> bool {
+    let taps = pool.window[0].checked_mul(pool.window[1]);
+    let unrolled = match (grad, pool.kind) {
+        (true, PoolKind::Max) => taps.and_then(|t| t.checked_mul(t)),
+        _ => taps,
+    };
+    unrolled.is_some_and(|t| t <= MAX_TAPS)
+}
 
 /// The running maximum `m` after element `e` (`inside` the input): `perform`'s rule, with
 /// `started` false until the first element inside.
@@ -110,7 +126,7 @@ pub fn define_pool<'ctx>(
     let xs = &strides[0];
     let (kh, kw) = (pool.window[0], pool.window[1]);
     let c64 = |v: i64| g.c64(v);
-    let area = konst(g, dtype, (kh * kw) as f64);
+    let area = konst(g, dtype, pool.area());
     let (start, step) = grid_stride(g)?;
     // The element of the input at window position (oy, ox), tap (ti, tj) of the plane at `lead`
     // (an offset of x), and whether it is inside the input.

@@ -4,7 +4,7 @@
 
 use super::window::{dense, err, floats_only, slice, ConvElem};
 use crate::error::Error;
-use crate::ir::window::{tap_outputs, Pool2d, PoolKind};
+use crate::ir::window::{tap_outputs, taps_reaching, Pool2d, PoolKind};
 use crate::tensor::{Tensor, TensorRef};
 use ndarray::{ArrayD, ArrayViewD, IxDyn};
 
@@ -79,8 +79,8 @@ impl Planes {
         } = self.pool;
         let [h, w] = self.input;
         let [oh, ow] = self.out;
-        for i in 0..window[0] {
-            for j in 0..window[1] {
+        for i in taps_reaching(window[0], 1, stride[0], padding[0], h, oh) {
+            for j in taps_reaching(window[1], 1, stride[1], padding[1], w, ow) {
                 let (lo, hi) = tap_outputs(j, padding[1], stride[1], w, ow);
                 if lo == hi {
                     continue;
@@ -168,7 +168,7 @@ impl Planes {
 
 /// The window's area as `T` (the divisor of average pooling, padding included).
 fn area<T: ConvElem>(pool: &Pool2d) -> T {
-    T::from(pool.window[0] * pool.window[1]).expect("a window's size")
+    T::from(pool.area()).expect("a window's size")
 }
 
 /// A forward pooling: `x`'s planes split into blocks over rayon's threads, `plane` filling one

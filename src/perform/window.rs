@@ -150,8 +150,11 @@ impl Geometry {
             for j in 0..kw {
                 let row = &mut rows[(i * kw + j) * width..][..width];
                 let (lo, hi) = tap_outputs(j * dilation[1], padding[1], stride[1], w, ow);
-                // The image column of output `lo`'s tap (in range when lo < hi).
-                let first = (lo * stride[1] + j * dilation[1]).wrapping_sub(padding[1]);
+                // The image column of output `lo`'s tap: in range when lo < hi, unused (and
+                // possibly wrapped, with a stride near 2^64) otherwise.
+                let first = (lo.wrapping_mul(stride[1]))
+                    .wrapping_add(j * dilation[1])
+                    .wrapping_sub(padding[1]);
                 for b in 0..chunk.len {
                     let plane = ((chunk.start + b) * self.c + g * cg + c) * h * w;
                     for y in 0..oh {

@@ -26,6 +26,9 @@
 //! inexact: no comparison, cast to an integer or bool, rounding, integer division or argmax
 //! reads them, since one ulp there can flip a result, and no division by one.
 
+#[path = "random_edges.rs"]
+mod edges;
+
 use kiln::{function, Backend, CompileOptions, DType, Graph, Tensor, TensorRef, Var};
 use ndarray::{ArrayD, ArrayViewD, IxDyn, Slice};
 
@@ -124,6 +127,13 @@ pub struct Case {
     pub has_scan: bool,
     /// A shared variable the program reads and updates, if any.
     pub shared: Option<Shared>,
+    /// How many outputs are steps at the edges of sizes (the last ones): with any, every
+    /// backend may refuse the program, as long as all do.
+    pub edges: usize,
+    /// How many extreme attributes those steps have.
+    pub extremes: usize,
+    /// How many steps at the edges the type check refused (none became an output).
+    pub refused: usize,
 }
 
 /// A shared variable of a random program: its first value and its update. Its value after the
@@ -366,6 +376,9 @@ pub fn build(data: &[u8]) -> Case {
         has_ifelse: false,
         has_scan: false,
         fill: &mut fill,
+        edges: Vec::new(),
+        extremes: 0,
+        refused: 0,
     };
     let mut steps = 0;
     while !r.done() && steps < 24 {
@@ -438,6 +451,8 @@ pub fn build(data: &[u8]) -> Case {
         }
         outputs.push(Val { v: all, exact });
     }
+    let edges = ctx.edges.len();
+    outputs.append(&mut ctx.edges);
     let mut exact: Vec<bool> = outputs.iter().map(|o| o.exact).collect();
     if let Some((_, e)) = &shared {
         exact.push(*e);
@@ -452,7 +467,16 @@ pub fn build(data: &[u8]) -> Case {
         static_shapes,
         has_ifelse: ctx.has_ifelse,
         has_scan: ctx.has_scan,
+        edges,
+        extremes: ctx.extremes,
+        refused: ctx.refused,
     }
+}
+
+/// Whether steps at the edges of sizes are drawn: `KILN_RANDOM_EDGES=1` (off by default while
+/// a rare run that used 24 GB is found).
+pub fn edges_enabled() -> bool {
+    std::env::var("KILN_RANDOM_EDGES").is_ok_and(|v| v == "1")
 }
 
 struct Ctx<'a> {
@@ -461,6 +485,12 @@ struct Ctx<'a> {
     has_ifelse: bool,
     has_scan: bool,
     fill: &'a mut Fill,
+    /// Steps at the edges of sizes (`random_edges.rs`): outputs, never operands.
+    edges: Vec<Val>,
+    /// How many extreme attributes they have.
+    extremes: usize,
+    /// How many steps at the edges the type check refused.
+    refused: usize,
 }
 
 /// `q` in `p`'s dtype, where the cast keeps what the comparison needs.
@@ -498,7 +528,21 @@ impl Ctx<'_> {
         let out = |v: Var, exact: bool| Some(Val { v, exact });
         let rank = p.v.ty().rank();
         let shape = shape_of(&p.v, self.base);
-        match r.pick(20) {
+        match r.pick(21) {
+            // Now and then a step at the edges of sizes, which becomes an output.
+            20 if edges_enabled() && r.chance(2) => {
+                let before = self.extremes;
+                match self.edge(r, p) {
+                    Some(e) if e.v.check().is_ok() => self.edges.push(e),
+                    // Refused by the type check (which did not panic): not an output.
+                    Some(_) => {
+                        self.extremes = before;
+                        self.refused += 1;
+                    }
+                    None => self.extremes = before,
+                }
+                None
+            }
             // Unary, by dtype: exact ones on any float, rounding ones on exact values only.
             0 if float => {
                 let k = r.pick(12);
@@ -1051,6 +1095,135 @@ pub fn compare(case: &Case, want: &[Tensor], got: &[Tensor], bits: bool) -> Resu
             .map_err(|e| format!("output {i}: {e}"))?;
     }
     Ok(())
+}
+
+/// Compares what two backends made of a case: the same outputs, or a refusal by both (one
+/// line each, and at the same stage: both when compiling or both when calling). Only a
+/// program with steps at the edges of sizes may be refused; the ordinary ones always run.
+pub fn same_outcome(
+    case: &Case,
+    want: &Result<Vec<Tensor>, String>,
+    got: &Result<Vec<Tensor>, String>,
+    bits: bool,
+) -> Result<(), String> {
+    match (want, got) {
+        (Ok(w), Ok(g)) => compare(case, w, g, bits),
+        (Err(w), Err(g)) if case.edges > 0 => {
+            for e in [w, g] {
+                if e.lines().count() != 1 || e.contains("panicked") {
+                    return Err(format!("a refusal that is not one line: {e}"));
+                }
+            }
+            if stage(w) != stage(g) {
+                return Err(format!("refused at different stages:\n  {w}\n  {g}"));
+            }
+            Ok(())
+        }
+        (Err(w), _) => Err(format!("the reference: {w}")),
+        (Ok(_), Err(g)) => Err(format!("refused where the reference runs: {g}")),
+    }
+}
+
+/// The stage `run`'s error names: compiling or calling.
+fn stage(error: &str) -> &'static str {
+    if error.contains("does not compile") {
+        "compile"
+    } else {
+        "call"
+    }
+}
+
+/// Calls a case's function (one with a shared variable) from `threads` threads, `calls` times
+/// each, while this thread reads its state again and again: every state read must be one that
+/// the same number of calls made one at a time leaves (the shared variable and the ops' state,
+/// bit for bit), in order, and the last the state after all of them. Returns how many states
+/// were read.
+pub fn whole_state_under_threads(
+    case: &Case,
+    backend: Backend,
+    threads: usize,
+    calls: usize,
+) -> Result<usize, String> {
+    let s = case
+        .shared
+        .as_ref()
+        .ok_or("the case has no shared variable")?;
+    let ins: Vec<&Var> = case.inputs.iter().collect();
+    let outs: Vec<&Var> = case.outputs.iter().collect();
+    s.var
+        .set_value(s.initial.clone())
+        .map_err(|e| e.to_string())?;
+    let f = function(&ins, &outs)
+        .update(&s.var, &s.update)
+        .backend(backend)
+        .compile()
+        .map_err(|e| format!("{backend}: {e}"))?;
+    // Owned copies: the views borrow the case, which holds the graph (not shared by threads).
+    let args: Vec<Tensor> = case.views().iter().map(|v| v.to_owned()).collect();
+    let views = || args.iter().map(|t| t.view()).collect::<Vec<_>>();
+    let entries = |f: &kiln::Function| {
+        f.try_state()
+            .map(|s| s.entries())
+            .map_err(|e| e.to_string())
+    };
+    let start = f.try_state().map_err(|e| e.to_string())?;
+    let mut states = vec![start.entries()];
+    for _ in 0..threads * calls {
+        f.call(&views()).map_err(|e| format!("{backend}: {e}"))?;
+        states.push(entries(&f)?);
+    }
+    f.set_state(&start).map_err(|e| e.to_string())?;
+    let same = |a: &[(String, Tensor)], b: &[(String, Tensor)]| {
+        a.len() == b.len()
+            && a.iter().zip(b).all(|((na, ta), (nb, tb))| {
+                na == nb && agree(ta, tb, true, true, DType::F64, 0.0).is_ok()
+            })
+    };
+    if !same(&entries(&f)?, &states[0]) {
+        return Err("set_state did not restore the first state".into());
+    }
+    let running = std::sync::atomic::AtomicUsize::new(threads);
+    let (f, views) = (&f, &views);
+    std::thread::scope(|scope| {
+        let callers: Vec<_> = (0..threads)
+            .map(|_| {
+                let running = &running;
+                scope.spawn(move || {
+                    let r = (0..calls).try_for_each(|_| f.call(&views()).map(drop));
+                    running.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+                    r.map_err(|e| format!("{backend}, a caller: {e}"))
+                })
+            })
+            .collect();
+        let (mut at, mut read) = (0, 0);
+        let mut result = Ok(());
+        while result.is_ok() && running.load(std::sync::atomic::Ordering::SeqCst) > 0 {
+            let now = entries(f)?;
+            read += 1;
+            match (at..states.len()).find(|&k| same(&now, &states[k])) {
+                Some(k) => at = k,
+                None => {
+                    result = Err(format!(
+                        "{backend}: a state read while {threads} threads call is none that \
+                         calls made one at a time leave after {at} or more calls"
+                    ))
+                }
+            }
+        }
+        for c in callers {
+            c.join()
+                .map_err(|_| format!("{backend}: a caller panicked"))??;
+        }
+        result?;
+        if !same(&entries(f)?, &states[threads * calls]) {
+            return Err(format!(
+                "{backend}: after {} calls from {threads} threads the state is not the one as \
+                 many calls made one at a time leave",
+                threads * calls
+            ));
+        }
+        Ok(read)
+    })
 }
 
 /// For a failure report: the first instruction (top level) whose value the unoptimized

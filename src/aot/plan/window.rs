@@ -13,12 +13,15 @@
 //! The geometry is `ir::window`'s.
 
 use super::{contiguous_strides, copy_program, program, Builder, Step, View};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::ir::scalar::ScalarProgram;
 use crate::ir::text::float_text;
-use crate::ir::window::{tap_outputs, Conv2d, Pool2d, PoolKind};
+use crate::ir::window::{tap_outputs, taps_reaching, Conv2d, Pool2d, PoolKind};
 use crate::ir::DType;
 use crate::tensor::Tensor;
+
+/// The largest zero-padded copy of a convolution's input an object makes (4 GiB).
+const MAX_PADDED_BYTES: usize = 1 << 32;
 
 /// One tap of a window: its index in the window's row-major order, and per spatial axis the
 /// outputs `lo..hi` it lands inside the input for and the input position of output `lo`'s.
@@ -39,8 +42,23 @@ fn taps(
     out: [usize; 2],
 ) -> Vec<Tap> {
     let mut all = Vec::new();
-    for i in 0..kernel[0] {
-        for j in 0..kernel[1] {
+    let rows = taps_reaching(
+        kernel[0],
+        dilation[0],
+        stride[0],
+        padding[0],
+        input[0],
+        out[0],
+    );
+    for i in rows {
+        for j in taps_reaching(
+            kernel[1],
+            dilation[1],
+            stride[1],
+            padding[1],
+            input[1],
+            out[1],
+        ) {
             let offset = [i * dilation[0], j * dilation[1]];
             let outputs: [(usize, usize); 2] = std::array::from_fn(|a| {
                 tap_outputs(offset[a], padding[a], stride[a], input[a], out[a])
@@ -171,14 +189,25 @@ impl Builder<'_> {
 
     /// `x` in the middle of a new zero buffer with `pad` more on each side of its last two
     /// axes; `x` itself when there is no padding.
-    fn zero_padded(&mut self, what: &str, x: &View, pad: [usize; 2]) -> View {
+    fn zero_padded(&mut self, what: &str, x: &View, pad: [usize; 2]) -> Result<View> {
         if pad == [0, 0] {
-            return x.clone();
+            return Ok(x.clone());
         }
         let ([h, w], _) = spatial(x);
         let r = x.shape.len();
         let mut shape = x.shape[..r - 2].to_vec();
         shape.extend([h + 2 * pad[0], w + 2 * pad[1]]);
+        // The padded copy is scratch memory the object asks for at each call: a padding far
+        // larger than the image (with a stride as large, the result stays small) would ask
+        // for terabytes, so objects refuse it when they are made.
+        let bytes = (shape.iter()).try_fold(x.dtype.size(), |b, &d| b.checked_mul(d));
+        if bytes.is_none_or(|b| b > MAX_PADDED_BYTES) {
+            return Err(Error::Unsupported(format!(
+                "aot: {what}: the input padded by {pad:?} is {shape:?}, more than an object \
+                 pads in scratch memory ({} GiB at most)",
+                MAX_PADDED_BYTES >> 30
+            )));
+        }
         let padded = self.filled(what, x.dtype, &shape, 0.0);
         let inside = window_view(&padded, pad, [h, w], [1, 1]);
         self.steps.push(Step::Map {
@@ -188,7 +217,7 @@ impl Builder<'_> {
             inputs: vec![x.clone()],
             outputs: vec![inside],
         });
-        padded
+        Ok(padded)
     }
 
     /// `v` as a dense row-major view of `shape` (copied first when it is not dense).
@@ -215,20 +244,31 @@ impl Builder<'_> {
         kernel: [usize; 2],
         out: [usize; 2],
         order: [usize; 7],
-    ) -> View {
-        let xp = self.zero_padded(what, x, conv.padding);
+    ) -> Result<View> {
+        let xp = self.zero_padded(what, x, conv.padding)?;
         let (n, c, g) = (x.shape[0], x.shape[1], conv.groups);
         let cg = c / g;
         let (sn, sc, sh, sw) = (xp.strides[0], xp.strides[1], xp.strides[2], xp.strides[3]);
         let [d0, d1] = conv.dilation.map(|d| d as i64);
         let [s0, s1] = conv.stride.map(|s| s as i64);
         let shape = [n, g, cg, kernel[0], kernel[1], out[0], out[1]];
-        let strides = [sn, cg as i64 * sc, sc, d0 * sh, d1 * sw, s0 * sh, s1 * sw];
-        xp.with(
+        // A dilation or stride may be as large as an address (one tap, one output row): its
+        // stride is then never stepped, and is 0 rather than a product that overflows.
+        let step = |extent: usize, by: i64, stride: i64| if extent > 1 { by * stride } else { 0 };
+        let strides = [
+            sn,
+            cg as i64 * sc,
+            sc,
+            step(kernel[0], d0, sh),
+            step(kernel[1], d1, sw),
+            step(out[0], s0, sh),
+            step(out[1], s1, sw),
+        ];
+        Ok(xp.with(
             order.iter().map(|&d| shape[d]).collect(),
             order.iter().map(|&d| strides[d]).collect(),
             xp.offset,
-        )
+        ))
     }
 
     /// `conv2d` of `x` (`[N, C, H, W]`) with `w` (`[O, C / G, KH, KW]`): per image and group,
@@ -245,7 +285,7 @@ impl Builder<'_> {
         let (o, kernel) = (w.shape[0], [w.shape[2], w.shape[3]]);
         let out = [out_shape[2], out_shape[3]];
         let k = w.shape[1] * kernel[0] * kernel[1];
-        let unrolled = self.unrolled_view(what, x, conv, kernel, out, [0, 1, 2, 3, 4, 5, 6]);
+        let unrolled = self.unrolled_view(what, x, conv, kernel, out, [0, 1, 2, 3, 4, 5, 6])?;
         let cols = self.materialize(&unrolled, what);
         let cols = self.dense_as(what, &cols, &[x.shape[0], g, k, out[0] * out[1]]);
         let filters = self.dense_as(what, w, &[g, o / g, k]);
@@ -267,7 +307,7 @@ impl Builder<'_> {
         let (og, p) = (o / g, out[0] * out[1]);
         let k = x.shape[1] / g * kernel[0] * kernel[1];
         // [G, N, OH, OW, C / G, KH, KW]: the rows of cols^T.
-        let unrolled = self.unrolled_view(what, x, conv, kernel, out, [1, 0, 5, 6, 2, 3, 4]);
+        let unrolled = self.unrolled_view(what, x, conv, kernel, out, [1, 0, 5, 6, 2, 3, 4])?;
         let cols_t = self.materialize(&unrolled, what);
         let cols_t = self.dense_as(what, &cols_t, &[g, n * p, k]);
         // gy as [G, O / G, N, OH * OW], made dense.
@@ -355,7 +395,7 @@ impl Builder<'_> {
                     let e = tap.inputs_of(x, pool.stride);
                     self.accumulate(what, add.clone(), &[&tap.outputs_of(&sum)], &[e]);
                 }
-                let area = (pool.window[0] * pool.window[1]) as f64;
+                let area = pool.area();
                 self.accumulate(what, divide_by(t, area)?, &[&sum], &[]);
                 Ok(sum)
             }
@@ -433,7 +473,7 @@ impl Builder<'_> {
         let dx = self.filled(what, t, &x.shape, 0.0);
         match pool.kind {
             PoolKind::Avg => {
-                let area = (pool.window[0] * pool.window[1]) as f64;
+                let area = pool.area();
                 let share = self.buffer(t, &gy.shape);
                 self.steps.push(Step::Map {
                     what: what.to_string(),

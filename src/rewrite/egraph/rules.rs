@@ -273,8 +273,9 @@ fn no_op(eg: &KilnEGraph, c: Id, n: &Node) -> Option<Caps> {
 
 /// `sum(broadcast_to(x, shape), axes)` where every summed axis is one the broadcast stretched
 /// (new, or of size 1 in `x`): each sum adds `n` copies of one element, which is `x * n`
-/// (within rounding; exactly, with wrapping, for integers). Not for an empty axis (`n` = 0:
-/// `inf * 0` would be NaN where the sum is 0).
+/// (within rounding; exactly, with wrapping, for integers), plus `+0.0` for floats (the sum's
+/// start: -0.0 copies sum to +0.0). Not for an empty axis (`n` = 0: `inf * 0` would be NaN
+/// where the sum is 0).
 fn sum_of_broadcast(eg: &KilnEGraph, c: Id, n: &Node) -> Option<Caps> {
     let Op::Reduce {
         op: ReduceOp::Sum,
@@ -345,6 +346,12 @@ fn build_sum_of_broadcast(b: &mut Builder, c: Id, n: &Node, caps: &Caps) -> Opti
     if count != 1 {
         let n = b.scalar(xt.dtype, count as f64)?;
         v = b.binary(BinaryOp::Mul, v, n)?;
+    }
+    if xt.dtype.is_float() {
+        // A float sum starts from +0.0, so copies of -0.0 sum to +0.0 (and `x * n` keeps
+        // -0.0): adding +0.0 gives that sign and changes no other value.
+        let zero = b.scalar(xt.dtype, 0.0)?;
+        v = b.binary(BinaryOp::Add, v, zero)?;
     }
     let want = b.ty(c)?.clone();
     if b.ty(v)? == &want {
