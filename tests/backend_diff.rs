@@ -41,6 +41,16 @@ fn cases_per_shard(default_total: u64) -> u64 {
     total.div_ceil(SHARDS)
 }
 
+/// Whether this run is the interpreter-only one (`KILN_BACKEND=interp`): the random programs
+/// choose their backends, and the default run has them.
+fn skipped_under_interp() -> bool {
+    let skip = std::env::var("KILN_BACKEND").is_ok_and(|b| b == "interp");
+    if skip {
+        eprintln!("skipped: the random programs choose their backends; the default run has them");
+    }
+    skip
+}
+
 /// The bytes of program `i` of `seed` (splitmix64 over the pair).
 fn program_bytes(seed: u64, i: u64) -> Vec<u8> {
     let mut x = seed ^ i.wrapping_mul(0x9e37_79b9_7f4a_7c15);
@@ -65,8 +75,7 @@ fn describe(case: &Case, seed: u64, i: u64, what: &str) -> String {
 
 /// Runs shard `shard` of this run's programs through the in-process backends.
 fn run_shard(shard: u64) {
-    if std::env::var("KILN_BACKEND").is_ok_and(|b| b == "interp") {
-        eprintln!("skipped: the random programs choose their backends; the default run has them");
+    if skipped_under_interp() {
         return;
     }
     let seed = seed();
@@ -131,8 +140,7 @@ fn random_programs_agree_3() {
 /// the last is the state after all the calls.
 #[test]
 fn random_programs_keep_their_state_whole_under_threads() {
-    if std::env::var("KILN_BACKEND").is_ok_and(|b| b == "interp") {
-        eprintln!("skipped: the random programs choose their backends; the default run has them");
+    if skipped_under_interp() {
         return;
     }
     let base = seed();
@@ -213,8 +221,7 @@ fn random_programs_agree_on_the_gpu() {
 /// against the CPU backend (the same optimized function, the same generated kernels).
 #[test]
 fn random_programs_agree_ahead_of_time() {
-    if std::env::var("KILN_BACKEND").is_ok_and(|b| b == "interp") {
-        eprintln!("skipped: the random programs choose their backends; the default run has them");
+    if skipped_under_interp() {
         return;
     }
     if !aot_lib::have_cc() {
