@@ -8,7 +8,8 @@
 //!
 //! The programs come from a seed that changes from run to run; a failure prints it, and
 //! `KILN_RANDOM_SEED=<seed>` replays the same programs (`KILN_RANDOM_CASES` sets how many,
-//! `KILN_RANDOM_PROGRAM=<i>` runs only program `i`).
+//! `KILN_RANDOM_PROGRAM=<i>` runs only program `i`, `KILN_RANDOM_EDGES=0` leaves out the steps
+//! at the edges of sizes, which every backend must either run alike or refuse alike).
 
 #[path = "support/aot_lib.rs"]
 mod aot_lib;

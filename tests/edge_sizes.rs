@@ -145,6 +145,42 @@ fn results_sized_at_run_time_too_large_for_memory_are_errors() {
     }
 }
 
+/// Bytes of `/proc/meminfo`'s `key` line, where the system has one.
+fn meminfo(key: &str) -> Option<usize> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = text.lines().find(|l| l.starts_with(key))?;
+    let kb: usize = line[key.len()..]
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse()
+        .ok()?;
+    Some(kb * 1024)
+}
+
+#[test]
+fn a_result_the_allocator_would_promise_but_memory_cannot_hold_is_an_error() {
+    // Linux overcommits: a map larger than the memory left, but not larger than the machine,
+    // succeeds, and the process is killed when the result is filled. Ask for halfway between
+    // what is left and what the machine has (nothing to test where the system does not say).
+    let (Some(total), Some(left)) = (meminfo("MemTotal:"), meminfo("MemAvailable:")) else {
+        return;
+    };
+    let swap = meminfo("SwapFree:").unwrap_or(0);
+    let want = left + swap + (total - left) / 2;
+    let depth = want / 4 / 2;
+    let errors = call_fails(
+        |g| {
+            let i = g.input("i", kiln::i64, [None]);
+            (vec![i.clone()], vec![i.one_hot(depth, kiln::f32)])
+        },
+        &[Tensor::I64(ArrayD::zeros(IxDyn(&[2])))],
+    );
+    for (backend, e) in errors {
+        assert!(e.contains("more than can be allocated"), "{backend:?}: {e}");
+    }
+}
+
 #[test]
 fn topk_of_a_lane_shorter_than_k_is_an_error() {
     let errors = call_fails(
@@ -155,17 +191,30 @@ fn topk_of_a_lane_shorter_than_k_is_an_error() {
         },
         &[Tensor::F32(f32s(&[2, 3]))],
     );
+    // k = 2^31 on a lane of 3: refused before anything of k elements is made (its positions
+    // alone would be 16 GB).
+    let errors = errors.into_iter().chain(call_fails(
+        |g| {
+            let x = g.input("x", kiln::f32, [None]);
+            (vec![x.clone()], vec![x.topk(1 << 31).0])
+        },
+        &[Tensor::F32(f32s(&[3]))],
+    ));
     for (backend, e) in errors {
         assert!(
             e.contains("topk") && e.contains("edge_sizes.rs"),
             "{backend:?}: {e}"
         );
     }
-    // Long enough: the k largest, largest first.
+    // Long enough: the k largest, largest first, k long in the type where the other dims allow.
+    let g = Graph::new();
+    let x = g.input("x", kiln::f32, [None, Some(3), None]);
+    assert_eq!(x.topk(2).0.ty().shape, [None, Some(3), Some(2)]);
     for backend in common::backends_with_gpu_host() {
         let g = Graph::new();
         let x = g.input("x", kiln::f32, [None]);
         let (v, p) = x.topk(2);
+        assert_eq!(v.ty().shape, [Some(2)]);
         let f = function(&[&x], &[&v, &p])
             .backend(backend)
             .compile()

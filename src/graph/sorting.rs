@@ -76,7 +76,8 @@ impl Var {
         let loc = SourceLoc::caller();
         let rank = self.rank();
         let n = self.ty().shape.last().copied().flatten();
-        let fits = rank > 0 && n.is_none_or(|n| k <= n);
+        // No lane holds more than i64::MAX elements (the positions are i64).
+        let fits = rank > 0 && k <= i64::MAX as usize && n.is_none_or(|n| k <= n);
         if !fits {
             let bad = self.apply_with(loc, |t| {
                 Err(format!(
@@ -94,25 +95,37 @@ impl Var {
             loc,
         );
         let indices = match n {
-            Some(_) => {
+            _ if n.is_some() || k == 0 => {
                 let mut ranges = vec![(None, None, 1); rank];
                 ranges[rank - 1] = (None, Some(k as i64), 1);
                 order.slice(&ranges)
             }
-            // A lane known only at run time may be shorter than k: the first k positions are
-            // taken by index (an error naming `topk` where there are fewer), where a slice
-            // would give fewer without a word.
-            None => {
-                let op = Op::Arange {
-                    start: crate::ir::F64Bits(0.0),
-                    stop: crate::ir::F64Bits(k as f64),
-                    step: crate::ir::F64Bits(1.0),
-                    dtype: crate::ir::DType::I64,
-                };
-                let first_k = self.graph().apply_at(op, &[], loc).swap_remove(0);
-                order
-                    .apply1(Op::Take { axis: rank - 1 }, &[&first_k], loc)
-                    .named("topk positions")
+            // A lane known only at run time may be shorter than k, where a slice would give
+            // fewer without a word. The first k - 1 positions are sliced and the k-th is taken
+            // by index, which is an error naming `topk` where the lane is shorter: nothing of
+            // k elements is made before that check (k indices to take would be 16 GB for
+            // k = 2^31, on a lane of 3).
+            _ => {
+                let mut ranges = vec![(None, None, 1); rank];
+                ranges[rank - 1] = (None, Some(k as i64 - 1), 1);
+                let head = order.slice(&ranges);
+                let kth = crate::Tensor::I64(ndarray::arr1(&[k as i64 - 1]).into_dyn());
+                let kth = self.graph().constant(kth);
+                let kth = order
+                    .apply1(Op::Take { axis: rank - 1 }, &[&kth], loc)
+                    .named("topk positions");
+                let first_k = super::concat(&[&head, &kth], rank as i64 - 1);
+                // The lane is now k long: said in the type where the other dims allow.
+                let lead = &self.ty().shape[..rank - 1];
+                let unknown = lead.iter().filter(|d| d.is_none()).count();
+                if unknown <= 1 && lead.iter().all(|d| *d != Some(0)) {
+                    let mut dims: Vec<i64> =
+                        lead.iter().map(|d| d.map_or(-1, |d| d as i64)).collect();
+                    dims.push(k as i64);
+                    first_k.reshape(&dims)
+                } else {
+                    first_k
+                }
             }
         };
         let values = self.apply1(Op::TakeAlongAxis { axis: rank - 1 }, &[&indices], loc);

@@ -106,11 +106,22 @@ pub(super) fn check_fits(
 }
 
 /// Whether `bytes` (`None`: more than a `usize` counts) can be allocated: large requests are
-/// asked of the allocator (a map and an unmap of untouched memory).
+/// asked of the allocator (a map and an unmap of untouched memory) and, where the system says
+/// how much memory is left, must fit in it.
+///
+/// The allocator alone is not enough: Linux overcommits, so a map of 16 GB on a machine with
+/// 12 GB free succeeds, and the process is killed (SIGKILL, no error) only when the result is
+/// filled. So a request must also fit in what the kernel reports it could still give
+/// (`MemAvailable`, which counts the cache it can drop, plus free swap) and in what this
+/// process's cgroup limit leaves. Threads that each allocate at once can still, together,
+/// take more than is left: each is checked alone.
 pub fn can_allocate(bytes: Option<usize>) -> bool {
     match bytes.filter(|&b| b <= isize::MAX as usize) {
         None => false,
         Some(b) if b >= PROBE_BYTES => {
+            if memory_left().is_some_and(|left| b > left) {
+                return false;
+            }
             let mut probe: Vec<u8> = Vec::new();
             probe.try_reserve_exact(b).is_ok()
         }
@@ -118,6 +129,58 @@ pub fn can_allocate(bytes: Option<usize>) -> bool {
     }
 }
 
+/// Bytes the system could still give this process (see [`can_allocate`]), or `None` where it
+/// does not say (a system without `/proc/meminfo`).
+fn memory_left() -> Option<usize> {
+    let meminfo = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let kb = |key: &str| -> Option<u64> {
+        let line = meminfo.lines().find(|l| l.starts_with(key))?;
+        line[key.len()..]
+            .trim()
+            .trim_end_matches("kB")
+            .trim()
+            .parse()
+            .ok()
+    };
+    let mut left = kb("MemAvailable:")?.saturating_add(kb("SwapFree:").unwrap_or(0)) * 1024;
+    if let Some(cgroup) = cgroup_left() {
+        left = left.min(cgroup);
+    }
+    Some(usize::try_from(left).unwrap_or(usize::MAX))
+}
+
+/// What this process's cgroup memory limit leaves, where it has one (cgroup v2's
+/// `memory.max`, v1's `memory.limit_in_bytes`; a system may mount both, and "max" or a
+/// missing file means no limit there).
+fn cgroup_left() -> Option<u64> {
+    let own = std::fs::read_to_string("/proc/self/cgroup").ok()?;
+    let root = std::path::Path::new("/sys/fs/cgroup");
+    let left = |dir: std::path::PathBuf, max: &str, current: &str| -> Option<u64> {
+        let read = |name: &str| -> Option<u64> {
+            std::fs::read_to_string(dir.join(name))
+                .ok()?
+                .trim()
+                .parse()
+                .ok()
+        };
+        Some(read(max)?.saturating_sub(read(current)?))
+    };
+    let v2 = own
+        .lines()
+        .find_map(|l| l.strip_prefix("0::"))
+        .and_then(|p| {
+            let dir = root.join(p.trim().trim_start_matches('/'));
+            left(dir, "memory.max", "memory.current")
+        });
+    let v1 = own
+        .lines()
+        .find_map(|l| l.split_once(":memory:"))
+        .and_then(|(_, p)| {
+            let dir = root.join("memory").join(p.trim().trim_start_matches('/'));
+            left(dir, "memory.limit_in_bytes", "memory.usage_in_bytes")
+        });
+    v2.into_iter().chain(v1).min()
+}
 /// `bytes` for an error: `12.3 GB`.
 pub(super) fn need_text(bytes: Option<usize>) -> String {
     match bytes {
