@@ -1136,8 +1136,9 @@ fn stage(error: &str) -> &'static str {
 /// Calls a case's function (one with a shared variable) from `threads` threads, `calls` times
 /// each, while this thread reads its state again and again: every state read must be one that
 /// the same number of calls made one at a time leaves (the shared variable and the ops' state,
-/// bit for bit), in order, and the last the state after all of them. Returns how many states
-/// were read.
+/// bit for bit), in order, and the last the state after all of them. Beside the case's own
+/// variable the function counts its calls in a second one, so that a state whose variables
+/// come from different calls is seen. Returns how many states were read.
 pub fn whole_state_under_threads(
     case: &Case,
     backend: Backend,
@@ -1153,8 +1154,13 @@ pub fn whole_state_under_threads(
     s.var
         .set_value(s.initial.clone())
         .map_err(|e| e.to_string())?;
+    let counter = s
+        .var
+        .graph()
+        .shared("calls", Tensor::F64(ndarray::arr0(0.0).into_dyn()));
     let f = function(&ins, &outs)
         .update(&s.var, &s.update)
+        .update(&counter, &(&counter + 1.0))
         .backend(backend)
         .compile()
         .map_err(|e| format!("{backend}: {e}"))?;
