@@ -278,8 +278,14 @@ impl Device {
             Driver::Host => {
                 let layout = std::alloc::Layout::from_size_align(bytes, HOST_ALIGN)
                     .map_err(|e| Error::Runtime(format!("allocate {bytes} bytes: {e}")))?;
+                // Asked first: the allocator alone would promise more than memory holds
+                // (see `runtime::memory::can_allocate`).
+                let fits = crate::runtime::memory::can_allocate(Some(bytes));
                 // SAFETY: a non-zero size; freed by `release` with the same layout.
-                let p = unsafe { std::alloc::alloc(layout) };
+                let p = match fits {
+                    true => unsafe { std::alloc::alloc(layout) },
+                    false => std::ptr::null_mut(),
+                };
                 if p.is_null() {
                     return Err(Error::Runtime(format!(
                         "allocate {bytes} bytes: out of memory"
