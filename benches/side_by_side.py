@@ -8,13 +8,20 @@ import subprocess
 import jax
 
 
-def kiln_median(example, steps):
-    """The median training step (ms) that `cargo run --example EXAMPLE -- --time STEPS` prints."""
+def kiln_medians(example, steps):
+    """Every median (ms) that `cargo run --example EXAMPLE -- --time STEPS` prints, by what it
+    times (`train step`, `inference`)."""
     out = subprocess.run(
         ["cargo", "run", "--release", "--quiet", "--example", example, "--", "--time",
          str(steps)],
         check=True, capture_output=True, text=True).stdout
-    return float(re.search(r"train step median ([0-9.]+) ms", out).group(1))
+    return {m.group(1): float(m.group(2))
+            for m in re.finditer(r"^([a-z ]+) median ([0-9.]+) ms", out, re.MULTILINE)}
+
+
+def kiln_median(example, steps):
+    """The median training step (ms) that `cargo run --example EXAMPLE -- --time STEPS` prints."""
+    return kiln_medians(example, steps)["train step"]
 
 
 def compare(example, jax_median, steps):

@@ -174,7 +174,10 @@ fn matmul_in_every_form() {
         (&[2, 3], &[3]),
         (&[3], &[3]),
         (&[2, 2, 3], &[3, 2]),
+        (&[2, 1, 2, 3], &[3, 4]),
+        (&[2, 3, 3], &[3]),
         (&[3], &[2, 3, 2]),
+        (&[2, 2, 3], &[2, 3, 2]),
     ];
     for (k, (sa, sb)) in forms.iter().enumerate() {
         let p = [
@@ -188,6 +191,21 @@ fn matmul_in_every_form() {
         )
         .unwrap_or_else(|e| panic!("{sa:?} @ {sb:?}: {e}"));
     }
+}
+
+#[test]
+fn one_matrix_for_a_batch_gets_its_gradient_from_one_product() {
+    // A dense layer over [batch, tokens, features]: the weight's gradient is one product of
+    // every row (k = 16 * 64), not a product per batch entry added up afterwards.
+    let g = Graph::new();
+    let x = g.input("x", kiln::f32, [Some(16), Some(64), Some(128)]);
+    let w = g.shared("w", ArrayD::<f32>::zeros(IxDyn(&[128, 32])));
+    let loss = x.matmul(&w).tanh().sum(None, false);
+    let gw = grad(&loss, &[&w]).unwrap().remove(0);
+    let owner = gw.owner().expect("the gradient is computed");
+    assert_eq!(owner.op(), kiln::ir::Op::MatMul, "{}", owner.op().name());
+    let ranks: Vec<usize> = owner.inputs().iter().map(|v| v.rank()).collect();
+    assert_eq!(ranks, [2, 2]);
 }
 
 #[test]

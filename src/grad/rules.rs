@@ -489,7 +489,17 @@ fn matmul(a: &Var, b: &Var, gy: &Var) -> Vec<InGrad> {
         v.transpose(&perm)
     };
     let mut ga = unbroadcast(&g2.matmul(&swap(&b2)), &a2);
-    let mut gb = unbroadcast(&swap(&a2).matmul(&g2), &b2);
+    let (k, n) = (a2.ty().shape[a2.rank() - 1], g2.ty().shape[g2.rank() - 1]);
+    let mut gb = match (k, n) {
+        // One matrix `b` for a batch of `a`: its gradient sums over every row of the batch,
+        // one product with k = all those rows, where a product per batch would make a
+        // matrix per batch and then add them up.
+        (Some(k), Some(n)) if k > 0 && n > 0 && b2.rank() == 2 && a2.rank() > 2 => {
+            let rows = |v: &Var, width: usize| v.reshape(&[-1, width as i64]);
+            rows(&a2, k).t().matmul(&rows(&g2, n))
+        }
+        _ => unbroadcast(&swap(&a2).matmul(&g2), &b2),
+    };
     if ra == 1 {
         ga = ga.squeeze(Some(&[0]));
     }

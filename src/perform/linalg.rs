@@ -130,6 +130,21 @@ fn matmul_t<T: MatElem>(
         _ => ArrayD::zeros(IxDyn(&shape)),
     };
     let shape_err = |e: ndarray::ShapeError| err(e.to_string());
+    if b2.ndim() == 2 && nb > 1 {
+        // `b` is one matrix for the whole batch: one product of all the batch's rows, where a
+        // product per batch would pack `b` again each time (and broadcasting `b` to the batch
+        // copied it). Each element's sum runs over k in the same order: the same bits.
+        let rows = a2.to_shape((nb * m, k)).map_err(shape_err)?;
+        let b2 = b2
+            .into_dimensionality::<ndarray::Ix2>()
+            .map_err(shape_err)?;
+        let c = out
+            .view_mut()
+            .into_shape_with_order((nb * m, n))
+            .map_err(shape_err)?;
+        T::mm_into(rows.view(), b2, c);
+        return Ok(out);
+    }
     let mut c = out
         .view_mut()
         .into_shape_with_order((nb, m, n))
@@ -327,5 +342,24 @@ mod tests {
         assert!(matmul_update(&ta.view(), &tb.view(), &mut bad.clone(), 0.5).is_err());
         let ints = Tensor::I32(ndarray::ArrayD::zeros(ndarray::IxDyn(&[37, 29])));
         assert!(matmul_update(&ta.view(), &tb.view(), &mut ints.clone(), 0.5).is_err());
+    }
+
+    /// A batch against one matrix, done as one product of every row, gives the bits of a
+    /// product per batch entry, for a batch in any layout (here transposed).
+    #[test]
+    fn one_product_for_a_batch_gives_the_bits_of_one_per_entry() {
+        let f = |i: usize| ((i * 7919) % 1013) as f32 / 97.0 - 5.0;
+        let a = ndarray::Array3::from_shape_fn((5, 3, 300), |(i, j, p)| f(i * 900 + j * 300 + p));
+        let a = a.permuted_axes([1, 0, 2]); // [3, 5, 300], not contiguous
+        let b = ndarray::Array2::from_shape_fn((300, 29), |(i, j)| f(i * 29 + j + 5));
+        let got = matmul_t(a.view().into_dyn(), b.view().into_dyn(), None).unwrap();
+        assert_eq!(got.shape(), [3, 5, 29]);
+        for e in 0..3 {
+            let mut one = ndarray::Array2::<f32>::zeros((5, 29));
+            f32::mm_into(a.slice(s![e, .., ..]), b.view(), one.view_mut());
+            let same = (got.slice(s![e, .., ..]).iter().zip(one.iter()))
+                .all(|(x, y)| x.to_bits() == y.to_bits());
+            assert!(same, "batch entry {e}");
+        }
     }
 }
