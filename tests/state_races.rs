@@ -63,8 +63,15 @@ fn while_called(f: &Function, rounds: usize, mut observe: impl FnMut() -> bool) 
         while calls.load(Ordering::Relaxed) < CALLERS {
             thread::yield_now();
         }
-        for _ in 0..rounds {
+        // At least `rounds` observations, and on until the callers have made a tenth as many
+        // calls: an observer that takes every lock back to back can leave the callers few
+        // turns on a loaded machine (the locks are not fair), and then it would observe
+        // nothing happening.
+        let mut observed = 0;
+        while observed < rounds || calls.load(Ordering::Relaxed) <= rounds / 10 {
             torn += usize::from(observe());
+            observed += 1;
+            assert!(observed < 1000 * rounds, "the callers made almost no calls");
         }
         done.store(true, Ordering::Relaxed);
     });
