@@ -93,7 +93,13 @@ fn window_view(v: &View, start: [usize; 2], sizes: [usize; 2], step: [usize; 2])
     let mut shape = v.shape[..r - 2].to_vec();
     shape.extend(sizes);
     let mut strides = v.strides[..r - 2].to_vec();
-    strides.extend([st[0] * step[0] as i64, st[1] * step[1] as i64]);
+    // A dim of one element never steps (a step near 2^64 would overflow the stride); a longer
+    // one steps within the array.
+    let stride = |d: usize| match sizes[d] {
+        0 | 1 => 0,
+        _ => st[d] * step[d] as i64,
+    };
+    strides.extend([stride(0), stride(1)]);
     let offset = v.offset + start[0] as i64 * st[0] + start[1] as i64 * st[1];
     v.with(shape, strides, offset)
 }
