@@ -94,38 +94,38 @@ impl Var {
             &[],
             loc,
         );
-        let indices = match n {
-            _ if n.is_some() || k == 0 => {
-                let mut ranges = vec![(None, None, 1); rank];
-                ranges[rank - 1] = (None, Some(k as i64), 1);
-                order.slice(&ranges)
-            }
+        // The first `stop` positions of each lane.
+        let first = |stop: usize| {
+            let mut ranges = vec![(None, None, 1); rank];
+            ranges[rank - 1] = (None, Some(stop as i64), 1);
+            order.slice(&ranges)
+        };
+        let indices = if n.is_some() || k == 0 {
+            first(k)
+        } else {
             // A lane known only at run time may be shorter than k, where a slice would give
             // fewer without a word. The first k - 1 positions are sliced and the k-th is taken
             // by index, which is an error naming `topk` where the lane is shorter: nothing of
             // k elements is made before that check (k indices to take would be 16 GB for
             // k = 2^31, on a lane of 3).
-            _ => {
-                let mut ranges = vec![(None, None, 1); rank];
-                ranges[rank - 1] = (None, Some(k as i64 - 1), 1);
-                let head = order.slice(&ranges);
-                let kth = crate::Tensor::I64(ndarray::arr1(&[k as i64 - 1]).into_dyn());
-                let kth = self.graph().constant(kth);
-                let kth = order
-                    .apply1(Op::Take { axis: rank - 1 }, &[&kth], loc)
-                    .named("topk positions");
-                let first_k = super::concat(&[&head, &kth], rank as i64 - 1);
-                // The lane is now k long: said in the type where the other dims allow.
-                let lead = &self.ty().shape[..rank - 1];
-                let unknown = lead.iter().filter(|d| d.is_none()).count();
-                if unknown <= 1 && lead.iter().all(|d| *d != Some(0)) {
-                    let mut dims: Vec<i64> =
-                        lead.iter().map(|d| d.map_or(-1, |d| d as i64)).collect();
-                    dims.push(k as i64);
-                    first_k.reshape(&dims)
-                } else {
-                    first_k
-                }
+            let kth = crate::Tensor::I64(ndarray::arr1(&[k as i64 - 1]).into_dyn());
+            let kth = order
+                .apply1(
+                    Op::Take { axis: rank - 1 },
+                    &[&self.graph().constant(kth)],
+                    loc,
+                )
+                .named("topk positions");
+            let first_k = super::concat(&[&first(k - 1), &kth], rank as i64 - 1);
+            // The lane is now k long: said in the type where the other dims allow.
+            let lead = &self.ty().shape[..rank - 1];
+            let unknown = lead.iter().filter(|d| d.is_none()).count();
+            if unknown <= 1 && lead.iter().all(|d| *d != Some(0)) {
+                let mut dims: Vec<i64> = lead.iter().map(|d| d.map_or(-1, |d| d as i64)).collect();
+                dims.push(k as i64);
+                first_k.reshape(&dims)
+            } else {
+                first_k
             }
         };
         let values = self.apply1(Op::TakeAlongAxis { axis: rank - 1 }, &[&indices], loc);
