@@ -424,7 +424,7 @@ impl<'a> TensorRef<'a> {
 
     /// A copy in standard (row-major, contiguous) layout.
     pub fn to_standard_owned(&self) -> Tensor {
-        ref_to_tensor!(self, a => a.as_standard_layout().into_owned())
+        ref_to_tensor!(self, a => row_major_copy(a))
     }
 
     pub fn to_owned(&self) -> Tensor {
@@ -501,4 +501,25 @@ pub fn check_stack_parts<'a>(
         )),
         None => Ok(()),
     }
+}
+
+/// `a`'s elements in a new row-major array, copied a row (lane of the last axis) at a time:
+/// a row that is contiguous (a restrided head split's) is one block copy. ndarray's
+/// `as_standard_layout` walked a [16, 64, 4, 32] transpose at 3-4 GB/s, its `iter` at 0.2.
+pub fn row_major_copy<T: Clone>(a: &ndarray::ArrayViewD<'_, T>) -> ArrayD<T> {
+    if let Some(s) = a.as_slice() {
+        return ArrayD::from_shape_vec(a.raw_dim(), s.to_vec()).expect("the same shape");
+    }
+    let mut out = Vec::with_capacity(a.len());
+    if a.ndim() == 0 {
+        out.extend(a.iter().cloned());
+    } else {
+        for row in a.rows() {
+            match row.as_slice() {
+                Some(s) => out.extend_from_slice(s),
+                None => out.extend(row.iter().cloned()),
+            }
+        }
+    }
+    ArrayD::from_shape_vec(a.raw_dim(), out).expect("the same shape")
 }

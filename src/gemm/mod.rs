@@ -140,14 +140,21 @@ pub fn available() -> bool {
 
 /// `c = a b` on rayon's threads with the default blocking, C only written. `None` (and C
 /// untouched) where the host lacks AVX2 or FMA, or the shapes do not chain.
-pub fn product<T: Element>(
+pub fn product<T: Element>(a: ArrayView2<T>, b: ArrayView2<T>, c: ArrayViewMut2<T>) -> Option<()> {
+    product_on(a, b, c, rayon::current_num_threads())
+}
+
+/// [`product`] on at most `threads` threads (1: the calling thread alone, as each product of
+/// a batch whose entries run side by side).
+pub fn product_on<T: Element>(
     a: ArrayView2<T>,
     b: ArrayView2<T>,
     mut c: ArrayViewMut2<T>,
+    threads: usize,
 ) -> Option<()> {
     let (a, b, c) = checked(&a, &b, &mut c)?;
     // SAFETY: `checked` vouches for the views and the features.
-    unsafe { gemm(a, b, c, rayon::current_num_threads(), T::BLOCKING) };
+    unsafe { gemm(a, b, c, threads, T::BLOCKING) };
     Some(())
 }
 

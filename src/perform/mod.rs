@@ -18,7 +18,7 @@ pub use elementwise::{cast, float_divmod, sigmoid, IntArith};
 pub use index::scatter_into;
 pub use linalg::{matmul_into, matmul_update};
 pub use reduce::pairwise_sum;
-pub use shape::resolve_reshape;
+pub use shape::{resolve_reshape, view_moving};
 pub use views::{has_view_form, perform_view};
 
 use crate::error::Error;

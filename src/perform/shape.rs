@@ -11,6 +11,40 @@ fn err(msg: String) -> Error {
     Error::Shape(msg)
 }
 
+/// A view op applied to an array that is given up, without copying where its buffer can hold
+/// the result as it is: a transpose restrides it (the result is then not row-major: whoever
+/// needs row-major copies), a reshape of a row-major array relabels it. `Err` gives the array
+/// back where the op needs a copy or its attributes do not fit (the copying op then says so).
+/// The elements are the op's, so a backend may use it in place of `perform` for the last use
+/// of an array.
+pub fn view_moving(op: &crate::ir::Op, t: Tensor) -> Result<Tensor, Tensor> {
+    use crate::ir::Op;
+    match op {
+        Op::Transpose { perm } if is_permutation(perm, t.shape().len()) => {
+            Ok(map_tensor!(t, a => a.permuted_axes(IxDyn(perm))))
+        }
+        Op::Reshape { shape } if t.view().is_standard_layout() => {
+            let Ok(target) = resolve_reshape(t.shape(), shape) else {
+                return Err(t);
+            };
+            // Row-major and dense: the same buffer read with the new shape.
+            Ok(map_tensor!(t, a => a
+                .into_shape_with_order(IxDyn(&target))
+                .expect("a row-major array takes any shape of its size")))
+        }
+        _ => Err(t),
+    }
+}
+
+/// Whether `perm` orders the axes `0..rank`, each once.
+fn is_permutation(perm: &[usize], rank: usize) -> bool {
+    let mut seen = vec![false; rank];
+    perm.len() == rank
+        && perm
+            .iter()
+            .all(|&p| p < rank && !std::mem::replace(&mut seen[p], true))
+}
+
 pub fn transpose(t: &Tensor, perm: &[usize]) -> Result<Tensor, Error> {
     if perm.len() != t.shape().len() {
         return Err(err(format!(
@@ -21,7 +55,7 @@ pub fn transpose(t: &Tensor, perm: &[usize]) -> Result<Tensor, Error> {
     if perm == [1, 0] {
         return Ok(map_tensor!(t, a => transpose_2d(a)));
     }
-    Ok(map_tensor!(t, a => a.view().permuted_axes(IxDyn(perm)).as_standard_layout().into_owned()))
+    Ok(map_tensor!(t, a => crate::tensor::row_major_copy(&a.view().permuted_axes(IxDyn(perm)))))
 }
 
 /// A matrix transposed into row-major order, in 32 x 32 tiles so that both sides stay in cache
@@ -75,11 +109,8 @@ pub fn resolve_reshape(from: &[usize], to: &[i64]) -> Result<Vec<usize>, Error> 
 pub fn reshape(t: &Tensor, shape: &[i64]) -> Result<Tensor, Error> {
     let target = resolve_reshape(t.shape(), shape)?;
     Ok(map_tensor!(t, a => {
-        // Row-major elements are copied as one block; others are walked in logical order.
-        let flat: Vec<_> = match a.as_slice() {
-            Some(s) => s.to_vec(),
-            None => a.iter().copied().collect(),
-        };
+        // Row-major elements are copied as one block; others row by row in logical order.
+        let flat = crate::tensor::row_major_copy(&a.view()).into_raw_vec_and_offset().0;
         ArrayD::from_shape_vec(IxDyn(&target), flat).map_err(|e| err(e.to_string()))?
     }))
 }

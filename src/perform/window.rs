@@ -284,7 +284,12 @@ fn conv_t<T: ConvElem>(
             geo.im2col(chunk, g, img, &mut cols);
             let wg = matrix(og, k, &filters[g * og * k..(g + 1) * og * k]);
             let dst = matrix_mut(og, width, &mut prod[..og * width]);
-            T::mm_into(wg, matrix(k, width, &cols[..k * width]), dst);
+            T::mm_into(
+                wg,
+                matrix(k, width, &cols[..k * width]),
+                dst,
+                rayon::current_num_threads(),
+            );
             geo.scatter_group(chunk, g, &prod, &mut out);
         }
     }
@@ -320,7 +325,12 @@ fn grad_image_t<T: ConvElem>(
             geo.gather_group(chunk, g, g_all, &mut gmat);
             let wg = matrix(og, k, &filters[g * og * k..(g + 1) * og * k]);
             let dst = matrix_mut(k, width, &mut cols[..k * width]);
-            T::mm_into(wg.t(), matrix(og, width, &gmat[..og * width]), dst);
+            T::mm_into(
+                wg.t(),
+                matrix(og, width, &gmat[..og * width]),
+                dst,
+                rayon::current_num_threads(),
+            );
             geo.col2im(chunk, g, &mut cols, &mut dx);
         }
     }
@@ -359,7 +369,12 @@ fn grad_filter_t<T: ConvElem>(
             // transposed view.
             let gm = matrix(og, width, &gmat[..og * width]);
             let cm = matrix(k, width, &cols[..k * width]);
-            T::mm_into(cm, gm.t(), matrix_mut(k, og, &mut part));
+            T::mm_into(
+                cm,
+                gm.t(),
+                matrix_mut(k, og, &mut part),
+                rayon::current_num_threads(),
+            );
             let dwg = &mut dw[g * og * k..(g + 1) * og * k];
             for (r, row) in part.chunks(og).enumerate() {
                 for (o, &v) in row.iter().enumerate() {

@@ -96,6 +96,21 @@ pub trait Device: Send + Sync + Sized {
     /// The caller keeps the view no longer than the step that writes into `a`.
     unsafe fn alias<'a>(&self, a: &Self::Array) -> Self::Ref<'a>;
 
+    /// The result of the view step `step` made from its argument's buffer, which the VM gives
+    /// up (this step is its last use): no copy where the device can. `Err` hands the argument
+    /// back, and the step runs as any other.
+    fn view_moving(
+        &self,
+        _step: &Step,
+        a: Self::Array,
+    ) -> std::result::Result<Self::Array, Self::Array> {
+        Err(a)
+    }
+    /// `a` as the caller of a function or a user's op receives it: row-major where the device's
+    /// steps may leave it otherwise ([`Device::view_moving`]).
+    fn row_major(&self, a: Self::Array) -> Self::Array {
+        a
+    }
     /// Writes `src` into `dst`'s buffer where it fits and gives back the buffer left over
     /// (`src`'s, or `dst`'s old one when `dst` becomes `src`).
     fn assign(&self, dst: &mut Self::Array, src: Self::Array) -> Option<Self::Array> {

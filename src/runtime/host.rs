@@ -144,6 +144,16 @@ impl Device for Host {
     fn in_place(&self) -> bool {
         true
     }
+    fn view_moving(&self, step: &Step, a: Tensor) -> std::result::Result<Tensor, Tensor> {
+        crate::perform::view_moving(&step.op, a)
+    }
+    fn row_major(&self, a: Tensor) -> Tensor {
+        match a.view().is_standard_layout() {
+            true => a,
+            false => a.view().to_standard_owned(),
+        }
+    }
+
     unsafe fn alias<'a>(&self, a: &Tensor) -> Self::Ref<'a> {
         // SAFETY: passed on from the caller (`Device::alias`).
         unsafe { a.alias_view() }

@@ -94,7 +94,9 @@ impl<D: Device> VmState<D> {
     }
 
     pub(super) fn keep_buffer(&mut self, device: &D, t: D::Array) {
-        if device.pooled_bytes(&t).is_some_and(|b| b >= POOL_MIN_BYTES) {
+        // A restrided buffer (a moved view's) is not one a step could write row-major into.
+        let dense = device.is_dense(&device.view(&t));
+        if dense && device.pooled_bytes(&t).is_some_and(|b| b >= POOL_MIN_BYTES) {
             if self.pool.len() == POOL_MAX {
                 self.pool.remove(0);
             }
@@ -362,7 +364,7 @@ fn collect_outputs<D: Device>(
                     }
                     d
                 }
-                None => t,
+                None => device.row_major(t),
             })
         })
         .collect()
@@ -571,6 +573,15 @@ fn run_step<D: Device>(
         env.values[inst.results[0].index()] = env.values[r.index()].take();
         return Ok(());
     }
+    if let Some(a) = dying_view_argument(inst, env) {
+        let t = env.values[a.index()].take().expect("the argument is held");
+        match device.view_moving(inst, t) {
+            Ok(view) => {
+                return store_results(device, func, inst, vec![view], &mut env.values, state)
+            }
+            Err(t) => env.values[a.index()] = Some(t),
+        }
+    }
     if device.runs(inst) {
         run_own(device, func, inst, env, state)?;
     } else {
@@ -578,6 +589,16 @@ fn run_step<D: Device>(
     }
     release_dead(device, inst, env, state);
     Ok(())
+}
+
+/// The argument of a view step (`transpose`, `reshape`) that the VM holds and frees after it:
+/// its buffer may become the result without a copy (`Device::view_moving`).
+fn dying_view_argument<D: Device>(inst: &Step, env: &Env<'_, '_, D>) -> Option<Value> {
+    let movable = matches!(inst.op, Op::Transpose { .. } | Op::Reshape { .. });
+    let &[a] = inst.args.as_slice() else {
+        return None;
+    };
+    (movable && inst.frees.contains(&a) && env.values[a.index()].is_some()).then_some(a)
 }
 
 /// A step the device runs with its own code: arguments read where they are, result 0 written
@@ -701,6 +722,17 @@ fn run_perform<D: Device>(
             _ => device.download(fetch(func, env_values, a)?),
         })
         .collect::<Result<Vec<Cow<'_, Tensor>>, _>>()?;
+    // A user's op gets its arguments row-major, whatever the steps before left them.
+    let host = match &inst.op {
+        Op::Custom(_) => host
+            .into_iter()
+            .map(|t| match t.view().is_standard_layout() {
+                true => t,
+                false => Cow::Owned(t.view().to_standard_owned()),
+            })
+            .collect(),
+        _ => host,
+    };
     let args: Vec<&Tensor> = host.iter().map(|t| &**t).collect();
     // perform is the oracle and must not panic, but a panic (a user's op, say) is turned
     // into an error rather than taking the caller's process down.
