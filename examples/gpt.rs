@@ -1,7 +1,8 @@
 //! A GPT-style language model trained on a generated language: token and position embeddings,
 //! `BLOCKS` pre-norm transformer blocks (causal self-attention over `HEADS` heads, a GELU MLP,
-//! residuals), a final layer norm and a linear head, trained by Adam written out by hand, all
-//! in one compiled function with gradients from `kiln::grad`. It is the model the issue about
+//! residuals), a final layer norm and a linear head, trained by Adam, all in one compiled
+//! function with gradients from `kiln::grad`; the layers, the loss and the optimizer come from
+//! `kiln::nn`. It is the model the issue about
 //! real-model speed measures: products of many shapes, head reshapes and transposes, batched
 //! products of attention, masked softmax and layer-norm rows.
 //!
@@ -13,7 +14,7 @@
 //! steps and N inference calls (the forward pass alone, a fresh batch each) and prints their
 //! medians; `KILN_PROFILE=1` adds the per-step profile.
 
-use kiln::{function, Graph, TensorRef, Var};
+use kiln::{function, nn, Graph, TensorRef, Var};
 use ndarray::{ArrayD, IxDyn};
 use std::time::Instant;
 
@@ -87,21 +88,6 @@ impl Params {
     }
 }
 
-/// Layer norm over the last axis (biased variance, epsilon 1e-5), then a gain and a bias.
-fn layer_norm(x: &Var, gain: &Var, bias: &Var) -> Var {
-    let mean = x.mean(Some(&[-1]), true);
-    let centered = x - &mean;
-    let var = centered.square().mean(Some(&[-1]), true);
-    &centered * (&var + 1e-5).rsqrt() * gain + bias
-}
-
-/// GELU, the tanh form GPT-2 uses.
-fn gelu(x: &Var) -> Var {
-    let c = (2.0 / std::f64::consts::PI).sqrt();
-    let inner = (x + x * x * x * 0.044715) * c;
-    x * 0.5 * (inner.tanh() + 1.0)
-}
-
 /// `[BATCH, SEQ, DIM]` to `[BATCH, HEADS, SEQ, HEAD_DIM]`.
 fn split_heads(x: &Var) -> Var {
     let shape = [BATCH, SEQ, HEADS, HEAD_DIM].map(|d| d as i64);
@@ -109,7 +95,7 @@ fn split_heads(x: &Var) -> Var {
 }
 
 /// One pre-norm block: causal self-attention, then the MLP, each added to its input.
-fn block(g: &Graph, p: &mut Params, i: usize, h: &Var, mask: &Var) -> Var {
+fn block(g: &Graph, p: &mut Params, i: usize, h: &Var) -> Var {
     let name = |s: &str| format!("block{i}.{s}");
     let (ln1_g, ln1_b) = (
         p.filled(g, &name("ln1.gain"), DIM, 1.0),
@@ -119,20 +105,16 @@ fn block(g: &Graph, p: &mut Params, i: usize, h: &Var, mask: &Var) -> Var {
     let wk = p.weight(g, &name("wk"), &[DIM, DIM]);
     let wv = p.weight(g, &name("wv"), &[DIM, DIM]);
     let wo = p.weight(g, &name("wo"), &[DIM, DIM]);
-    let x = layer_norm(h, &ln1_g, &ln1_b);
+    let x = nn::layer_norm(h, &ln1_g, &ln1_b, 1e-5);
     let (q, k, v) = (
         split_heads(&x.matmul(&wq)),
         split_heads(&x.matmul(&wk)),
         split_heads(&x.matmul(&wv)),
     );
-    let scores = q.matmul(&k.transpose(&[0, 1, 3, 2])) * (1.0 / (HEAD_DIM as f64).sqrt()) + mask;
-    let shifted = &scores - scores.max(Some(&[-1]), true);
-    let e = shifted.exp();
-    let att = &e / e.sum(Some(&[-1]), true);
-    let merged =
-        att.matmul(&v)
-            .transpose(&[0, 2, 1, 3])
-            .reshape(&[BATCH as i64, SEQ as i64, DIM as i64]);
+    let att = nn::attention(&q, &k, &v, true);
+    let merged = att
+        .transpose(&[0, 2, 1, 3])
+        .reshape(&[BATCH as i64, SEQ as i64, DIM as i64]);
     let h = h + merged.matmul(&wo);
 
     let (ln2_g, ln2_b) = (
@@ -143,34 +125,22 @@ fn block(g: &Graph, p: &mut Params, i: usize, h: &Var, mask: &Var) -> Var {
     let b1 = p.filled(g, &name("b1"), 4 * DIM, 0.0);
     let w2 = p.weight(g, &name("w2"), &[4 * DIM, DIM]);
     let b2 = p.filled(g, &name("b2"), DIM, 0.0);
-    let x = layer_norm(&h, &ln2_g, &ln2_b);
-    &h + gelu(&(x.matmul(&w1) + &b1)).matmul(&w2) + &b2
+    let x = nn::layer_norm(&h, &ln2_g, &ln2_b, 1e-5);
+    &h + nn::gelu(&(x.matmul(&w1) + &b1)).matmul(&w2) + &b2
 }
 
 /// The logits `[BATCH * SEQ, VOCAB]` of `tokens` `[BATCH, SEQ]`.
 fn forward(g: &Graph, p: &mut Params, tokens: &Var) -> Var {
     let wte = p.weight(g, "wte", &[VOCAB, DIM]);
     let wpe = p.weight(g, "wpe", &[SEQ, DIM]);
-    // 0 where a position may look (itself and before), a large negative number after it.
-    let mask = ArrayD::from_shape_fn(
-        IxDyn(&[SEQ, SEQ]),
-        |i| {
-            if i[1] > i[0] {
-                -1e9f32
-            } else {
-                0.0
-            }
-        },
-    );
-    let mask = g.constant(mask);
     let mut h = wte.take(tokens, 0) + &wpe;
     for i in 0..BLOCKS {
-        h = block(g, p, i, &h, &mask);
+        h = block(g, p, i, &h);
     }
     let gain = p.filled(g, "ln_f.gain", DIM, 1.0);
     let bias = p.filled(g, "ln_f.bias", DIM, 0.0);
     let head = p.weight(g, "head", &[DIM, VOCAB]);
-    layer_norm(&h, &gain, &bias)
+    nn::layer_norm(&h, &gain, &bias, 1e-5)
         .reshape(&[(BATCH * SEQ) as i64, DIM as i64])
         .matmul(&head)
 }
@@ -195,34 +165,13 @@ fn main() -> Result<(), kiln::Error> {
     let targets = g.input("targets", kiln::i64, [Some(BATCH), Some(SEQ)]);
     let mut p = Params { all: Vec::new() };
     let logits = forward(&g, &mut p, &tokens);
-    let shifted = &logits - logits.max(Some(&[1]), true);
-    let log_p = &shifted - shifted.exp().sum(Some(&[1]), true).log();
-    let target = targets
-        .reshape(&[(BATCH * SEQ) as i64])
-        .one_hot(VOCAB, kiln::f32);
-    let loss = -(&target * &log_p).sum(Some(&[1]), false).mean(None, false);
+    let loss = nn::cross_entropy(&logits, &targets.reshape(&[(BATCH * SEQ) as i64]));
 
-    // Adam (beta1 0.9, beta2 0.999, epsilon 1e-8), with its bias corrections from a step
+    // Adam (PyTorch's defaults: beta1 0.9, beta2 0.999, epsilon 1e-8), its moments and step
     // count kept as shared state.
     let params: Vec<&Var> = p.all.iter().collect();
     let grads = kiln::grad(&loss, &params)?;
-    let (lr, b1, b2) = (3e-3, 0.9, 0.999);
-    let step = g.shared("adam.step", ArrayD::<f32>::zeros(IxDyn(&[])));
-    let t = &step + 1.0;
-    let correction1 = -((&t * f64::ln(b1)).exp()) + 1.0;
-    let correction2 = -((&t * f64::ln(b2)).exp()) + 1.0;
-    let rate = correction2.sqrt() / correction1 * lr;
-    let mut train = function(&[&tokens, &targets], &[&loss]).update(&step, &t);
-    for (w, gw) in params.iter().zip(&grads) {
-        let shape = w.ty().known_shape().expect("parameters have static shapes");
-        let zeros = || ArrayD::<f32>::zeros(IxDyn(&shape));
-        let m = g.shared(&format!("adam.m.{}", w.name().unwrap_or_default()), zeros());
-        let v = g.shared(&format!("adam.v.{}", w.name().unwrap_or_default()), zeros());
-        let m_new = &m * b1 + gw * (1.0 - b1);
-        let v_new = &v * b2 + gw.square() * (1.0 - b2);
-        let w_new = *w - &m_new * &rate / (v_new.sqrt() + 1e-8);
-        train = train.update(&m, m_new).update(&v, v_new).update(w, w_new);
-    }
+    let train = function(&[&tokens, &targets], &[&loss]).updates(nn::adam(&params, &grads, 3e-3)?);
     let t0 = Instant::now();
     let train = train.compile()?;
     let infer = function(&[&tokens], &[&logits]).compile()?;

@@ -155,6 +155,13 @@ impl FunctionBuilder {
         self
     }
 
+    /// Every `(shared variable, new value)` pair of `pairs`, as [`FunctionBuilder::update`]
+    /// adds one (an optimizer's from [`crate::nn::optim`]).
+    pub fn updates(mut self, pairs: impl IntoIterator<Item = (Var, Var)>) -> Self {
+        self.updates.extend(pairs);
+        self
+    }
+
     pub fn name(mut self, name: &str) -> Self {
         self.options.name = name.to_string();
         self

@@ -33,6 +33,7 @@ pub mod jit_cpu;
 pub mod jit_ptx;
 pub mod lower;
 pub mod math;
+pub mod nn;
 pub mod npy;
 pub mod perform;
 pub mod random;

@@ -17,8 +17,9 @@ const LAYERS: &[&[&str]] = &[
     // What reads the IR: the user's graph and its custom ops, the reference implementation of
     // each op, the kernel plan, `.npy` files.
     &["graph", "custom", "perform", "lower", "npy"],
-    // Passes over the graph and the IR, and the code generators over the plan.
-    &["grad", "rewrite", "codegen"],
+    // Passes over the graph and the IR, the code generators over the plan, and `nn`, which
+    // builds graphs of ops (it reads `graph` alone).
+    &["grad", "rewrite", "codegen", "nn"],
     // The VM over the plan.
     &["runtime"],
     // The backends: siblings.

@@ -150,7 +150,7 @@ impl Var {
 
     /// Builds an op whose parameters depend on this variable's type; a failure to build the
     /// parameters poisons the result like a type error does.
-    pub(super) fn apply_with(
+    pub(crate) fn apply_with(
         &self,
         loc: SourceLoc,
         make: impl FnOnce(&TensorType) -> Result<Op, String>,
