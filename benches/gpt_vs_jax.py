@@ -9,7 +9,9 @@ step and the compiled forward pass (data made beforehand) and report the median 
 after their warm-up; kiln's and JAX's rounds alternate, three each.
 
     python3 -m venv /tmp/peers && /tmp/peers/bin/pip install numpy jax   # once
-    /tmp/peers/bin/python benches/gpt_vs_jax.py [STEPS]   # from the repository root
+    /tmp/peers/bin/python benches/gpt_vs_jax.py [STEPS] [--busy]   # from the repository root
+
+With `--busy`, another process keeps one core busy through every round of both sides.
 """
 
 import math
@@ -130,12 +132,16 @@ def jax_medians(steps):
 
 
 def main():
-    steps = int(sys.argv[1]) if len(sys.argv) > 1 else 100
+    args = sys.argv[1:]
+    busy = "--busy" in args
+    args = [a for a in args if a != "--busy"]
+    steps = int(args[0]) if args else 100
     rounds = []
-    for _ in range(3):
-        rounds.append((side_by_side.kiln_medians("gpt", steps), jax_medians(steps)))
+    with side_by_side.busy_core(busy):
+        for _ in range(3):
+            rounds.append((side_by_side.kiln_medians("gpt", steps), jax_medians(steps)))
     print(f"jax {jax.__version__} on {jax.devices()[0].platform}, {steps} calls, best of 3 "
-          f"alternated medians")
+          f"alternated medians" + (", one core kept busy by another process" if busy else ""))
     print("| | kiln (ms) | JAX (ms) | kiln / JAX |")
     print("| --- | --- | --- | --- |")
     for what in ("train step", "inference"):

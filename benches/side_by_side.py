@@ -2,10 +2,27 @@
 step (its `--time STEPS` mode) and printing it beside JAX's, alternated over three rounds so
 that both see the same machine."""
 
+import contextlib
 import re
 import subprocess
+import sys
 
 import jax
+
+
+@contextlib.contextmanager
+def busy_core(busy):
+    """With `busy`, another process keeps one core busy (a Python loop) while the block runs:
+    how each side shares a machine that is not its own."""
+    if not busy:
+        yield
+        return
+    spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        yield
+    finally:
+        spinner.kill()
+        spinner.wait()
 
 
 def kiln_medians(example, steps):

@@ -303,11 +303,7 @@ fn quartic(w: &Var) -> Var {
 type Optimizer<'a> = dyn Fn(&[&Var], &[Var]) -> kiln::Result<Vec<(Var, Var)>> + 'a;
 
 /// Runs `steps` steps of the updates `make` builds and returns the parameter after each.
-fn train(
-    make: &Optimizer<'_>,
-    start: &[f64],
-    steps: usize,
-) -> Vec<Vec<f64>> {
+fn train(make: &Optimizer<'_>, start: &[f64], steps: usize) -> Vec<Vec<f64>> {
     let g = Graph::new();
     let w = g.shared(
         "w",
