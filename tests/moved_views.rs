@@ -5,7 +5,7 @@
 
 use kiln::custom::{CustomOp, PerformContext};
 use kiln::ir::Op;
-use kiln::{function, Backend, Graph, Tensor, TensorType};
+use kiln::{function, Backend, Graph, Tensor, TensorType, Var};
 use ndarray::{ArrayD, IxDyn};
 
 /// Distinct values, so that a misplaced element shows.
@@ -159,16 +159,7 @@ fn what_leaves_the_vm_is_row_major_after_moved_views() {
     );
     let outs = [&merged, &flipped, &custom[0], &scores];
     let input = counting(&[2, 3, 4, 5]);
-    let run = |backend| {
-        let f = function(&[&x], &outs).backend(backend).compile().unwrap();
-        // Twice: the second call reuses the buffers the first left.
-        f.call(&[input.view()]).unwrap();
-        f.call(&[input.view()]).unwrap()
-    };
-    let (want, got) = (run(Backend::Interp), run(Backend::Cpu));
-    for (i, (w, g)) in want.iter().zip(&got).enumerate() {
-        assert_eq!(g.shape(), w.shape(), "output {i}");
-        assert_eq!(bits(g), bits(w), "output {i}");
+    for (i, g) in same_on_cpu_as_interp(&x, &outs, &input).iter().enumerate() {
         assert!(g.view().is_standard_layout(), "output {i} is not row-major");
     }
 }
@@ -188,13 +179,21 @@ fn a_restrided_buffer_is_not_reused_for_a_row_major_result() {
     let input = Tensor::F32(ArrayD::from_shape_fn(IxDyn(&[256, 256]), |i| {
         ((i[0] * 7 + i[1] * 3) % 17) as f32 / 16.0
     }));
+    same_on_cpu_as_interp(&x, &outs, &input);
+}
+
+/// The CPU backend's outputs of `outs` at `input`, checked bit for bit against the
+/// interpreter's. Each side is called twice: the second call reuses the buffers the first left.
+fn same_on_cpu_as_interp(x: &Var, outs: &[&Var], input: &Tensor) -> Vec<Tensor> {
     let run = |backend| {
-        let f = function(&[&x], &outs).backend(backend).compile().unwrap();
+        let f = function(&[x], outs).backend(backend).compile().unwrap();
         f.call(&[input.view()]).unwrap();
         f.call(&[input.view()]).unwrap()
     };
     let (want, got) = (run(Backend::Interp), run(Backend::Cpu));
     for (i, (w, g)) in want.iter().zip(&got).enumerate() {
+        assert_eq!(g.shape(), w.shape(), "output {i}");
         assert_eq!(bits(g), bits(w), "output {i}");
     }
+    got
 }
