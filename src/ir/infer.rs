@@ -133,12 +133,7 @@ fn infer_types(op: &Op, inputs: &[&TensorType]) -> Result<Vec<TensorType>, Strin
         }
         Op::Transpose { perm } => {
             let t = inputs[0];
-            let mut seen = vec![false; t.rank()];
-            if perm.len() != t.rank()
-                || perm
-                    .iter()
-                    .any(|&p| p >= t.rank() || std::mem::replace(&mut seen[p], true))
-            {
+            if !is_permutation(perm, t.rank()) {
                 return Err(format!(
                     "transpose: perm {perm:?} is not a permutation of {} axes",
                     t.rank()
@@ -867,6 +862,15 @@ fn take_type(
     shape.extend(&indices.shape);
     shape.extend(&x.shape[axis + 1..]);
     Ok(TensorType::new(x.dtype, shape))
+}
+
+/// Whether `perm` orders the axes `0..rank`, each once (what `transpose` takes).
+pub fn is_permutation(perm: &[usize], rank: usize) -> bool {
+    let mut seen = vec![false; rank];
+    perm.len() == rank
+        && perm
+            .iter()
+            .all(|&p| p < rank && !std::mem::replace(&mut seen[p], true))
 }
 
 #[cfg(test)]

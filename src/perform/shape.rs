@@ -20,7 +20,7 @@ fn err(msg: String) -> Error {
 pub fn view_moving(op: &crate::ir::Op, t: Tensor) -> Result<Tensor, Tensor> {
     use crate::ir::Op;
     match op {
-        Op::Transpose { perm } if is_permutation(perm, t.shape().len()) => {
+        Op::Transpose { perm } if crate::ir::infer::is_permutation(perm, t.shape().len()) => {
             Ok(map_tensor!(t, a => a.permuted_axes(IxDyn(perm))))
         }
         Op::Reshape { shape } if t.view().is_standard_layout() => {
@@ -34,15 +34,6 @@ pub fn view_moving(op: &crate::ir::Op, t: Tensor) -> Result<Tensor, Tensor> {
         }
         _ => Err(t),
     }
-}
-
-/// Whether `perm` orders the axes `0..rank`, each once.
-fn is_permutation(perm: &[usize], rank: usize) -> bool {
-    let mut seen = vec![false; rank];
-    perm.len() == rank
-        && perm
-            .iter()
-            .all(|&p| p < rank && !std::mem::replace(&mut seen[p], true))
 }
 
 pub fn transpose(t: &Tensor, perm: &[usize]) -> Result<Tensor, Error> {
