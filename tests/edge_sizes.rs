@@ -136,6 +136,25 @@ fn results_sized_at_run_time_too_large_for_memory_are_errors() {
             Tensor::I64(ArrayD::zeros(IxDyn(&[1, 500_000]))),
         ],
     ));
+    // A broadcast too large to copy out: a view on a device that makes it one (the GPU's)
+    // costs nothing until the result is brought to the host, where it must be refused, not
+    // aborted (2^40 halves are 2 TiB).
+    let errors = errors.into_iter().chain(call_fails(
+        |g| {
+            let x = g.input("x", kiln::f16, [Some(1)]);
+            (vec![x.clone()], vec![x.broadcast_to(&[1 << 40])])
+        },
+        &[Tensor::F16(ArrayD::zeros(IxDyn(&[1])))],
+    ));
+    // arange of 10^12 (4 TB): a step the GPU's device hands to the host is checked there.
+    let errors = errors.into_iter().chain(call_fails(
+        |g| {
+            let x = g.input("x", kiln::f32, [Some(1)]);
+            let r = g.arange(0.0, 1e12, 1.0, kiln::f32);
+            (vec![x.clone()], vec![r, x])
+        },
+        &[Tensor::F32(f32s(&[1]))],
+    ));
     for (backend, e) in errors {
         // The GPU backend's device allocates results itself and refuses them there.
         let refused = e.contains("more than can be allocated")

@@ -79,6 +79,7 @@ impl DeviceTensor {
 
     /// A host copy, row-major (after all queued work).
     pub fn download(&self) -> Result<Tensor> {
+        crate::runtime::memory::check_host_array(self.dtype, &self.shape, "a copy to the host")?;
         if !self.is_row_major() {
             return self.download_view();
         }

@@ -181,6 +181,22 @@ fn cgroup_left() -> Option<u64> {
         });
     v2.into_iter().chain(v1).min()
 }
+/// Checks that a host array of `dtype` and `shape` can be allocated before it is made: a copy
+/// to the host of a device's view (a broadcast costs a device nothing until it is copied out)
+/// is the one host array no step's check has seen.
+pub fn check_host_array(dtype: crate::ir::DType, shape: &[usize], what: &str) -> Result<(), Error> {
+    let bytes = shape
+        .iter()
+        .try_fold(dtype.size(), |n, &d| n.checked_mul(d));
+    if can_allocate(bytes) {
+        return Ok(());
+    }
+    Err(Error::Runtime(format!(
+        "{what} of shape {shape:?} ({dtype}) needs {}, more than can be allocated",
+        need_text(bytes)
+    )))
+}
+
 /// `bytes` for an error: `12.3 GB`.
 pub(super) fn need_text(bytes: Option<usize>) -> String {
     match bytes {

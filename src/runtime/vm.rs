@@ -518,7 +518,10 @@ fn run_step<D: Device>(
     state: &mut VmState<D>,
 ) -> Result<(), Error> {
     check_stretch(func, inst, |v| env.shape(device, func, v))?;
-    if device.host_memory() {
+    // Host memory holds the results of a host device's steps, and of the steps another
+    // device hands to `perform` (a GPU's `arange`, `one_hot`, ...): those are checked before
+    // they are made. A device's own steps allocate where it says (and refuse there).
+    if device.host_memory() || !device.runs(inst) {
         super::memory::check_fits(func, inst, &|v| env.shape(device, func, v).ok())?;
     }
     if let Kernel::Rows { steps: members, .. } = &inst.kernel {
