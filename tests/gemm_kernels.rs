@@ -191,7 +191,7 @@ fn small_blocks_every_edge_f64() {
 }
 
 /// Blocking that is not whole tiles and slivers, or is zero, is rounded to what works: the
-/// results are the oracle's with the rounded `kc`, on one thread and several (60x60x40 is
+/// results are the oracle's with the rounded `kc`, on one thread and several (70x70x60 is
 /// large enough to be split).
 #[test]
 fn odd_and_zero_blocking_is_rounded() {
@@ -208,7 +208,7 @@ fn odd_and_zero_blocking_is_rounded() {
     for blocking in [odd, zero] {
         let kc = blocking.kc.max(1);
         let mut shapes = cube(&[1, 7, 19]);
-        shapes.push((60, 60, 40));
+        shapes.push((70, 70, 60));
         check::<f32>(Blocking { kc, ..blocking }, shapes);
     }
 }
@@ -259,16 +259,20 @@ fn threads_split_rows_and_columns_with_the_same_bits() {
     let cases = [
         (300, 64, 40, f32::BLOCKING),
         (7, 700, 60, f32::BLOCKING),
-        (1, 2000, 80, f32::BLOCKING),
+        (1, 2000, 140, f32::BLOCKING),
         (7, 700, 600, f32::BLOCKING),
-        (20, 64, 110, small),
-        (20, 100, 70, small),
-        (30, 64, 80, small),
+        (20, 64, 210, small),
+        (20, 100, 140, small),
+        (30, 64, 140, small),
         // Split by columns, each thread packing its own slivers chunk after chunk: a last k
-        // chunk shallower than the others (103 = 20 x 5 + 3), and a last tile of 5 rows.
-        (23, 64, 103, small),
+        // chunk shallower than the others (183 = 36 x 5 + 3), and a last tile of 5 rows.
+        (23, 64, 183, small),
     ];
     for (m, n, k, blocking) in cases {
+        assert!(
+            m * n * k >= kiln::gemm::PARALLEL_MIN,
+            "{m}x{n}x{k} is too small to be split"
+        );
         let a = values::<f32>(m, k, 3);
         let b = values::<f32>(k, n, 4);
         let want = oracle(a.view(), b.view(), blocking.kc);
@@ -370,7 +374,7 @@ fn updates_have_the_bits_of_the_product_then_the_step() {
         kc: 5,
         nc: 64,
     };
-    check_update::<f32>(small, 0.01, [(20, 64, 110), (20, 100, 70), (30, 64, 80)]);
+    check_update::<f32>(small, 0.01, [(20, 64, 210), (20, 100, 140), (30, 64, 140)]);
     check_update::<f32>(SMALL, 0.01, [(40, 7, 70)]);
     let big = [
         (300, 64, 40),
