@@ -191,6 +191,7 @@ impl FunctionBuilder {
 
     /// Compiles the function. The user's graph is not changed.
     pub fn compile(mut self) -> Result<Function> {
+        crate::runtime::threads::configure()?;
         let backend = match self.options.backend {
             Some(b) => b,
             None => Backend::from_env()?,
@@ -324,6 +325,8 @@ fn backend_executable(
     func: &Func,
     options: &CompileOptions,
 ) -> Result<Box<dyn crate::runtime::Executable>> {
+    // The pool the calls will run on, sized by `KILN_THREADS` before anything uses it.
+    crate::runtime::threads::configure()?;
     let mut exec = plain_executable(backend, func, options)?;
     // Profiling is a diagnostic: where a backend has no profiler the function still compiles.
     if options.profile && !exec.start_profile() {
@@ -407,6 +410,7 @@ impl Function {
 /// Compiles an SSA function (from the text form, say) into a `Function` of its parameters.
 /// The function is verified first.
 pub fn compile_func(func: Func, options: &CompileOptions) -> Result<Function> {
+    crate::runtime::threads::configure()?;
     crate::ir::verify::verify(&func).map_err(|es| Error::Input(es.join("; ")))?;
     let (options, backend) = &options.for_func(&func.name)?;
     let backend = *backend;

@@ -53,6 +53,7 @@ pub use graph::{
 pub use ir::window::{Conv2d, PoolKind};
 pub use ir::{DType, TensorType};
 pub use runtime::function::Function;
+pub use runtime::threads::threads;
 pub use tensor::{Tensor, TensorRef};
 
 /// The dtypes, spelled as in the text form: `kiln::f32`.

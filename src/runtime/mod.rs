@@ -12,6 +12,7 @@ pub mod requests;
 mod rows;
 mod scan;
 pub mod state;
+pub mod threads;
 pub mod vm;
 mod warm;
 
