@@ -44,9 +44,14 @@ def kiln_median(example, steps):
 def compare(example, jax_median, steps):
     """Three alternated rounds of kiln's and JAX's medians; prints the best of each and the
     ratio, then every round."""
+    compare_with(lambda n: kiln_median(example, n), jax_median, steps)
+
+
+def compare_with(kiln_side, jax_median, steps):
+    """`compare`, with kiln's median (ms) from `kiln_side(steps)`."""
     rounds = []
     for _ in range(3):
-        rounds.append((kiln_median(example, steps), jax_median(steps)))
+        rounds.append((kiln_side(steps), jax_median(steps)))
     k = min(r[0] for r in rounds)
     j = min(r[1] for r in rounds)
     print(f"jax {jax.__version__} on {jax.devices()[0].platform}, {steps} steps, best of "
