@@ -74,6 +74,32 @@ fn describe(case: &Case, seed: u64, i: u64, what: &str) -> String {
     )
 }
 
+/// `KILN_RANDOM_PROGRAM`: the one program to run, where set.
+fn only_program() -> Option<u64> {
+    std::env::var("KILN_RANDOM_PROGRAM")
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+}
+
+/// While alive, says which program is running if the thread panics: a panic inside kiln (an
+/// overflow in a debug build, an index out of bounds) is not a failure `describe` reports, and
+/// without the program's number its seed alone does not replay it.
+struct Running {
+    seed: u64,
+    program: u64,
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            let (seed, i) = (self.seed, self.program);
+            eprintln!(
+                "the panic came in seed {seed}, program {i} (KILN_RANDOM_SEED={seed} KILN_RANDOM_PROGRAM={i} replays it)"
+            );
+        }
+    }
+}
+
 /// Runs shard `shard` of this run's programs through the in-process backends.
 fn run_shard(shard: u64) {
     if skipped_under_interp() {
@@ -82,14 +108,13 @@ fn run_shard(shard: u64) {
     let seed = seed();
     let n = cases_per_shard(2000);
     eprintln!("random programs, shard {shard}: seed {seed}, {n} programs");
-    let only: Option<u64> = std::env::var("KILN_RANDOM_PROGRAM")
-        .ok()
-        .and_then(|s| s.trim().parse().ok());
+    let only = only_program();
     for k in 0..n {
         let i = k * SHARDS + shard;
         if only.is_some_and(|o| o != i) {
             continue;
         }
+        let _running = Running { seed, program: i };
         let data = program_bytes(seed, i);
         let case = random_graph::build(&data);
         let reference = random_graph::run(&case, Backend::Interp, false);
@@ -189,11 +214,10 @@ fn random_programs_agree_on_the_gpu() {
         let seed = seed();
         let n = cases_per_shard(40) * SHARDS;
         eprintln!("random programs on the GPU: seed {seed}, {n} programs");
-        let only: Option<u64> = std::env::var("KILN_RANDOM_PROGRAM")
-            .ok()
-            .and_then(|s| s.trim().parse().ok());
+        let only = only_program();
         let mut ran = 0;
         for i in (0..n).filter(|&i| only.is_none_or(|o| o == i)) {
+            let _running = Running { seed, program: i };
             let case = random_graph::build(&program_bytes(seed, i));
             let reference = random_graph::run(&case, Backend::Interp, false);
             for optimize in [false, true] {
@@ -255,6 +279,10 @@ fn random_programs_agree_ahead_of_time() {
         let arts: Vec<&kiln::aot::AotArtifact> = batch.iter().map(|b| &b.2).collect();
         let lib = aot_lib::link(&arts, &dir).unwrap_or_else(|e| panic!("linking: {e}"));
         for (i, case, art, want, jit) in batch.drain(..) {
+            let _running = Running {
+                seed: base,
+                program: i,
+            };
             let mut inputs: Vec<kiln::Tensor> = case.views().iter().map(|v| v.to_owned()).collect();
             // The entry point takes a shared variable's value and returns its new one, the
             // caller keeping the state: two calls, as the other backends run.
@@ -288,7 +316,12 @@ fn random_programs_agree_ahead_of_time() {
             }
         }
     };
-    for i in 0..n {
+    let only = only_program();
+    for i in (0..n).filter(|&i| only.is_none_or(|o| o == i)) {
+        let _running = Running {
+            seed: base,
+            program: i,
+        };
         let data = program_bytes(seed, i);
         let case = random_graph::build(&data);
         // Ahead of time a scan is refused by name (tested in tests/scan.rs).
@@ -335,7 +368,7 @@ fn random_programs_agree_ahead_of_time() {
     flush(&mut batch);
     eprintln!("{compiled} programs ran ahead of time, {with_ifelse} of them with an ifelse");
     assert!(
-        compiled > 0 || n < 20,
+        compiled > 0 || n < 20 || only.is_some(),
         "no random program was compiled ahead of time"
     );
 }
