@@ -312,6 +312,72 @@ fn second_derivatives_through_a_scan() {
     .unwrap();
 }
 
+/// The tanh RNN cell of a language model, its hidden states stacked: the backward scan reads
+/// them where the forward scan kept them instead of recomputing the step (its products and
+/// its `tanh`), and the gradients, first and second, are still the finite differences'.
+#[test]
+fn the_backward_scan_reads_the_stacked_values_the_forward_scan_kept() {
+    let cell = |v: &[kiln::Var]| {
+        let wh = v[2].clone();
+        move |c: &[kiln::Var], x: &[kiln::Var]| {
+            let h = (c[0].matmul(&wh) + &x[0]).tanh();
+            (vec![h.clone()], vec![h])
+        }
+    };
+    let points = [
+        arr(
+            &[4, 3],
+            &(0..12).map(|i| (i as f64 * 0.37).sin()).collect::<Vec<_>>(),
+        ),
+        arr(&[3], &[0.1, -0.3, 0.2]),
+        arr(
+            &[3, 3],
+            &(0..9)
+                .map(|i| (i as f64 * 0.71).cos() * 0.5)
+                .collect::<Vec<_>>(),
+        ),
+    ];
+    let loss = |v: &[kiln::Var], reverse: bool| {
+        let (c, s) = match reverse {
+            true => scan_reverse(&[&v[1]], &[&v[0]], cell(v)),
+            false => scan(&[&v[1]], &[&v[0]], cell(v)),
+        };
+        c[0].sum(None, false) + (&s[0] * &s[0]).sum(None, false) * 0.5
+    };
+    for reverse in [false, true] {
+        verify_grad(|_, v| loss(v, reverse), &points, VerifyOptions::default())
+            .unwrap_or_else(|e| panic!("reverse={reverse}: {e}"));
+        verify_grad(
+            |_, v| {
+                let l = loss(v, reverse);
+                let gw = kiln::grad(&l, &[&v[2]]).unwrap().remove(0);
+                gw.square().sum(None, false)
+            },
+            &points,
+            VerifyOptions {
+                eps: 1e-5,
+                abs_tol: 1e-6,
+                rel_tol: 1e-4,
+                ..VerifyOptions::default()
+            },
+        )
+        .unwrap_or_else(|e| panic!("second derivatives, reverse={reverse}: {e}"));
+    }
+    // The compiled gradient: one `tanh` in all (the forward step's), none recomputed.
+    let g = Graph::new();
+    let v = [
+        g.input("xs", kiln::f64, [Some(4), Some(3)]),
+        g.input("h0", kiln::f64, [Some(3)]),
+        g.input("wh", kiln::f64, [Some(3), Some(3)]),
+    ];
+    let grads = kiln::grad(&loss(&v, false), &[&v[1], &v[2]]).unwrap();
+    let f = function(&[&v[0], &v[1], &v[2]], &grads.iter().collect::<Vec<_>>())
+        .compile()
+        .unwrap();
+    let text = kiln::ir::text::print_func(f.func());
+    assert_eq!(text.matches("tanh").count(), 1, "{text}");
+}
+
 #[test]
 fn a_function_without_gradients_stores_no_history() {
     let stacked = |with_grad: bool| {

@@ -1,6 +1,9 @@
 //! The gradient of `scan` (reverse mode through a loop): another scan, walking the steps in
 //! the other direction, whose body recomputes one forward step from that step's carries (the
-//! forward scan's hidden history output) and slices, and differentiates it.
+//! forward scan's hidden history output) and slices, and differentiates it. Where the
+//! gradient reads a value the forward scan stacked (an RNN's hidden state, which `tanh`'s
+//! gradient reads), it reads the stacked value instead, and the recomputation that only fed
+//! it drops out of the function (`reuse_kept`).
 //!
 //! Forward, step `t` maps `(c[t], x[t])` to `(c[t+1], y[t])` reading free values `w`. Given
 //! the gradients of the last carries (`gc`) and of the stacked values (`gy`), the backward
@@ -63,10 +66,18 @@ pub fn scan_grads(
         .map(|&i| gy[i].clone().unwrap_or_else(|| zeros_like(&y[i])))
         .collect();
     init.extend(ff.iter().map(|&k| zeros_like(&frees[k])));
-    // Backward sequences: the history, the sequences, then the requested gradients.
+    // Stacked values the backward body reads where the forward scan kept them (see
+    // `reuse_kept`): the float ones that a step computes (not a parameter or a free value
+    // yielded as it is).
+    let kept: Vec<usize> = (n_c..n_c + n_y)
+        .filter(|&k| float(&y[k]) && made_in(a, &yields[k]))
+        .collect();
+    // Backward sequences: the history, the sequences, the requested gradients, then the kept
+    // stacked values.
     let mut seqs: Vec<Var> = (0..n_c).map(|i| y[n_c + n_y + i].clone()).collect();
     seqs.extend(xs.iter().cloned());
     seqs.extend(gys.iter().map(|&k| gy[k].clone().expect("filtered")));
+    seqs.extend(kept.iter().map(|&k| y[k].clone()));
 
     let g = a.inputs()[0].graph().clone();
     let range = a.regions()[0].clone();
@@ -74,7 +85,8 @@ pub fn scan_grads(
     let body = |bc: &[Var], bs: &[Var]| -> (Vec<Var>, Vec<Var>) {
         let (gc, acc) = bc.split_at(fc.len());
         let (cs, rest) = bs.split_at(n_c);
-        let (xts, gyt) = rest.split_at(xs.len());
+        let (xts, rest) = rest.split_at(xs.len());
+        let (gyt, kept_t) = rest.split_at(gys.len());
         // One forward step, recomputed from this step's carries and slices.
         let mut map: HashMap<_, Var> = HashMap::new();
         for (p, v) in params.iter().zip(cs.iter().chain(xts)) {
@@ -85,6 +97,8 @@ pub fn scan_grads(
             let v = &yields[k];
             map.get(&v.id()).cloned().unwrap_or_else(|| v.clone())
         };
+        // The gradient's own applies start here (after the recomputed step).
+        let gradient_start = g.data().applies.len() as u32;
         let mut cost: Option<Var> = None;
         let mut add = |t: Var| {
             cost = Some(match cost.take() {
@@ -116,6 +130,12 @@ pub fn scan_grads(
             }
             None => targets.iter().map(|t| zeros_like(t)).collect(),
         };
+        let recomputed: Vec<(Var, Var)> = kept
+            .iter()
+            .zip(kept_t)
+            .map(|(&k, t)| (out(k), t.clone()))
+            .collect();
+        let grads = reuse_kept(&g, gradient_start, &recomputed, grads);
         let (g_c, rest) = grads.split_at(fc.len());
         let (g_x, g_f) = rest.split_at(fx.len());
         let mut new_c: Vec<Var> = fc
@@ -154,4 +174,42 @@ pub fn scan_grads(
         out[n_c + i] = InGrad::Grad(stacked[j].clone());
     }
     Ok(out)
+}
+
+/// Whether `v` is computed by an apply inside `a`'s region (not a parameter or a free value).
+fn made_in(a: &Apply, v: &Var) -> bool {
+    let g = v.graph().data();
+    let range = &a.regions()[0];
+    match g.vars[v.id().0 as usize].kind {
+        crate::graph::VarKind::Result { apply, .. } => range.contains(&apply.0),
+        _ => false,
+    }
+}
+
+/// `grads` with the stacked values the forward scan kept read from there: the gradient's
+/// applies (from `start` on) are built again with each recomputed value (`recomputed`: the
+/// value, its slice of the kept output) replaced by the slice. The recomputation is still what
+/// was differentiated, so the gradient is the same; but where the rules read only values the
+/// forward step kept (`tanh`'s gradient reads its result), nothing reads the recomputed step
+/// any more, and it is left out of the function (only what its outputs reach is compiled).
+/// An RNN cell's backward step recomputed its two products and its `tanh` this way.
+fn reuse_kept(
+    g: &crate::graph::Graph,
+    start: u32,
+    recomputed: &[(Var, Var)],
+    grads: Vec<Var>,
+) -> Vec<Var> {
+    if recomputed.is_empty() {
+        return grads;
+    }
+    let end = g.data().applies.len() as u32;
+    let mut map: HashMap<_, Var> = recomputed
+        .iter()
+        .map(|(v, t)| (v.id(), t.clone()))
+        .collect();
+    g.clone_range(start..end, &mut map);
+    grads
+        .into_iter()
+        .map(|v| map.get(&v.id()).cloned().unwrap_or(v))
+        .collect()
 }
