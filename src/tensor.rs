@@ -218,6 +218,42 @@ impl Tensor {
             .into_owned())
     }
 
+    /// Writes `src` over index `i` of the leading axis (a scan's stacked output, filled step by
+    /// step). An error where `src`'s dtype or shape is not that of one index; `i` must be in
+    /// range.
+    pub fn write_leading(&mut self, i: usize, src: TensorRef<'_>) -> Result<(), String> {
+        fn write<T: Copy>(
+            dst: &mut ArrayD<T>,
+            i: usize,
+            src: ArrayViewD<'_, T>,
+        ) -> Result<(), String> {
+            let mut row = dst.index_axis_mut(ndarray::Axis(0), i);
+            if row.shape() != src.shape() {
+                return Err(format!(
+                    "{:?} where the others are {:?}",
+                    src.shape(),
+                    row.shape()
+                ));
+            }
+            match (row.as_slice_mut(), src.as_slice()) {
+                (Some(d), Some(s)) => d.copy_from_slice(s),
+                _ => row.assign(&src),
+            }
+            Ok(())
+        }
+        let (dtype, want) = (self.dtype(), src.dtype());
+        match (self, src) {
+            (Tensor::Bool(d), TensorRef::Bool(s)) => write(d, i, s),
+            (Tensor::I32(d), TensorRef::I32(s)) => write(d, i, s),
+            (Tensor::I64(d), TensorRef::I64(s)) => write(d, i, s),
+            (Tensor::F32(d), TensorRef::F32(s)) => write(d, i, s),
+            (Tensor::F64(d), TensorRef::F64(s)) => write(d, i, s),
+            (Tensor::F16(d), TensorRef::F16(s)) => write(d, i, s),
+            (Tensor::BF16(d), TensorRef::BF16(s)) => write(d, i, s),
+            _ => Err(format!("{want} where the others are {dtype}")),
+        }
+    }
+
     /// `parts`, all of dtype `dtype` and shape `elem`, stacked along a new leading axis
     /// (numpy's `stack`): a scan's stacked output. An error names the first part that differs.
     pub fn stack(dtype: DType, elem: &[usize], parts: &[Tensor]) -> Result<Tensor, String> {
@@ -462,6 +498,12 @@ conversions!(
 );
 
 impl<'a> TensorRef<'a> {
+    /// Index `i` of the leading axis (a view, no copy: a scan's step of a sequence). `i` must
+    /// be in range.
+    pub fn index_leading(self, i: usize) -> TensorRef<'a> {
+        map_ref!(self, a => a.index_axis_move(ndarray::Axis(0), i))
+    }
+
     /// Rows `r0..r1` of the first axis (a view, no copy).
     pub fn slice_rows(self, r0: usize, r1: usize) -> TensorRef<'a> {
         let s = ndarray::Slice::from(r0..r1);

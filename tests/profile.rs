@@ -59,9 +59,58 @@ fn a_profiled_function_reports_every_step_of_its_calls_also_on_the_gpu_backend()
         let text = r.to_string();
         assert!(text.starts_with("kiln profile of @f: 5 calls"), "{text}");
         assert!(text.contains("between steps"), "{text}");
+        // The kernels' time lies inside the steps' (the VM's work between them does not).
+        let stepped: std::time::Duration = r.steps.iter().map(|s| s.time).sum();
+        assert!(r.kernel_time > std::time::Duration::ZERO, "{r}");
+        assert!(r.kernel_time <= stepped, "{r}");
+        assert!(text.contains("inside kernels"), "{text}");
         f.reset_profile();
         let r = f.profile().unwrap();
         assert_eq!((r.calls, r.steps.len()), (0, 0), "{r}");
+        assert_eq!(r.kernel_time, std::time::Duration::ZERO, "{r}");
+    }
+}
+
+/// A `scan` is one step of the function's block, but the kernels of its body's steps count
+/// in the call's in-kernel time: here they are all of it (nothing else runs a kernel), and
+/// the VM's own work per iteration (the slices, the yields) is the scan step's time beyond it.
+#[test]
+fn the_kernels_inside_a_scan_count_in_the_in_kernel_time() {
+    for backend in common::backends_with_gpu_host() {
+        let g = Graph::new();
+        let xs = g.input("xs", kiln::f32, [Some(40), Some(16), Some(32)]);
+        let h0 = g.input("h0", kiln::f32, [Some(16), Some(32)]);
+        let w = g.input("w", kiln::f32, [Some(32), Some(32)]);
+        let (c, _) = kiln::scan(&[&h0], &[&xs], |c, x| {
+            let h = (c[0].matmul(&w) + &x[0]).tanh();
+            (vec![h], vec![])
+        });
+        let f = function(&[&xs, &h0, &w], &[&c[0]])
+            .backend(backend)
+            .options(CompileOptions {
+                profile: true,
+                ..Default::default()
+            })
+            .compile()
+            .unwrap();
+        let xs = Array::from_elem(IxDyn(&[40, 16, 32]), 0.01f32);
+        let h0 = Array::from_elem(IxDyn(&[16, 32]), 0.1f32);
+        let w = Array::from_elem(IxDyn(&[32, 32]), 0.02f32);
+        for _ in 0..3 {
+            f.call(&[xs.view(), h0.view(), w.view()]).unwrap();
+        }
+        let r = f.profile().expect("a profile");
+        let scan = (r.steps.iter())
+            .find(|s| s.what.starts_with("scan"))
+            .unwrap_or_else(|| panic!("{backend}: a scan step\n{r}"));
+        assert_eq!(scan.runs, 3, "{backend}\n{r}");
+        // Only the body's steps run kernels, and they run inside the scan step.
+        assert!(r.kernel_time > std::time::Duration::ZERO, "{backend}\n{r}");
+        assert!(r.kernel_time <= scan.time, "{backend}\n{r}");
+        assert!(
+            r.kernel_share() > 0.0 && r.kernel_share() <= 100.0,
+            "{backend}\n{r}"
+        );
     }
 }
 

@@ -76,6 +76,59 @@ fn carries_and_stacked_outputs_match_a_loop_both_directions() {
     }
 }
 
+/// The host reads each step's slices where the sequences are and fills the stacked outputs
+/// in place: a body that reads whole sequences beside their slices (one computed in the
+/// function, which the VM holds, and one that is an input), takes one sequence twice, and
+/// yields a slice itself and one value both as its carry and as a stacked output, against a
+/// loop, both directions.
+#[test]
+fn steps_read_where_the_sequences_are_and_stacked_in_place_match_a_loop() {
+    let (n, w) = (5, 3);
+    let xs: Vec<f64> = (0..n * w).map(|i| (i as f64) * 0.2 - 1.0).collect();
+    let h0 = vec![0.5, -1.0, 2.0];
+    for reverse in [false, true] {
+        let total: f64 = xs.iter().map(|x| x.exp()).sum();
+        let mut h = h0.clone();
+        let mut hs = vec![0.0; n * w];
+        for k in 0..n {
+            let t = if reverse { n - 1 - k } else { k };
+            let x = &xs[t * w..(t + 1) * w];
+            for i in 0..w {
+                let column: f64 = (0..n).map(|r| xs[r * w + i]).sum();
+                h[i] = 0.5 * h[i] + x[i] * x[i].exp() - x[i] + 0.01 * total + column;
+                hs[t * w + i] = h[i];
+            }
+        }
+        check_all(
+            &|g| {
+                let xs = g.input("xs", kiln::f64, [Some(n), Some(w)]);
+                let h0 = g.input("h0", kiln::f64, [Some(w)]);
+                let ys = xs.exp();
+                let (xs2, ys2) = (xs.clone(), ys.clone());
+                let body = move |c: &[kiln::Var], x: &[kiln::Var]| {
+                    let whole = ys2.sum(None, false) * 0.01;
+                    let columns = xs2.sum(Some(&[0]), false);
+                    let h = &c[0] * 0.5 + &x[0] * &x[1] - &x[2] + whole + columns;
+                    (vec![h.clone()], vec![h, x[0].clone()])
+                };
+                let seqs = [&xs, &ys, &xs];
+                let (c, s) = if reverse {
+                    scan_reverse(&[&h0], &seqs, body)
+                } else {
+                    scan(&[&h0], &seqs, body)
+                };
+                (vec![xs, h0], vec![c[0].clone(), s[0].clone(), s[1].clone()])
+            },
+            &[arr(&[n, w], &xs).into(), arr(&[w], &h0).into()],
+            &[
+                arr(&[w], &h).into(),
+                arr(&[n, w], &hs).into(),
+                arr(&[n, w], &xs).into(),
+            ],
+        );
+    }
+}
+
 #[test]
 fn grads_match_finite_differences() {
     let points = [

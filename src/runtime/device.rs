@@ -159,6 +159,32 @@ pub trait Device: Send + Sync + Sized {
         None
     }
 
+    /// Element `i` along the leading axis of `r` as a borrowed view of its elements (a scan's
+    /// slice of a sequence, read where the sequence is), or `None` where the device has no
+    /// such view (then [`Device::index_leading`] or host copies). `i` is in range.
+    fn slice_leading<'a>(&self, _r: &Self::Ref<'a>, _i: usize) -> Option<Self::Ref<'a>>
+    where
+        Self: 'a,
+    {
+        None
+    }
+    /// Writes `src` over element `i` along the leading axis of `dst` (a scan's stacked output,
+    /// filled step by step), or `None` where the device does not (the VM then stacks each
+    /// step's array at the end: [`Device::stack`]). An error where `src`'s dtype or shape is
+    /// not that of one element; `i` is in range.
+    fn write_leading(
+        &self,
+        _dst: &mut Self::Array,
+        _i: usize,
+        _src: &Self::Ref<'_>,
+    ) -> Option<Result<()>> {
+        None
+    }
+    /// Whether [`Device::slice_leading`] gives its views (always, for any array).
+    fn has_leading_views(&self) -> bool {
+        false
+    }
+
     /// `parts` stacked along a new leading axis on the device (a scan's stacked output), or
     /// `None` where the device does not (the VM then stacks host copies). Each part must be of
     /// dtype `dtype` and shape `elem`: an error names the first that is not.

@@ -144,6 +144,18 @@ impl Device for Host {
     fn in_place(&self) -> bool {
         true
     }
+    fn slice_leading<'a>(&self, r: &TensorRef<'a>, i: usize) -> Option<TensorRef<'a>>
+    where
+        Self: 'a,
+    {
+        Some(r.clone().index_leading(i))
+    }
+    fn has_leading_views(&self) -> bool {
+        true
+    }
+    fn write_leading(&self, dst: &mut Tensor, i: usize, src: &TensorRef<'_>) -> Option<Result<()>> {
+        Some(dst.write_leading(i, src.clone()).map_err(Error::Shape))
+    }
     fn view_moving(&self, step: &Step, a: Tensor) -> std::result::Result<Tensor, Tensor> {
         crate::perform::view_moving(&step.op, a)
     }

@@ -32,6 +32,7 @@ pub struct Profile {
 struct Stats {
     calls: u64,
     call_time: Duration,
+    kernel_time: Duration,
     steps: Vec<StepStats>,
 }
 
@@ -87,10 +88,13 @@ impl Profile {
         }
     }
 
-    pub fn record_call(&self, time: Duration) {
+    /// One call's time, and the part of it spent inside kernels (at any depth: the steps
+    /// of a `scan`'s body and of an `ifelse`'s branch count too).
+    pub fn record_call(&self, time: Duration, in_kernels: Duration) {
         let mut st = self.stats();
         st.calls += 1;
         st.call_time += time;
+        st.kernel_time += in_kernels;
     }
 
     /// Forgets every call so far.
@@ -125,6 +129,7 @@ impl Profile {
             func: self.func.clone(),
             calls: st.calls,
             call_time: st.call_time,
+            kernel_time: st.kernel_time,
             steps,
         }
     }
@@ -214,6 +219,11 @@ pub struct ProfileReport {
     pub calls: u64,
     /// The time of all calls, from the first step to the outputs.
     pub call_time: Duration,
+    /// The part of `call_time` spent inside kernels: compiled code, row groups' blocks and
+    /// ops' `perform`, at any depth (a `scan`'s body steps too). The rest is the VM's own
+    /// work: dispatching steps, checking shapes, allocating, slicing and stacking a scan's
+    /// sequences, collecting outputs.
+    pub kernel_time: Duration,
     pub steps: Vec<StepReport>,
 }
 
@@ -235,8 +245,17 @@ pub struct StepReport {
 impl ProfileReport {
     /// The share of the calls' time spent in `step`, in percent.
     pub fn share(&self, step: &StepReport) -> f64 {
+        self.percent(step.time)
+    }
+
+    /// The share of the calls' time spent inside kernels, in percent.
+    pub fn kernel_share(&self) -> f64 {
+        self.percent(self.kernel_time)
+    }
+
+    fn percent(&self, d: Duration) -> f64 {
         match self.call_time.as_secs_f64() {
-            t if t > 0.0 => 100.0 * step.time.as_secs_f64() / t,
+            t if t > 0.0 => 100.0 * d.as_secs_f64() / t,
             _ => 0.0,
         }
     }
@@ -302,11 +321,14 @@ impl fmt::Display for ProfileReport {
         writeln!(
             f,
             "{:>6.1}%  {:>11}  between steps (checks, frees, outputs)",
-            match self.call_time.as_secs_f64() {
-                t if t > 0.0 => 100.0 * rest.as_secs_f64() / t,
-                _ => 0.0,
-            },
+            self.percent(rest),
             time(per_call(rest))
+        )?;
+        writeln!(
+            f,
+            "{:>6.1}%  {:>11}  inside kernels, at any depth (the rest is the VM's own work)",
+            self.kernel_share(),
+            time(per_call(self.kernel_time))
         )
     }
 }

@@ -24,6 +24,17 @@ enum Slice<D: Device> {
 /// One step's slices, one per sequence.
 type Steps<D> = Vec<Slice<D>>;
 
+/// What a scan carries from iteration to iteration: the carries, their starting shapes, and
+/// the entries of each stacked output so far.
+struct Walk<D: Device> {
+    carry: Vec<D::Array>,
+    shapes: Vec<Vec<usize>>,
+    stacked: Vec<Vec<D::Array>>,
+    /// The stacked outputs being filled in place, entry by entry (empty where the device
+    /// stacks `stacked` at the end instead).
+    filled: Vec<D::Array>,
+}
+
 /// A scan step's kernel, borrowed from the plan.
 pub(super) struct ScanWalk<'p> {
     pub body: &'p Branch,
@@ -43,58 +54,53 @@ impl ScanWalk<'_> {
     ) -> Result<(), Error> {
         let n_c = self.carries;
         let (init, xs) = inst.args.split_at(n_c);
-        let (len, mut slices) = self.slices(device, func, xs, env)?;
         let mut carry = Vec::with_capacity(n_c);
         for &c in init {
-            env.own(device, c)?;
-            carry.push(device.to_owned(device.view(fetch(func, &env.values, c)?))?);
+            carry.push(device.to_owned(env.view(device, func, c)?)?);
         }
         // A carry keeps the shape it starts with (as in JAX): its history stacks.
         let shapes: Vec<Vec<usize>> = carry
             .iter()
             .map(|c| device.shape(&device.view(c)).to_vec())
             .collect();
-        let n_y = self.body.yields.len() - n_c;
-        let mut stacked: Vec<Vec<D::Array>> = (0..n_y).map(|_| Vec::with_capacity(len)).collect();
-        for k in 0..len {
-            let t = if self.reverse { len - 1 - k } else { k };
-            for (&p, c) in self.params.iter().zip(carry.drain(..)) {
-                env.values[p.index()] = Some(c);
-            }
-            for (&p, s) in self.params[n_c..].iter().zip(slices[t].drain(..)) {
-                env.values[p.index()] = Some(match s {
-                    Slice::Device(a) => a,
-                    Slice::Host(t) => device.upload_owned(t)?,
-                });
-            }
-            run_steps(device, func, &self.body.steps, false, env, state)?;
-            let mut outs = self.take_yields(device, func, env)?;
-            for &p in self.params {
-                if let Some(a) = env.values[p.index()].take() {
-                    state.keep_buffer(device, a);
+        let mut walk = Walk {
+            carry,
+            shapes,
+            stacked: Vec::new(),
+            filled: Vec::new(),
+        };
+        let len = match device.has_leading_views() {
+            true => self.run_on_views(device, func, inst, xs, env, state, &mut walk)?,
+            false => {
+                let (len, mut slices) = self.slices(device, func, xs, env)?;
+                walk.stacked = self.stacks(len);
+                for k in 0..len {
+                    let t = self.at(k, len);
+                    for (&p, s) in self.params[n_c..].iter().zip(slices[t].drain(..)) {
+                        env.values[p.index()] = Some(match s {
+                            Slice::Device(a) => a,
+                            Slice::Host(t) => device.upload_owned(t)?,
+                        });
+                    }
+                    self.iterate(device, func, inst, (k, len), env, state, &mut walk)?;
                 }
+                len
             }
-            for (j, y) in outs.drain(n_c..).enumerate() {
-                if k == 0 {
-                    let entry = device.shape(&device.view(&y)).to_vec();
-                    let dtype = func.ty(inst.results[n_c + j]).dtype;
-                    super::memory::check_stacked(device, j, len, &entry, dtype)?;
-                }
-                stacked[j].push(y);
-            }
-            for (i, (c, want)) in outs.iter().zip(&shapes).enumerate() {
-                let v = device.view(c);
-                if device.shape(&v) != want.as_slice() {
-                    return Err(Error::Shape(format!(
-                        "scan: step {t} yields carry {i} of shape {:?}, but it started as {want:?} (a carry keeps its shape from step to step)",
-                        device.shape(&v)
-                    )));
-                }
-            }
-            carry = outs;
-        }
+        };
+        let Walk {
+            carry,
+            stacked,
+            filled,
+            ..
+        } = walk;
         for (&r, c) in inst.results.iter().zip(carry) {
             env.values[r.index()] = Some(c);
+        }
+        if !filled.is_empty() {
+            for (&r, a) in inst.results[n_c..].iter().zip(filled) {
+                env.values[r.index()] = Some(a);
+            }
+            return Ok(());
         }
         // With no steps, the stacked values' element shapes come from the body's types, made
         // concrete by the run-time shapes of what it reads.
@@ -133,6 +139,261 @@ impl ScanWalk<'_> {
                 }
             };
             env.values[r.index()] = Some(stacked);
+        }
+        Ok(())
+    }
+
+    /// The step of iteration `k` of `len`: `k`, or counted from the end in reverse.
+    fn at(&self, k: usize, len: usize) -> usize {
+        if self.reverse {
+            len - 1 - k
+        } else {
+            k
+        }
+    }
+
+    /// One empty list per stacked output, for `len` entries.
+    fn stacks<A>(&self, len: usize) -> Vec<Vec<A>> {
+        let n_y = self.body.yields.len() - self.carries;
+        (0..n_y).map(|_| Vec::with_capacity(len)).collect()
+    }
+
+    /// The scan's iterations on a device that views a step of a sequence where it is
+    /// ([`Device::slice_leading`], the host): the body reads each step's slices borrowed, as
+    /// it reads the call's inputs, rather than as copies cut up front. The sequences the VM
+    /// holds stay out of the values meanwhile (the body reads them, if at all, borrowed too)
+    /// and go back after, also on an error. Returns the number of steps.
+    #[allow(clippy::too_many_arguments)]
+    fn run_on_views<D: Device>(
+        &self,
+        device: &D,
+        func: &Func,
+        inst: &Step,
+        xs: &[Value],
+        env: &mut Env<'_, '_, D>,
+        state: &mut VmState<D>,
+        walk: &mut Walk<D>,
+    ) -> Result<usize, Error> {
+        let (inputs, input_index) = env.params();
+        // The sequences the VM holds, taken out (each once) so that views of them can live
+        // beside the values; the rest are the call's inputs, viewed where they are.
+        let mut held: Vec<(Value, D::Array)> = Vec::new();
+        for &x in xs {
+            if held.iter().any(|(h, _)| *h == x) {
+                continue;
+            }
+            match env.values[x.index()].take() {
+                Some(a) => held.push((x, a)),
+                None if input_index[x.index()].is_some() => {}
+                None => fetch(func, &env.values, x).map(|_| ())?,
+            }
+        }
+        let ran = self.iterate_on_views(
+            device,
+            func,
+            inst,
+            xs,
+            (inputs, input_index),
+            &held,
+            env,
+            state,
+            walk,
+        );
+        for (x, a) in held {
+            env.values[x.index()] = Some(a);
+        }
+        ran
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn iterate_on_views<'i, D: Device + 'i>(
+        &self,
+        device: &D,
+        func: &Func,
+        inst: &Step,
+        xs: &[Value],
+        (inputs, input_index): (&'i [D::Ref<'_>], &[Option<usize>]),
+        held: &'i [(Value, D::Array)],
+        env: &mut Env<'_, '_, D>,
+        state: &mut VmState<D>,
+        walk: &mut Walk<D>,
+    ) -> Result<usize, Error> {
+        let n_c = self.carries;
+        let whole: Vec<D::Ref<'i>> = xs
+            .iter()
+            .map(|&x| match held.iter().find(|(h, _)| *h == x) {
+                Some((_, a)) => device.view(a),
+                None => device.reborrow(&inputs[input_index[x.index()].expect("an input")]),
+            })
+            .collect();
+        let mut len = None;
+        for (i, (&x, w)) in xs.iter().zip(&whole).enumerate() {
+            let n = device.shape(w).first().copied().unwrap_or(0);
+            match len {
+                None => len = Some(n),
+                Some(m) if m != n => return Err(different_lengths(func, m, n, i, x)),
+                Some(_) => {}
+            }
+        }
+        let len = len.unwrap_or(0);
+        walk.stacked = self.stacks(len);
+        // The borrowed values of the body: the call's inputs, the held sequences, then one
+        // slice of each sequence (its body parameter placed there).
+        let mut index = input_index.to_vec();
+        let base = inputs.len();
+        for (k, (h, _)) in held.iter().enumerate() {
+            index[h.index()] = Some(base + k);
+        }
+        for (k, &p) in self.params[n_c..].iter().enumerate() {
+            index[p.index()] = Some(base + held.len() + k);
+        }
+        for k in 0..len {
+            let t = self.at(k, len);
+            let mut borrowed: Vec<D::Ref<'_>> = inputs.iter().map(|r| device.reborrow(r)).collect();
+            borrowed.extend(held.iter().map(|(_, a)| device.view(a)));
+            for w in &whole {
+                borrowed.push(device.slice_leading(w, t).ok_or_else(|| {
+                    Error::Runtime("scan: the device has no view of a sequence's step".into())
+                })?);
+            }
+            let mut body = Env::with_params(
+                std::mem::take(&mut env.values),
+                std::mem::take(&mut env.dests),
+                &borrowed,
+                &index,
+            );
+            let ran = self.iterate(device, func, inst, (k, len), &mut body, state, walk);
+            env.values = body.values;
+            env.dests = body.dests;
+            ran?;
+        }
+        Ok(len)
+    }
+
+    /// Iteration `k` of `len`: the carries go into the body's parameters (its slices are
+    /// there already), the body runs, and what it yields becomes the next carries and one
+    /// entry of each stacked output.
+    #[allow(clippy::too_many_arguments)]
+    fn iterate<D: Device>(
+        &self,
+        device: &D,
+        func: &Func,
+        inst: &Step,
+        (k, len): (usize, usize),
+        env: &mut Env<'_, '_, D>,
+        state: &mut VmState<D>,
+        walk: &mut Walk<D>,
+    ) -> Result<(), Error> {
+        let n_c = self.carries;
+        let t = self.at(k, len);
+        for (&p, c) in self.params.iter().zip(walk.carry.drain(..)) {
+            env.values[p.index()] = Some(c);
+        }
+        run_steps(device, func, &self.body.steps, false, env, state)?;
+        if k == 0 && len > 0 {
+            self.start_filling(device, func, inst, len, env, state, walk)?;
+        }
+        let mut outs = match walk.filled.is_empty() {
+            true => self.take_yields(device, func, env, self.body.yields.len())?,
+            false => {
+                self.fill(device, func, t, env, state, walk)?;
+                self.take_yields(device, func, env, n_c)?
+            }
+        };
+        for &p in self.params {
+            if let Some(a) = env.values[p.index()].take() {
+                state.keep_buffer(device, a);
+            }
+        }
+        for (j, y) in outs.drain(n_c..).enumerate() {
+            if k == 0 {
+                let entry = device.shape(&device.view(&y)).to_vec();
+                let dtype = func.ty(inst.results[n_c + j]).dtype;
+                super::memory::check_stacked(device, j, len, &entry, dtype)?;
+            }
+            walk.stacked[j].push(y);
+        }
+        for (i, (c, want)) in outs.iter().zip(&walk.shapes).enumerate() {
+            let v = device.view(c);
+            if device.shape(&v) != want.as_slice() {
+                return Err(Error::Shape(format!(
+                    "scan: step {t} yields carry {i} of shape {:?}, but it started as {want:?} (a carry keeps its shape from step to step)",
+                    device.shape(&v)
+                )));
+            }
+        }
+        walk.carry = outs;
+        Ok(())
+    }
+
+    /// After the first iteration, on a device that writes into a leading index in place
+    /// ([`Device::write_leading`]): one array of `len` entries per stacked output (a kept
+    /// buffer where one fits), which each iteration's yields are then copied into. A yield
+    /// that is also a carry moves on as the carry, with no copy of its own.
+    #[allow(clippy::too_many_arguments)]
+    fn start_filling<D: Device>(
+        &self,
+        device: &D,
+        func: &Func,
+        inst: &Step,
+        len: usize,
+        env: &Env<'_, '_, D>,
+        state: &mut VmState<D>,
+        walk: &mut Walk<D>,
+    ) -> Result<(), Error> {
+        let n_c = self.carries;
+        let mut filled = Vec::new();
+        for (j, &y) in self.body.yields[n_c..].iter().enumerate() {
+            let entry = env.shape(device, func, y)?;
+            let dtype = func.ty(inst.results[n_c + j]).dtype;
+            super::memory::check_stacked(device, j, len, &entry, dtype)?;
+            let mut shape = vec![len];
+            shape.extend_from_slice(&entry);
+            let buf = match state.take_buffer_shaped(dtype, &shape) {
+                Some(b) => b,
+                None => device.upload_owned(Tensor::zeros(dtype, &shape))?,
+            };
+            filled.push(buf);
+        }
+        // A device without in-place writes keeps stacking each step's array.
+        let probe = match (filled.first_mut(), self.body.yields.get(n_c)) {
+            (Some(buf), Some(&y)) => device.write_leading(buf, 0, &env.view(device, func, y)?),
+            _ => None,
+        };
+        if probe.is_some() {
+            walk.filled = filled;
+        }
+        Ok(())
+    }
+
+    /// Copies this iteration's stacked yields into entry `t` of their outputs; a yield made
+    /// in the body and not also a carry is done with, and its buffer kept for later steps.
+    fn fill<D: Device>(
+        &self,
+        device: &D,
+        func: &Func,
+        t: usize,
+        env: &mut Env<'_, '_, D>,
+        state: &mut VmState<D>,
+        walk: &mut Walk<D>,
+    ) -> Result<(), Error> {
+        let n_c = self.carries;
+        let yields = &self.body.yields;
+        for (j, &y) in yields[n_c..].iter().enumerate() {
+            let written = device.write_leading(&mut walk.filled[j], t, &env.view(device, func, y)?);
+            if let Some(Err(e)) = written {
+                return Err(Error::Shape(format!(
+                    "scan: stacked output {j} changes shape between steps: step {t} is {e}"
+                )));
+            }
+        }
+        for &y in &yields[n_c..] {
+            let made = self.body.steps.iter().any(|s| s.results.contains(&y));
+            if made && !yields[..n_c].contains(&y) {
+                if let Some(a) = env.values[y.index()].take() {
+                    state.keep_buffer(device, a);
+                }
+            }
         }
         Ok(())
     }
@@ -201,12 +462,7 @@ impl ScanWalk<'_> {
                     len = Some(n);
                     slices = (0..n).map(|_| Vec::with_capacity(xs.len())).collect();
                 }
-                Some(m) if m != n => {
-                    return Err(Error::Shape(format!(
-                        "scan: the sequences have different lengths ({m} steps, and {n} for sequence {i}, {})",
-                        func.describe_at(x)
-                    )))
-                }
+                Some(m) if m != n => return Err(different_lengths(func, m, n, i, x)),
                 Some(_) => {}
             }
             match views {
@@ -226,16 +482,17 @@ impl ScanWalk<'_> {
         Ok((len.unwrap_or(0), slices))
     }
 
-    /// What one step of the body yields, owned: a value made in the body moves out; anything
+    /// The first `count` of what one step of the body yields, owned: a value made in the body moves out; anything
     /// else (a parameter, a value from outside) is copied.
     fn take_yields<D: Device>(
         &self,
         device: &D,
         func: &Func,
         env: &mut Env<'_, '_, D>,
+        count: usize,
     ) -> Result<Vec<D::Array>, Error> {
-        let yields = &self.body.yields;
-        (0..yields.len())
+        let yields = &self.body.yields[..count];
+        (0..count)
             .map(|i| {
                 let made = self
                     .body
@@ -246,6 +503,14 @@ impl ScanWalk<'_> {
             })
             .collect()
     }
+}
+
+/// The error of a sequence `x`, the `i`th, of `n` steps where the first had `m`.
+fn different_lengths(func: &Func, m: usize, n: usize, i: usize, x: Value) -> Error {
+    Error::Shape(format!(
+        "scan: the sequences have different lengths ({m} steps, and {n} for sequence {i}, {})",
+        func.describe_at(x)
+    ))
 }
 
 /// The region of the scan instruction (in `inst` or nested in its regions) whose first result

@@ -14,7 +14,7 @@ use super::device::Device;
 use super::interp::guarded;
 use super::requests::WritePlan;
 use crate::error::Error;
-use crate::ir::{Func, Op, TensorType, Value};
+use crate::ir::{DType, Func, Op, TensorType, Value};
 use crate::lower::{Branch, Kernel, Plan, Step, StepId};
 use crate::tensor::Tensor;
 use std::borrow::Cow;
@@ -37,10 +37,13 @@ pub struct VmState<D: Device> {
     slots: Vec<Option<D::Array>>,
     /// Buffers of intermediates that died, kept for the kernels of the next steps and calls,
     /// so that a steady state of calls does not allocate (or fault in) large arrays.
-    pool: Vec<D::Array>,
+    pool: Vec<Pooled<D>>,
     /// The function's profile, when it is being profiled: each step of the function's own
     /// block is timed (taken while a step runs, so the steps inside it are not counted twice).
     pub(super) profile: Option<Arc<super::profile::Profile>>,
+    /// The time a profiled call has spent inside kernels so far (compiled code, a row group's
+    /// blocks, an op's `perform`), at any depth: `None` when the call is not profiled.
+    kernel_time: Option<std::time::Duration>,
 }
 
 impl<D: Device> Default for VmState<D> {
@@ -54,8 +57,17 @@ impl<D: Device> Default for VmState<D> {
             slots: Vec::new(),
             pool: Vec::new(),
             profile: None,
+            kernel_time: None,
         }
     }
+}
+
+/// A dead buffer the pool keeps, with its dtype and shape (found without a view of it: the
+/// pool is searched before most steps).
+struct Pooled<D: Device> {
+    dtype: DType,
+    shape: smallvec::SmallVec<[usize; 6]>,
+    buffer: D::Array,
 }
 
 /// How many dead buffers the pool keeps at most.
@@ -84,24 +96,41 @@ impl<D: Device> VmState<D> {
     }
 
     /// A kept buffer of exactly this dtype and shape, if there is one.
-    pub(super) fn take_buffer(&mut self, device: &D, ty: &TensorType) -> Option<D::Array> {
-        let shape = ty.known_shape()?;
-        let i = self.pool.iter().position(|t| {
-            let v = device.view(t);
-            device.dtype(&v) == ty.dtype && device.shape(&v) == shape.as_slice()
-        })?;
-        Some(self.pool.swap_remove(i))
+    pub(super) fn take_buffer(&mut self, _device: &D, ty: &TensorType) -> Option<D::Array> {
+        let fits = |p: &Pooled<D>| {
+            p.dtype == ty.dtype
+                && p.shape.len() == ty.shape.len()
+                && p.shape.iter().zip(&ty.shape).all(|(&n, &d)| d == Some(n))
+        };
+        let i = self.pool.iter().position(fits)?;
+        Some(self.pool.swap_remove(i).buffer)
+    }
+
+    /// A kept buffer of exactly this dtype and run-time shape, if there is one.
+    pub(super) fn take_buffer_shaped(&mut self, dtype: DType, shape: &[usize]) -> Option<D::Array> {
+        let i = (self.pool.iter()).position(|p| p.dtype == dtype && p.shape.as_slice() == shape)?;
+        Some(self.pool.swap_remove(i).buffer)
     }
 
     pub(super) fn keep_buffer(&mut self, device: &D, t: D::Array) {
-        // A restrided buffer (a moved view's) is not one a step could write row-major into.
-        let dense = device.is_dense(&device.view(&t));
-        if dense && device.pooled_bytes(&t).is_some_and(|b| b >= POOL_MIN_BYTES) {
-            if self.pool.len() == POOL_MAX {
-                self.pool.remove(0);
-            }
-            self.pool.push(t);
+        if device.pooled_bytes(&t).is_none_or(|b| b < POOL_MIN_BYTES) {
+            return;
         }
+        let v = device.view(&t);
+        // A restrided buffer (a moved view's) is not one a step could write row-major into.
+        if !device.is_dense(&v) {
+            return;
+        }
+        let (dtype, shape) = (device.dtype(&v), device.shape(&v).into());
+        drop(v);
+        if self.pool.len() == POOL_MAX {
+            self.pool.remove(0);
+        }
+        self.pool.push(Pooled {
+            dtype,
+            shape,
+            buffer: t,
+        });
     }
 }
 
@@ -188,6 +217,30 @@ pub struct Env<'e, 'p, D: Device + 'p> {
     pub(super) dests: Offered<D>,
     params: &'e [D::Ref<'p>],
     param_index: &'e [Option<usize>],
+}
+
+impl<'e, 'p, D: Device> Env<'e, 'p, D> {
+    /// An environment of `values` and `dests` where the values that `param_index` places are
+    /// read, borrowed, from `params` (a call's inputs; in a scan's body, also the slices of its
+    /// sequences).
+    pub(super) fn with_params(
+        values: Vec<Option<D::Array>>,
+        dests: Offered<D>,
+        params: &'e [D::Ref<'p>],
+        param_index: &'e [Option<usize>],
+    ) -> Self {
+        Env {
+            values,
+            dests,
+            params,
+            param_index,
+        }
+    }
+
+    /// The borrowed values and each value's place among them, if it is one.
+    pub(super) fn params(&self) -> (&'e [D::Ref<'p>], &'e [Option<usize>]) {
+        (self.params, self.param_index)
+    }
 }
 
 impl<D: Device> Env<'_, '_, D> {
@@ -277,6 +330,7 @@ pub fn run_plan_into<D: Device>(
     let started = match &state.profile {
         Some(_) => {
             device.synchronize()?;
+            state.kernel_time = Some(std::time::Duration::ZERO);
             Some(std::time::Instant::now())
         }
         None => None,
@@ -305,7 +359,8 @@ pub fn run_plan_into<D: Device>(
     state.slots = values;
     if let (Some(p), Some(t0)) = (&state.profile, started) {
         device.synchronize()?;
-        p.record_call(t0.elapsed());
+        let in_kernels = state.kernel_time.take().unwrap_or_default();
+        p.record_call(t0.elapsed(), in_kernels);
     }
     outs
 }
@@ -323,11 +378,9 @@ fn give_back_donated<D: Device>(
         let here = |t: &D::Array| device.address(t) == Some(at);
         donated[i] = match values.iter().position(|v| v.as_ref().is_some_and(here)) {
             Some(k) => values[k].take(),
-            None => state
-                .pool
-                .iter()
-                .position(here)
-                .map(|k| state.pool.swap_remove(k)),
+            None => (state.pool.iter())
+                .position(|p| here(&p.buffer))
+                .map(|k| state.pool.swap_remove(k).buffer),
         };
     }
 }
@@ -561,10 +614,14 @@ fn run_step<D: Device>(
             // The device has one kernel for the whole group (the GPU's).
             run_own(device, func, inst, env, state)?;
             release_dead(device, inst, env, state);
-        } else if device.run_rows(func, inst, *rows, steps, roles, env, state)? {
-            release_dead(device, inst, env, state);
-        } else {
-            run_steps(device, func, steps, top_level, env, state)?;
+            return Ok(());
+        }
+        let t0 = kernel_start(device, state)?;
+        let ran = device.run_rows(func, inst, *rows, steps, roles, env, state);
+        kernel_end(device, state, t0)?;
+        match ran? {
+            true => release_dead(device, inst, env, state),
+            false => run_steps(device, func, steps, top_level, env, state)?,
         }
         return Ok(());
     }
@@ -602,6 +659,35 @@ fn dying_view_argument<D: Device>(inst: &Step, env: &Env<'_, '_, D>) -> Option<V
         return None;
     };
     (movable && inst.frees.contains(&a) && env.values[a.index()].is_some()).then_some(a)
+}
+
+/// When the call is profiled, the instant a kernel starts, the device idle before it (so
+/// that the kernel's time is its own): the VM's work between kernels is what the profile's
+/// in-kernel share leaves out.
+fn kernel_start<D: Device>(
+    device: &D,
+    state: &VmState<D>,
+) -> Result<Option<std::time::Instant>, Error> {
+    match state.kernel_time {
+        Some(_) => {
+            device.synchronize()?;
+            Ok(Some(std::time::Instant::now()))
+        }
+        None => Ok(None),
+    }
+}
+
+/// Adds the time since `kernel_start` to the call's in-kernel time, once the device is done.
+fn kernel_end<D: Device>(
+    device: &D,
+    state: &mut VmState<D>,
+    started: Option<std::time::Instant>,
+) -> Result<(), Error> {
+    if let (Some(t0), Some(sum)) = (started, state.kernel_time.as_mut()) {
+        device.synchronize()?;
+        *sum += t0.elapsed();
+    }
+    Ok(())
 }
 
 /// A step the device runs with its own code: arguments read where they are, result 0 written
@@ -655,7 +741,10 @@ fn run_own<D: Device>(
         .collect::<Result<smallvec::SmallVec<[_; 4]>, _>>()?;
     let mut dest = dest;
     if let (Some(v), Some(buf)) = (overwritten, dest.as_mut()) {
-        if let Some(done) = device.update_in_place(inst, &args, buf) {
+        let t0 = kernel_start(device, state)?;
+        let updated = device.update_in_place(inst, &args, buf);
+        kernel_end(device, state, t0)?;
+        if let Some(done) = updated {
             drop(args);
             let buf = dest.take().expect("the buffer just updated");
             return match done {
@@ -669,7 +758,10 @@ fn run_own<D: Device>(
             };
         }
     }
-    let outs = guarded(&inst.op, || device.run(inst, &args, dest))?;
+    let t0 = kernel_start(device, state)?;
+    let outs = guarded(&inst.op, || device.run(inst, &args, dest));
+    kernel_end(device, state, t0)?;
+    let outs = outs?;
     drop(args);
     store_results(device, func, inst, outs, &mut env.values, state)
 }
@@ -739,6 +831,7 @@ fn run_perform<D: Device>(
     let args: Vec<&Tensor> = host.iter().map(|t| &**t).collect();
     // perform is the oracle and must not panic, but a panic (a user's op, say) is turned
     // into an error rather than taking the caller's process down.
+    let t0 = kernel_start(device, state)?;
     let outs = guarded(&inst.op, || match &inst.op {
         Op::Custom(c) => {
             let calls = state.calls;
@@ -760,7 +853,9 @@ fn run_perform<D: Device>(
             )
         }
         _ => super::device::host_step(inst, &args),
-    })?;
+    });
+    kernel_end(device, state, t0)?;
+    let outs = outs?;
     drop(args);
     drop(host);
     let mut outs = outs
@@ -935,11 +1030,11 @@ pub(super) fn take_yield<D: Device>(
     dies: bool,
 ) -> Result<D::Array, Error> {
     let y = yields[i];
-    env.own(device, y)?;
     if dies && !yields[i + 1..].contains(&y) {
         if let Some(v) = env.values[y.index()].take() {
             return Ok(v);
         }
     }
-    device.to_owned(device.view(fetch(func, &env.values, y)?))
+    // A borrowed value (a parameter, a scan's slice) is copied once, from where it is.
+    device.to_owned(env.view(device, func, y)?)
 }
