@@ -180,8 +180,10 @@ pub trait Device: Send + Sync + Sized {
     ) -> Option<Result<()>> {
         None
     }
-    /// Whether [`Device::slice_leading`] gives its views (always, for any array).
-    fn has_leading_views(&self) -> bool {
+    /// Whether a scan runs its steps in place here: [`Device::slice_leading`] views each
+    /// step of a sequence and [`Device::write_leading`] writes each step of a stacked output,
+    /// for any array.
+    fn in_place_steps(&self) -> bool {
         false
     }
 

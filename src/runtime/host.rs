@@ -150,7 +150,7 @@ impl Device for Host {
     {
         Some(r.clone().index_leading(i))
     }
-    fn has_leading_views(&self) -> bool {
+    fn in_place_steps(&self) -> bool {
         true
     }
     fn write_leading(&self, dst: &mut Tensor, i: usize, src: &TensorRef<'_>) -> Option<Result<()>> {

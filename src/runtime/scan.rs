@@ -33,6 +33,9 @@ struct Walk<D: Device> {
     /// The stacked outputs being filled in place, entry by entry (empty where the device
     /// stacks `stacked` at the end instead).
     filled: Vec<D::Array>,
+    /// Whether each yield is made by the body's steps (so it may move out), not a parameter
+    /// or a value from outside (copied).
+    made: Vec<bool>,
 }
 
 /// A scan step's kernel, borrowed from the plan.
@@ -68,8 +71,11 @@ impl ScanWalk<'_> {
             shapes,
             stacked: Vec::new(),
             filled: Vec::new(),
+            made: (self.body.yields.iter())
+                .map(|y| self.body.steps.iter().any(|s| s.results.contains(y)))
+                .collect(),
         };
-        let len = match device.has_leading_views() {
+        let len = match device.in_place_steps() {
             true => self.run_on_views(device, func, inst, xs, env, state, &mut walk)?,
             false => {
                 let (len, mut slices) = self.slices(device, func, xs, env)?;
@@ -158,8 +164,8 @@ impl ScanWalk<'_> {
         (0..n_y).map(|_| Vec::with_capacity(len)).collect()
     }
 
-    /// The scan's iterations on a device that views a step of a sequence where it is
-    /// ([`Device::slice_leading`], the host): the body reads each step's slices borrowed, as
+    /// The scan's iterations on a device that views a step of a sequence where it is and
+    /// writes one in place ([`Device::in_place_steps`], the host): the body reads each step's slices borrowed, as
     /// it reads the call's inputs, rather than as copies cut up front. The sequences the VM
     /// holds stay out of the values meanwhile (the body reads them, if at all, borrowed too)
     /// and go back after, also on an error. Returns the number of steps.
@@ -247,10 +253,12 @@ impl ScanWalk<'_> {
         for (k, &p) in self.params[n_c..].iter().enumerate() {
             index[p.index()] = Some(base + held.len() + k);
         }
+        let mut borrowed: Vec<D::Ref<'_>> = inputs.iter().map(|r| device.reborrow(r)).collect();
+        borrowed.extend(held.iter().map(|(_, a)| device.view(a)));
+        let slices_at = borrowed.len();
         for k in 0..len {
             let t = self.at(k, len);
-            let mut borrowed: Vec<D::Ref<'_>> = inputs.iter().map(|r| device.reborrow(r)).collect();
-            borrowed.extend(held.iter().map(|(_, a)| device.view(a)));
+            borrowed.truncate(slices_at);
             for w in &whole {
                 borrowed.push(device.slice_leading(w, t).ok_or_else(|| {
                     Error::Runtime("scan: the device has no view of a sequence's step".into())
@@ -290,14 +298,14 @@ impl ScanWalk<'_> {
             env.values[p.index()] = Some(c);
         }
         run_steps(device, func, &self.body.steps, false, env, state)?;
-        if k == 0 && len > 0 {
+        if k == 0 && device.in_place_steps() {
             self.start_filling(device, func, inst, len, env, state, walk)?;
         }
         let mut outs = match walk.filled.is_empty() {
-            true => self.take_yields(device, func, env, self.body.yields.len())?,
+            true => self.take_yields(device, func, env, &walk.made)?,
             false => {
                 self.fill(device, func, t, env, state, walk)?;
-                self.take_yields(device, func, env, n_c)?
+                self.take_yields(device, func, env, &walk.made[..n_c])?
             }
         };
         for &p in self.params {
@@ -326,7 +334,7 @@ impl ScanWalk<'_> {
         Ok(())
     }
 
-    /// After the first iteration, on a device that writes into a leading index in place
+    /// After the first iteration, on a device that writes a leading index in place
     /// ([`Device::write_leading`]): one array of `len` entries per stacked output (a kept
     /// buffer where one fits), which each iteration's yields are then copied into. A yield
     /// that is also a carry moves on as the carry, with no copy of its own.
@@ -342,7 +350,6 @@ impl ScanWalk<'_> {
         walk: &mut Walk<D>,
     ) -> Result<(), Error> {
         let n_c = self.carries;
-        let mut filled = Vec::new();
         for (j, &y) in self.body.yields[n_c..].iter().enumerate() {
             let entry = env.shape(device, func, y)?;
             let dtype = func.ty(inst.results[n_c + j]).dtype;
@@ -353,15 +360,7 @@ impl ScanWalk<'_> {
                 Some(b) => b,
                 None => device.upload_owned(Tensor::zeros(dtype, &shape))?,
             };
-            filled.push(buf);
-        }
-        // A device without in-place writes keeps stacking each step's array.
-        let probe = match (filled.first_mut(), self.body.yields.get(n_c)) {
-            (Some(buf), Some(&y)) => device.write_leading(buf, 0, &env.view(device, func, y)?),
-            _ => None,
-        };
-        if probe.is_some() {
-            walk.filled = filled;
+            walk.filled.push(buf);
         }
         Ok(())
     }
@@ -381,14 +380,21 @@ impl ScanWalk<'_> {
         let yields = &self.body.yields;
         for (j, &y) in yields[n_c..].iter().enumerate() {
             let written = device.write_leading(&mut walk.filled[j], t, &env.view(device, func, y)?);
-            if let Some(Err(e)) = written {
-                return Err(Error::Shape(format!(
-                    "scan: stacked output {j} changes shape between steps: step {t} is {e}"
-                )));
+            match written {
+                Some(Ok(())) => {}
+                Some(Err(e)) => {
+                    return Err(Error::Shape(format!(
+                        "scan: stacked output {j} changes shape between steps: step {t} is {e}"
+                    )))
+                }
+                None => {
+                    return Err(Error::Runtime(
+                        "scan: the device cannot write a stacked output's step in place".into(),
+                    ))
+                }
             }
         }
-        for &y in &yields[n_c..] {
-            let made = self.body.steps.iter().any(|s| s.results.contains(&y));
+        for (&y, &made) in yields[n_c..].iter().zip(&walk.made[n_c..]) {
             if made && !yields[..n_c].contains(&y) {
                 if let Some(a) = env.values[y.index()].take() {
                     state.keep_buffer(device, a);
@@ -482,25 +488,19 @@ impl ScanWalk<'_> {
         Ok((len.unwrap_or(0), slices))
     }
 
-    /// The first `count` of what one step of the body yields, owned: a value made in the body moves out; anything
+    /// The first `made.len()` of what one step of the body yields (`made`: whether each is
+    /// made by the body), owned: a value made in the body moves out; anything
     /// else (a parameter, a value from outside) is copied.
     fn take_yields<D: Device>(
         &self,
         device: &D,
         func: &Func,
         env: &mut Env<'_, '_, D>,
-        count: usize,
+        made: &[bool],
     ) -> Result<Vec<D::Array>, Error> {
-        let yields = &self.body.yields[..count];
-        (0..count)
-            .map(|i| {
-                let made = self
-                    .body
-                    .steps
-                    .iter()
-                    .any(|s| s.results.contains(&yields[i]));
-                take_yield(device, func, env, yields, i, made)
-            })
+        let yields = &self.body.yields[..made.len()];
+        (0..made.len())
+            .map(|i| take_yield(device, func, env, yields, i, made[i]))
             .collect()
     }
 }

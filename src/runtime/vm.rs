@@ -97,18 +97,20 @@ impl<D: Device> VmState<D> {
 
     /// A kept buffer of exactly this dtype and shape, if there is one.
     pub(super) fn take_buffer(&mut self, _device: &D, ty: &TensorType) -> Option<D::Array> {
-        let fits = |p: &Pooled<D>| {
+        self.take_pooled(|p| {
             p.dtype == ty.dtype
                 && p.shape.len() == ty.shape.len()
                 && p.shape.iter().zip(&ty.shape).all(|(&n, &d)| d == Some(n))
-        };
-        let i = self.pool.iter().position(fits)?;
-        Some(self.pool.swap_remove(i).buffer)
+        })
     }
 
     /// A kept buffer of exactly this dtype and run-time shape, if there is one.
     pub(super) fn take_buffer_shaped(&mut self, dtype: DType, shape: &[usize]) -> Option<D::Array> {
-        let i = (self.pool.iter()).position(|p| p.dtype == dtype && p.shape.as_slice() == shape)?;
+        self.take_pooled(|p| p.dtype == dtype && p.shape.as_slice() == shape)
+    }
+
+    fn take_pooled(&mut self, fits: impl Fn(&Pooled<D>) -> bool) -> Option<D::Array> {
+        let i = self.pool.iter().position(fits)?;
         Some(self.pool.swap_remove(i).buffer)
     }
 
