@@ -872,7 +872,8 @@ impl Ctx<'_> {
 
     /// A `scan` over `p`'s leading axis (either way), its carry starting as `p` summed (or
     /// `any`) over that axis, each step combining the carry with the slice as a branch kind
-    /// does and stacking another combination: the result has `p`'s shape.
+    /// does and stacking another combination, the new carry or the slice: the result has
+    /// `p`'s shape.
     fn looped(&mut self, r: &mut Bytes, p: &Val) -> Option<Val> {
         let dt = p.v.ty().dtype;
         let init = match dt {
@@ -883,9 +884,16 @@ impl Ctx<'_> {
             BRANCHES[r.pick(BRANCHES.len())],
             BRANCHES[r.pick(BRANCHES.len())],
         ];
+        // What it stacks: another combination, or (which the host runs without a copy of its
+        // own) the new carry itself or the step's slice itself.
+        let stacks = r.pick(4);
         let body = move |c: &[Var], x: &[Var]| {
             let next = branch(kinds[0], &c[0], &x[0]);
-            let y = branch(kinds[1], &next, &x[0]);
+            let y = match stacks {
+                0 => next.clone(),
+                1 => x[0].clone(),
+                _ => branch(kinds[1], &next, &x[0]),
+            };
             (vec![next], vec![y])
         };
         let (_, stacked) = if r.chance(2) {
