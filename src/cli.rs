@@ -19,7 +19,7 @@ const USAGE: &str = "usage:
   kiln run F.kir --input NAME=PATH.npy ... [--out-dir DIR] [--backend interp|cpu|gpu] [--func NAME]
   kiln grad F.kir --wrt NAME,NAME [--output K] [--func NAME]
   kiln opt F.kir [--func NAME]
-  kiln aot F.kir -o F.o [--header F.h] [--target TRIPLE] [--func NAME] [--symbol NAME]
+  kiln aot F.kir -o F.o [--header F.h] [--target TRIPLE] [--func NAME] [--symbol NAME] [--runtime]
   kiln ptx F.kir [--arch sm_90] [--func NAME]";
 
 /// A custom op's factory: builds the op from the attributes written in the text form.
@@ -97,10 +97,16 @@ struct Flags {
 
 impl Flags {
     fn parse(args: &[String], known: &[&str]) -> Result<Flags, String> {
+        Flags::parse_with(args, known, &[])
+    }
+    /// As `parse`, with `switches`: options that take no value.
+    fn parse_with(args: &[String], known: &[&str], switches: &[&str]) -> Result<Flags, String> {
         let (mut pos, mut named) = (Vec::new(), Vec::new());
         let mut it = args.iter();
         while let Some(a) = it.next() {
-            if a.starts_with('-') && a.len() > 1 {
+            if switches.contains(&a.as_str()) {
+                named.push((a.clone(), String::new()));
+            } else if a.starts_with('-') && a.len() > 1 {
                 if !known.contains(&a.as_str()) {
                     return Err(format!("unknown option `{a}`\n{USAGE}"));
                 }
@@ -118,6 +124,9 @@ impl Flags {
             .rev()
             .find(|(n, _)| n == name)
             .map(|(_, v)| v.as_str())
+    }
+    fn has(&self, name: &str) -> bool {
+        self.named.iter().any(|(n, _)| n == name)
     }
     fn all(&self, name: &str) -> Vec<&str> {
         self.named
@@ -156,9 +165,10 @@ pub fn run(args: &[String]) -> Result<(), String> {
             print!("{}", print_func(&crate::compile::optimize(func, &options)));
             Ok(())
         }
-        "aot" => cmd_aot(&Flags::parse(
+        "aot" => cmd_aot(&Flags::parse_with(
             rest,
             &["-o", "--header", "--target", "--func", "--symbol"],
+            &["--runtime"],
         )?),
         "ptx" => cmd_ptx(&Flags::parse(rest, &["--arch", "--func"])?),
         "help" | "--help" | "-h" => {
@@ -289,6 +299,7 @@ fn cmd_aot(f: &Flags) -> Result<(), String> {
     let options = crate::aot::AotOptions {
         target: f.get("--target").map(str::to_string),
         symbol: f.get("--symbol").map(str::to_string),
+        runtime: f.has("--runtime"),
         ..Default::default()
     };
     let art = crate::aot::compile_func(&func, &options).map_err(|e| format!("{path}: {e}"))?;

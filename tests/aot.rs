@@ -5,6 +5,8 @@
 //! unwritten or a dependence on leftover memory shows up as a difference. Tests that need `cc`
 //! (or `c++`) say that they were skipped when it is missing.
 
+#[path = "support/aot_lib.rs"]
+mod aot_lib;
 mod common;
 
 use common::split_top;
@@ -220,6 +222,7 @@ fn run_c(art: &AotArtifact, inputs: &[Tensor], name: &str) -> Vec<Tensor> {
         .current_dir(&dir)
         .args(["-std=c11", "-O1", "-Wall", "-Wextra", "-Werror", "main.c"])
         .arg(format!("{}.o", art.symbol))
+        .args(aot_lib::runtime_args(&[art]).unwrap())
         .args(["-lm", "-o", "main"])
         .output()
         .unwrap();
@@ -542,6 +545,47 @@ fn mlp_forward_pass_matches_the_jit() {
     let (gp, wp) = (got[1].to_f64_vec(), want[1].to_f64_vec());
     let same = gp.iter().zip(&wp).filter(|(a, b)| a == b).count();
     assert!(same + 1 >= gp.len(), "predictions: {gp:?} vs {wp:?}");
+}
+
+/// With `AotOptions::runtime` the products run in kiln's runtime library, the JIT's GEMM:
+/// the forward pass (a 300-deep product: two k chunks) has the JIT's bits, as the object's
+/// own loop nest has, and the object names the library it needs.
+#[test]
+fn mlp_forward_pass_through_the_runtime_library_has_the_jits_bits() {
+    need_cc!();
+    let (batch, dim, hidden, classes) = (50, 300, 70, 10);
+    let m = mlp(batch, dim, hidden, classes);
+    let build = || function(&[&m.x], &[&m.logits]).name("mlp_rt");
+    let x = Tensor::F32(normal(21, &[batch, dim], 1.0));
+    let want = build()
+        .backend(Backend::Cpu)
+        .compile()
+        .unwrap()
+        .call(&[x.view()])
+        .unwrap();
+    for runtime in [false, true] {
+        let options = AotOptions {
+            runtime,
+            ..AotOptions::default()
+        };
+        let art = build().aot(&options).unwrap();
+        let rt: Vec<&str> = art.runtime.iter().map(String::as_str).collect();
+        if runtime {
+            assert_eq!(rt, ["kiln_rt_gemm_f32"]);
+            assert!(art.header.contains("libkiln_rt.a"), "{}", art.header);
+        } else {
+            assert!(rt.is_empty(), "{rt:?}");
+            assert!(!art.header.contains("libkiln_rt"), "{}", art.header);
+        }
+        let inputs = entry_inputs(&art, std::slice::from_ref(&x), &m.values);
+        let got = run_c(&art, &inputs, &format!("mlp_rt_{runtime}"));
+        assert!(
+            same_bits(&got[0], &want[0]),
+            "runtime {runtime}: {:?} vs the JIT's {:?}",
+            got[0],
+            want[0]
+        );
+    }
 }
 
 #[test]
@@ -1295,6 +1339,94 @@ fn kiln_aot_writes_the_object_and_header_or_nothing() {
         "nonsense",
     ]);
     assert_eq!(out.status.code(), Some(1));
+    assert!(!obj2.exists());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `kiln aot --runtime`: the header says to link kiln's runtime library, a C program linked
+/// with it multiplies there (an f64 and an f32 product, one with fewer columns than a tile),
+/// and a target the library is not built for is refused in one line, writing nothing.
+#[test]
+fn kiln_aot_runtime_links_kilns_gemm() {
+    let dir = tmpdir("cli_rt");
+    let kir = dir.join("p.kir");
+    std::fs::write(
+        &kir,
+        "func @p(%a: f64[3, 70], %b: f64[70, 2], %c: f32[2, 3], %d: f32[3, 20]) -> (f64[3, 2], f32[2, 20]) {\n  %x = matmul %a, %b\n  %y = matmul %c, %d\n  return %x, %y\n}\n",
+    )
+    .unwrap();
+    let (obj, hdr) = (dir.join("p.o"), dir.join("p.h"));
+    let kiln = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_kiln"))
+            .args(args)
+            .env_remove("KILN_DUMP")
+            .output()
+            .unwrap()
+    };
+    let (k, o, h) = (
+        kir.to_str().unwrap(),
+        obj.to_str().unwrap(),
+        hdr.to_str().unwrap(),
+    );
+    let out = kiln(&["aot", k, "-o", o, "--header", h, "--runtime"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let header = std::fs::read_to_string(&hdr).unwrap();
+    assert!(
+        header.contains("libkiln_rt.a")
+            && header.contains("kiln_rt_gemm_f32, kiln_rt_gemm_f64")
+            && header.contains("cargo build --release -p kiln-rt"),
+        "{header}"
+    );
+    if have("cc") {
+        // a[i][p] = (i + 1) * p, b[p][j] = j - p; c[i][p] = i + p, d[p][j] = p * j + 1.
+        std::fs::write(
+            dir.join("main.c"),
+            "#include <stdio.h>\n#include \"p.h\"\nint main(void) {\n  static double a[3][70], b[70][2], x[3][2];\n  static float c[2][3], d[3][20], y[2][20];\n  for (int i = 0; i < 3; i++) for (int p = 0; p < 70; p++) a[i][p] = (i + 1) * p;\n  for (int p = 0; p < 70; p++) for (int j = 0; j < 2; j++) b[p][j] = j - p;\n  for (int i = 0; i < 2; i++) for (int p = 0; p < 3; p++) c[i][p] = i + p;\n  for (int p = 0; p < 3; p++) for (int j = 0; j < 20; j++) d[p][j] = p * j + 1;\n  if (p(&a[0][0], &b[0][0], &c[0][0], &d[0][0], &x[0][0], &y[0][0]) != 0) return 1;\n  printf(\"%g %g %g\\n\", x[2][1], x[0][0], y[1][19]);\n  return 0;\n}\n",
+        )
+        .unwrap();
+        let cc = Command::new("cc")
+            .current_dir(&dir)
+            .args(["main.c", "p.o"])
+            .arg(aot_lib::runtime_library().unwrap())
+            .args(["-lm", "-lpthread", "-ldl", "-o", "main"])
+            .output()
+            .unwrap();
+        assert!(
+            cc.status.success(),
+            "{}",
+            String::from_utf8_lossy(&cc.stderr)
+        );
+        let run = Command::new(dir.join("main")).output().unwrap();
+        // x[2][1] = sum_p 3p (1 - p), x[0][0] = -sum_p p^2, y[1][19] = sum_p (1 + p)(19p + 1).
+        let sum = |f: &dyn Fn(f64) -> f64, n: usize| (0..n).map(|p| f(p as f64)).sum::<f64>();
+        let want = format!(
+            "{} {} {}",
+            sum(&|p| 3.0 * p * (1.0 - p), 70),
+            sum(&|p| -p * p, 70),
+            sum(&|p| (1.0 + p) * (19.0 * p + 1.0), 3)
+        );
+        assert_eq!(String::from_utf8_lossy(&run.stdout).trim(), want);
+    }
+    let obj2 = dir.join("q.o");
+    let out = kiln(&[
+        "aot",
+        k,
+        "-o",
+        obj2.to_str().unwrap(),
+        "--runtime",
+        "--target",
+        "aarch64-unknown-linux-gnu",
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("x86_64") && err.trim().lines().count() == 1,
+        "{err}"
+    );
     assert!(!obj2.exists());
     let _ = std::fs::remove_dir_all(&dir);
 }

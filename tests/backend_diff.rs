@@ -266,7 +266,7 @@ fn random_programs_agree_ahead_of_time() {
         Vec<kiln::Tensor>,
     );
     let mut batch: Vec<Item> = Vec::new();
-    let (mut compiled, mut with_ifelse) = (0, 0);
+    let (mut compiled, mut with_ifelse, mut with_runtime) = (0, 0, 0);
     let flush = |batch: &mut Vec<Item>| {
         if batch.is_empty() {
             return;
@@ -337,8 +337,11 @@ fn random_programs_agree_ahead_of_time() {
         };
         let ins: Vec<&kiln::Var> = case.inputs.iter().collect();
         let outs: Vec<&kiln::Var> = case.outputs.iter().collect();
+        // Every other program multiplies in kiln's runtime library: the JIT's GEMM, so the
+        // same bits.
         let options = kiln::aot::AotOptions {
             symbol: Some(format!("random_{i}")),
+            runtime: i % 2 == 1,
             optimizer: kiln::rewrite::OptimizeOptions {
                 dump: Default::default(),
                 ..Default::default()
@@ -359,6 +362,7 @@ fn random_programs_agree_ahead_of_time() {
         let jit = random_graph::run(&case, Backend::Cpu, true)
             .unwrap_or_else(|e| panic!("{}", describe(&case, base, i, &e)));
         with_ifelse += case.has_ifelse as usize;
+        with_runtime += !art.runtime.is_empty() as usize;
         batch.push((i, case, art, want, jit));
         compiled += 1;
         if batch.len() == 100 {
@@ -366,10 +370,17 @@ fn random_programs_agree_ahead_of_time() {
         }
     }
     flush(&mut batch);
-    eprintln!("{compiled} programs ran ahead of time, {with_ifelse} of them with an ifelse");
+    eprintln!(
+        "{compiled} programs ran ahead of time, {with_ifelse} of them with an ifelse, \
+         {with_runtime} with products in kiln's runtime library"
+    );
     assert!(
         compiled > 0 || n < 20 || only.is_some(),
         "no random program was compiled ahead of time"
+    );
+    assert!(
+        with_runtime > 0 || n < 200 || only.is_some(),
+        "no random program multiplied in kiln's runtime library"
     );
 }
 

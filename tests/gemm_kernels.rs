@@ -5,7 +5,7 @@
 
 #![cfg(target_arch = "x86_64")]
 
-use kiln::gemm::{gemm, gemm_update, product, update, Blocking, Element, Mat};
+use kiln::gemm::{gemm, gemm_update, mat_of, product, update, Blocking, Element, Mat};
 use ndarray::{s, Array2, ArrayView2, ArrayViewMut2, Axis, ShapeBuilder};
 
 /// What the float types need for the oracle.
@@ -77,7 +77,7 @@ fn run<T: Num>(
     let mut store = nan_store::<T>(a.nrows(), b.ncols(), c_layout);
     let mut c = view_of(&mut store, c_layout);
     // SAFETY: the views address their elements and C is a distinct, writable array.
-    unsafe { gemm(Mat::of(&a), Mat::of(&b), mat_of(&mut c), threads, blocking) };
+    unsafe { gemm(mat_of(&a), mat_of(&b), mat_mut(&mut c), threads, blocking) };
     c.to_owned()
 }
 
@@ -100,7 +100,7 @@ fn view_of<T>(store: &mut Array2<T>, layout: u8) -> ArrayViewMut2<'_, T> {
     }
 }
 
-fn mat_of<T>(v: &mut ArrayViewMut2<T>) -> Mat<*mut T> {
+fn mat_mut<T>(v: &mut ArrayViewMut2<T>) -> Mat<*mut T> {
     let (rs, cs) = (v.strides()[0], v.strides()[1]);
     let (rows, cols) = v.dim();
     Mat {
@@ -324,9 +324,9 @@ fn run_update<T: Num>(
     // SAFETY: the views address their elements and W is a distinct, writable array.
     unsafe {
         gemm_update(
-            Mat::of(&a),
-            Mat::of(&b),
-            mat_of(&mut w),
+            mat_of(&a),
+            mat_of(&b),
+            mat_mut(&mut w),
             scale,
             threads,
             blocking,

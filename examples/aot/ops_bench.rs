@@ -86,7 +86,53 @@ mod unix {
                 inputs: vec![normal(&[256, 1024], 9)],
                 build: |v| vec![v[0].sort(-1)],
             },
+            Work {
+                name: "MLP forward: 1024x128 -> 512 (gelu) -> 128",
+                inputs: vec![
+                    normal(&[1024, 128], 10),
+                    normal(&[128, 512], 11),
+                    normal(&[512], 12),
+                    normal(&[512, 128], 13),
+                ],
+                build: |v| vec![kiln::nn::gelu(&(v[0].matmul(&v[1]) + &v[2])).matmul(&v[3])],
+            },
+            Work {
+                name: "GPT block inference: B 16, T 64, d 128, 4 heads",
+                inputs: {
+                    let mut w = vec![normal(&[16, 64, 128], 14)];
+                    for (i, shape) in [[128, 128], [128, 128], [128, 128], [128, 128], [128, 512]]
+                        .iter()
+                        .enumerate()
+                    {
+                        w.push(normal(shape, 15 + i as u64));
+                    }
+                    w.push(normal(&[512, 128], 20));
+                    w
+                },
+                build: |v| vec![gpt_block(v)],
+            },
         ]
+    }
+
+    /// A pre-norm transformer block (`examples/gpt.rs`'s, its weights inputs here): causal
+    /// self-attention, then the MLP, each added to its input; layer norms without gain.
+    fn gpt_block(v: &[Var]) -> Var {
+        let (h, wq, wk, wv, wo, w1, w2) = (&v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &v[6]);
+        let g = h.graph();
+        let filled = |x: f32| g.constant(ndarray::ArrayD::from_elem(ndarray::IxDyn(&[128]), x));
+        let (ones, zeros) = (filled(1.0), filled(0.0));
+        let norm = |x: &Var| kiln::nn::layer_norm(x, &ones, &zeros, 1e-5);
+        let heads = |x: &Var| x.reshape(&[16, 64, 4, 32]).transpose(&[0, 2, 1, 3]);
+        let x = norm(h);
+        let att = kiln::nn::attention(
+            &heads(&x.matmul(wq)),
+            &heads(&x.matmul(wk)),
+            &heads(&x.matmul(wv)),
+            true,
+        );
+        let merged = att.transpose(&[0, 2, 1, 3]).reshape(&[16, 64, 128]);
+        let h = h + merged.matmul(wo);
+        &h + kiln::nn::gelu(&norm(&h).matmul(w1)).matmul(w2)
     }
 
     pub fn main() -> Result<(), String> {
@@ -99,7 +145,8 @@ mod unix {
             .build_global()
             .map_err(|e| e.to_string())?;
         let works = workloads();
-        let mut arts: Vec<AotArtifact> = Vec::new();
+        // Each workload twice: self-contained, and multiplying in kiln's runtime library.
+        let mut arts: Vec<[AotArtifact; 2]> = Vec::new();
         let mut jits = Vec::new();
         for (k, w) in works.iter().enumerate() {
             let g = Graph::new();
@@ -114,11 +161,15 @@ mod unix {
                 .collect();
             let outs = (w.build)(&vars);
             let (vr, or): (Vec<&Var>, Vec<&Var>) = (vars.iter().collect(), outs.iter().collect());
-            let opts = AotOptions {
-                symbol: Some(format!("work{k}")),
-                ..AotOptions::default()
+            let aot = |runtime: bool| {
+                let opts = AotOptions {
+                    symbol: Some(format!("work{k}{}", if runtime { "_rt" } else { "" })),
+                    runtime,
+                    ..AotOptions::default()
+                };
+                function(&vr, &or).aot(&opts).map_err(|e| e.to_string())
             };
-            arts.push(function(&vr, &or).aot(&opts).map_err(|e| e.to_string())?);
+            arts.push([aot(false)?, aot(true)?]);
             jits.push(
                 function(&vr, &or)
                     .backend(Backend::Cpu)
@@ -127,12 +178,64 @@ mod unix {
             );
         }
         let dir = std::env::temp_dir().join(format!("kiln-aot-ops-bench-{}", std::process::id()));
-        let refs: Vec<&AotArtifact> = arts.iter().collect();
+        let refs: Vec<&AotArtifact> = arts.iter().flatten().collect();
         let lib = aot_lib::link(&refs, &dir)?;
-        println!("one thread, median of {runs} alternating runs (ms):");
-        println!("{:<50} {:>9} {:>9} {:>8}", "", "JIT", "AOT", "JIT/AOT");
-        for ((w, art), jit) in works.iter().zip(&arts).zip(&jits) {
+        println!("one thread, median of {runs} alternating runs (ms); AOT+rt multiplies in kiln's runtime library:");
+        println!(
+            "{:<50} {:>9} {:>9} {:>8} {:>9} {:>8}",
+            "", "JIT", "AOT", "JIT/AOT", "AOT+rt", "JIT/rt"
+        );
+        for ((w, pair), jit) in works.iter().zip(&arts).zip(&jits) {
             let inputs: Vec<&Tensor> = w.inputs.iter().collect();
+            let want = jit.call(&inputs).map_err(|e| e.to_string())?;
+            let mut timed = Vec::new();
+            for art in pair {
+                timed.push(Timed::new(&lib, art, w, &want)?);
+            }
+            let (mut tj, mut ta, mut tr) = (Vec::new(), Vec::new(), Vec::new());
+            for _ in 0..runs {
+                let t = Instant::now();
+                let r = jit.call(&inputs).map_err(|e| e.to_string())?;
+                tj.push(t.elapsed().as_secs_f64() * 1e3);
+                drop(r);
+                ta.push(timed[0].run()?);
+                tr.push(timed[1].run()?);
+            }
+            let (j, a, r) = (median(&mut tj), median(&mut ta), median(&mut tr));
+            let differ = timed.iter().any(|t| !t.same);
+            println!(
+                "{:<50} {j:>9.3} {a:>9.3} {:>8.2} {r:>9.3} {:>8.2}{}",
+                w.name,
+                j / a,
+                j / r,
+                if differ {
+                    "  (bits differ from the JIT's)"
+                } else {
+                    ""
+                }
+            );
+        }
+        Ok(())
+    }
+
+    /// One object ready to call: its outputs and scratch allocated once, the pointers laid out.
+    struct Timed<'a> {
+        lib: &'a aot_lib::Library,
+        art: &'a AotArtifact,
+        _outs: Vec<Tensor>,
+        _scratch: Vec<u8>,
+        ptrs: Vec<*mut u8>,
+        /// Whether its first call gave the JIT's bits.
+        same: bool,
+    }
+
+    impl<'a> Timed<'a> {
+        fn new(
+            lib: &'a aot_lib::Library,
+            art: &'a AotArtifact,
+            w: &Work,
+            want: &[Tensor],
+        ) -> Result<Timed<'a>, String> {
             let mut outs: Vec<Tensor> = art
                 .outputs
                 .iter()
@@ -151,37 +254,34 @@ mod unix {
             if art.scratch_bytes > 0 {
                 ptrs.push(scratch[align..].as_mut_ptr());
             }
-            // SAFETY: the inputs are standard-layout arrays of the artifact's dtypes and shapes,
-            // the outputs were made from its description, the scratch is large and aligned.
-            let aot = || unsafe { lib.call_raw(art, &ptrs) };
-            let want = jit.call(&inputs).map_err(|e| e.to_string())?;
-            if aot()? != 0 {
+            let mut timed = Timed {
+                lib,
+                art,
+                _outs: outs,
+                _scratch: scratch,
+                ptrs,
+                same: false,
+            };
+            if timed.call()? != 0 {
                 return Err(format!("{}: the object failed", w.name));
             }
-            let same = want.iter().zip(&outs).all(|(a, b)| a.bit_eq(b));
-            let (mut tj, mut ta) = (Vec::new(), Vec::new());
-            for _ in 0..runs {
-                let t = Instant::now();
-                let r = jit.call(&inputs).map_err(|e| e.to_string())?;
-                tj.push(t.elapsed().as_secs_f64() * 1e3);
-                drop(r);
-                let t = Instant::now();
-                aot()?;
-                ta.push(t.elapsed().as_secs_f64() * 1e3);
-            }
-            let (j, a) = (median(&mut tj), median(&mut ta));
-            println!(
-                "{:<50} {j:>9.3} {a:>9.3} {:>8.2}{}",
-                w.name,
-                j / a,
-                if same {
-                    ""
-                } else {
-                    "  (bits differ from the JIT's)"
-                }
-            );
+            timed.same = want.iter().zip(&timed._outs).all(|(a, b)| a.bit_eq(b));
+            Ok(timed)
         }
-        Ok(())
+
+        fn call(&self) -> Result<i32, String> {
+            // SAFETY: the inputs are standard-layout arrays of the artifact's dtypes and
+            // shapes, the outputs were made from its description, the scratch is large and
+            // aligned, and all of them live as long as `self`.
+            unsafe { self.lib.call_raw(self.art, &self.ptrs) }
+        }
+
+        /// One call's time in milliseconds.
+        fn run(&self) -> Result<f64, String> {
+            let t = Instant::now();
+            self.call()?;
+            Ok(t.elapsed().as_secs_f64() * 1e3)
+        }
     }
 }
 

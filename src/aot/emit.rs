@@ -6,7 +6,7 @@
 
 use super::clif::{define, for_lt, mem, offset, signature};
 use super::gather::{bits_type, check_indices, gather, scatter, Axis};
-use super::kernels::{define_helpers, define_matmul};
+use super::kernels::{define_helpers, define_matmul, runtime_gemm, RUNTIME_PREFIX};
 use super::plan::{collapse, Loc, Plan, Step, View};
 use super::sort::define_sort;
 use crate::codegen::clif::map::{define_map_kernel, Bcast};
@@ -36,6 +36,8 @@ pub struct Emitted {
     pub clif: String,
     /// Symbols the object leaves undefined (from the C math library).
     pub imports: Vec<String>,
+    /// Symbols the object takes from kiln's runtime library (`libkiln_rt.a`).
+    pub runtime: Vec<String>,
 }
 
 /// Kernels and library functions, defined once each.
@@ -49,6 +51,8 @@ struct Library {
     sorts: HashMap<DType, FuncId>,
     kernels: String,
     clif: String,
+    /// Whether float products call kiln's runtime library (`AotOptions::runtime`).
+    runtime: bool,
 }
 
 impl Library {
@@ -153,8 +157,14 @@ impl Library {
             return Ok(id);
         }
         let name = format!("{symbol}_matmul_{d}");
-        let id = define_matmul(module, &name, d, &mut self.clif)?;
-        let _ = writeln!(self.kernels, "{name}: matrix product of {d}");
+        let id = define_matmul(module, &name, d, self.runtime, &mut self.clif)?;
+        let via = match runtime_gemm(d).filter(|_| self.runtime) {
+            Some(gemm) => {
+                format!(" ({gemm} of kiln's runtime library; the loop nest without AVX2)")
+            }
+            None => String::new(),
+        };
+        let _ = writeln!(self.kernels, "{name}: matrix product of {d}{via}");
         self.matmuls.insert(d, id);
         Ok(id)
     }
@@ -241,8 +251,9 @@ impl Library {
     }
 }
 
-/// Emits the object for `plan` with the entry point `symbol`.
-pub fn emit(plan: &Plan, symbol: &str, isa: OwnedTargetIsa) -> Result<Emitted> {
+/// Emits the object for `plan` with the entry point `symbol`; with `runtime`, float products
+/// call kiln's runtime library.
+pub fn emit(plan: &Plan, symbol: &str, isa: OwnedTargetIsa, runtime: bool) -> Result<Emitted> {
     let builder = ObjectBuilder::new(
         isa,
         format!("{symbol}.o"),
@@ -282,6 +293,7 @@ pub fn emit(plan: &Plan, symbol: &str, isa: OwnedTargetIsa) -> Result<Emitted> {
         sorts: HashMap::new(),
         kernels: String::new(),
         clif: String::new(),
+        runtime,
     };
     let mut max_ops = 1;
     let fns = lib.declare(&mut module, symbol, &plan.steps, &mut max_ops)?;
@@ -339,13 +351,14 @@ pub fn emit(plan: &Plan, symbol: &str, isa: OwnedTargetIsa) -> Result<Emitted> {
     for h in &helpers {
         let _ = writeln!(lib.kernels, "{h}: helper");
     }
-    let mut imports: Vec<String> = module
+    let (mut runtime, mut imports): (Vec<String>, Vec<String>) = module
         .declarations()
         .get_functions()
         .filter(|(_, d)| d.linkage == Linkage::Import)
         .filter_map(|(_, d)| d.name.clone())
-        .collect();
+        .partition(|name| name.starts_with(RUNTIME_PREFIX));
     imports.sort();
+    runtime.sort();
     let product = module.finish();
     let object = product
         .emit()
@@ -355,6 +368,7 @@ pub fn emit(plan: &Plan, symbol: &str, isa: OwnedTargetIsa) -> Result<Emitted> {
         kernels: lib.kernels,
         clif: lib.clif,
         imports,
+        runtime,
     })
 }
 

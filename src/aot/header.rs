@@ -112,6 +112,8 @@ pub struct HeaderInfo<'a> {
     pub output_notes: &'a [String],
     pub scratch_bytes: usize,
     pub imports: &'a [String],
+    /// Symbols from kiln's runtime library (`AotOptions::runtime`).
+    pub runtime: &'a [String],
     /// What each nonzero return code means (code `i + 1` is `errors[i]`).
     pub errors: &'a [String],
 }
@@ -154,21 +156,39 @@ pub fn header(h: &HeaderInfo) -> String {
     } else {
         format!("the C math library, -lm (for {})", h.imports.join(", "))
     };
+    // With kiln's runtime library: where to get it, the libraries a Rust static library needs
+    // (`--print native-static-libs`), and that it allocates.
+    let (link, alloc) = if h.runtime.is_empty() {
+        (
+            format!(
+                " * Link the object file with {libm}:\n *     cc main.c {}.o -lm -o main",
+                h.symbol
+            ),
+            "allocates nothing, keeps no state between\n * calls",
+        )
+    } else {
+        (
+            format!(
+                " * Link the object file with kiln's runtime library libkiln_rt.a (for {}; built by\n * `cargo build --release -p kiln-rt` in kiln's repository, as target/release/libkiln_rt.a)\n * and the libraries it needs, and with {libm}:\n *     cc main.c {}.o libkiln_rt.a -lm -lpthread -ldl -o main",
+                h.runtime.join(", "),
+                h.symbol
+            ),
+            "allocates nothing but what kiln's runtime library\n * keeps for its matrix products (packing buffers, made on first use and reused), keeps no\n * state between calls",
+        )
+    };
     let _ = writeln!(
         s,
         "/* {sym}.h: the entry point of @{f}, compiled ahead of time by kiln. Generated; do not edit.
  *
  * Target: {triple}; the code needs {cpu}.
- * Link the object file with {libm}:
- *     cc main.c {sym}.o -lm -o main
+{link}
  *
  * {proto};
  *
  * Every array is dense and row-major (C order) with the dtype and shape listed below, aligned
  * to its element size at least; bool elements are uint8_t holding 0 or 1. Inputs are only
  * read. Every element of every output is written; output arrays must not overlap each other,
- * the inputs or the scratch area. The function allocates nothing, keeps no state between
- * calls and runs on the calling thread: calls from several threads at once are safe when each
+ * the inputs or the scratch area. The function {alloc} and runs on the calling thread: calls from several threads at once are safe when each
  * has its own outputs and scratch area.
  *
  * It returns 0, or a failure code when an input cannot be computed on (an index out of range):

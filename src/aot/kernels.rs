@@ -3,7 +3,8 @@
 //!
 //! - matrix products: a cache-blocked loop nest (k in the JIT's GEMM's chunks, 4-row by
 //!   2-vector register tiles summed by FMAs in the GEMM's order, so that the bits are the
-//!   JIT's), not a tuned GEMM;
+//!   JIT's), not a tuned GEMM; with `AotOptions::runtime` float products call the JIT's GEMM
+//!   in kiln's runtime library first, and the loop nest is their fallback;
 //! - the helper functions map kernels import by name (`kiln_exp_f32`, `kiln_floordiv_i64`, ...),
 //!   which in the JIT are Rust functions: here integer ones are written out in CLIF and float
 //!   ones call the C math library (`expf`, `sin`, `fmodf`, ...), which the Rust functions the
@@ -51,15 +52,28 @@ fn call_import<M: Module>(
     Ok(b.inst_results(inst)[0])
 }
 
+/// The runtime library's product of `dtype` (`crates/kiln-rt`), where it has one.
+pub fn runtime_gemm(dtype: DType) -> Option<String> {
+    matches!(dtype, DType::F32 | DType::F64).then(|| format!("{RUNTIME_PREFIX}gemm_{dtype}"))
+}
+
+/// What the symbols of kiln's runtime library start with (they are no `kiln_*` helper).
+pub const RUNTIME_PREFIX: &str = "kiln_rt_";
+
 /// `fn(m, n, k, kstep, a, a_rs, a_cs, b, b_rs, c)`: `c = a @ b` with `a` an `m x k` matrix at
 /// byte strides `a_rs, a_cs`, `b` a `k x n` matrix with rows `b_rs` bytes apart and unit element
 /// stride, `c` a dense row-major `m x n` matrix. Each element is summed in the JIT's GEMM's
 /// order (`gemm::k_step`): chunks of `kstep` terms along k, each by FMAs in order from zero
 /// (floats; integers wrap, where order does not matter), added to `c` in chunk order.
+///
+/// With `runtime`, a float product first calls the runtime library's GEMM (the JIT's own, at
+/// its speed), and runs the loop nest only where that returns nonzero (a CPU without AVX2):
+/// both sum in the same order, so the bits are the same either way.
 pub fn define_matmul<M: Module>(
     module: &mut M,
     name: &str,
     dtype: DType,
+    runtime: bool,
     text: &mut String,
 ) -> Result<FuncId> {
     let ptr = module.target_config().pointer_type();
@@ -85,10 +99,13 @@ pub fn define_matmul<M: Module>(
         &[i64t, i64t, i64t, i64t, ptr, i64t, i64t, ptr, i64t, ptr],
         &[],
     );
-    let (id, t) = define(module, name, Linkage::Local, sig, |_, _, b, p| {
+    let (id, t) = define(module, name, Linkage::Local, sig, |module, _, b, p| {
         let (m, n, k, kstep) = (p[0], p[1], p[2], p[3]);
         let (a, a_rs, a_cs) = (p[4], p[5], p[6]);
         let (bm, b_rs, c) = (p[7], p[8], p[9]);
+        if let Some(gemm) = runtime_gemm(dtype).filter(|_| runtime) {
+            call_runtime_gemm(module, b, &gemm, size, p)?;
+        }
         let zero = b.ins().iconst(i64t, 0);
         // c = 0
         let total = b.ins().imul(m, n);
@@ -147,6 +164,48 @@ pub fn define_matmul<M: Module>(
     })?;
     text.push_str(&t);
     Ok(id)
+}
+
+/// `if gemm(m, n, k, a, .., c, ..) == 0 { return }`, with the matrix product's parameters
+/// `p` (byte strides) passed as the runtime library takes them (element strides); the builder
+/// is left in the block that runs the loop nest.
+fn call_runtime_gemm<M: Module>(
+    module: &mut M,
+    b: &mut FunctionBuilder,
+    gemm: &str,
+    size: i64,
+    p: &[Value],
+) -> Result<()> {
+    let ptr = module.target_config().pointer_type();
+    let i64t = types::I64;
+    let sig = signature(
+        module,
+        &[
+            i64t, i64t, i64t, ptr, i64t, i64t, ptr, i64t, i64t, ptr, i64t, i64t,
+        ],
+        &[types::I32],
+    );
+    let id = module
+        .declare_function(gemm, Linkage::Import, &sig)
+        .map_err(|e| Error::Unsupported(format!("{gemm}: {e}")))?;
+    let f = module.declare_func_in_func(id, b.func);
+    let (m, n, k) = (p[0], p[1], p[2]);
+    // Byte strides are whole elements (views move by elements).
+    let shift = size.trailing_zeros() as i64;
+    let a_rs = b.ins().sshr_imm_s(p[5], shift);
+    let a_cs = b.ins().sshr_imm_s(p[6], shift);
+    let b_rs = b.ins().sshr_imm_s(p[8], shift);
+    let one = b.ins().iconst(i64t, 1);
+    let args = [m, n, k, p[4], a_rs, a_cs, p[7], b_rs, one, p[9], n, one];
+    let call = b.ins().call(f, &args);
+    let failed = b.inst_results(call)[0];
+    let done = b.create_block();
+    let own = b.create_block();
+    b.ins().brif(failed, own, &[], done, &[]);
+    b.switch_to_block(done);
+    b.ins().return_(&[]);
+    b.switch_to_block(own);
+    Ok(())
 }
 
 struct TileArgs {
@@ -273,7 +332,7 @@ pub fn define_helpers<M: Module>(module: &mut M, text: &mut String) -> Result<Ve
         .filter(|(_, d)| d.linkage == Linkage::Import)
         .filter_map(|(_, d)| {
             let name = d.name.clone()?;
-            name.starts_with("kiln_")
+            (name.starts_with("kiln_") && !name.starts_with(RUNTIME_PREFIX))
                 .then(|| (name, d.signature.clone()))
         })
         .collect();

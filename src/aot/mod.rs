@@ -77,6 +77,11 @@ pub struct AotOptions {
     pub symbol: Option<String>,
     /// Optimizer switches and dumps, as for the JIT.
     pub optimizer: OptimizeOptions,
+    /// Float matrix products (and so convolutions) call kiln's GEMM in kiln's runtime library,
+    /// `libkiln_rt.a` (`cargo build --release -p kiln-rt`), which the program then links: the
+    /// JIT's speed and bits, where the object's own loop nest is about half as fast. Off, the
+    /// object needs nothing but libm. x86_64 only (`kiln aot --runtime`).
+    pub runtime: bool,
 }
 
 /// One argument of the entry point.
@@ -101,6 +106,9 @@ pub struct AotArtifact {
     pub scratch_bytes: usize,
     /// Symbols the object leaves to the C math library.
     pub imports: Vec<String>,
+    /// Symbols the object takes from kiln's runtime library, `libkiln_rt.a` (empty unless
+    /// [`AotOptions::runtime`]; then the program must link that library).
+    pub runtime: Vec<String>,
     /// The target triple.
     pub target: String,
     /// What the entry point's failure codes mean: code `i + 1` is `errors[i]` (0 is success).
@@ -153,6 +161,12 @@ pub fn compile_named(func: &Func, names: &AotNames, options: &AotOptions) -> Res
         )));
     }
     let target = target::target(options.target.as_deref())?;
+    if options.runtime && target.triple.architecture != target_lexicon::Architecture::X86_64 {
+        return Err(Error::Unsupported(format!(
+            "target `{}`: kiln's runtime library (AotOptions::runtime, --runtime) is for x86_64 only",
+            target.triple
+        )));
+    }
 
     let mut taken = vec!["scratch".to_string(), symbol.clone()];
     let in_wanted: Vec<String> = (0..func.params.len())
@@ -180,7 +194,7 @@ pub fn compile_named(func: &Func, names: &AotNames, options: &AotOptions) -> Res
     let plan = plan::build(&optimized, &in_names, &out_names)?;
     dump.dump(&func.name, "schedule", || plan.text());
     let (emitted, asm) = crate::codegen::clif::map::with_listing(dump.enabled("asm"), || {
-        emit::emit(&plan, &symbol, target.isa)
+        emit::emit(&plan, &symbol, target.isa, options.runtime)
     });
     let emitted = emitted?;
     dump.dump(&func.name, "asm", || asm);
@@ -206,6 +220,7 @@ pub fn compile_named(func: &Func, names: &AotNames, options: &AotOptions) -> Res
         output_notes: &notes,
         scratch_bytes: plan.scratch_bytes,
         imports: &emitted.imports,
+        runtime: &emitted.runtime,
         errors: &plan.errors,
     });
     let arg = |a: &plan::Arg| AotArg {
@@ -221,6 +236,7 @@ pub fn compile_named(func: &Func, names: &AotNames, options: &AotOptions) -> Res
         outputs: plan.outputs.iter().map(arg).collect(),
         scratch_bytes: plan.scratch_bytes,
         imports: emitted.imports,
+        runtime: emitted.runtime,
         target: triple,
         errors: plan.errors,
     })

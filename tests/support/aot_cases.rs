@@ -27,6 +27,18 @@ pub fn case(
     inputs: Vec<Tensor>,
     outputs: impl FnOnce(&[Var]) -> Vec<Var>,
 ) -> Case {
+    case_on(what, symbol, false, inputs, outputs)
+}
+
+/// [`case`], its float products calling kiln's runtime library where `runtime`
+/// (`AotOptions::runtime`; the library is then linked in).
+pub fn case_on(
+    what: String,
+    symbol: String,
+    runtime: bool,
+    inputs: Vec<Tensor>,
+    outputs: impl FnOnce(&[Var]) -> Vec<Var>,
+) -> Case {
     let g = Graph::new();
     let vars: Vec<Var> = inputs
         .iter()
@@ -41,6 +53,7 @@ pub fn case(
     let out_refs: Vec<&Var> = outs.iter().collect();
     let opts = AotOptions {
         symbol: Some(symbol),
+        runtime,
         ..AotOptions::default()
     };
     let art = function(&var_refs, &out_refs)

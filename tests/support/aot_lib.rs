@@ -54,7 +54,55 @@ fn dl_error() -> String {
     }
 }
 
-/// Writes the objects into `dir`, links them into one shared library and loads it.
+/// kiln's runtime library for objects (`crates/kiln-rt`), built once per process with the
+/// cargo that builds this, into a target directory of its own (the outer build's may be
+/// locked): `target/kiln-rt/release/libkiln_rt.a`.
+pub fn runtime_library() -> Result<PathBuf, String> {
+    static BUILT: std::sync::OnceLock<Result<PathBuf, String>> = std::sync::OnceLock::new();
+    BUILT
+        .get_or_init(|| {
+            let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+            let target = root.join("target").join("kiln-rt");
+            let out = std::process::Command::new(env!("CARGO"))
+                .args([
+                    "build",
+                    "--release",
+                    "--quiet",
+                    "-p",
+                    "kiln-rt",
+                    "--manifest-path",
+                ])
+                .arg(root.join("Cargo.toml"))
+                .arg("--target-dir")
+                .arg(&target)
+                .output()
+                .map_err(|e| format!("cargo: {e}"))?;
+            if !out.status.success() {
+                return Err(format!(
+                    "cargo build -p kiln-rt failed: {}",
+                    String::from_utf8_lossy(&out.stderr)
+                ));
+            }
+            Ok(target.join("release").join("libkiln_rt.a"))
+        })
+        .clone()
+}
+
+/// What a program linking `artifacts` adds to the link line: kiln's runtime library and the
+/// system libraries a Rust static library needs, where an artifact calls the runtime.
+pub fn runtime_args(artifacts: &[&AotArtifact]) -> Result<Vec<std::ffi::OsString>, String> {
+    if artifacts.iter().all(|a| a.runtime.is_empty()) {
+        return Ok(Vec::new());
+    }
+    Ok(vec![
+        runtime_library()?.into_os_string(),
+        "-lpthread".into(),
+        "-ldl".into(),
+    ])
+}
+
+/// Writes the objects into `dir`, links them into one shared library (with kiln's runtime
+/// library where one calls it) and loads it.
 pub fn link(artifacts: &[&AotArtifact], dir: &Path) -> Result<Library, String> {
     std::fs::create_dir_all(dir).map_err(|e| e.to_string())?;
     let mut objects = Vec::new();
@@ -69,6 +117,7 @@ pub fn link(artifacts: &[&AotArtifact], dir: &Path) -> Result<Library, String> {
         .args(&objects)
         .arg("-o")
         .arg(&so)
+        .args(runtime_args(artifacts)?)
         .arg("-lm")
         .output()
         .map_err(|e| format!("cc: {e}"))?;

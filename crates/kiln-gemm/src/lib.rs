@@ -1,5 +1,10 @@
-//! kiln's float GEMM: `C = A B` for f32 and f64 on hosts with AVX2 and FMA, matrixmultiply's
-//! elsewhere.
+//! kiln's float GEMM: `C = A B` for f32 and f64 on hosts with AVX2 and FMA.
+//!
+//! A crate of its own so that one GEMM serves both the JIT (kiln's `gemm` module wraps it for
+//! ndarray views) and ahead-of-time objects, which call it from kiln's runtime library
+//! (`crates/kiln-rt`, a static library built from this crate without threads). Objects then
+//! give the JIT's bits at the JIT's speed (docs/decisions.md, "One GEMM for the JIT and
+//! objects").
 //!
 //! Written here, not taken from a crate, because the crates measured slower than OpenBLAS on
 //! W4 (matrixmultiply 1.16x numpy's time; `gemm` 0.18 no faster, see docs/decisions.md), and
@@ -22,7 +27,6 @@ mod transpose;
 
 use job::Job;
 use kernel::{Kernel, MR};
-use ndarray::{ArrayView2, ArrayViewMut2};
 use pack::Buffer;
 
 /// Cache blocking: `mc` rows of A and `kc` of k per packed block, `nc` columns of B per
@@ -44,14 +48,6 @@ pub fn k_step(k: usize, kc: usize) -> usize {
     // storing C).
     let chunks = k.div_ceil(kc.max(1));
     k.div_ceil(chunks.max(1))
-}
-
-/// The `kc` of the blocking kiln's compiled code uses for floats of `dtype` (f32 or f64).
-pub fn default_kc(dtype: crate::ir::DType) -> usize {
-    match dtype {
-        crate::ir::DType::F64 => <f64 as Element>::BLOCKING.kc,
-        _ => <f32 as Element>::BLOCKING.kc,
-    }
 }
 
 mod sealed {
@@ -132,68 +128,10 @@ impl Element for f64 {
     }
 }
 
-/// Whether the host runs kiln's kernels (AVX2 and FMA); where not, [`crate::perform`] uses
-/// matrixmultiply's.
+/// Whether the host runs these kernels (AVX2 and FMA); where not, kiln's `perform` uses
+/// matrixmultiply's and objects their own loop.
 pub fn available() -> bool {
     std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
-}
-
-/// `c = a b` on rayon's threads with the default blocking, C only written. `None` (and C
-/// untouched) where the host lacks AVX2 or FMA, or the shapes do not chain.
-pub fn product<T: Element>(a: ArrayView2<T>, b: ArrayView2<T>, c: ArrayViewMut2<T>) -> Option<()> {
-    product_on(a, b, c, rayon::current_num_threads())
-}
-
-/// [`product`] on at most `threads` threads (1: the calling thread alone, as each product of
-/// a batch whose entries run side by side).
-pub fn product_on<T: Element>(
-    a: ArrayView2<T>,
-    b: ArrayView2<T>,
-    mut c: ArrayViewMut2<T>,
-    threads: usize,
-) -> Option<()> {
-    let (a, b, c) = checked(&a, &b, &mut c)?;
-    // SAFETY: `checked` vouches for the views and the features.
-    unsafe { gemm(a, b, c, threads, T::BLOCKING) };
-    Some(())
-}
-
-/// `w = w - (a b) scale` (see [`gemm_update`]) on rayon's threads with the default blocking.
-/// `None` (and W untouched) where the host lacks AVX2 or FMA, or the shapes do not chain.
-pub fn update<T: Element>(
-    a: ArrayView2<T>,
-    b: ArrayView2<T>,
-    mut w: ArrayViewMut2<T>,
-    scale: T,
-) -> Option<()> {
-    let (a, b, w) = checked(&a, &b, &mut w)?;
-    // SAFETY: `checked` vouches for the views and the features.
-    unsafe { gemm_update(a, b, w, scale, rayon::current_num_threads(), T::BLOCKING) };
-    Some(())
-}
-
-/// The views of a safe call as matrices, where the host runs the kernels and the shapes
-/// chain. They address their elements, and the output's is a unique borrow, so it overlaps
-/// neither operand.
-#[allow(clippy::type_complexity)]
-fn checked<T: Element>(
-    a: &ArrayView2<T>,
-    b: &ArrayView2<T>,
-    c: &mut ArrayViewMut2<T>,
-) -> Option<(Mat<*const T>, Mat<*const T>, Mat<*mut T>)> {
-    let ((m, k), (k2, n)) = (a.dim(), b.dim());
-    if !available() || k != k2 || c.dim() != (m, n) {
-        return None;
-    }
-    let (rs, cs) = (c.strides()[0], c.strides()[1]);
-    let c = Mat {
-        ptr: c.as_mut_ptr(),
-        rows: m,
-        cols: n,
-        rs,
-        cs,
-    };
-    Some((Mat::of(a), Mat::of(b), c))
 }
 
 /// A strided matrix: `rows x cols`, element `(i, j)` at `ptr + i * rs + j * cs`.
@@ -220,19 +158,6 @@ impl<P> Mat<P> {
 }
 
 impl<T> Mat<*const T> {
-    /// The view's shape and strides.
-    pub fn of(v: &ArrayView2<T>) -> Self {
-        let (rows, cols) = v.dim();
-        let (rs, cs) = (v.strides()[0], v.strides()[1]);
-        Mat {
-            ptr: v.as_ptr(),
-            rows,
-            cols,
-            rs,
-            cs,
-        }
-    }
-
     /// The submatrix from `(i, j)` on (its shape left as it was: only the origin moves).
     unsafe fn at(self, i: usize, j: usize) -> Self {
         let ptr = self.ptr.offset(i as isize * self.rs + j as isize * self.cs);
@@ -250,7 +175,7 @@ unsafe impl<T: Sync> Sync for Mat<*const T> {}
 /// took 3.3-3.4 ms against 2.9-3.0 at 2^18; W4, W5 and the GPT step did not move.
 pub const PARALLEL_MIN: usize = 1 << 18;
 
-/// `C = A B` on up to `threads` of rayon's threads. C is only written (it may hold anything
+/// `C = A B` on up to `threads` of rayon's threads (one without the `threads` feature). C is only written (it may hold anything
 /// before); with `k = 0` it is zeroed.
 ///
 /// # Safety
@@ -356,26 +281,39 @@ unsafe fn run<T: Element>(
     let nc = blocking.nc.div_ceil(T::NR).max(1) * T::NR;
     let kc = blocking.kc.max(1);
     let blocking = Blocking { mc, kc, nc };
-    let threads = if m.saturating_mul(n).saturating_mul(k) < PARALLEL_MIN {
-        1
-    } else {
-        threads.max(1)
-    };
+    let threads =
+        if !cfg!(feature = "threads") || m.saturating_mul(n).saturating_mul(k) < PARALLEL_MIN {
+            1
+        } else {
+            threads.max(1)
+        };
     with_buffer(&B_PANEL, |panel| {
         let panel = panel.get::<T>(nc.min(n).div_ceil(T::NR) * T::NR * kc.min(k));
         let job = Job::new(a, b, c, update, blocking, panel, threads);
         if threads == 1 {
             job.work();
         } else {
-            let job = &job;
-            rayon::scope(|s| {
-                for _ in 1..threads {
-                    s.spawn(move |_| job.work());
-                }
-                job.work();
-            });
+            on_threads(&job, threads);
         }
     });
+}
+
+/// Runs `job` on `threads` of rayon's threads, this one among them.
+#[cfg(feature = "threads")]
+fn on_threads<T: Element>(job: &Job<T>, threads: usize) {
+    rayon::scope(|s| {
+        for _ in 1..threads {
+            s.spawn(move |_| job.work());
+        }
+        job.work();
+    });
+}
+
+/// Without the `threads` feature (kiln's runtime library for objects) every product runs on
+/// the calling thread: the job's pieces, one after another, are the same sums.
+#[cfg(not(feature = "threads"))]
+fn on_threads<T: Element>(job: &Job<T>, _threads: usize) {
+    job.work();
 }
 
 /// Scratch buffers kept between products, taken by whichever thread needs one: packed B

@@ -246,7 +246,7 @@ mod tests {
     /// Run in that order on one thread, the product is still the one run in order.
     #[test]
     fn own_column_pieces_at_different_chunks_keep_their_slivers() {
-        if !crate::gemm::available() {
+        if !crate::available() {
             eprintln!("skipped: this host lacks AVX2 or FMA");
             return;
         }
