@@ -337,8 +337,8 @@ fn random_programs_agree_ahead_of_time() {
         };
         let ins: Vec<&kiln::Var> = case.inputs.iter().collect();
         let outs: Vec<&kiln::Var> = case.outputs.iter().collect();
-        // Every other program multiplies in kiln's runtime library: the JIT's GEMM, so the
-        // same bits.
+        // Every other program calls kiln's runtime library (products, math): the JIT's GEMM
+        // and host math, so the same bits.
         let options = kiln::aot::AotOptions {
             symbol: Some(format!("random_{i}")),
             runtime: i % 2 == 1,
@@ -372,7 +372,7 @@ fn random_programs_agree_ahead_of_time() {
     flush(&mut batch);
     eprintln!(
         "{compiled} programs ran ahead of time, {with_ifelse} of them with an ifelse, \
-         {with_runtime} with products in kiln's runtime library"
+         {with_runtime} calling kiln's runtime library"
     );
     assert!(
         compiled > 0 || n < 20 || only.is_some(),
@@ -380,7 +380,7 @@ fn random_programs_agree_ahead_of_time() {
     );
     assert!(
         with_runtime > 0 || n < 200 || only.is_some(),
-        "no random program multiplied in kiln's runtime library"
+        "no random program called kiln's runtime library"
     );
 }
 

@@ -166,9 +166,9 @@ fn kernels_call_the_buffer_functions_where_the_host_has_them() {
     // along the rows, so `exp(x - z)` may call the shifted exponential's buffer function and
     // `sin(t + y)` the biased sine's.
     let calls: [&[&str]; 3] = [
-        &["kiln_vmath_exp_f32", "kiln_vmath_shifted_exp_f32"],
-        &["kiln_vmath_sin_f32", "kiln_vmath_biased_sin_f32"],
-        &["kiln_vmath_tanh_f32", "kiln_vmath_biased_tanh_f32"],
+        &["kiln_rt_vmath_exp_f32", "kiln_rt_vmath_shifted_exp_f32"],
+        &["kiln_rt_vmath_sin_f32", "kiln_rt_vmath_biased_sin_f32"],
+        &["kiln_rt_vmath_tanh_f32", "kiln_rt_vmath_biased_tanh_f32"],
     ];
     if kiln::jit_cpu::host_math::enabled() {
         for c in calls {
@@ -344,7 +344,7 @@ fn maps_ending_in_a_math_op_give_the_evaluators_bits() {
             .unwrap();
     });
     if kiln::jit_cpu::host_math::enabled() {
-        assert!(text.contains("kiln_vmath_biased_tanh_f32"), "{text}");
+        assert!(text.contains("kiln_rt_vmath_biased_tanh_f32"), "{text}");
     } else {
         eprintln!("host math is off here (no AVX2 + FMA, or KILN_CPU_HOST_MATH=0)");
     }

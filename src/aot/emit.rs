@@ -51,7 +51,8 @@ struct Library {
     sorts: HashMap<DType, FuncId>,
     kernels: String,
     clif: String,
-    /// Whether float products call kiln's runtime library (`AotOptions::runtime`).
+    /// Whether float products call kiln's runtime library, and kernels its math functions
+    /// (`AotOptions::runtime`).
     runtime: bool,
 }
 
@@ -69,7 +70,7 @@ impl Library {
             return Ok(id);
         }
         let name = format!("{symbol}_k{}", self.maps.len());
-        let (id, text) = define_map_kernel(module, &name, program, n_in)
+        let (id, text) = define_map_kernel(module, &name, program, n_in, self.runtime)
             .map_err(|e| Error::Unsupported(format!("{what}: cannot compile the kernel: {e}")))?;
         let _ = writeln!(self.kernels, "{name}: map, {n_in} inputs: {program}");
         self.clif.push_str(&text);
@@ -79,7 +80,7 @@ impl Library {
     }
 
     /// The JIT's reduction kernel for `op` of what `program` computes from `n_in` inputs,
-    /// without host math; with cursor leaves (`nd`) where the reduced dims may not merge, as
+    /// with host math only where the object links kiln's runtime library; with cursor leaves (`nd`) where the reduced dims may not merge, as
     /// the JIT decides it: only several reduced axes can fail to.
     #[allow(clippy::too_many_arguments)]
     fn reduction(
@@ -107,7 +108,7 @@ impl Library {
             &along,
             nd,
             VectorLeaves::Both,
-            false,
+            self.runtime,
         )
         .map_err(|e| Error::Unsupported(format!("{what}: cannot compile the kernel: {e}")))?;
         let _ = writeln!(

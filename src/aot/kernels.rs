@@ -57,7 +57,8 @@ pub fn runtime_gemm(dtype: DType) -> Option<String> {
     matches!(dtype, DType::F32 | DType::F64).then(|| format!("{RUNTIME_PREFIX}gemm_{dtype}"))
 }
 
-/// What the symbols of kiln's runtime library start with (they are no `kiln_*` helper).
+/// What the symbols of kiln's runtime library start with (they are no `kiln_*` helper): its
+/// products and the math expansions' buffer functions (`kiln_math::symbols`).
 pub const RUNTIME_PREFIX: &str = "kiln_rt_";
 
 /// `fn(m, n, k, kstep, a, a_rs, a_cs, b, b_rs, c)`: `c = a @ b` with `a` an `m x k` matrix at

@@ -77,10 +77,12 @@ pub struct AotOptions {
     pub symbol: Option<String>,
     /// Optimizer switches and dumps, as for the JIT.
     pub optimizer: OptimizeOptions,
-    /// Float matrix products (and so convolutions) call kiln's GEMM in kiln's runtime library,
-    /// `libkiln_rt.a` (`cargo build --release -p kiln-rt`), which the program then links: the
-    /// JIT's speed and bits, where the object's own loop nest is about half as fast. Off, the
-    /// object needs nothing but libm. x86_64 only (`kiln aot --runtime`).
+    /// Float matrix products (and so convolutions) call kiln's GEMM, and kernels hand their
+    /// transcendentals to the 256-bit math functions the JIT's kernels call, both in kiln's
+    /// runtime library, `libkiln_rt.a` (`cargo build --release -p kiln-rt`), which the program
+    /// then links: the JIT's speed and bits, where the object's own loop nest and inline math
+    /// are about half as fast. Off, the object needs nothing but libm. x86_64 only
+    /// (`kiln aot --runtime`).
     pub runtime: bool,
 }
 

@@ -34,31 +34,9 @@ pub enum Finish {
     DivideByCount,
 }
 
-/// numpy's pairwise summation, as data: a run of at most `block` elements is added in `lanes`
-/// interleaved partial sums (element `i` into partial `i % lanes`), which are then added as a
-/// balanced tree (`((p0 + p1) + (p2 + p3)) + ((p4 + p5) + (p6 + p7))`), and the elements after
-/// the last whole group of `lanes` one by one onto that; a run of fewer than `lanes` elements
-/// is added one by one from 0. A longer run splits at [`Pairwise::mid`] and its halves' sums
-/// are added. Every backend that claims the reference's bits for a float sum follows this.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
-pub struct Pairwise {
-    pub block: usize,
-    pub lanes: usize,
-}
-
-impl Pairwise {
-    /// Where a run of `n > block` elements splits: half, rounded down to a multiple of
-    /// `lanes` (a power of two), as numpy does.
-    pub const fn mid(self, n: usize) -> usize {
-        (n / 2) & !(self.lanes - 1)
-    }
-}
-
-/// The summation order of every float `sum` and `mean`.
-pub const PAIRWISE: Pairwise = Pairwise {
-    block: 128,
-    lanes: 8,
-};
+/// numpy's pairwise summation, as data (defined with the math expansions, whose summing
+/// buffer functions follow it too).
+pub use kiln_math::{Pairwise, PAIRWISE};
 
 /// The order in which a reduction combines its elements. Float sums split long ranges
 /// (`Pairwise`); every float reduction takes a range in eight interleaved partials combined as

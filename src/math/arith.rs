@@ -12,7 +12,7 @@
 //! Integers use the emitter's integer lanes: `i32` values with an `f32` emitter, `i64` with
 //! an `f64` one.
 
-use super::emit::{Emit, Eval32, Eval64, Prec};
+use super::{Emit, Eval32, Eval64, Prec};
 
 /// The emitter precision whose lanes hold values of `d`: `i32` (and `f32`) in `F32` lanes,
 /// `i64` (and `f64`) in `F64` lanes.

@@ -1,15 +1,22 @@
 //! kiln's runtime library for ahead-of-time objects (`libkiln_rt.a`).
 //!
-//! An object compiled with `AotOptions::runtime` (`kiln aot --runtime`) calls its float matrix
-//! products here, in kiln's GEMM (the `kiln-gemm` crate, the JIT's own), instead of the loop
-//! nest it otherwise carries: Cranelift, which writes the objects, has only 128-bit vectors,
-//! so a product it generates runs at about half the speed of the GEMM's AVX2 tiles. Both sum
-//! every element in the same order, so an object gives the same bits either way.
+//! An object compiled with `AotOptions::runtime` (`kiln aot --runtime`) calls two things here
+//! that the JIT runs too, where it would otherwise carry code of its own:
+//! - its float matrix products, in kiln's GEMM (the `kiln-gemm` crate), instead of its loop
+//!   nest;
+//! - its kernels' transcendentals (`exp`, `tanh`, ...), in the math expansions' 256-bit buffer
+//!   functions (`kiln_math::avx2`, exported by `vmath`), instead of inline 128-bit code.
+//!
+//! Cranelift, which writes the objects, has only 128-bit vectors, so its products and math run
+//! at about half the speed of rustc's AVX2 code. Both compute the same operations in the same
+//! order, so an object gives the same bits either way.
 //!
 //! Build it with `cargo build --release -p kiln-rt` (it is `target/release/libkiln_rt.a`) and
 //! link it after the objects: `cc main.c f.o target/release/libkiln_rt.a -lm -o main`. Each
 //! product runs on the calling thread; the library starts no threads. Its packing buffers are
 //! allocated on first use and kept (one set per thread that multiplies at once).
+
+mod vmath;
 
 use kiln_gemm::{Element, Mat};
 

@@ -22,8 +22,10 @@
 //! - a float sum of the last math op's result itself (`sum(exp(x - max))`) takes its leaf's
 //!   whole sum from a summing buffer function, which adds in the leaf's order.
 //!
-//! Only the JIT uses this (the buffer functions live in this process); ahead-of-time objects
-//! keep the inline math and stand alone. `KILN_CPU_HOST_MATH=0` turns it off (to compare).
+//! The JIT resolves the buffer functions in this process. Ahead-of-time objects keep the
+//! inline math and stand alone, unless they link kiln's runtime library
+//! (`AotOptions::runtime`), which exports the same functions under the same names
+//! (`kiln_math::symbols`). `KILN_CPU_HOST_MATH=0` turns it off (to compare).
 //!
 //! Measured on logsumexp rows of 4096 f32 (W3), one thread: see `docs/decisions.md`.
 
@@ -63,52 +65,30 @@ fn available() -> bool {
 }
 
 /// The name generated code imports the buffer function of `f` in `d` under: `f(src[i])`,
-/// or with `shifted` `f(src[i] - shift)`.
+/// or with `shifted` `f(src[i] - shift)` (`kiln_math::symbols`, which kiln's runtime library
+/// exports too).
 pub fn symbol(f: MathFn, d: DType, shifted: bool) -> &'static str {
-    let table = if shifted { &SHIFTED_NAMES } else { &NAMES };
-    table[index(f)][(d == DType::F64) as usize]
+    kiln_math::symbols::map(f, prec(d), shifted)
 }
 
 /// The name generated code imports the biased buffer function of `f` in `d` under:
 /// `f(src[i] + bias[i])` (`Stage::biased`).
 pub fn biased_symbol(f: MathFn, d: DType) -> &'static str {
-    BIASED_NAMES[index(f)][(d == DType::F64) as usize]
+    kiln_math::symbols::biased(f, prec(d))
 }
 
 /// The name generated code imports the summing buffer function of `f` in `d` under (the sum
 /// of `f` over a buffer, in a float sum's leaf order; less `shift` with `shifted`).
 pub fn sum_symbol(f: MathFn, d: DType, shifted: bool) -> &'static str {
-    let table = if shifted {
-        &SUM_SHIFTED_NAMES
-    } else {
-        &SUM_NAMES
-    };
-    table[index(f)][(d == DType::F64) as usize]
+    kiln_math::symbols::sum(f, prec(d), shifted)
 }
 
-fn index(f: MathFn) -> usize {
-    MathFn::ALL.iter().position(|&g| g == f).unwrap_or(0)
+fn prec(d: DType) -> crate::math::Prec {
+    match d {
+        DType::F64 => crate::math::Prec::F64,
+        _ => crate::math::Prec::F32,
+    }
 }
-
-/// The import names of every function in both dtypes, in `MathFn::ALL`'s order.
-macro_rules! names {
-    ($prefix:literal) => {
-        names!($prefix; exp expm1 log log1p sin cos tan tanh sigmoid erf)
-    };
-    ($prefix:literal; $($f:ident)*) => {
-        [$([
-            concat!($prefix, stringify!($f), "_f32"),
-            concat!($prefix, stringify!($f), "_f64"),
-        ]),*]
-    };
-}
-
-type Names = [[&'static str; 2]; 10];
-const NAMES: Names = names!("kiln_vmath_");
-const SHIFTED_NAMES: Names = names!("kiln_vmath_shifted_");
-const SUM_NAMES: Names = names!("kiln_vmath_sum_");
-const SUM_SHIFTED_NAMES: Names = names!("kiln_vmath_sum_shifted_");
-const BIASED_NAMES: Names = names!("kiln_vmath_biased_");
 
 /// The buffer functions by name, for the JIT's symbol table (none without AVX2 and FMA).
 pub fn symbols() -> Vec<(&'static str, *const u8)> {
@@ -361,12 +341,15 @@ mod tests {
         for f in MathFn::ALL {
             for (d, s) in [(DType::F32, "f32"), (DType::F64, "f64")] {
                 let n = f.name();
-                assert_eq!(symbol(f, d, false), format!("kiln_vmath_{n}_{s}"));
-                assert_eq!(symbol(f, d, true), format!("kiln_vmath_shifted_{n}_{s}"));
-                assert_eq!(sum_symbol(f, d, false), format!("kiln_vmath_sum_{n}_{s}"));
+                assert_eq!(symbol(f, d, false), format!("kiln_rt_vmath_{n}_{s}"));
+                assert_eq!(symbol(f, d, true), format!("kiln_rt_vmath_shifted_{n}_{s}"));
+                assert_eq!(
+                    sum_symbol(f, d, false),
+                    format!("kiln_rt_vmath_sum_{n}_{s}")
+                );
                 assert_eq!(
                     sum_symbol(f, d, true),
-                    format!("kiln_vmath_sum_shifted_{n}_{s}")
+                    format!("kiln_rt_vmath_sum_shifted_{n}_{s}")
                 );
             }
         }

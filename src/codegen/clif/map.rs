@@ -75,14 +75,25 @@ const UNROLL: i64 = 4;
 /// the row or constant along it (inner stride 0: loaded once per row and splat) and every
 /// output is contiguous. Otherwise, and for the tail, a scalar loop runs the same operation
 /// sequence, so a value does not depend on which loop computed it.
+///
+/// With `host_math` (and where `host_math::enabled()`), the vector loop hands its math to the
+/// buffer functions as the JIT's kernels do: objects that link kiln's runtime library, which
+/// exports them.
 pub fn define_map_kernel<M: Module>(
     module: &mut M,
     name: &str,
     program: &ScalarProgram,
     n_in: usize,
+    host_math: bool,
 ) -> Result<(FuncId, String)> {
     let bcast = vec![Bcast::Unknown; n_in];
-    define_map_kernel_staged(module, name, program, &bcast, false)
+    define_map_kernel_staged(
+        module,
+        name,
+        program,
+        &bcast,
+        host_math && host_math::enabled(),
+    )
 }
 
 /// `define_map_kernel`, knowing from the types which inputs are broadcast along the row

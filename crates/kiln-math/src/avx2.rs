@@ -12,7 +12,7 @@
 //! would be out-of-line calls in code compiled without AVX.
 
 use super::{unary_inline as unary, Emit, Eval32, Eval64, MathFn, Prec};
-use crate::ir::PAIRWISE;
+use crate::PAIRWISE;
 
 use std::arch::x86_64::*;
 

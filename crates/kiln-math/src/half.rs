@@ -152,7 +152,7 @@ pub fn i64_to_f64_odd<E: Emit>(e: &mut E, x: E::I) -> E::F {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::math::Eval32;
+    use crate::Eval32;
     use half::{bf16, f16};
 
     #[test]
@@ -196,7 +196,7 @@ mod tests {
 
     #[test]
     fn i64s_round_to_odd_into_f64_exactly() {
-        use crate::math::Eval64;
+        use crate::Eval64;
         // Toward zero, the last bit set where inexact, from the exact value (in i128).
         let reference = |i: i64| {
             let d = i as f64;
