@@ -1,8 +1,11 @@
-//! The ops that compile ahead of time since the new-ops issue (convolution, pooling, an
-//! embedding lookup, a recurrent `scan`, a sort) timed in their object against the CPU
-//! backend (JIT), in one process on the same inputs, both on one thread, runs alternating so
-//! that a busy machine slows both alike. The objects are linked into one shared library with
-//! `cc` and called through `dlopen`, into output arrays and a scratch area allocated once.
+//! Ahead-of-time objects timed against the CPU backend (JIT): the ops that compile ahead of
+//! time since the new-ops issue (convolution, pooling, an embedding lookup, a recurrent
+//! `scan`, a sort), an MLP's forward pass and the GPT inference of `examples/gpt.rs` (its
+//! weights inputs here). Each workload is compiled twice, self-contained and with kiln's
+//! runtime library (`AotOptions::runtime`: the JIT's GEMM and host math), and timed in one
+//! process on the same inputs, all on one thread, runs alternating so that a busy machine
+//! slows them alike. The objects are linked into one shared library with `cc` and called
+//! through `dlopen`, into output arrays and a scratch area allocated once.
 //!
 //! ```sh
 //! cargo run --release --example aot_ops_bench [runs]
@@ -97,31 +100,48 @@ mod unix {
                 build: |v| vec![kiln::nn::gelu(&(v[0].matmul(&v[1]) + &v[2])).matmul(&v[3])],
             },
             Work {
-                name: "GPT block inference: B 16, T 64, d 128, 4 heads",
+                name: "GPT inference (examples/gpt.rs): 2 blocks, B 16, T 64",
                 inputs: {
-                    let mut w = vec![normal(&[16, 64, 128], 14)];
-                    for (i, shape) in [[128, 128], [128, 128], [128, 128], [128, 128], [128, 512]]
-                        .iter()
-                        .enumerate()
-                    {
-                        w.push(normal(shape, 15 + i as u64));
+                    let tokens: Vec<i64> = (0..16 * 64).map(|i: i64| i * 7919 % 256).collect();
+                    let tokens = ndarray::ArrayD::from_shape_vec(ndarray::IxDyn(&[16, 64]), tokens);
+                    let mut w = vec![Tensor::from(tokens.unwrap())];
+                    w.push(normal(&[256, 128], 14));
+                    w.push(normal(&[64, 128], 15));
+                    for b in 0..2u64 {
+                        for (i, shape) in [[128, 128], [128, 128], [128, 128], [128, 128]]
+                            .iter()
+                            .chain(&[[128, 512], [512, 128]])
+                            .enumerate()
+                        {
+                            w.push(normal(shape, 16 + 6 * b + i as u64));
+                        }
                     }
-                    w.push(normal(&[512, 128], 20));
+                    w.push(normal(&[128, 256], 30));
                     w
                 },
-                build: |v| vec![gpt_block(v)],
+                build: |v| {
+                    let mut h = v[1].take(&v[0], 0) + &v[2];
+                    for b in 0..2 {
+                        h = gpt_block(&h, &v[3 + 6 * b..9 + 6 * b]);
+                    }
+                    vec![norm(&h).reshape(&[16 * 64, 128]).matmul(&v[15])]
+                },
             },
         ]
     }
 
-    /// A pre-norm transformer block (`examples/gpt.rs`'s, its weights inputs here): causal
-    /// self-attention, then the MLP, each added to its input; layer norms without gain.
-    fn gpt_block(v: &[Var]) -> Var {
-        let (h, wq, wk, wv, wo, w1, w2) = (&v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &v[6]);
-        let g = h.graph();
-        let filled = |x: f32| g.constant(ndarray::ArrayD::from_elem(ndarray::IxDyn(&[128]), x));
-        let (ones, zeros) = (filled(1.0), filled(0.0));
-        let norm = |x: &Var| kiln::nn::layer_norm(x, &ones, &zeros, 1e-5);
+    /// Layer norm over the last axis (of 128), without gain or bias.
+    fn norm(x: &Var) -> Var {
+        let g = x.graph();
+        let filled = |v: f32| g.constant(ndarray::ArrayD::from_elem(ndarray::IxDyn(&[128]), v));
+        kiln::nn::layer_norm(x, &filled(1.0), &filled(0.0), 1e-5)
+    }
+
+    /// A pre-norm transformer block (`examples/gpt.rs`'s, its weights `w` inputs here: q, k, v,
+    /// the output projection, the MLP's two): causal self-attention, then the MLP, each added
+    /// to its input; layer norms without gain.
+    fn gpt_block(h: &Var, w: &[Var]) -> Var {
+        let (wq, wk, wv, wo, w1, w2) = (&w[0], &w[1], &w[2], &w[3], &w[4], &w[5]);
         let heads = |x: &Var| x.reshape(&[16, 64, 4, 32]).transpose(&[0, 2, 1, 3]);
         let x = norm(h);
         let att = kiln::nn::attention(
@@ -145,7 +165,7 @@ mod unix {
             .build_global()
             .map_err(|e| e.to_string())?;
         let works = workloads();
-        // Each workload twice: self-contained, and multiplying in kiln's runtime library.
+        // Each workload twice: self-contained, and calling kiln's runtime library.
         let mut arts: Vec<[AotArtifact; 2]> = Vec::new();
         let mut jits = Vec::new();
         for (k, w) in works.iter().enumerate() {
@@ -180,7 +200,7 @@ mod unix {
         let dir = std::env::temp_dir().join(format!("kiln-aot-ops-bench-{}", std::process::id()));
         let refs: Vec<&AotArtifact> = arts.iter().flatten().collect();
         let lib = aot_lib::link(&refs, &dir)?;
-        println!("one thread, median of {runs} alternating runs (ms); AOT+rt multiplies in kiln's runtime library:");
+        println!("one thread, median of {runs} alternating runs (ms); AOT+rt calls kiln's runtime library:");
         println!(
             "{:<50} {:>9} {:>9} {:>8} {:>9} {:>8}",
             "", "JIT", "AOT", "JIT/AOT", "AOT+rt", "JIT/rt"
