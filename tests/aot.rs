@@ -1258,6 +1258,15 @@ fn unsupported_functions_are_errors_that_say_what() {
     assert!(e.contains("riscv64"), "{e}");
 }
 
+/// Runs the `kiln` tool with `args` (no dumps) and returns what it did.
+fn kiln_cli(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_kiln"))
+        .args(args)
+        .env_remove("KILN_DUMP")
+        .output()
+        .unwrap()
+}
+
 #[test]
 fn kiln_aot_writes_the_object_and_header_or_nothing() {
     let dir = tmpdir("cli");
@@ -1268,14 +1277,7 @@ fn kiln_aot_writes_the_object_and_header_or_nothing() {
     )
     .unwrap();
     let (obj, hdr) = (dir.join("f.o"), dir.join("f.h"));
-    let kiln = |args: &[&str]| {
-        Command::new(env!("CARGO_BIN_EXE_kiln"))
-            .args(args)
-            .env_remove("KILN_DUMP")
-            .output()
-            .unwrap()
-    };
-    let out = kiln(&[
+    let out = kiln_cli(&[
         "aot",
         kir.to_str().unwrap(),
         "-o",
@@ -1319,7 +1321,7 @@ fn kiln_aot_writes_the_object_and_header_or_nothing() {
     )
     .unwrap();
     let (obj2, hdr2) = (dir.join("g.o"), dir.join("g.h"));
-    let out = kiln(&[
+    let out = kiln_cli(&[
         "aot",
         bad.to_str().unwrap(),
         "-o",
@@ -1336,7 +1338,7 @@ fn kiln_aot_writes_the_object_and_header_or_nothing() {
     );
     assert!(!obj2.exists() && !hdr2.exists());
     // An unknown target.
-    let out = kiln(&[
+    let out = kiln_cli(&[
         "aot",
         kir.to_str().unwrap(),
         "-o",
@@ -1362,19 +1364,12 @@ fn kiln_aot_runtime_links_kilns_gemm() {
     )
     .unwrap();
     let (obj, hdr) = (dir.join("p.o"), dir.join("p.h"));
-    let kiln = |args: &[&str]| {
-        Command::new(env!("CARGO_BIN_EXE_kiln"))
-            .args(args)
-            .env_remove("KILN_DUMP")
-            .output()
-            .unwrap()
-    };
     let (k, o, h) = (
         kir.to_str().unwrap(),
         obj.to_str().unwrap(),
         hdr.to_str().unwrap(),
     );
-    let out = kiln(&["aot", k, "-o", o, "--header", h, "--runtime"]);
+    let out = kiln_cli(&["aot", k, "-o", o, "--header", h, "--runtime"]);
     assert!(
         out.status.success(),
         "{}",
@@ -1418,7 +1413,7 @@ fn kiln_aot_runtime_links_kilns_gemm() {
         assert_eq!(String::from_utf8_lossy(&run.stdout).trim(), want);
     }
     let obj2 = dir.join("q.o");
-    let out = kiln(&[
+    let out = kiln_cli(&[
         "aot",
         k,
         "-o",
