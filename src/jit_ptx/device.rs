@@ -55,10 +55,16 @@ fn row_major(shape: &[usize]) -> Vec<isize> {
 
 impl DeviceTensor {
     /// A row-major array of `dtype` and `shape` whose elements are not set yet.
+    /// An error, not an overflow, where its size in bytes does not fit in an address (a
+    /// result sized at run time from a huge attribute: a convolution's padding of 2^62).
     pub fn uninit(dev: &Arc<Device>, dtype: DType, shape: &[usize]) -> Result<DeviceTensor> {
-        let n: usize = shape.iter().product();
+        let bytes = crate::runtime::memory::array_bytes(dtype, shape).ok_or_else(|| {
+                Error::Runtime(format!(
+                    "an array of shape {shape:?} ({dtype}) needs more bytes than an address holds, more than can be allocated"
+                ))
+            })?;
         Ok(DeviceTensor {
-            buf: Arc::new(dev.alloc(n * dtype.size())?),
+            buf: Arc::new(dev.alloc(bytes)?),
             dtype,
             shape: shape.to_vec(),
             strides: row_major(shape),

@@ -185,9 +185,7 @@ fn cgroup_left() -> Option<u64> {
 /// to the host of a device's view (a broadcast costs a device nothing until it is copied out)
 /// is the one host array no step's check has seen.
 pub fn check_host_array(dtype: crate::ir::DType, shape: &[usize], what: &str) -> Result<(), Error> {
-    let bytes = shape
-        .iter()
-        .try_fold(dtype.size(), |n, &d| n.checked_mul(d));
+    let bytes = array_bytes(dtype, shape);
     if can_allocate(bytes) {
         return Ok(());
     }
@@ -195,6 +193,11 @@ pub fn check_host_array(dtype: crate::ir::DType, shape: &[usize], what: &str) ->
         "{what} of shape {shape:?} ({dtype}) needs {}, more than can be allocated",
         need_text(bytes)
     )))
+}
+
+/// The bytes an array of `dtype` and `shape` takes; `None` where that overflows an address.
+pub fn array_bytes(dtype: crate::ir::DType, shape: &[usize]) -> Option<usize> {
+    (shape.iter()).try_fold(dtype.size(), |n, &d| n.checked_mul(d))
 }
 
 /// `bytes` for an error: `12.3 GB`.
@@ -215,7 +218,7 @@ pub(super) fn check_stacked<D: super::device::Device>(
     entry: &[usize],
     dtype: crate::ir::DType,
 ) -> Result<(), Error> {
-    let bytes = (entry.iter().chain([&len])).try_fold(dtype.size(), |n, &d| n.checked_mul(d));
+    let bytes = array_bytes(dtype, entry).and_then(|b| b.checked_mul(len));
     match device.can_allocate(bytes) {
         true => Ok(()),
         false => Err(Error::Runtime(format!(
