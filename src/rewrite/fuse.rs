@@ -133,7 +133,9 @@ fn fuse_block(mut f: Func) -> Func {
     // custom ops' operands are looked up here.
     let original = f.body.clone();
     let defined_by = super::def_positions(&f);
-    let uses = super::read_counts(&f);
+    // How often each value is read, kept up to date as groups repeat shared producers.
+    let mut uses = super::read_counts(&f);
+    let outputs: std::collections::HashSet<Value> = f.outputs.iter().copied().collect();
     // The fusable instructions so far, by the value they define: (program, args).
     type Group = (ScalarProgram, Vec<Value>, HashMap<Value, usize>);
     let mut fusable: HashMap<Value, Group> = HashMap::new();
@@ -214,9 +216,19 @@ fn fuse_block(mut f: Func) -> Func {
                         b != a && !constants.contains_key(b) && &f.ty(*b).shape == result_ty
                     })
             };
+            // A cheap group that others read too is computed again here rather than read
+            // (XLA duplicates cheap producers the same way): once every reader does so, it
+            // is never stored. Not where this consumer broadcasts it, nor a function output
+            // (which is stored anyway).
+            let repeat_here = |a: &Value| {
+                fusable.get(a).is_some_and(|g| repeatable(&g.0))
+                    && !outputs.contains(a)
+                    && !broadcast_into(&f, *a, inst.results[0])
+            };
             let candidate = args.iter().copied().find(|a| {
                 (constants.contains_key(a) && shaped(a))
                     || (only_here(a) && fusable.contains_key(a) && !costly_here(a))
+                    || (!only_here(a) && repeat_here(a))
             });
             let Some(a) = candidate else { break };
             if let Some(c) = constants.get(&a) {
@@ -226,6 +238,7 @@ fn fuse_block(mut f: Func) -> Func {
                 inlined = true;
                 continue;
             }
+            let shared = !only_here(&a);
             let (pp, pa, preads) = &fusable[&a];
             if prog.insts.len() + pp.insts.len() > MAX_PROGRAM_INSTS {
                 break;
@@ -234,13 +247,31 @@ fn fuse_block(mut f: Func) -> Func {
             if na.len() > MAX_INPUTS {
                 break;
             }
-            local.remove(&a);
-            for (&v, &n) in preads {
+            let preads = preads.clone();
+            let here = local.remove(&a).unwrap_or(0);
+            for (&v, &n) in &preads {
                 *local.entry(v).or_default() += n;
             }
             prog = np;
             args = na;
             inlined = true;
+            if shared {
+                // This group reads the producer's inputs now, in place of the producer.
+                for (&v, &n) in &preads {
+                    *uses.entry(v).or_default() += n;
+                }
+                let left = uses.get(&a).copied().unwrap_or(0).saturating_sub(here);
+                uses.insert(a, left);
+                if left > 0 {
+                    continue;
+                }
+                // Its last reader repeated it: it goes, and with it its own reads.
+                for (&v, &n) in &preads {
+                    if let Some(u) = uses.get_mut(&v) {
+                        *u = u.saturating_sub(n);
+                    }
+                }
+            }
             dead[def_at[&a]] = true;
             gone.push(def_at[&a]);
             fusable.remove(&a);
@@ -284,6 +315,19 @@ fn fuse_block(mut f: Func) -> Func {
         .collect();
     remove_dead_constants(&mut f);
     f
+}
+
+/// The most operations (past its inputs and constants) a group may hold to be computed again
+/// by each of its readers rather than stored once.
+pub const MAX_REPEATED_OPS: usize = 2;
+
+/// Whether `p` is cheap enough to compute again in each reader: a few operations, none
+/// costly. Computing it again gives the same bits (the same operations on the same values).
+fn repeatable(p: &ScalarProgram) -> bool {
+    let ops = (p.insts.iter())
+        .filter(|i| !matches!(i.op, ScalarOp::Input(_) | ScalarOp::Const(_)))
+        .count();
+    ops <= MAX_REPEATED_OPS && !costly(p)
 }
 
 /// Whether `p` computes a costly op (`UnaryOp::is_costly`, or a power).
