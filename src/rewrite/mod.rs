@@ -1,5 +1,6 @@
 //! Rewrites of SSA functions, run in this order by [`optimize`] (`pipeline.rs`): dropping the
-//! unread outputs of scans ([`prune_scans`]), the e-graph pass
+//! unread outputs of scans ([`prune_scans`]), moving work out of scan loops
+//! ([`scan_pushout`]), the e-graph pass
 //! ([`egraph`]: merging duplicates, folding constants, canonicalizing, stabilizing and
 //! specializing rules, extraction by cost), merging inside regions with the values around them
 //! ([`merge_regions`]), Composite fusion ([`fuse`]), scheduling custom ops next to the adds
@@ -12,6 +13,7 @@ pub mod inplace;
 pub mod merge_regions;
 mod pipeline;
 pub mod prune_scans;
+pub mod scan_pushout;
 
 pub use egraph::simplify;
 pub use fuse::fuse;
@@ -25,25 +27,28 @@ use std::collections::{HashMap, HashSet};
 /// How often each value is read: by instructions (in any region), regions' yields and the
 /// function's outputs.
 pub(crate) fn read_counts(func: &Func) -> HashMap<Value, usize> {
-    fn count(body: &[Inst], reads: &mut HashMap<Value, usize>) {
-        for i in body {
-            for &a in &i.args {
-                *reads.entry(a).or_default() += 1;
-            }
-            for r in &i.regions {
-                count(&r.body, reads);
-                for &y in &r.yields {
-                    *reads.entry(y).or_default() += 1;
-                }
-            }
-        }
-    }
     let mut reads = HashMap::new();
-    count(&func.body, &mut reads);
+    count_reads(&func.body, &mut reads);
     for &o in &func.outputs {
         *reads.entry(o).or_default() += 1;
     }
     reads
+}
+
+/// Adds to `reads` how often `body` reads each value: its instructions' arguments and, at
+/// any depth, its regions' instructions and yields.
+pub(crate) fn count_reads(body: &[Inst], reads: &mut HashMap<Value, usize>) {
+    for i in body {
+        for &a in &i.args {
+            *reads.entry(a).or_default() += 1;
+        }
+        for r in &i.regions {
+            count_reads(&r.body, reads);
+            for &y in &r.yields {
+                *reads.entry(y).or_default() += 1;
+            }
+        }
+    }
 }
 
 /// Where each value is defined in the top-level body (its instruction's position).

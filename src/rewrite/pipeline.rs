@@ -27,7 +27,8 @@ impl Default for OptimizeOptions {
     }
 }
 
-/// The optimizer's stages, in order: dropping what no one reads from scans, the e-graph pass
+/// The optimizer's stages, in order: dropping what no one reads from scans, moving work out
+/// of scan loops (`rewrite::scan_pushout`), the e-graph pass
 /// (dumped as `egraph`, with what each phase did as comments above the function), merging inside regions with the values around them
 /// (`rewrite::merge_regions`), fusion (`fused`), then the in-place pass (`inplace`), which
 /// overwrites no parameter.
@@ -52,6 +53,7 @@ pub fn optimize_donating(
         ..Default::default()
     };
     super::prune_scans(&mut func);
+    super::scan_pushout::push_out_of_scans(&mut func);
     let (mut rewritten, report) = super::egraph::run_owned(func, &egraph_options);
     options.dump.dump(&rewritten.name, "egraph", || {
         format!("{report}{}", crate::ir::text::print_func(&rewritten))
