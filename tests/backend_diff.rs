@@ -174,7 +174,8 @@ fn random_programs_keep_their_state_whole_under_threads() {
     let n = cases_per_shard(600) * SHARDS;
     eprintln!("random programs under threads: seed {base}, up to {n} programs");
     let (mut ran, mut read) = (0, 0);
-    for i in 0..n {
+    let only = only_program();
+    for i in (0..n).filter(|&i| only.is_none_or(|o| o == i)) {
         let case = random_graph::build(&program_bytes(seed, i));
         if case.shared.is_none() || case.edges > 0 {
             continue;

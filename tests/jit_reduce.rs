@@ -879,3 +879,73 @@ fn a_sum_of_negative_zeros_is_positive_zero_optimized_or_not() {
         }
     }
 }
+
+/// A fused prologue whose second operand `m` is broadcast along some of the reduced axes and
+/// read along another, a `?` one that is 1 at the call: the reduced axes then merge into one
+/// along which `m` steps by 0, not by its element size. `m` is the first element of a larger
+/// array whose next elements are NaN, so a kernel that stepped through memory past it (as the
+/// row leaves did: random program 484 of seed 1796410791390762651) returns NaN.
+#[test]
+fn operands_broadcast_along_some_reduced_axes_are_not_read_past() {
+    for dtype in ["f32", "f64"] {
+        for axes in ["[0, 1, 2]", "[1, 2]"] {
+            let rt = if axes == "[0, 1, 2]" {
+                format!("{dtype}[]")
+            } else {
+                format!("{dtype}[4]")
+            };
+            let src = format!(
+                "func @f(%x: {dtype}[4, 6, ?], %m: {dtype}[1, 1, ?]) -> ({rt}) {{\n  %s = fused_reduce \"sum\" %x, %m {{axes = {axes}, program = \"%0 = input 0 : {dtype}; %1 = input 1 : {dtype}; %2 = maximum %0, %1 : {dtype}; %3 = tanh %2 : {dtype}; return %3\"}}\n  return %s\n}}\n"
+            );
+            let mut rng = Rng(5);
+            let x = tensor(dtype, &[4, 6, 1], &mut rng, false);
+            // One finite element, then NaNs: `m` is a view of the first.
+            let wide = match dtype {
+                "f32" => Tensor::F32(ArrayD::from_shape_fn(IxDyn(&[1, 1, 64]), |i| {
+                    if i[2] == 0 {
+                        0.25
+                    } else {
+                        f32::NAN
+                    }
+                })),
+                _ => Tensor::F64(ArrayD::from_shape_fn(IxDyn(&[1, 1, 64]), |i| {
+                    if i[2] == 0 {
+                        0.25
+                    } else {
+                        f64::NAN
+                    }
+                })),
+            };
+            let m = match &wide {
+                Tensor::F32(a) => {
+                    Tensor::F32(a.slice(ndarray::s![.., .., 0..1]).to_owned().into_dyn())
+                }
+                Tensor::F64(a) => {
+                    Tensor::F64(a.slice(ndarray::s![.., .., 0..1]).to_owned().into_dyn())
+                }
+                _ => unreachable!(),
+            };
+            let wide_view = match &wide {
+                Tensor::F32(a) => {
+                    kiln::TensorRef::F32(a.slice(ndarray::s![.., .., 0..1]).into_dyn())
+                }
+                Tensor::F64(a) => {
+                    kiln::TensorRef::F64(a.slice(ndarray::s![.., .., 0..1]).into_dyn())
+                }
+                _ => unreachable!(),
+            };
+            let want = compile(&src, Backend::Interp)
+                .call(&[x.view(), m.view()])
+                .unwrap()
+                .remove(0);
+            assert!(want.to_f64_vec().iter().all(|v| v.is_finite()), "{src}");
+            let got = compile(&src, Backend::Cpu)
+                .call(&[x.view(), wide_view])
+                .unwrap()
+                .remove(0);
+            // tanh's ulps (the interpreter's libm, the kernel's own).
+            let rel = if dtype == "f32" { 1e-5 } else { 1e-12 };
+            assert_close(&want, &got, rel, &src);
+        }
+    }
+}

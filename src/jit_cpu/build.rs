@@ -64,8 +64,15 @@ fn gen_spec(step: &crate::lower::Step) -> Option<GenSpec> {
 }
 
 /// For each argument of a reduction over `axes` (of its index space; `None`: all), whether the
-/// plan reads it broadcast along every one of those axes (always) or along none (never); the
-/// plan's access decides (`lower::access`), not the types.
+/// plan reads it broadcast along every one of those axes (always), along none (never), or
+/// along some (unknown: the kernel checks its stride at run time); the plan's access decides
+/// (`lower::access`), not the types.
+///
+/// An argument broadcast along some reduced axes only is not "never": where the axes it does
+/// read have extent 1 at run time (a `?` dim that is 1), the reduced axes merge into one
+/// along which it steps by 0, and a row leaf that took its stride to be its element size read
+/// past its end (random program 484 of seed 1796410791390762651: a sum over `max(state, x)`
+/// with `x: [1, ?, 1]` read 16 bytes a step from an array of one element).
 fn broadcast_along(step: &Step, axes: Option<&[usize]>) -> Vec<codegen::Bcast> {
     let crate::lower::Kernel::Reduce { access, space, .. } = &step.kernel else {
         unreachable!("only reductions are generated here")
@@ -75,10 +82,11 @@ fn broadcast_along(step: &Step, axes: Option<&[usize]>) -> Vec<codegen::Bcast> {
     access
         .iter()
         .map(|a| {
-            if axes.iter().all(|&ax| a.broadcast_on(ax)) {
-                codegen::Bcast::Always
-            } else {
-                codegen::Bcast::Never
+            let broadcast = axes.iter().filter(|&&ax| a.broadcast_on(ax)).count();
+            match broadcast {
+                n if n == axes.len() => codegen::Bcast::Always,
+                0 => codegen::Bcast::Never,
+                _ => codegen::Bcast::Unknown,
             }
         })
         .collect()

@@ -1219,7 +1219,8 @@ pub fn whole_state_under_threads(
                 None => {
                     result = Err(format!(
                         "{backend}: a state read while {threads} threads call is none that \
-                         calls made one at a time leave after {at} or more calls"
+                         calls made one at a time leave after {at} or more calls: {}",
+                        nearest_difference(&now, &states[at..])
                     ))
                 }
             }
@@ -1238,6 +1239,27 @@ pub fn whole_state_under_threads(
         }
         Ok(read)
     })
+}
+
+/// For a failure report: how a torn state `now` differs from the state in `states` it is
+/// nearest to (the one with the most entries equal).
+fn nearest_difference(now: &[(String, Tensor)], states: &[Vec<(String, Tensor)>]) -> String {
+    let equal = |a: &(String, Tensor), b: &(String, Tensor)| {
+        a.0 == b.0 && agree(&a.1, &b.1, true, true, DType::F64, 0.0).is_ok()
+    };
+    let nearest = (states.iter().enumerate())
+        .max_by_key(|(_, s)| s.iter().zip(now).filter(|(a, b)| equal(a, b)).count());
+    let Some((k, state)) = nearest else {
+        return "no state to compare with".into();
+    };
+    let differ: Vec<String> = (now.iter().zip(state))
+        .filter(|(a, b)| !equal(a, b))
+        .map(|(a, b)| format!("`{}` is {:?}, not {:?}", a.0, a.1, b.1))
+        .collect();
+    format!(
+        "nearest the state after {k} more calls, where {}",
+        differ.join("; ")
+    )
 }
 
 /// For a failure report: the first instruction (top level) whose value the unoptimized
