@@ -46,7 +46,9 @@ fn tensor(dtype: &str, shape: &[usize], rng: &mut Rng, specials: bool) -> Tensor
         "i64" => Tensor::I64(ArrayD::from_shape_fn(sh, |_| {
             (rng.next() % 1_000_003) as i64 - 500_000
         })),
-        _ => Tensor::Bool(ArrayD::from_shape_fn(sh, |_| n == 0 || rng.next() % 8 != 0)),
+        _ => Tensor::Bool(ArrayD::from_shape_fn(sh, |_| {
+            n == 0 || !rng.next().is_multiple_of(8)
+        })),
     }
 }
 
@@ -218,7 +220,7 @@ fn every_reduce_op_dtype_and_axes_agrees_with_the_interpreter() {
                         let xs: Vec<Tensor> = shapes(rank)
                             .iter()
                             .map(|shape| {
-                                let specials = rng.next() % 2 == 0;
+                                let specials = rng.next().is_multiple_of(2);
                                 tensor(dtype, shape, &mut rng, specials)
                             })
                             .collect();

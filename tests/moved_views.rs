@@ -46,7 +46,7 @@ fn random_view(rng: &mut Rng, shape: &[usize]) -> Op {
     let mut target: Vec<i64> = Vec::new();
     let mut left = n;
     while target.len() < 4 && left > 1 && rng.below(3) > 0 {
-        let d = (2..=left).find(|d| left % d == 0).unwrap();
+        let d = (2..=left).find(|d| left.is_multiple_of(*d)).unwrap();
         target.push(d as i64);
         left /= d;
     }

@@ -89,7 +89,7 @@ pub fn resolve_reshape(from: &[usize], to: &[i64]) -> Result<Vec<usize>, Error> 
     };
     match holes {
         0 if known == total => Ok(to.iter().map(|&d| d as usize).collect()),
-        1 if known != 0 && total % known == 0 => Ok(to
+        1 if known != 0 && total.is_multiple_of(known) => Ok(to
             .iter()
             .map(|&d| if d == -1 { total / known } else { d as usize })
             .collect()),

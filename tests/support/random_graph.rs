@@ -219,8 +219,8 @@ impl Fill {
             0 => f64::NAN,
             1 => -0.0,
             2 => 0.0,
-            3 if r % 5 == 0 => f64::INFINITY,
-            4 if r % 5 == 0 => f64::NEG_INFINITY,
+            3 if r.is_multiple_of(5) => f64::INFINITY,
+            4 if r.is_multiple_of(5) => f64::NEG_INFINITY,
             _ => ((r >> 8) % 49) as f64 / 8.0 - 3.0,
         }
     }
@@ -237,7 +237,9 @@ fn array(dtype: DType, shape: &[usize], fill: &mut Fill) -> Tensor {
         DType::F64 => Tensor::F64(ArrayD::from_shape_simple_fn(sh, || fill.float())),
         DType::I32 => Tensor::I32(ArrayD::from_shape_simple_fn(sh, || fill.int() as i32)),
         DType::I64 => Tensor::I64(ArrayD::from_shape_simple_fn(sh, || fill.int())),
-        DType::Bool => Tensor::Bool(ArrayD::from_shape_simple_fn(sh, || fill.next() % 2 == 0)),
+        DType::Bool => Tensor::Bool(ArrayD::from_shape_simple_fn(sh, || {
+            fill.next().is_multiple_of(2)
+        })),
         DType::F16 => Tensor::F16(ArrayD::from_shape_simple_fn(sh, || {
             kiln::ir::f16_of(fill.float())
         })),
