@@ -2,7 +2,28 @@
 //! link, `crates/kiln-rt`), with what kiln adds around it: safe calls on ndarray views and
 //! the blocking its compiled code uses per dtype.
 
-pub use kiln_gemm::{available, gemm, gemm_update, k_step, Blocking, Element, Mat, PARALLEL_MIN};
+pub use kiln_gemm::{
+    available, gemm, gemm_on, gemm_update, gemm_update_on, isa, k_step, Blocking, Element, Isa,
+    Mat, ISA_VAR, PARALLEL_MIN,
+};
+
+/// `6x32`: the rows and columns of the micro-tile the kernels of `isa` compute for `T`.
+pub fn tile_text<T: Element>(isa: Isa) -> String {
+    format!("{}x{}", kiln_gemm::MR, T::nr(isa))
+}
+
+/// The ISAs this host runs the kernels of, narrowest first (tests compare their bits).
+pub fn isas() -> Vec<Isa> {
+    Isa::ALL.into_iter().filter(|i| i.available()).collect()
+}
+
+/// An error where `KILN_CPU_ISA` names no ISA or one this CPU lacks (checked when a function
+/// is compiled, as `KILN_THREADS` is).
+pub fn check_isa_request() -> crate::error::Result<()> {
+    kiln_gemm::requested_isa()
+        .map(|_| ())
+        .map_err(crate::error::Error::Input)
+}
 use ndarray::{ArrayView2, ArrayViewMut2};
 
 /// The `kc` of the blocking kiln's compiled code uses for floats of `dtype` (f32 or f64).

@@ -1,11 +1,14 @@
 //! kiln's blocked GEMM (`kiln::gemm`) against an oracle that sums in the order it documents:
 //! k in near-equal chunks of at most `kc`, each chunk by FMAs in order from zero, the chunks
 //! added to C in order. The results must match bit for bit, for every shape around the tile and block edges, any
-//! operand strides (transposed, negative, gapped), on one thread or several.
+//! operand strides (transposed, negative, gapped), on one thread or several, and with the
+//! kernels of every ISA this host runs (AVX2; AVX-512 where present), which must agree.
 
 #![cfg(target_arch = "x86_64")]
 
-use kiln::gemm::{gemm, gemm_update, mat_of, product, update, Blocking, Element, Mat};
+use kiln::gemm::{
+    gemm_on, gemm_update_on, isas, mat_of, product, update, Blocking, Element, Isa, Mat,
+};
 use ndarray::{s, Array2, ArrayView2, ArrayViewMut2, Axis, ShapeBuilder};
 
 /// What the float types need for the oracle.
@@ -13,6 +16,7 @@ trait Num: Element + std::fmt::Debug + PartialEq {
     fn fma(a: Self, b: Self, c: Self) -> Self;
     fn from_i(i: u64) -> Self;
     fn nan() -> Self;
+    fn bits(self) -> u64;
 }
 impl Num for f32 {
     fn fma(a: f32, b: f32, c: f32) -> f32 {
@@ -24,6 +28,9 @@ impl Num for f32 {
     fn nan() -> f32 {
         f32::NAN
     }
+    fn bits(self) -> u64 {
+        self.to_bits().into()
+    }
 }
 impl Num for f64 {
     fn fma(a: f64, b: f64, c: f64) -> f64 {
@@ -34,6 +41,9 @@ impl Num for f64 {
     }
     fn nan() -> f64 {
         f64::NAN
+    }
+    fn bits(self) -> u64 {
+        self.to_bits()
     }
 }
 
@@ -74,11 +84,42 @@ fn run<T: Num>(
     threads: usize,
     blocking: Blocking,
 ) -> Array2<T> {
-    let mut store = nan_store::<T>(a.nrows(), b.ncols(), c_layout);
-    let mut c = view_of(&mut store, c_layout);
-    // SAFETY: the views address their elements and C is a distinct, writable array.
-    unsafe { gemm(mat_of(&a), mat_of(&b), mat_mut(&mut c), threads, blocking) };
-    c.to_owned()
+    on_every_isa(|isa| {
+        let mut store = nan_store::<T>(a.nrows(), b.ncols(), c_layout);
+        let mut c = view_of(&mut store, c_layout);
+        // SAFETY: the views address their elements, C is a distinct, writable array, and
+        // `isa` runs here.
+        unsafe {
+            gemm_on(
+                isa,
+                mat_of(&a),
+                mat_of(&b),
+                mat_mut(&mut c),
+                threads,
+                blocking,
+            )
+        };
+        c.to_owned()
+    })
+}
+
+/// `f`'s result with each ISA's kernels this host runs, which must all be the same bits (NaN
+/// included: `assert_eq!` calls two NaNs different, so the bits are compared).
+fn on_every_isa<T: Num>(f: impl Fn(Isa) -> Array2<T>) -> Array2<T> {
+    let mut first: Option<(Isa, Array2<T>)> = None;
+    for isa in isas() {
+        let got = f(isa);
+        match &first {
+            None => first = Some((isa, got)),
+            Some((isa0, want)) => assert!(
+                want.dim() == got.dim() && want.iter().zip(&got).all(|(p, q)| p.bits() == q.bits()),
+                "{} and {} kernels differ",
+                isa0.name(),
+                isa.name()
+            ),
+        }
+    }
+    first.expect("the host runs some ISA's kernels").1
 }
 
 /// NaN-filled room for an `m x n` output of the given layout: 0 row-major, 1 column-major,
@@ -318,21 +359,26 @@ fn run_update<T: Num>(
 ) -> (Array2<T>, Array2<T>) {
     let (m, n) = (a.nrows(), b.ncols());
     let w0 = values::<T>(m, n, 77);
-    let mut store = nan_store::<T>(m, n, w_layout);
-    let mut w = view_of(&mut store, w_layout);
-    w.assign(&w0);
-    // SAFETY: the views address their elements and W is a distinct, writable array.
-    unsafe {
-        gemm_update(
-            mat_of(&a),
-            mat_of(&b),
-            mat_mut(&mut w),
-            scale,
-            threads,
-            blocking,
-        )
-    };
-    (w0, w.to_owned())
+    let w = on_every_isa(|isa| {
+        let mut store = nan_store::<T>(m, n, w_layout);
+        let mut w = view_of(&mut store, w_layout);
+        w.assign(&w0);
+        // SAFETY: the views address their elements, W is a distinct, writable array, and
+        // `isa` runs here.
+        unsafe {
+            gemm_update_on(
+                isa,
+                mat_of(&a),
+                mat_of(&b),
+                mat_mut(&mut w),
+                scale,
+                threads,
+                blocking,
+            )
+        };
+        w.to_owned()
+    });
+    (w0, w)
 }
 
 fn check_update<T: Num>(

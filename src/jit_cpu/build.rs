@@ -99,6 +99,26 @@ pub fn compile(func: &Func, dump: &DumpOptions) -> Result<Box<dyn Executable>> {
     exec
 }
 
+/// The kernels dump's line for the plan's products (none where it has none): which ISA's
+/// GEMM kernels they run (`KILN_CPU_ISA`, else the widest this CPU has), and the dtypes.
+fn products_line(plan: &crate::lower::Plan) -> String {
+    let products: Vec<String> = (plan.all_steps().into_iter())
+        .filter(|s| matches!(s.kernel, crate::lower::Kernel::Gemm { .. }))
+        .map(|s| format!("%{}", s.results[0].0))
+        .collect();
+    if products.is_empty() {
+        return String::new();
+    }
+    let isa = crate::gemm::isa();
+    format!(
+        "products {}: gemm, {} kernels ({} f32 tiles, {} f64)\n",
+        products.join(", "),
+        isa.name(),
+        crate::gemm::tile_text::<f32>(isa),
+        crate::gemm::tile_text::<f64>(isa),
+    )
+}
+
 /// Shards are worth their module only with a few kernels each.
 const KERNELS_PER_SHARD: usize = 3;
 
@@ -164,7 +184,9 @@ fn compile_kernels(func: &Func, dump: &DumpOptions) -> Result<Box<dyn Executable
     lines.sort_by_key(|(k, _)| *k);
     clifs.sort_by_key(|(k, _)| *k);
     dump.dump(&func.name, "kernels", || {
-        lines.iter().map(|(_, l)| l.as_str()).collect::<String>()
+        let mut text: String = lines.iter().map(|(_, l)| l.as_str()).collect();
+        text.push_str(&products_line(&plan));
+        text
     });
     dump.dump(&func.name, "clif", || {
         clifs

@@ -37,6 +37,8 @@ fn requested() -> std::result::Result<Option<usize>, String> {
 /// Makes rayon's global pool with `KILN_THREADS` threads, once; an error (every time) where
 /// `KILN_THREADS` is not a thread count. Called when a function is compiled.
 pub(crate) fn configure() -> Result<()> {
+    // The products' ISA is the other choice made once per process from the environment.
+    crate::gemm::check_isa_request()?;
     let outcome = CONFIGURED.get_or_init(|| {
         let n = requested()?;
         let mut builder = rayon::ThreadPoolBuilder::new();

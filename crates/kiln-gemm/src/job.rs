@@ -10,7 +10,7 @@
 
 use super::kernel::{Tile, Update, MR};
 use super::pack::{pack_a, pack_b};
-use super::{with_buffer, Blocking, Element, Mat, A_BLOCK};
+use super::{with_buffer, Blocking, Element, Isa, Mat, A_BLOCK};
 use std::ops::Range;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -21,6 +21,9 @@ pub(super) struct Job<T> {
     /// `W -= (A B) scale` in the last k chunk instead of storing into C (`gemm_update`).
     update: Option<(Mat<*mut T>, T)>,
     blocking: Blocking,
+    /// The kernels' ISA, and the columns of their tiles (`Element::nr`).
+    isa: Isa,
+    nr: usize,
     /// Packed B of the current chunk, shared: sliver `s` at `s * NR * k_step`, whatever the
     /// chunk's depth. Pieces that pack their own slivers (`own_columns`) run through the
     /// chunks at their own pace, so one may pack the shallower last chunk while another
@@ -45,6 +48,7 @@ pub(super) struct Job<T> {
 unsafe impl<T: Sync> Sync for Job<T> {}
 
 impl<T: Element> Job<T> {
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn new(
         a: Mat<*const T>,
         b: Mat<*const T>,
@@ -53,10 +57,12 @@ impl<T: Element> Job<T> {
         blocking: Blocking,
         panel: *mut T,
         parts: usize,
+        isa: Isa,
     ) -> Self {
+        let nr = T::nr(isa);
         let k_chunks = a.cols.div_ceil(blocking.kc);
         let k_step = super::k_step(a.cols, blocking.kc);
-        let slivers = c.cols.min(blocking.nc).div_ceil(T::NR);
+        let slivers = c.cols.min(blocking.nc).div_ceil(nr);
         let own_columns =
             parts > 1 && c.cols <= blocking.nc && !splits_rows(c.rows, slivers, blocking.mc, parts);
         Job {
@@ -65,6 +71,8 @@ impl<T: Element> Job<T> {
             c,
             update,
             blocking,
+            isa,
+            nr,
             panel,
             parts,
             k_chunks,
@@ -132,7 +140,7 @@ impl<T: Element> Job<T> {
 
     /// Elements from one sliver of the panel to the next (see `panel`).
     fn sliver_stride(&self) -> usize {
-        T::NR * self.k_step
+        self.nr * self.k_step
     }
 
     /// Piece `piece` of phase `phase`: even phases pack, odd ones multiply.
@@ -141,14 +149,15 @@ impl<T: Element> Job<T> {
         let chunk = phase / 2;
         let (jc, pc) = ((chunk / self.k_chunks) * nc, (chunk % self.k_chunks) * kc);
         let (ncur, kcur) = (nc.min(self.c.cols - jc), kc.min(self.a.cols - pc));
-        let slivers = ncur.div_ceil(T::NR);
+        let slivers = ncur.div_ceil(self.nr);
         let part = |len: usize| piece * len / self.parts..(piece + 1) * len / self.parts;
-        if phase % 2 == 0 {
+        if phase.is_multiple_of(2) {
             let stride = self.sliver_stride();
             pack_b(
                 self.b.at(pc, jc),
                 kcur,
                 ncur,
+                self.nr,
                 part(slivers),
                 self.panel,
                 stride,
@@ -175,8 +184,8 @@ impl<T: Element> Job<T> {
         rows: Range<usize>,
         slivers: Range<usize>,
     ) {
-        let (nr, mc) = (T::NR, self.blocking.mc);
-        let kernel = T::kernel();
+        let (nr, mc) = (self.nr, self.blocking.mc);
+        let kernel = T::kernel(self.isa);
         let c = &self.c;
         // The update goes with the last chunk along k; the earlier ones add up in C.
         let update = self.update.filter(|_| pc + kcur == self.a.cols);
@@ -271,6 +280,7 @@ mod tests {
                 blocking,
                 panel.get::<f32>(n * blocking.kc),
                 4,
+                Isa::Avx2,
             );
             assert!(job.own_columns);
             let last = job.chunks - 1;

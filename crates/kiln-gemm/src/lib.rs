@@ -1,4 +1,5 @@
-//! kiln's float GEMM: `C = A B` for f32 and f64 on hosts with AVX2 and FMA.
+//! kiln's float GEMM: `C = A B` for f32 and f64 on hosts with AVX2 and FMA, with AVX-512
+//! kernels where the host has them (`isa.rs`: chosen at run time, the same bits).
 //!
 //! A crate of its own so that one GEMM serves both the JIT (kiln's `gemm` module wraps it for
 //! ndarray views) and ahead-of-time objects, which call it from kiln's runtime library
@@ -20,13 +21,17 @@
 //! do not depend on the number of threads, and the interpreter and the compiled backends,
 //! which both call this, agree bit for bit.
 
+mod isa;
 mod job;
 mod kernel;
 mod pack;
 mod transpose;
 
+pub use isa::{isa, requested_isa, Isa, ISA_VAR};
+
 use job::Job;
-use kernel::{Kernel, MR};
+use kernel::Kernel;
+pub use kernel::MR;
 use pack::Buffer;
 
 /// Cache blocking: `mc` rows of A and `kc` of k per packed block, `nc` columns of B per
@@ -68,14 +73,17 @@ pub trait Element:
     + std::ops::Sub<Output = Self>
     + std::ops::Mul<Output = Self>
 {
-    /// Columns of a micro-tile.
-    const NR: usize;
     /// Blocking for a 512 KiB L2 and 32 KiB L1 per core (Zen 3, the benchmark machine; BLIS's
-    /// Zen values).
+    /// Zen values). Its `kc` fixes the order of each element's sum, so it is the same for
+    /// every ISA; `mc` and `nc` are rounded to each ISA's tiles.
     const BLOCKING: Blocking;
     const ZERO: Self;
+
+    /// Columns of a micro-tile on `isa`: two of its vectors.
+    fn nr(isa: Isa) -> usize;
+
     #[doc(hidden)]
-    fn kernel() -> Kernel<Self>;
+    fn kernel(isa: Isa) -> Kernel<Self>;
 
     /// Packs `p < kc / 8 * 8` of a whole sliver of A stored by rows (`transpose.rs`) and
     /// returns how many it packed; `0` where the type has no such path.
@@ -84,23 +92,37 @@ pub trait Element:
         0
     }
 
-    /// The same for a whole sliver of B stored by columns.
+    /// The same for a whole sliver of `nr` columns of B stored by columns.
     #[doc(hidden)]
-    unsafe fn pack_b_columns(_b: *const Self, _cs: isize, _kc: usize, _dst: *mut Self) -> usize {
+    unsafe fn pack_b_columns(
+        _b: *const Self,
+        _cs: isize,
+        _kc: usize,
+        _nr: usize,
+        _dst: *mut Self,
+    ) -> usize {
         0
     }
 }
 
 impl Element for f32 {
-    const NR: usize = 16;
     const BLOCKING: Blocking = Blocking {
         mc: 144,
         kc: 256,
         nc: 4080,
     };
     const ZERO: f32 = 0.0;
-    fn kernel() -> Kernel<f32> {
-        kernel::f32_6x16
+    fn nr(isa: Isa) -> usize {
+        match isa {
+            Isa::Avx2 => 16,
+            Isa::Avx512 => 32,
+        }
+    }
+    fn kernel(isa: Isa) -> Kernel<f32> {
+        match isa {
+            Isa::Avx2 => kernel::f32_6x16,
+            Isa::Avx512 => kernel::f32_6x32,
+        }
     }
 
     unsafe fn pack_a_rows(a: *const f32, rs: isize, kc: usize, dst: *mut f32) -> usize {
@@ -109,29 +131,43 @@ impl Element for f32 {
         unsafe { transpose::pack_a_rows(a, rs, kc, dst) }
     }
 
-    unsafe fn pack_b_columns(b: *const f32, cs: isize, kc: usize, dst: *mut f32) -> usize {
+    unsafe fn pack_b_columns(
+        b: *const f32,
+        cs: isize,
+        kc: usize,
+        nr: usize,
+        dst: *mut f32,
+    ) -> usize {
         // SAFETY: as above.
-        unsafe { transpose::pack_b_columns(b, cs, kc, dst) }
+        unsafe { transpose::pack_b_columns(b, cs, kc, nr, dst) }
     }
 }
 
 impl Element for f64 {
-    const NR: usize = 8;
     const BLOCKING: Blocking = Blocking {
         mc: 72,
         kc: 256,
         nc: 4080,
     };
     const ZERO: f64 = 0.0;
-    fn kernel() -> Kernel<f64> {
-        kernel::f64_6x8
+    fn nr(isa: Isa) -> usize {
+        match isa {
+            Isa::Avx2 => 8,
+            Isa::Avx512 => 16,
+        }
+    }
+    fn kernel(isa: Isa) -> Kernel<f64> {
+        match isa {
+            Isa::Avx2 => kernel::f64_6x8,
+            Isa::Avx512 => kernel::f64_6x16,
+        }
     }
 }
 
-/// Whether the host runs these kernels (AVX2 and FMA); where not, kiln's `perform` uses
-/// matrixmultiply's and objects their own loop.
+/// Whether the host runs these kernels (AVX2 and FMA at least); where not, kiln's `perform`
+/// uses matrixmultiply's and objects their own loop.
 pub fn available() -> bool {
-    std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
+    Isa::Avx2.available()
 }
 
 /// A strided matrix: `rows x cols`, element `(i, j)` at `ptr + i * rs + j * cs`.
@@ -175,8 +211,9 @@ unsafe impl<T: Sync> Sync for Mat<*const T> {}
 /// took 3.3-3.4 ms against 2.9-3.0 at 2^18; W4, W5 and the GPT step did not move.
 pub const PARALLEL_MIN: usize = 1 << 18;
 
-/// `C = A B` on up to `threads` of rayon's threads (one without the `threads` feature). C is only written (it may hold anything
-/// before); with `k = 0` it is zeroed.
+/// `C = A B` on up to `threads` of rayon's threads (one without the `threads` feature), with
+/// the kernels of [`isa`]. C is only written (it may hold anything before); with `k = 0` it is
+/// zeroed.
 ///
 /// # Safety
 /// [`available`] must be true, and the shapes must chain (`A: m x k`, `B: k x n`, `C: m x n`;
@@ -189,7 +226,22 @@ pub unsafe fn gemm<T: Element>(
     threads: usize,
     blocking: Blocking,
 ) {
-    start(a, b, c, None, threads, blocking)
+    start(a, b, c, None, threads, blocking, isa())
+}
+
+/// [`gemm`] with the kernels of `isa` (the same bits on every ISA; tests compare them).
+///
+/// # Safety
+/// As [`gemm`], and `isa` must be available ([`Isa::available`]).
+pub unsafe fn gemm_on<T: Element>(
+    isa: Isa,
+    a: Mat<*const T>,
+    b: Mat<*const T>,
+    c: Mat<*mut T>,
+    threads: usize,
+    blocking: Blocking,
+) {
+    start(a, b, c, None, threads, blocking, isa)
 }
 
 /// `W = W - (A B) scale`, element by element a multiply and a subtract of the product's
@@ -208,7 +260,23 @@ pub unsafe fn gemm_update<T: Element>(
     threads: usize,
     blocking: Blocking,
 ) {
-    start(a, b, w, Some(scale), threads, blocking)
+    start(a, b, w, Some(scale), threads, blocking, isa())
+}
+
+/// [`gemm_update`] with the kernels of `isa`.
+///
+/// # Safety
+/// As [`gemm_update`], and `isa` must be available.
+pub unsafe fn gemm_update_on<T: Element>(
+    isa: Isa,
+    a: Mat<*const T>,
+    b: Mat<*const T>,
+    w: Mat<*mut T>,
+    scale: T,
+    threads: usize,
+    blocking: Blocking,
+) {
+    start(a, b, w, Some(scale), threads, blocking, isa)
 }
 
 /// `gemm` (`scale` none) or `gemm_update` into `out`: the empty cases here, the rest by `run`.
@@ -219,6 +287,7 @@ unsafe fn start<T: Element>(
     scale: Option<T>,
     threads: usize,
     blocking: Blocking,
+    isa: Isa,
 ) {
     let (m, n, k) = (out.rows, out.cols, a.cols);
     debug_assert!(a.rows == m && b.rows == k && b.cols == n);
@@ -228,9 +297,11 @@ unsafe fn start<T: Element>(
     match scale {
         // The empty sum: zeros, or W less zeros.
         _ if k == 0 => each(out, |p| *p = scale.map_or(T::ZERO, |s| *p - T::ZERO * s)),
-        None => run(a, b, out, None, threads, blocking),
+        None => run(a, b, out, None, threads, blocking, isa),
         // One chunk: C is never read or written.
-        Some(s) if k <= blocking.kc.max(1) => run(a, b, out, Some((out, s)), threads, blocking),
+        Some(s) if k <= blocking.kc.max(1) => {
+            run(a, b, out, Some((out, s)), threads, blocking, isa)
+        }
         Some(s) => with_buffer(&C_SCRATCH, |scratch| {
             let c = Mat {
                 ptr: scratch.get::<T>(m * n),
@@ -239,7 +310,7 @@ unsafe fn start<T: Element>(
                 rs: n as isize,
                 cs: 1,
             };
-            run(a, b, c, Some((out, s)), threads, blocking);
+            run(a, b, c, Some((out, s)), threads, blocking, isa);
         }),
     }
 }
@@ -261,24 +332,26 @@ unsafe fn run<T: Element>(
     update: Option<(Mat<*mut T>, T)>,
     threads: usize,
     blocking: Blocking,
+    isa: Isa,
 ) {
     let (m, n, k) = (c.rows, c.cols, a.cols);
+    let nr = T::nr(isa);
     // Fewer columns than a sliver (a 10-class layer): `C^T = B^T A^T` fills more of each
     // tile (10 of 12 rows instead of 10 of 16 columns). Its terms are the same, summed in the
     // same order (an FMA's two factors commute), so the bits are too; C is then written
     // element by element, which a deep enough k pays for.
     let filled = |rows: usize, cols: usize| {
         (rows as f64 / rows.next_multiple_of(MR) as f64)
-            * (cols as f64 / cols.next_multiple_of(T::NR) as f64)
+            * (cols as f64 / cols.next_multiple_of(nr) as f64)
     };
-    if n < T::NR && k >= 64 && filled(n, m) > filled(m, n) {
+    if n < nr && k >= 64 && filled(n, m) > filled(m, n) {
         let update = update.map(|(w, scale)| (w.t(), scale));
-        return run(b.t(), a.t(), c.t(), update, threads, blocking);
+        return run(b.t(), a.t(), c.t(), update, threads, blocking, isa);
     }
     // Blocks of whole tiles and slivers (a block edge inside a tile would have two threads
     // write one tile), none empty.
     let mc = blocking.mc.div_ceil(MR).max(1) * MR;
-    let nc = blocking.nc.div_ceil(T::NR).max(1) * T::NR;
+    let nc = blocking.nc.div_ceil(nr).max(1) * nr;
     let kc = blocking.kc.max(1);
     let blocking = Blocking { mc, kc, nc };
     let threads =
@@ -288,8 +361,8 @@ unsafe fn run<T: Element>(
             threads.max(1)
         };
     with_buffer(&B_PANEL, |panel| {
-        let panel = panel.get::<T>(nc.min(n).div_ceil(T::NR) * T::NR * kc.min(k));
-        let job = Job::new(a, b, c, update, blocking, panel, threads);
+        let panel = panel.get::<T>(nc.min(n).div_ceil(nr) * nr * kc.min(k));
+        let job = Job::new(a, b, c, update, blocking, panel, threads, isa);
         if threads == 1 {
             job.work();
         } else {

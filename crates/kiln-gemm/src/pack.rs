@@ -68,7 +68,7 @@ pub(super) unsafe fn pack_a<T: Element>(a: Mat<*const T>, mc: usize, kc: usize, 
     }
 }
 
-/// Packs slivers `slivers` of `b` (k `0..kc`, columns `0..nc`) into `dst`, sliver `s` at
+/// Packs `nr`-wide slivers `slivers` of `b` (k `0..kc`, columns `0..nc`) into `dst`, sliver `s` at
 /// `dst + s * stride`: for each p, columns `s * NR ..` of row p (zero past `nc`).
 ///
 /// # Safety
@@ -82,11 +82,11 @@ pub(super) unsafe fn pack_b<T: Element>(
     b: Mat<*const T>,
     kc: usize,
     nc: usize,
+    nr: usize,
     slivers: std::ops::Range<usize>,
     dst: *mut T,
     stride: usize,
 ) {
-    let nr = T::NR;
     debug_assert!(stride >= nr * kc);
     for s in slivers {
         let c0 = s * nr;
@@ -98,7 +98,7 @@ pub(super) unsafe fn pack_b<T: Element>(
             // transpose where the type has one (f32), then read each column contiguously
             // and write it with a stride of NR into the sliver (which stays in L1).
             let start = if cols == nr {
-                T::pack_b_columns(base, b.cs, kc, d)
+                T::pack_b_columns(base, b.cs, kc, nr, d)
             } else {
                 0
             };

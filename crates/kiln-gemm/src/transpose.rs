@@ -70,23 +70,31 @@ pub(super) unsafe fn pack_a_rows(a: *const f32, rs: isize, kc: usize, dst: *mut 
     done
 }
 
-/// One whole sliver of B (16 columns `cs` apart, each contiguous along k) for `p` in
-/// `0..kc / 8 * 8`: `dst[p * 16 + j] = b[j * cs + p]`. Returns how many `p` it packed.
+/// One whole sliver of B (`nr` columns `cs` apart, each contiguous along k, `nr` a multiple
+/// of 8) for `p` in `0..kc / 8 * 8`: `dst[p * nr + j] = b[j * cs + p]`. Returns how many `p`
+/// it packed.
 ///
 /// # Safety
-/// AVX2 must be available; `b` addresses 16 columns of `kc` elements, `dst` has room for
-/// `kc * 16`.
+/// AVX2 must be available; `b` addresses `nr` columns of `kc` elements, `dst` has room for
+/// `kc * nr`.
 #[target_feature(enable = "avx2")]
-pub(super) unsafe fn pack_b_columns(b: *const f32, cs: isize, kc: usize, dst: *mut f32) -> usize {
+pub(super) unsafe fn pack_b_columns(
+    b: *const f32,
+    cs: isize,
+    kc: usize,
+    nr: usize,
+    dst: *mut f32,
+) -> usize {
+    debug_assert!(nr.is_multiple_of(8));
     let done = kc / 8 * 8;
     for p0 in (0..done).step_by(8) {
-        for half in 0..2 {
+        for eighth in 0..nr / 8 {
             let mut r = [_mm256_setzero_ps(); 8];
             for (j, v) in r.iter_mut().enumerate() {
-                *v = _mm256_loadu_ps(b.offset((half * 8 + j) as isize * cs).add(p0));
+                *v = _mm256_loadu_ps(b.offset((eighth * 8 + j) as isize * cs).add(p0));
             }
             for (p, &c) in transpose8(r).iter().enumerate() {
-                _mm256_storeu_ps(dst.add((p0 + p) * 16 + half * 8), c);
+                _mm256_storeu_ps(dst.add((p0 + p) * nr + eighth * 8), c);
             }
         }
     }
