@@ -363,3 +363,27 @@ fn an_object_of_a_huge_one_hot_is_refused_not_aborted() {
         "{e}"
     );
 }
+
+/// A product whose broadcast batch, known only at the call, has more entries than a `usize`
+/// counts (2^33 by 2^33, of `[2, 0] @ [0, 2]` matrices: the inputs hold no element) is a
+/// one-line error on every backend, never an overflow.
+#[test]
+fn a_product_batch_too_large_to_count_is_an_error() {
+    let errors = call_fails(
+        |g| {
+            let x = g.input("x", kiln::f32, [None, Some(1), Some(2), Some(0)]);
+            let y = g.input("y", kiln::f32, [Some(1), None, Some(0), Some(2)]);
+            (vec![x.clone(), y.clone()], vec![x.matmul(&y)])
+        },
+        &[
+            Tensor::F32(ArrayD::zeros(IxDyn(&[1 << 33, 1, 2, 0]))),
+            Tensor::F32(ArrayD::zeros(IxDyn(&[1, 1 << 33, 0, 2]))),
+        ],
+    );
+    for (backend, e) in errors {
+        assert!(
+            !e.contains('\n') && !e.contains("panicked"),
+            "{backend:?}: {e}"
+        );
+    }
+}

@@ -171,7 +171,11 @@ pub fn matmul(
     if b.shape().len() >= 2 {
         out_shape.push(n);
     }
-    let count: usize = batch.iter().product();
+    let count = (batch.iter().try_fold(1usize, |n, &d| n.checked_mul(d))).ok_or_else(|| {
+        Error::Shape(format!(
+            "matmul: a batch of {batch:?} is too large to count"
+        ))
+    })?;
     let fits = |d: &DeviceTensor| {
         let w = update.map(|(w, _)| w);
         d.dtype() == dtype
@@ -186,7 +190,10 @@ pub fn matmul(
         Some(d) => d,
         None => DeviceTensor::uninit(dev, dtype, &out_shape)?,
     };
-    let bytes = count * m * n * dtype.size();
+    // The result's bytes, `count * m * n` elements (an absent `m` or `n` is 1): `c` exists, so
+    // they fit in an address; checked all the same rather than trusted to wrap never.
+    let bytes = crate::runtime::memory::array_bytes(dtype, &out_shape)
+        .ok_or_else(|| Error::Shape(format!("matmul: {out_shape:?} is too large to address")))?;
     let (alpha, beta) = match update {
         Some((w, scale)) => {
             if !w.is_row_major() {
@@ -215,7 +222,7 @@ pub fn matmul(
         }
         None => (1.0, 0.0),
     };
-    if count * m * n == 0 {
+    if bytes == 0 {
         return Ok(c);
     }
     if k == 0 {
