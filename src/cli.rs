@@ -1,4 +1,4 @@
-//! The `kiln` command-line tool (CONTRACTS.md §2): run, differentiate, optimize and compile
+//! The `kiln` command-line tool (docs/reference/cli.md): run, differentiate, optimize and compile
 //! `.kir` files. Errors are one line on stderr and exit code 1; output files are written whole
 //! or not at all.
 //!

@@ -16,7 +16,7 @@ use std::str::FromStr;
 pub enum Backend {
     /// The reference interpreter: every op's `perform`.
     Interp,
-    /// Native code through Cranelift (the default, as CONTRACTS.md §3 says): elementwise work is
+    /// Native code through Cranelift (the default, docs/reference/environment.md): elementwise work is
     /// compiled, the other ops run their reference implementation.
     #[default]
     Cpu,
@@ -59,7 +59,7 @@ impl Backend {
     }
 }
 
-/// Options of a compilation. The environment supplies defaults (CONTRACTS.md §3).
+/// Options of a compilation. The environment supplies defaults (docs/reference/environment.md).
 #[derive(Clone, Debug)]
 pub struct CompileOptions {
     pub name: String,
@@ -70,7 +70,7 @@ pub struct CompileOptions {
     /// Run the optimizer (on by default).
     pub optimize: bool,
     /// Let the optimizer also apply rewrites that change NaN or inf results (`x * 0 -> 0`,
-    /// `x - x -> 0`, `pow(x, 0.5) -> sqrt(x)`); off by default (CONTRACTS.md §1b).
+    /// `x - x -> 0`, `pow(x, 0.5) -> sqrt(x)`); off by default (docs/reference/semantics.md).
     pub fast_math: bool,
     /// Let the optimizer mark steps that may overwrite a dead argument's buffer, the old values
     /// of updated shared variables included (on by default; see `rewrite::inplace`).

@@ -1,4 +1,4 @@
-//! IR dumps (CONTRACTS.md §3). Every stage calls [`DumpOptions::dump`] with its name and a
+//! IR dumps (docs/reference/environment.md). Every stage calls [`DumpOptions::dump`] with its name and a
 //! closure that produces its text; the closure runs only when that stage is asked for.
 //! `KILN_DUMP=input,kernels` (or `all`) picks stages; `KILN_DUMP_DIR=DIR` writes each dump to
 //! `DIR/FUNC.NN.STAGE.txt` (NN: the stage's place in [`STAGES`]) instead of stderr. Each

@@ -13,7 +13,8 @@
 //! assert_eq!(out[0].to_f64_vec(), vec![4.0]);
 //! ```
 //!
-//! See README.md for a tour and DESIGN.md (in the shared docs) for the architecture.
+//! See README.md for a tour, docs/architecture.md for the architecture and docs/reference/ for
+//! the text form, the semantics, the CLI and the environment flags.
 
 pub mod aot;
 pub mod cli;

@@ -1,4 +1,4 @@
-//! Plain numbers next to tensors (CONTRACTS.md §1b): a literal adopts the tensor's dtype when
+//! Plain numbers next to tensors (docs/reference/semantics.md): a literal adopts the tensor's dtype when
 //! that dtype holds it exactly and is a type error otherwise, one that names the literal, the
 //! line that wrote it, and the cast to write instead. Never a silent truncation.
 

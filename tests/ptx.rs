@@ -206,7 +206,7 @@ fn check_module(m: &PtxModule, arch: &str, kernels: usize) -> Result<(), String>
     if text.contains(".extern .func") {
         return Err("the PTX declares an external function".into());
     }
-    // No generic math intrinsic reaches NVPTX (they abort it; see BACKEND-NOTES).
+    // No generic math intrinsic reaches NVPTX (they abort it; see docs/gpu.md).
     for ir in [&m.llvm, &m.llvm_optimized] {
         for f in [
             "exp", "exp2", "log", "log2", "log10", "sin", "cos", "tan", "pow", "tanh",

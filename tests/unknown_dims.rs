@@ -1,4 +1,4 @@
-//! Broadcasting is decided by types (CONTRACTS.md §1b): a `?` dim never broadcasts, so one of
+//! Broadcasting is decided by types (docs/reference/semantics.md): a `?` dim never broadcasts, so one of
 //! extent 1 meeting a larger extent at call time is an error naming the operand and the axis,
 //! on every backend, and gradients always have their input's shape.
 

@@ -1,4 +1,4 @@
-//! The `kiln` command-line tool (CONTRACTS.md §2); it lives in the library (`kiln::cli`) so
+//! The `kiln` command-line tool (docs/reference/cli.md); it lives in the library (`kiln::cli`) so
 //! that a crate with custom ops can build its own with them registered.
 
 fn main() -> std::process::ExitCode {

@@ -32,7 +32,7 @@ impl Operand for &Var {
     }
 }
 
-/// A literal number in `dtype` (CONTRACTS.md §1b): integers must fit the dtype exactly (a
+/// A literal number in `dtype` (docs/reference/semantics.md): integers must fit the dtype exactly (a
 /// fraction, a value out of range or an integer a float type cannot hold is an error, never a
 /// silent truncation); a float literal is rounded to a float dtype, and one beyond its range is
 /// an error. `int` is the literal when it was written as an integer.

@@ -1,4 +1,4 @@
-//! The built-in op set (CONTRACTS.md §1). An `Op` holds its parameters as fields; ops that do
+//! The built-in op set (docs/reference/text-form.md). An `Op` holds its parameters as fields; ops that do
 //! the same thing compare and hash equal, which is what lets merging find duplicates.
 //! Axes are stored normalized (non-negative, sorted) so that `[-1]` and `[1]` on a rank-2 input
 //! are the same op.
@@ -433,7 +433,7 @@ impl BinaryOp {
 }
 
 impl ReduceOp {
-    /// The dtype of the reduction of values of `input` (CONTRACTS.md §1b): `sum` and `prod`
+    /// The dtype of the reduction of values of `input` (docs/reference/semantics.md): `sum` and `prod`
     /// keep the dtype (bool sums to i64), `mean` of integers is f64, `argmax`/`argmin` give
     /// i64, `all`/`any` bool. Type inference, `perform` and every backend read this.
     pub fn result_dtype(self, input: DType) -> DType {

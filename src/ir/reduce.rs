@@ -1,4 +1,4 @@
-//! Reduction semantics, defined once (CONTRACTS.md §1b). Type inference, `perform`, lowering
+//! Reduction semantics, defined once (docs/reference/semantics.md). Type inference, `perform`, lowering
 //! and every code generator read a reduction from here: its result and accumulator dtypes, the
 //! accumulator's starting value, whether an empty axis has a value, how two partials combine,
 //! what finishes the result (`mean`'s division) and the order in which a float sum adds.

@@ -3,7 +3,7 @@
 //! [`Access`] over it, which says for every axis of the index space which axis of the operand
 //! walks along it, or that the operand is broadcast there (stride 0).
 //!
-//! Broadcasting is decided here, once, from the types (CONTRACTS.md §1b: a dim broadcasts only
+//! Broadcasting is decided here, once, from the types (docs/reference/semantics.md: a dim broadcasts only
 //! where its type says 1, or where the operand lacks the axis; a `?` dim never does). Code
 //! generators read the access and never decide from the types themselves; the run-time check
 //! that a `?` dim does not stretch is `stretch.rs`.

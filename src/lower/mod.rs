@@ -1,4 +1,4 @@
-//! Lowering (DESIGN.md, `src/lower`): the optimized SSA function as a plan of steps in kernel
+//! Lowering (docs/architecture.md): the optimized SSA function as a plan of steps in kernel
 //! IR, which a code generator compiles. It is a function from a `Func` to a [`Plan`]; the CPU
 //! backend compiles the plan's map and reduce kernels, and the plan prints as the `schedule`
 //! dump.

@@ -1,4 +1,4 @@
-//! Broadcasting is decided by types (CONTRACTS.md §1b): a dim broadcasts only where its type
+//! Broadcasting is decided by types (docs/reference/semantics.md): a dim broadcasts only where its type
 //! says 1, and a `?` dim never does. A `?` dim of extent 1 that meets a larger extent at run
 //! time is therefore an error, not a stretch, so that what a gradient sums over (the dims typed
 //! 1) is what the forward pass broadcast.

@@ -1,6 +1,6 @@
 //! The reference implementation of every built-in op on concrete tensors (Theano's `perform`).
 //! This is the oracle that every compiled backend is tested against, so it favours being
-//! obviously right (numpy semantics, CONTRACTS.md §1b) over being fast. It never panics on
+//! obviously right (numpy semantics, docs/reference/semantics.md) over being fast. It never panics on
 //! any input: shapes that do not fit at run time are an `Err`.
 
 mod composite;

@@ -10,7 +10,7 @@ pub struct OptimizeOptions {
     pub dump: DumpOptions,
     /// Run the optimizer at all (without it, in-place marks are cleared and nothing else).
     pub optimize: bool,
-    /// Also apply rewrites that change NaN or inf results (CONTRACTS.md §1b).
+    /// Also apply rewrites that change NaN or inf results (docs/reference/semantics.md).
     pub fast_math: bool,
     /// Mark steps that may overwrite a dead argument's buffer (`inplace`).
     pub inplace: bool,

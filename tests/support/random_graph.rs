@@ -7,7 +7,7 @@
 //!   each input lacks any number of leading axes and holds 1 on any subset of the rest, so
 //!   every broadcast pattern of two operands occurs. Input dims are declared known or `?`; a
 //!   `?` is only declared where the extent is that of the base (a `?` never broadcasts:
-//!   CONTRACTS.md §1b).
+//!   docs/reference/semantics.md).
 //! - **Layouts.** Each argument is passed as a plain array or as a view that is not
 //!   contiguous: transposed, reversed along some axes, every other element, an offset window
 //!   of a larger array, or a broadcast view (stride 0) of a smaller one.

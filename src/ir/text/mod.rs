@@ -1,4 +1,4 @@
-//! The text form of the IR (CONTRACTS.md §1): a printer and a parser that round-trip.
+//! The text form of the IR (docs/reference/text-form.md): a printer and a parser that round-trip.
 //!
 //! Spelling choices the contract leaves open: omitted slice bounds are written `null`
 //! (`slice %x {starts = [null], stops = [null], steps = [-1]}` reverses an axis); `keepdims`
