@@ -10,6 +10,8 @@
 //! (which builds graph variables, a layer above the IR); every `CustomOp` is a `CustomKernel`
 //! through the forwarding impl below, so users implement one trait.
 
+mod gradient_stops;
+
 pub use crate::ir::custom::{
     lookup_custom_op, register_custom_op, Arity, CustomOpFactory, CustomOpRef, OpParams,
     PerformContext, Resource, WriteRequest,

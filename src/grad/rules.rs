@@ -38,7 +38,7 @@ pub fn broadcast_like(v: &Var, like: &Var) -> Var {
 
 /// Zeros of the type of `like`.
 pub fn zeros_like(like: &Var) -> Var {
-    broadcast_like(&scalar(like, 0.0), like)
+    like.zeros_like()
 }
 
 /// Sums `g` (the gradient of a broadcast result) back to the shape of the operand `x`.

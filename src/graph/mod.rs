@@ -13,6 +13,7 @@
 mod build;
 mod control;
 mod debugprint;
+mod gradient_stops;
 mod lambda;
 mod scan;
 mod sorting;
@@ -22,6 +23,7 @@ mod windowed;
 pub use build::{concat, scatter_add, select, Operand};
 pub use control::ifelse;
 pub use debugprint::debugprint;
+pub use gradient_stops::{STOP_GRADIENT, ZERO_GRAD};
 pub use lambda::{elementwise, unfold_program, Elementwise, Lambda, Scalar, ScalarOperand};
 pub(crate) use scan::scan_with;
 pub use scan::{scan, scan_reverse, scan_steps, ScanStep};

@@ -212,6 +212,11 @@ fn emit(
                 .map(|&i| lookup(map, g, i))
                 .collect::<Result<Vec<_>>>()?
         };
+        if super::gradient_stops::is_gradient_stop(&ad.op) {
+            // Only the gradient sees it: its result is its input's value.
+            map.insert(ad.outputs[0], args[0]);
+            continue;
+        }
         let results = ad
             .outputs
             .iter()
