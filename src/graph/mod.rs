@@ -186,6 +186,20 @@ impl Graph {
         })
     }
 
+    /// A shared variable named `name` of `like`'s dtype and shape, every element `value`
+    /// (an optimizer's moments: `g.shared_like("m.w", &w, 0.0)`). An error where `like`'s
+    /// shape is not known (a shared variable holds a value from the start).
+    pub fn shared_like(&self, name: &str, like: &Var, value: f64) -> Result<Var> {
+        let ty = like.ty();
+        let shape = ty.known_shape().ok_or_else(|| {
+            Error::Shape(format!(
+                "shared_like: {} is {ty}, and a shared variable needs every dim known",
+                like.label()
+            ))
+        })?;
+        Ok(self.shared(name, Tensor::full(ty.dtype, &shape, value)))
+    }
+
     /// A constant holding `value`.
     pub fn constant(&self, value: impl Into<Tensor>) -> Var {
         let value = value.into();

@@ -56,13 +56,8 @@ fn pairs<'a>(params: &[&'a Var], grads: &'a [Var]) -> Result<Vec<(&'a Var, &'a V
 }
 
 /// A shared variable of zeros of `like`'s type, named `name` (an optimizer's state).
-fn zeros_like(name: String, like: &Var) -> Var {
-    let ty = like.ty();
-    let shape = ty
-        .known_shape()
-        .expect("a shared variable has a known shape");
-    like.graph()
-        .shared(&name, crate::tensor::Tensor::zeros(ty.dtype, &shape))
+fn zeros_like(name: String, like: &Var) -> Result<Var, Error> {
+    like.graph().shared_like(&name, like, 0.0)
 }
 
 /// The name an optimizer's state for parameter `i` takes: `PREFIX.KIND.PARAM`.
@@ -89,7 +84,7 @@ pub fn momentum(
 ) -> Result<Vec<(Var, Var)>, Error> {
     let mut out = Vec::new();
     for (i, (w, g)) in pairs(params, grads)?.into_iter().enumerate() {
-        let b = zeros_like(state_name("momentum", "b", w, i), w);
+        let b = zeros_like(state_name("momentum", "b", w, i), w)?;
         let b_new = &b * mu + g;
         out.push((w.clone(), w - &b_new * lr));
         out.push((b, b_new));
@@ -146,8 +141,8 @@ impl Adam {
         let mut out = Vec::new();
         for (i, (w, g)) in pairs.into_iter().enumerate() {
             let dtype = w.dtype();
-            let m = zeros_like(state_name(&self.name, "m", w, i), w);
-            let v = zeros_like(state_name(&self.name, "v", w, i), w);
+            let m = zeros_like(state_name(&self.name, "m", w, i), w)?;
+            let v = zeros_like(state_name(&self.name, "v", w, i), w)?;
             let m_new = &m * self.beta1 + g * (1.0 - self.beta1);
             let v_new = &v * self.beta2 + g.square() * (1.0 - self.beta2);
             // PyTorch's order: denom = sqrt(v) / sqrt(1 - b2^t) + eps, then
