@@ -78,6 +78,10 @@ pub struct CompileOptions {
     /// Time each step of every call (`Function::profile`); defaults from `KILN_PROFILE`, with
     /// which a function also prints its report when dropped (see `runtime::profile`).
     pub profile: bool,
+    /// Threads of the function's own for its calls (`Some(n)`, at least 1): every parallel
+    /// step of a call splits among them. `None` (the default): the process's pool, sized by
+    /// `KILN_THREADS`. `Function::threads` says how many a function's calls use.
+    pub threads: Option<usize>,
 }
 
 impl CompileOptions {
@@ -116,6 +120,7 @@ impl Default for CompileOptions {
             fast_math: false,
             inplace: true,
             profile: crate::runtime::profile::from_env(),
+            threads: None,
         }
     }
 }
@@ -169,6 +174,12 @@ impl FunctionBuilder {
 
     pub fn backend(mut self, backend: Backend) -> Self {
         self.options.backend = Some(backend);
+        self
+    }
+
+    /// Gives the function `n` threads of its own (`CompileOptions::threads`).
+    pub fn threads(mut self, n: usize) -> Self {
+        self.options.threads = Some(n);
         self
     }
 
@@ -245,13 +256,8 @@ impl FunctionBuilder {
             b.donated = destroyed.contains(&func.params[n_inputs + i]);
         }
         let exec = backend_executable(backend, &func, &self.options)?;
-        Ok(Function::new(
-            func,
-            n_inputs,
-            self.outputs.len(),
-            shared,
-            exec,
-        ))
+        Function::new(func, n_inputs, self.outputs.len(), shared, exec)
+            .on_threads(self.options.threads)
     }
 
     /// Compiles the function ahead of time into an object file and a C header instead of a
@@ -403,7 +409,7 @@ impl Function {
         let (options, backend) = &options.for_func(&func.name)?;
         let exec = backend_executable(*backend, &func, options)?;
         let f = Function::from_saved(func, saved, state, exec).map_err(|e| at(e.to_string()))?;
-        Ok(f)
+        f.on_threads(options.threads)
     }
 }
 
@@ -420,7 +426,7 @@ pub fn compile_func(func: Func, options: &CompileOptions) -> Result<Function> {
     let func = optimize(func, options);
     let exec = backend_executable(backend, &func, options)?;
     let (n_in, n_out) = (func.params.len(), func.outputs.len());
-    Ok(Function::new(func, n_in, n_out, Vec::new(), exec))
+    Function::new(func, n_in, n_out, Vec::new(), exec).on_threads(options.threads)
 }
 
 /// The optimizer's stages with `options`' switches (`rewrite::optimize`).

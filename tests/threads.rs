@@ -84,3 +84,70 @@ fn child() {
         .unwrap();
     assert_eq!(got, want);
 }
+
+/// A user op that reports how many threads the call it runs in has.
+#[derive(Debug)]
+struct PoolSize;
+
+impl kiln::custom::CustomOp for PoolSize {
+    fn name(&self) -> &str {
+        "pool_size"
+    }
+
+    fn make_node(
+        &self,
+        _inputs: &[&kiln::ir::TensorType],
+    ) -> Result<Vec<kiln::ir::TensorType>, String> {
+        Ok(vec![kiln::ir::TensorType::fixed(kiln::ir::DType::I64, &[])])
+    }
+
+    fn perform(
+        &self,
+        _inputs: &[&Tensor],
+        outputs: &mut [Option<Tensor>],
+        _ctx: &mut kiln::custom::PerformContext<'_>,
+    ) -> Result<(), String> {
+        let n = rayon::current_num_threads() as i64;
+        outputs[0] = Some(Tensor::I64(ndarray::arr0(n).into_dyn()));
+        Ok(())
+    }
+}
+
+#[test]
+fn a_function_with_threads_of_its_own_runs_its_calls_on_them() {
+    let (m, k, n) = (96, 64, 80);
+    let values = |rows: usize, cols: usize, seed: usize| {
+        Tensor::F32(ArrayD::from_shape_fn(IxDyn(&[rows, cols]), |i| {
+            ((i[0] * 31 + i[1] * 7 + seed) % 17) as f32 * 0.25 - 2.0
+        }))
+    };
+    let (a0, b0) = (values(m, k, 1), values(k, n, 2));
+    let mut products = Vec::new();
+    for threads in [1, 3] {
+        let g = Graph::new();
+        let a = g.input("a", kiln::f32, [Some(m), Some(k)]);
+        let b = g.input("b", kiln::f32, [Some(k), Some(n)]);
+        let size = g.apply_custom(PoolSize, &[&a]).remove(0);
+        let f = function(&[&a, &b], &[&a.matmul(&b), &size])
+            .threads(threads)
+            .compile()
+            .unwrap();
+        assert_eq!(f.threads(), threads);
+        let out = f.call(&[a0.view(), b0.view()]).unwrap();
+        assert_eq!(
+            out[1],
+            Tensor::I64(ndarray::arr0(threads as i64).into_dyn())
+        );
+        products.push(out[0].clone());
+    }
+    // The product's bits do not depend on the thread count.
+    assert_eq!(products[0], products[1]);
+    let g = Graph::new();
+    let x = g.input("x", kiln::f32, [Some(2)]);
+    let e = function(&[&x], &[&x.exp()])
+        .threads(0)
+        .compile()
+        .err()
+        .expect("0 threads is refused");
+    assert!(e.to_string().contains("at least one thread"), "{e}");
+}

@@ -35,6 +35,9 @@ pub struct Function {
     /// Whether calls go to the executable's direct path first (nothing shared, and the
     /// backend has one).
     direct: bool,
+    /// The function's own threads (`CompileOptions::threads`), which its calls run on; `None`:
+    /// the process's pool (`KILN_THREADS`).
+    pool: Option<std::sync::Arc<rayon::ThreadPool>>,
 }
 
 /// With `KILN_PROFILE` set, a profiled function prints its report when it goes: most are
@@ -218,6 +221,46 @@ impl Function {
             lock_order,
             exec,
             direct,
+            pool: None,
+        }
+    }
+
+    /// Gives the function `threads` threads of its own, which every call runs on (products,
+    /// kernels and row groups split among them), where it is `Some`; with `None` calls use the
+    /// process's pool. An error where it is 0 or the threads cannot be started.
+    pub(crate) fn on_threads(mut self, threads: Option<usize>) -> Result<Function> {
+        let Some(n) = threads else {
+            return Ok(self);
+        };
+        if n == 0 {
+            return Err(Error::Input(
+                "CompileOptions::threads is 0: a function needs at least one thread".into(),
+            ));
+        }
+        let pool = (rayon::ThreadPoolBuilder::new().num_threads(n))
+            .thread_name(|i| format!("kiln-fn-{i}"))
+            .build()
+            .map_err(|e| {
+                Error::Runtime(format!("cannot start {n} threads for the function: {e}"))
+            })?;
+        self.pool = Some(std::sync::Arc::new(pool));
+        Ok(self)
+    }
+
+    /// How many threads this function's calls run on.
+    pub fn threads(&self) -> usize {
+        match &self.pool {
+            Some(p) => p.current_num_threads(),
+            None => super::threads::threads(),
+        }
+    }
+
+    /// `f` on the function's own threads where it has them (calling from one of them, or
+    /// from outside), else here.
+    fn on_pool<R: Send>(&self, f: impl FnOnce() -> R + Send) -> R {
+        match &self.pool {
+            Some(p) => p.install(f),
+            None => f(),
         }
     }
 
@@ -412,6 +455,11 @@ impl Function {
     /// Calls the function on `inputs` and returns its outputs as new arrays.
     pub fn call<'a, T: Into<TensorRef<'a>> + Clone>(&self, inputs: &[T]) -> Result<Vec<Tensor>> {
         let inputs: Inputs<'a> = inputs.iter().cloned().map(Into::into).collect();
+        self.on_pool(|| self.call_refs(inputs))
+    }
+
+    /// `call` on inputs already converted.
+    fn call_refs(&self, inputs: Inputs<'_>) -> Result<Vec<Tensor>> {
         if self.direct {
             self.check_inputs(&inputs)?;
             let mut outs: Vec<Tensor> = (self.func.outputs.iter())
@@ -442,6 +490,11 @@ impl Function {
             )));
         }
         let inputs: Inputs<'a> = inputs.iter().cloned().map(Into::into).collect();
+        self.on_pool(|| self.call_into_refs(inputs, outputs))
+    }
+
+    /// `call_into` on inputs already converted and a count of buffers already checked.
+    fn call_into_refs(&self, inputs: Inputs<'_>, outputs: &mut [Tensor]) -> Result<()> {
         // Checked before the buffers are taken, so a bad call leaves them as they were.
         self.check_inputs(&inputs)?;
         if self.direct && self.exec.call_direct(&inputs, outputs) {
