@@ -191,7 +191,37 @@ int main(void) {{
         );
         args.push("scratch".into());
     }
-    let _ = writeln!(s, "        {sym}({});\n    }}", args.join(", "));
+    // The first run through the entry point, the second through the compact convention
+    // (`{sym}_call`, the arrays placed by their `_INDEX` macros): both must write the same.
+    let upper = sym.to_uppercase();
+    let _ = writeln!(
+        s,
+        "        if (run == 0) {{\n            {sym}({});\n        }} else {{",
+        args.join(", ")
+    );
+    let _ = writeln!(
+        s,
+        "            const void *ins[{}];\n            void *outs[{}];",
+        art.inputs.len().max(1),
+        art.outputs.len().max(1)
+    );
+    for (i, a) in art.inputs.iter().enumerate() {
+        let name = a.name.to_uppercase();
+        let _ = writeln!(s, "            ins[{upper}_{name}_INDEX] = in{i};");
+    }
+    for (o, a) in art.outputs.iter().enumerate() {
+        let name = a.name.to_uppercase();
+        let _ = writeln!(s, "            outs[{upper}_{name}_INDEX] = out{o}[run];");
+    }
+    let scratch = if art.scratch_bytes > 0 {
+        "scratch"
+    } else {
+        "NULL"
+    };
+    let _ = writeln!(
+        s,
+        "            (void)ins; (void)outs;\n            {sym}_call(ins, outs, {scratch});\n        }}\n    }}"
+    );
     for (o, a) in art.outputs.iter().enumerate() {
         let _ = writeln!(
             s,

@@ -278,12 +278,13 @@ extern \"C\" {{
         n = h.scratch_bytes,
         sym = h.symbol
     );
-    for a in h.inputs.iter().chain(h.outputs) {
+    let indexed = (h.inputs.iter().enumerate()).chain(h.outputs.iter().enumerate());
+    for (index, a) in indexed {
         let name = a.name.to_uppercase();
         let n: usize = a.shape.iter().product();
         let _ = writeln!(
             s,
-            "/* {}: {}{} */\n#define {upper}_{name}_ELEMS ((size_t){n})\n#define {upper}_{name}_RANK {}",
+            "/* {}: {}{} */\n#define {upper}_{name}_ELEMS ((size_t){n})\n#define {upper}_{name}_RANK {}\n#define {upper}_{name}_INDEX {index}",
             a.name,
             a.dtype,
             shape_text(&a.shape),
@@ -315,18 +316,62 @@ extern \"C\" {{
         "    default: return \"not a code of {sym}\";\n    }}\n}}\n",
         sym = h.symbol
     );
+    let _ = writeln!(s, "{};\n", prototype(h));
+    s.push_str(&compact_call(h));
     let _ = writeln!(
         s,
-        "{};
-
+        "
 #ifdef __cplusplus
 }}
 #endif
 
-#endif /* {guard} */",
-        prototype(h)
+#endif /* {guard} */"
     );
     s
+}
+
+/// The compact calling convention: `NAME_call(inputs, outputs, scratch)` with the arrays in two
+/// lists, in the order of the `_INDEX` macros, so that a caller of a function of hundreds of
+/// arrays (an Adam step) loops over them instead of writing every argument. A `static inline`
+/// wrapper over the entry point, in the header: the object is the same.
+fn compact_call(h: &HeaderInfo) -> String {
+    let (sym, upper) = (h.symbol, h.symbol.to_uppercase());
+    let mut args: Vec<String> = (h.inputs.iter().enumerate())
+        .map(|(i, a)| format!("(const {} *)inputs[{i}]", c_type(a.dtype)))
+        .collect();
+    args.extend(
+        (h.outputs.iter().enumerate()).map(|(o, a)| format!("({} *)outputs[{o}]", c_type(a.dtype))),
+    );
+    let mut unused = Vec::new();
+    if h.inputs.is_empty() {
+        unused.push("(void)inputs;");
+    }
+    if h.outputs.is_empty() {
+        unused.push("(void)outputs;");
+    }
+    if h.scratch_bytes > 0 {
+        args.push("scratch".into());
+    } else {
+        unused.push("(void)scratch;");
+    }
+    let unused = match unused.is_empty() {
+        true => String::new(),
+        false => format!("    {}\n", unused.join(" ")),
+    };
+    format!(
+        "/* The same call with the arrays in two lists: inputs[k] is the input whose _INDEX is k,
+ * outputs[k] the output whose _INDEX is k ({n_in} and {n_out} of them); scratch as above (NULL
+ * where none is needed). */
+#define {upper}_INPUTS ((size_t){n_in})
+#define {upper}_OUTPUTS ((size_t){n_out})
+static inline int32_t {sym}_call(const void *const *inputs, void *const *outputs, void *scratch) {{
+{unused}    return {sym}({});
+}}
+",
+        args.join(", "),
+        n_in = h.inputs.len(),
+        n_out = h.outputs.len(),
+    )
 }
 
 /// `text` inside a C comment: no `*/` closes it early.
