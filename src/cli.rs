@@ -18,7 +18,7 @@ use std::process::ExitCode;
 const USAGE: &str = "usage:
   kiln run F.kir --input NAME=PATH.npy ... [--out-dir DIR] [--backend interp|cpu|gpu] [--func NAME]
   kiln grad F.kir --wrt NAME,NAME [--output K] [--func NAME]
-  kiln opt F.kir [--func NAME]
+  kiln opt F.kir [--dot] [--func NAME]
   kiln aot F.kir -o F.o [--header F.h] [--target TRIPLE] [--func NAME] [--symbol NAME] [--runtime]
   kiln ptx F.kir [--arch sm_90] [--func NAME]";
 
@@ -157,12 +157,16 @@ pub fn run(args: &[String]) -> Result<(), String> {
         )?),
         "grad" => cmd_grad(&Flags::parse(rest, &["--wrt", "--output", "--func"])?),
         "opt" => {
-            let f = Flags::parse(rest, &["--func"])?;
+            let f = Flags::parse_with(rest, &["--func"], &["--dot"])?;
             let func = load(f.file()?, f.get("--func"))?;
             let mut options = CompileOptions::default();
             options.dump = options.dump.for_compile(&func.name);
             options.dump.dump(&func.name, "input", || print_func(&func));
-            print!("{}", print_func(&crate::compile::optimize(func, &options)));
+            let optimized = crate::compile::optimize(func, &options);
+            match f.has("--dot") {
+                true => print!("{}", crate::ir::dot::func_to_dot(&optimized)),
+                false => print!("{}", print_func(&optimized)),
+            }
             Ok(())
         }
         "aot" => cmd_aot(&Flags::parse_with(

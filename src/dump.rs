@@ -11,10 +11,11 @@ use std::collections::HashSet;
 use std::path::PathBuf;
 use std::sync::Mutex;
 
-/// The stages, in pipeline order; a stage's index is the NN of its dump file.
-pub const STAGES: [&str; 11] = [
+/// The stages, in pipeline order (but `dot`, the optimized function drawn, which comes last so
+/// that the others keep their numbers); a stage's index is the NN of its dump file.
+pub const STAGES: [&str; 12] = [
     "input", "grad", "egraph", "fused", "inplace", "schedule", "kernels", "clif", "llvm", "ptx",
-    "asm",
+    "asm", "dot",
 ];
 
 /// Which stages to dump, and where. `Default` dumps nothing; [`DumpOptions::from_env`] reads

@@ -376,7 +376,7 @@ fn dumps_show_each_stage_on_stderr_or_in_files() {
         "{err}"
     );
     for stage in [
-        "egraph", "fused", "inplace", "schedule", "kernels", "clif", "asm",
+        "egraph", "fused", "inplace", "schedule", "kernels", "clif", "asm", "dot",
     ] {
         assert!(
             err.contains(&format!(";; ---- @f: {stage} ----")),

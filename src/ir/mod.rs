@@ -2,6 +2,7 @@
 //! SSA function.
 
 pub mod custom;
+pub mod dot;
 mod dtype;
 pub mod func;
 pub mod infer;

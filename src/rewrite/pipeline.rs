@@ -46,6 +46,7 @@ pub fn optimize_donating(
 ) -> (Func, Vec<Value>) {
     if !options.optimize {
         super::inplace::clear_inplace(&mut func);
+        dump_dot(options, &func);
         return (func, Vec::new());
     }
     let egraph_options = super::egraph::Options {
@@ -74,5 +75,11 @@ pub fn optimize_donating(
     options.dump.dump(&fused.name, "inplace", || {
         crate::ir::text::print_func(&fused)
     });
+    dump_dot(options, &fused);
     (fused, destroyed)
+}
+
+/// The `dot` dump: the function the backends get, as a Graphviz graph (`ir::dot`).
+fn dump_dot(options: &OptimizeOptions, func: &Func) {
+    (options.dump).dump(&func.name, "dot", || crate::ir::dot::func_to_dot(func));
 }
