@@ -48,8 +48,38 @@ impl Drop for Function {
             if super::profile::from_env() {
                 eprint!("{report}");
             }
+            // `KILN_PROFILE=trace.json`: the first function to go writes that file, the
+            // next `trace-2.json`, and so on.
+            if let Some(path) = super::profile::trace_path_from_env() {
+                let path = numbered(&path);
+                match self.write_trace(&path) {
+                    Ok(()) => eprintln!(
+                        "kiln: @{}: trace of {} calls written to {}",
+                        self.func.name,
+                        report.calls,
+                        path.display()
+                    ),
+                    Err(e) => eprintln!("kiln: @{}: {e}", self.func.name),
+                }
+            }
         }
     }
+}
+
+/// `path` for the `n`th trace this process writes there: `trace.json`, then `trace-2.json`...
+fn numbered(path: &std::path::Path) -> std::path::PathBuf {
+    static WRITTEN: std::sync::Mutex<Vec<std::path::PathBuf>> = std::sync::Mutex::new(Vec::new());
+    let mut written = WRITTEN.lock().unwrap_or_else(|e| e.into_inner());
+    let n = written.iter().filter(|p| *p == path).count();
+    written.push(path.to_path_buf());
+    if n == 0 {
+        return path.to_path_buf();
+    }
+    let stem = path
+        .file_stem()
+        .map(|s| s.to_string_lossy())
+        .unwrap_or_default();
+    path.with_file_name(format!("{stem}-{}.json", n + 1))
 }
 
 /// The first line of a saved function's `function.txt` (its format's version).
@@ -282,6 +312,29 @@ impl Function {
     /// (`CompileOptions::profile`, or `KILN_PROFILE=1`).
     pub fn profile(&self) -> Option<super::profile::ProfileReport> {
         self.exec.profile().map(|p| p.report())
+    }
+
+    /// Writes the profiled calls so far as a Chrome trace to `path` (the trace-event JSON
+    /// that Perfetto and `chrome://tracing` open): each call and each of its steps a span on
+    /// the track of the thread that ran it, named by the step's kind, op and result, with the
+    /// line of the code that built it and the shapes it read and wrote. An error where the
+    /// function is not profiled (`CompileOptions::profile`, `KILN_PROFILE`) or the file cannot
+    /// be written; nothing is left half-written.
+    pub fn write_trace(&self, path: impl AsRef<std::path::Path>) -> Result<()> {
+        let path = path.as_ref();
+        let Some(p) = self.exec.profile() else {
+            return Err(Error::Input(format!(
+                "@{} is not profiled: compile it with CompileOptions::profile (or KILN_PROFILE=1) to trace it",
+                self.func.name
+            )));
+        };
+        let tmp = path.with_extension("json.partial");
+        let written =
+            std::fs::write(&tmp, p.trace_json()).and_then(|()| std::fs::rename(&tmp, path));
+        written.map_err(|e| {
+            let _ = std::fs::remove_file(&tmp);
+            Error::Runtime(format!("cannot write the trace to {}: {e}", path.display()))
+        })
     }
 
     /// The function's state: the values of the shared variables it reads or updates (by

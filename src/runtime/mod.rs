@@ -13,6 +13,7 @@ mod rows;
 mod scan;
 pub mod state;
 pub mod threads;
+pub mod trace;
 pub mod vm;
 mod warm;
 

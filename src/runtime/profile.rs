@@ -20,12 +20,23 @@ pub fn from_env() -> bool {
     std::env::var("KILN_PROFILE").is_ok_and(|v| !v.is_empty() && v != "0")
 }
 
+/// Where `KILN_PROFILE` asks for a Chrome trace: a value ending in `.json`
+/// (`KILN_PROFILE=trace.json`).
+pub fn trace_path_from_env() -> Option<std::path::PathBuf> {
+    let v = std::env::var("KILN_PROFILE").ok()?;
+    v.ends_with(".json").then(|| v.into())
+}
+
 /// The counters of one profiled function, shared by its calls (on any thread).
 pub struct Profile {
     func: String,
     /// What each step is, by step index: its kind and op, for the report.
     labels: Vec<String>,
+    /// Where the user's code built each step's result (`file:line:col`, or empty).
+    places: Vec<String>,
     stats: Mutex<Stats>,
+    /// Every timed step and call, for `Function::write_trace`.
+    trace: super::trace::Trace,
 }
 
 #[derive(Clone, Default)]
@@ -58,9 +69,17 @@ impl Profile {
     /// Counters for every step of `plan` (lowered from `func`).
     pub fn new(func: &Func, plan: &Plan) -> Profile {
         let mut labels = vec![String::new(); plan.n_steps];
+        let mut places = vec![String::new(); plan.n_steps];
         for s in plan.all_steps() {
             if let Some(l) = labels.get_mut(s.id.index()) {
                 *l = label(func, s);
+            }
+            let loc = s
+                .results
+                .first()
+                .and_then(|&r| func.values[r.index()].loc.clone());
+            if let (Some(p), Some(loc)) = (places.get_mut(s.id.index()), loc) {
+                *p = loc;
             }
         }
         Profile {
@@ -70,14 +89,24 @@ impl Profile {
                 ..Stats::default()
             }),
             labels,
+            places,
+            trace: super::trace::Trace::default(),
         }
+    }
+
+    /// The calls and steps so far as a Chrome trace (trace-event JSON, `runtime::trace`).
+    pub fn trace_json(&self) -> String {
+        self.trace.json(&self.func, &self.labels, &self.places)
     }
 
     fn stats(&self) -> std::sync::MutexGuard<'_, Stats> {
         self.stats.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    pub fn record_step(&self, step: &Step, run: StepRun) {
+    /// One run of `step`, which started at `started`.
+    pub fn record_step(&self, step: &Step, run: StepRun, started: std::time::Instant) {
+        self.trace
+            .step(step.id.index(), started, run.time, &run.shapes);
         let mut st = self.stats();
         if let Some(s) = st.steps.get_mut(step.id.index()) {
             s.runs += 1;
@@ -90,7 +119,8 @@ impl Profile {
 
     /// One call's time, and the part of it spent inside kernels (at any depth: the steps
     /// of a `scan`'s body and of an `ifelse`'s branch count too).
-    pub fn record_call(&self, time: Duration, in_kernels: Duration) {
+    pub fn record_call(&self, started: std::time::Instant, time: Duration, in_kernels: Duration) {
+        self.trace.call(started, time);
         let mut st = self.stats();
         st.calls += 1;
         st.call_time += time;
@@ -99,6 +129,7 @@ impl Profile {
 
     /// Forgets every call so far.
     pub fn reset(&self) {
+        self.trace.reset();
         let mut st = self.stats();
         let n = st.steps.len();
         *st = Stats {

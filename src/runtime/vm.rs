@@ -362,7 +362,7 @@ pub fn run_plan_into<D: Device>(
     if let (Some(p), Some(t0)) = (&state.profile, started) {
         device.synchronize()?;
         let in_kernels = state.kernel_time.take().unwrap_or_default();
-        p.record_call(t0.elapsed(), in_kernels);
+        p.record_call(t0, t0.elapsed(), in_kernels);
     }
     outs
 }
@@ -525,7 +525,11 @@ fn profiled_step<D: Device>(
     device.synchronize()?;
     let time = t0.elapsed();
     let results = seen(env, &inst.results);
-    profile.record_step(inst, super::profile::measure(inst, &args, &results, time));
+    profile.record_step(
+        inst,
+        super::profile::measure(inst, &args, &results, time),
+        t0,
+    );
     Ok(())
 }
 
