@@ -54,11 +54,22 @@ fn a_profiled_function_reports_every_step_of_its_calls_also_on_the_gpu_backend()
             "{r}"
         );
         assert!(gemm.rate().ends_with("GFLOP/s"), "{r}");
+        // It is a product, built on a line of this file, which its report line names.
+        assert_eq!(gemm.kind, "products", "{r}");
+        assert!(gemm.at.starts_with("tests/profile.rs:"), "{r}");
         // The slowest first.
         assert!(r.steps.windows(2).all(|p| p[0].time >= p[1].time), "{r}");
         let text = r.to_string();
         assert!(text.starts_with("kiln profile of @f: 5 calls"), "{text}");
         assert!(text.contains("between steps"), "{text}");
+        assert!(text.contains(" at tests/profile.rs:"), "{text}");
+        // The summary by kind adds up the steps of each kind.
+        let kinds = &text[text.find("by kind:\n").expect("a summary by kind")..];
+        assert!(kinds.contains("products (1 step)"), "{text}");
+        let in_kinds: usize = (kiln::runtime::profile::KINDS.iter())
+            .map(|k| r.steps.iter().filter(|s| s.kind == *k).count())
+            .sum();
+        assert_eq!(in_kinds, r.steps.len(), "{r}");
         // The kernels' time lies inside the steps' (the VM's work between them does not).
         let stepped: std::time::Duration = r.steps.iter().map(|s| s.time).sum();
         assert!(r.kernel_time > std::time::Duration::ZERO, "{r}");

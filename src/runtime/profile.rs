@@ -34,6 +34,8 @@ pub struct Profile {
     labels: Vec<String>,
     /// Where the user's code built each step's result (`file:line:col`, or empty).
     places: Vec<String>,
+    /// What kind of step each is, for the report's summary (`kind_of`).
+    kinds: Vec<&'static str>,
     stats: Mutex<Stats>,
     /// Every timed step and call, for `Function::write_trace`.
     trace: super::trace::Trace,
@@ -70,9 +72,13 @@ impl Profile {
     pub fn new(func: &Func, plan: &Plan) -> Profile {
         let mut labels = vec![String::new(); plan.n_steps];
         let mut places = vec![String::new(); plan.n_steps];
+        let mut kinds = vec![""; plan.n_steps];
         for s in plan.all_steps() {
             if let Some(l) = labels.get_mut(s.id.index()) {
                 *l = label(func, s);
+            }
+            if let Some(k) = kinds.get_mut(s.id.index()) {
+                *k = kind_of(&s.kernel);
             }
             let loc = s
                 .results
@@ -90,6 +96,7 @@ impl Profile {
             }),
             labels,
             places,
+            kinds,
             trace: super::trace::Trace::default(),
         }
     }
@@ -145,9 +152,12 @@ impl Profile {
             .steps
             .iter()
             .zip(&self.labels)
-            .filter(|(s, _)| s.runs > 0)
-            .map(|(s, label)| StepReport {
+            .enumerate()
+            .filter(|(_, (s, _))| s.runs > 0)
+            .map(|(i, (s, label))| StepReport {
                 what: label.clone(),
+                kind: self.kinds.get(i).copied().unwrap_or(""),
+                at: self.places.get(i).cloned().unwrap_or_default(),
                 shapes: s.shapes.clone(),
                 runs: s.runs,
                 time: s.time,
@@ -163,6 +173,32 @@ impl Profile {
             kernel_time: st.kernel_time,
             steps,
         }
+    }
+}
+
+/// The kinds of step the report's summary adds up, in its order.
+pub const KINDS: [&str; 7] = [
+    "products",
+    "row groups",
+    "maps",
+    "reductions",
+    "views",
+    "host steps",
+    "control",
+];
+
+/// Which of [`KINDS`] a step is: kiln's GEMM, a row group's fused block, a map or reduction
+/// kernel, a view, an op's `perform` on the host, or a branch or loop (whose own steps are
+/// inside it).
+fn kind_of(k: &Kernel) -> &'static str {
+    match k {
+        Kernel::Gemm { .. } => "products",
+        Kernel::Rows { .. } => "row groups",
+        Kernel::Map { .. } => "maps",
+        Kernel::Reduce { .. } => "reductions",
+        Kernel::View(_) => "views",
+        Kernel::Perform => "host steps",
+        Kernel::IfElse { .. } | Kernel::Scan { .. } => "control",
     }
 }
 
@@ -263,6 +299,10 @@ pub struct ProfileReport {
 pub struct StepReport {
     /// Its kind and op (`map exp -> %3`, `gemm matmul -> %5`, `rows (exp, sum) -> %7`).
     pub what: String,
+    /// Which of [`KINDS`] it is.
+    pub kind: &'static str,
+    /// Where the user's code built it (`src/model.rs:12:5`), or empty.
+    pub at: String,
     /// The argument and result shapes of its last run.
     pub shapes: String,
     pub runs: u64,
@@ -335,9 +375,14 @@ impl fmt::Display for ProfileReport {
             "share", "per call", "runs", "bytes/run", "rate"
         )?;
         for s in &self.steps {
+            // `file:line` of `file:line:col`: enough to find it.
+            let at = match s.at.rsplit_once(':') {
+                Some((line, _)) => format!(" at {line}"),
+                None => String::new(),
+            };
             writeln!(
                 f,
-                "{:>6.1}%  {:>11}  {:>7}  {:>12}  {:>16}  {}  [{}]",
+                "{:>6.1}%  {:>11}  {:>7}  {:>12}  {:>16}  {}{at}  [{}]",
                 self.share(s),
                 time(per_call(s.time)),
                 s.runs,
@@ -345,6 +390,22 @@ impl fmt::Display for ProfileReport {
                 s.rate(),
                 s.what,
                 s.shapes
+            )?;
+        }
+        writeln!(f, "by kind:")?;
+        for kind in KINDS {
+            let of: Vec<&StepReport> = self.steps.iter().filter(|s| s.kind == kind).collect();
+            if of.is_empty() {
+                continue;
+            }
+            let t: Duration = of.iter().map(|s| s.time).sum();
+            writeln!(
+                f,
+                "{:>6.1}%  {:>11}  {kind} ({} step{})",
+                self.percent(t),
+                time(per_call(t)),
+                of.len(),
+                if of.len() == 1 { "" } else { "s" }
             )?;
         }
         let stepped: Duration = self.steps.iter().map(|s| s.time).sum();
