@@ -11,9 +11,33 @@ pub struct SourceLoc {
     pub column: u32,
 }
 
+thread_local! {
+    /// Where the nodes built now are attributed, while [`built_at`] runs.
+    static BUILT_AT: std::cell::Cell<Option<SourceLoc>> = const { std::cell::Cell::new(None) };
+}
+
+/// Runs `f` with every node it builds on this thread attributed to `loc`, not to the line of
+/// kiln that builds it: the gradient's nodes name the line of the user's code that built the
+/// node they differentiate, in errors and profiles.
+pub fn built_at<R>(loc: SourceLoc, f: impl FnOnce() -> R) -> R {
+    /// Puts the previous attribution back however `f` ends.
+    struct Restore(Option<SourceLoc>);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            BUILT_AT.set(self.0);
+        }
+    }
+    let _restore = Restore(BUILT_AT.replace(Some(loc)));
+    f()
+}
+
 impl SourceLoc {
+    /// Where the caller is (or, inside [`built_at`], where it says).
     #[track_caller]
     pub fn caller() -> SourceLoc {
+        if let Some(at) = BUILT_AT.get() {
+            return at;
+        }
         let l = Location::caller();
         SourceLoc {
             file: l.file(),

@@ -167,7 +167,11 @@ pub(crate) fn grad_impl(
             }
             continue;
         }
-        let in_grads = rules::input_grads(&g, a, &inputs, &outputs, &out_grads)?;
+        // The gradient's nodes name the line that built the node they differentiate.
+        let at = a.loc();
+        let in_grads = crate::error::built_at(at, || {
+            rules::input_grads(&g, a, &inputs, &outputs, &out_grads)
+        })?;
         for ((inp, rel), ig) in inputs.iter().zip(&relevant).zip(in_grads) {
             if !rel {
                 continue;
@@ -182,7 +186,7 @@ pub(crate) fn grad_impl(
                         v
                     };
                     let acc = match grads.remove(&inp.id()) {
-                        Some(prev) => &prev + &v,
+                        Some(prev) => crate::error::built_at(at, || &prev + &v),
                         None => v,
                     };
                     grads.insert(inp.id(), acc);
