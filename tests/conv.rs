@@ -746,7 +746,7 @@ fn pools_and_their_gradients_have_the_interpreters_bits_on_every_backend() {
             let rdims: Vec<Option<usize>> = out_shape.iter().map(|&d| Some(d)).collect();
             let scale = g.input("r", dtype, rdims);
             // Stored with the last two axes swapped: read through strides.
-            let mut perm: Vec<usize> = (0..shape.len()).collect();
+            let mut perm: Vec<i64> = (0..shape.len() as i64).collect();
             perm.swap(shape.len() - 2, shape.len() - 1);
             let xt = xv.transpose(&perm);
             let (m, a) = (xt.max_pool2d(win, st, pad), xt.avg_pool2d(win, st, pad));

@@ -132,7 +132,7 @@ fn build(seed: u64, i: u64) -> Program {
                 };
                 let pa = p.broadcast_to(&[lead(&p), vec![m, k]].concat());
                 let qa = q.broadcast_to(&[lead(&q), vec![m, k]].concat());
-                let mut perm: Vec<usize> = (0..qa.rank()).collect();
+                let mut perm: Vec<i64> = (0..qa.rank() as i64).collect();
                 let l = perm.len();
                 perm.swap(l - 1, l - 2);
                 pa.matmul(&qa.transpose(&perm)).matmul(&qa) * 0.1
@@ -140,7 +140,7 @@ fn build(seed: u64, i: u64) -> Program {
             // Through a transpose and a reshape, and back. (The gradient of a reshape needs
             // the input's shape from its type: at most one `?` dim.)
             10 if !shape.is_empty() && p.ty().shape.iter().filter(|d| d.is_none()).count() <= 1 => {
-                let mut perm: Vec<usize> = (0..shape.len()).collect();
+                let mut perm: Vec<i64> = (0..shape.len() as i64).collect();
                 perm.reverse();
                 let dims: Vec<i64> = shape.iter().map(|&d| d as i64).collect();
                 p.transpose(&perm)

@@ -438,7 +438,7 @@ fn cumprod_gradients_have_the_interpreters_bits_on_every_backend() {
                 kiln::f64,
                 shape.iter().map(|&d| Some(d)).collect::<Vec<_>>(),
             );
-            let perm: Vec<usize> = (0..rank).rev().collect();
+            let perm: Vec<i64> = (0..rank as i64).rev().collect();
             let xt = xs.transpose(&perm);
             let loss = (&xt.cumprod(axis as i64) * &rs).sum(None, false);
             let dx = kiln::grad(&loss, &[&xt]).unwrap().remove(0);
@@ -499,7 +499,7 @@ fn sorts_have_the_interpreters_bits_on_every_backend() {
             let g = Graph::new();
             let stored: Vec<Option<usize>> = shape.iter().rev().map(|&d| Some(d)).collect();
             let xs = g.input("x", dtype, stored);
-            let x = xs.transpose(&(0..rank).rev().collect::<Vec<_>>());
+            let x = xs.transpose(&(0..rank as i64).rev().collect::<Vec<_>>());
             let outs = if descending {
                 vec![
                     x.sort_descending(ax),

@@ -36,6 +36,13 @@ pub fn broadcast_like(v: &Var, like: &Var) -> Var {
     }
 }
 
+/// The permutation of `rank` axes that swaps the last two.
+pub fn swap_last_two(rank: usize) -> Vec<i64> {
+    let mut perm: Vec<i64> = (0..rank as i64).collect();
+    perm.swap(rank - 2, rank - 1);
+    perm
+}
+
 /// Zeros of the type of `like`.
 pub fn zeros_like(like: &Var) -> Var {
     like.zeros_like()
@@ -145,9 +152,9 @@ pub fn input_grads(
             keepdims,
         } => vec![reduce(r, axes.as_deref(), keepdims, &x[0], y, &gy)?],
         Op::Transpose { perm } => {
-            let mut inv = vec![0; perm.len()];
+            let mut inv = vec![0i64; perm.len()];
             for (i, &p) in perm.iter().enumerate() {
-                inv[p] = i;
+                inv[p] = i as i64;
             }
             g1(gy.transpose(&inv))
         }
@@ -482,12 +489,7 @@ fn matmul(a: &Var, b: &Var, gy: &Var) -> Vec<InGrad> {
     if rb == 1 {
         g2 = g2.expand_dims(&[g2.rank() as i64]);
     }
-    let swap = |v: &Var| {
-        let r = v.rank();
-        let mut perm: Vec<usize> = (0..r).collect();
-        perm.swap(r - 2, r - 1);
-        v.transpose(&perm)
-    };
+    let swap = |v: &Var| v.transpose(&swap_last_two(v.rank()));
     let mut ga = unbroadcast(&g2.matmul(&swap(&b2)), &a2);
     let (k, n) = (a2.ty().shape[a2.rank() - 1], g2.ty().shape[g2.rank() - 1]);
     let mut gb = match (k, n) {

@@ -28,8 +28,8 @@ pub fn take_along_axis(x: &Var, indices: &Var, gy: &Var, axis: usize) -> Result<
     let spread = &hot * &gy.expand_dims(&[rank]);
     // Sum over the indices' axis, then move the positions axis into its place.
     let summed = spread.sum(Some(&[a]), false);
-    let mut perm: Vec<usize> = (0..x.rank() - 1).collect();
-    perm.insert(axis, x.rank() - 1);
+    let mut perm: Vec<i64> = (0..x.rank() as i64 - 1).collect();
+    perm.insert(axis, x.rank() as i64 - 1);
     Ok(unbroadcast(&summed.transpose(&perm), x))
 }
 

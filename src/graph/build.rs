@@ -219,16 +219,17 @@ impl Var {
         self.apply1(Op::MatMul, &[other], SourceLoc::caller())
     }
 
-    /// Permutes the axes; output axis `i` is input axis `perm[i]`.
+    /// Permutes the axes; output axis `i` is input axis `perm[i]` (negative counts from the
+    /// end, as numpy's `transpose` takes it: `x.transpose(&[0, -1, -2])` swaps the last two).
     #[track_caller]
-    pub fn transpose(&self, perm: &[usize]) -> Var {
-        self.apply1(
-            Op::Transpose {
-                perm: perm.to_vec(),
-            },
-            &[],
-            SourceLoc::caller(),
-        )
+    pub fn transpose(&self, perm: &[i64]) -> Var {
+        self.apply_with(SourceLoc::caller(), |t| {
+            let perm = (perm.iter())
+                .map(|&a| normalize_axis(a, t.rank()))
+                .collect::<Result<Vec<usize>, String>>()
+                .map_err(|e| format!("transpose: {e}"))?;
+            Ok(Op::Transpose { perm })
+        })
     }
 
     /// Reverses the axes (the matrix transpose for rank 2).

@@ -103,7 +103,7 @@ pub fn attention(q: &Var, k: &Var, v: &Var, causal: bool) -> Var {
             Err("attention: the last axis of q must be known (it sets the scale)".into())
         });
     };
-    let mut perm: Vec<usize> = (0..kt.rank()).collect();
+    let mut perm: Vec<i64> = (0..kt.rank() as i64).collect();
     perm.swap(kt.rank() - 2, kt.rank() - 1);
     let scores = q.matmul(&k.transpose(&perm)) * (1.0 / (d.max(1) as f64).sqrt());
     let scores = match (causal, tq, tk) {

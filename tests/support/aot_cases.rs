@@ -158,8 +158,8 @@ pub fn stored_transposed(t: &Tensor) -> Tensor {
 }
 
 pub fn swap_last(v: &Var) -> Var {
-    let r = v.ty().rank();
-    let mut perm: Vec<usize> = (0..r).collect();
-    perm.swap(r - 2, r - 1);
+    let r = v.ty().rank() as i64;
+    let mut perm: Vec<i64> = (0..r).collect();
+    perm.swap(r as usize - 2, r as usize - 1);
     v.transpose(&perm)
 }

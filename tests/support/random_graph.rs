@@ -665,10 +665,15 @@ impl Ctx<'_> {
                 for i in (1..rank).rev() {
                     perm.swap(i, r.pick(i + 1));
                 }
-                let mut inv = vec![0; rank];
+                let mut inv = vec![0i64; rank];
                 for (i, &k) in perm.iter().enumerate() {
-                    inv[k] = i;
+                    inv[k] = i as i64;
                 }
+                // Odd places counted from the end, as numpy allows (no draw of their own, so
+                // the programs a seed makes do not change).
+                let perm: Vec<i64> = (perm.iter().enumerate())
+                    .map(|(i, &k)| k as i64 - if i % 2 == 1 { rank as i64 } else { 0 })
+                    .collect();
                 let t = p.v.transpose(&perm);
                 let (t, exact) = match r.pick(3) {
                     0 if dt != DType::Bool => (&t + &t, p.exact),
@@ -722,7 +727,7 @@ impl Ctx<'_> {
                 let (lp, lq) = (lead(&p.v), lead(&q.v));
                 let pa = p.v.broadcast_to(&[lp.clone(), vec![m, k]].concat());
                 let qa = q.v.broadcast_to(&[lq.clone(), vec![m, k]].concat());
-                let mut qt_perm: Vec<usize> = (0..lq.len() + 2).collect();
+                let mut qt_perm: Vec<i64> = (0..lq.len() as i64 + 2).collect();
                 let l = qt_perm.len();
                 qt_perm.swap(l - 1, l - 2);
                 let qt = qa.transpose(&qt_perm);
