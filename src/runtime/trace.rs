@@ -32,11 +32,20 @@ pub struct Trace {
     events: Mutex<(Vec<Event>, u64)>,
 }
 
-/// A small number per thread, for its track, and the thread's name.
+/// A small number per thread, for its track; the first call on a thread also records the
+/// thread's name (`thread_names`), so later events take no lock for it.
 fn this_thread() -> u32 {
     static NEXT: AtomicU32 = AtomicU32::new(1);
     thread_local! {
-        static ID: u32 = NEXT.fetch_add(1, Ordering::Relaxed);
+        static ID: u32 = {
+            let id = NEXT.fetch_add(1, Ordering::Relaxed);
+            let name = std::thread::current()
+                .name()
+                .map_or_else(|| format!("thread {id}"), str::to_string);
+            let mut names = thread_names().lock().unwrap_or_else(|e| e.into_inner());
+            names.push((id, name));
+            id
+        };
     }
     ID.with(|id| *id)
 }
@@ -59,15 +68,6 @@ impl Default for Trace {
 impl Trace {
     fn push(&self, step: Option<u32>, started: Instant, dur: std::time::Duration, shapes: &str) {
         let thread = this_thread();
-        {
-            let mut names = thread_names().lock().unwrap_or_else(|e| e.into_inner());
-            if !names.iter().any(|(t, _)| *t == thread) {
-                let name = std::thread::current()
-                    .name()
-                    .map_or_else(|| format!("thread {thread}"), str::to_string);
-                names.push((thread, name));
-            }
-        }
         let start_ns = started.saturating_duration_since(self.origin).as_nanos() as u64;
         let mut ev = self.events.lock().unwrap_or_else(|e| e.into_inner());
         if ev.0.len() >= MAX_EVENTS {

@@ -34,6 +34,14 @@ impl Isa {
         Isa::ALL.into_iter().find(|i| i.name() == name)
     }
 
+    /// The bytes of one of its vectors (a kernel's row is two).
+    pub fn vector_bytes(self) -> usize {
+        match self {
+            Isa::Avx2 => 32,
+            Isa::Avx512 => 64,
+        }
+    }
+
     /// Whether this host runs the ISA's kernels. AVX-512 needs AVX2 and FMA too: the
     /// packing routines shared by both are AVX2.
     pub fn available(self) -> bool {

@@ -80,7 +80,9 @@ pub trait Element:
     const ZERO: Self;
 
     /// Columns of a micro-tile on `isa`: two of its vectors.
-    fn nr(isa: Isa) -> usize;
+    fn nr(isa: Isa) -> usize {
+        2 * isa.vector_bytes() / std::mem::size_of::<Self>()
+    }
 
     #[doc(hidden)]
     fn kernel(isa: Isa) -> Kernel<Self>;
@@ -112,12 +114,6 @@ impl Element for f32 {
         nc: 4080,
     };
     const ZERO: f32 = 0.0;
-    fn nr(isa: Isa) -> usize {
-        match isa {
-            Isa::Avx2 => 16,
-            Isa::Avx512 => 32,
-        }
-    }
     fn kernel(isa: Isa) -> Kernel<f32> {
         match isa {
             Isa::Avx2 => kernel::f32_6x16,
@@ -150,12 +146,6 @@ impl Element for f64 {
         nc: 4080,
     };
     const ZERO: f64 = 0.0;
-    fn nr(isa: Isa) -> usize {
-        match isa {
-            Isa::Avx2 => 8,
-            Isa::Avx512 => 16,
-        }
-    }
     fn kernel(isa: Isa) -> Kernel<f64> {
         match isa {
             Isa::Avx2 => kernel::f64_6x8,
