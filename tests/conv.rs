@@ -150,6 +150,68 @@ fn random_convolution_gradients_match_the_definition() {
     }
 }
 
+/// "Same" convolutions (stride 1, odd filters padded by half their width, so that each
+/// output row is as wide as an image row): `perform` unrolls these by shifting whole planes
+/// rather than copying a run per output row. Random heights, vertical padding and dilation,
+/// groups and batches, the image and filter gradients too, against the definition.
+#[test]
+fn same_convolutions_and_their_gradients_match_the_definition() {
+    let mut rng = Rng(0x5a3e_c0a7);
+    for case in 0..16 {
+        let kw = 1 + 2 * rng.below(3);
+        let groups = 1 + rng.below(2);
+        let conv = Conv2d {
+            stride: [1, 1],
+            padding: [rng.below(2), kw / 2],
+            dilation: [1 + rng.below(2), 1],
+            groups,
+        };
+        let kh = 1 + rng.below(3);
+        let span = conv.dilation[0] * (kh - 1) + 1;
+        let h = span.saturating_sub(2 * conv.padding[0]).max(1) + rng.below(4);
+        let w = 1 + rng.below(7);
+        let (n, cg, og) = (1 + rng.below(3), 1 + rng.below(3), 1 + rng.below(2));
+        let x = values(&mut rng, &[n, cg * groups, h, w]);
+        let f = values(&mut rng, &[og * groups, cg, kh, kw]);
+        let want = conv_ref(&x, &f, &conv);
+        assert_eq!(
+            want.shape()[3],
+            w,
+            "case {case}: a same convolution keeps the width"
+        );
+        let r = values(&mut rng, want.shape());
+        let (want_dx, want_dw) = conv_grads_ref(&x, &f, &r, &conv);
+        for backend in backends_with_gpu_host() {
+            let g = Graph::new();
+            let xv = g.input("x", kiln::f64, [None, None, Some(h), Some(w)]);
+            let fv = g.input("f", kiln::f64, [None, None, Some(kh), Some(kw)]);
+            let rv = g.input("r", kiln::f64, vec![None; 4]);
+            let y = xv.conv2d(&fv, conv);
+            let loss = (&y * &rv).sum(None, false);
+            let grads = kiln::grad(&loss, &[&xv, &fv]).unwrap();
+            let fun = function(&[&xv, &fv, &rv], &[&y, &grads[0], &grads[1]])
+                .backend(backend)
+                .compile()
+                .unwrap();
+            let out = fun
+                .call(&[
+                    &Tensor::from(x.clone()),
+                    &Tensor::from(f.clone()),
+                    &Tensor::from(r.clone()),
+                ])
+                .unwrap();
+            let at = format!(
+                "case {case} {backend:?} {conv:?} x{:?} f{:?}",
+                x.shape(),
+                f.shape()
+            );
+            assert!(close(&out[0], &want), "{at}: output");
+            assert!(close(&out[1], &want_dx), "{at}: image gradient");
+            assert!(close(&out[2], &want_dw), "{at}: filter gradient");
+        }
+    }
+}
+
 /// Pooling by its definition over a rank-4 input.
 fn pool_ref(
     x: &ArrayD<f64>,

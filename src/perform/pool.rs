@@ -98,37 +98,71 @@ impl Planes {
         }
     }
 
-    /// Max pooling of one plane `v` into `out`; with `ARG`, the input offset of each maximum
-    /// in `arg`: the first of equals in the window's row-major order, a NaN before anything.
-    /// Each output starts from its window's first element that is not padding.
-    fn max_plane<T: PoolElem, const ARG: bool>(&self, v: &[T], out: &mut [T], arg: &mut [usize]) {
+    /// The input rows or columns (along axis `a`, 0 for rows) under output `o`'s window,
+    /// clipped to the plane: never empty, since padding is at most half the window. No sum
+    /// wraps: `o * stride + window` is at most the padded size, which `Pool2d::output`
+    /// checked.
+    fn under(&self, o: usize, a: usize) -> std::ops::Range<usize> {
+        let (s, p) = (o * self.pool.stride[a], self.pool.padding[a]);
+        s.saturating_sub(p)
+            ..(s + self.pool.window[a])
+                .saturating_sub(p)
+                .min(self.input[a])
+    }
+
+    /// Each output of a plane with the input rows and columns under its window, in the
+    /// outputs' row-major order: `f(output offset, rows, columns)`.
+    fn each_window(
+        &self,
+        mut f: impl FnMut(usize, std::ops::Range<usize>, std::ops::Range<usize>),
+    ) {
         let [oh, ow] = self.out;
-        let first =
-            |o: usize, a: usize| (o * self.pool.stride[a]).saturating_sub(self.pool.padding[a]);
         for y in 0..oh {
-            let row = first(y, 0) * self.input[1];
+            let rows = self.under(y, 0);
             for x in 0..ow {
-                let t = row + first(x, 1);
-                out[y * ow + x] = v[t];
-                if ARG {
-                    arg[y * ow + x] = t;
-                }
+                f(y * ow + x, rows.clone(), self.under(x, 1));
             }
         }
-        let step = self.pool.stride[1];
-        self.each_tap_run(|o0, t0, n| {
-            // Branch-free selects; the run's elements sliced first, so an index is checked
-            // against one bound.
-            let src = &v[t0..=t0 + (n - 1) * step];
-            let out = &mut out[o0..o0 + n];
-            for (k, o) in out.iter_mut().enumerate() {
-                let e = src[k * step];
-                let take = (e > *o) | (e.is_nan() & !o.is_nan());
-                *o = if take { e } else { *o };
-                if ARG {
-                    arg[o0 + k] = if take { t0 + k * step } else { arg[o0 + k] };
+    }
+
+    /// The maximum of each window of plane `v`, and its input offset: the first of equals in
+    /// the window's row-major order, a NaN before anything. Output by output, each window's
+    /// taps in row-major order (a plane's outputs are few and its windows small, so a loop per
+    /// tap over runs of outputs spent its time starting runs).
+    fn each_max<T: PoolElem>(&self, v: &[T], mut f: impl FnMut(usize, T, usize)) {
+        let w = self.input[1];
+        let pick = |best: &mut T, at: &mut usize, e: T, t: usize| {
+            let take = (e > *best) | (e.is_nan() & !best.is_nan());
+            *best = if take { e } else { *best };
+            *at = if take { t } else { *at };
+        };
+        if self.pool.window == [2, 2] && self.pool.stride == [2, 2] && self.pool.padding == [0, 0] {
+            // The common 2x2 window with stride 2, straight-line: the same taps in the same
+            // order as below, without a window's bounds per output.
+            let ow = self.out[1];
+            for y in 0..self.out[0] {
+                let (r0, r1) = (2 * y * w, (2 * y + 1) * w);
+                let (top, bottom) = (&v[r0..r0 + 2 * ow], &v[r1..r1 + 2 * ow]);
+                for x in 0..ow {
+                    let (mut best, mut at) = (top[2 * x], r0 + 2 * x);
+                    pick(&mut best, &mut at, top[2 * x + 1], r0 + 2 * x + 1);
+                    pick(&mut best, &mut at, bottom[2 * x], r1 + 2 * x);
+                    pick(&mut best, &mut at, bottom[2 * x + 1], r1 + 2 * x + 1);
+                    f(y * ow + x, best, at);
                 }
             }
+            return;
+        }
+        self.each_window(|o, rows, cols| {
+            let mut at = rows.start * w + cols.start;
+            let mut best = v[at];
+            for iy in rows {
+                let line = iy * w;
+                for (k, &e) in v[line + cols.start..line + cols.end].iter().enumerate() {
+                    pick(&mut best, &mut at, e, line + cols.start + k);
+                }
+            }
+            f(o, best, at)
         });
     }
 
@@ -195,22 +229,24 @@ fn pool_planes<T: Copy + Send + Sync>(
 
 fn max_pool_t<T: PoolElem>(x: &ArrayViewD<'_, T>, pool: &Pool2d) -> Result<ArrayD<T>, Error> {
     pool_planes(x, pool, T::default(), |planes, v, out| {
-        planes.max_plane::<T, false>(v, out, &mut [])
+        planes.each_max(v, |o, best, _| out[o] = best)
     })
 }
 
 fn avg_pool_t<T: ConvElem>(x: &ArrayViewD<'_, T>, pool: &Pool2d) -> Result<ArrayD<T>, Error> {
-    let (step, area) = (pool.stride[1], area::<T>(pool));
+    let area = area::<T>(pool);
     pool_planes(x, pool, T::zero(), |planes, v, out| {
-        planes.each_tap_run(|o0, t0, len| {
-            let src = v[t0..].iter().step_by(step);
-            for (o, &e) in out[o0..o0 + len].iter_mut().zip(src) {
-                *o += e;
+        let w = planes.input[1];
+        // From zero, the taps in row-major order, then the division: the window's sum.
+        planes.each_window(|o, rows, cols| {
+            let mut sum = T::zero();
+            for iy in rows {
+                for &e in &v[iy * w + cols.start..iy * w + cols.end] {
+                    sum += e;
+                }
             }
+            out[o] = sum / area;
         });
-        for o in out.iter_mut() {
-            *o = *o / area;
-        }
     })
 }
 
@@ -237,16 +273,10 @@ fn pool_grad_t<T: ConvElem + PoolElem>(
     planes.each_block(v, &mut dx, in_len, |block, v, dx| {
         // This block's planes of the output's gradient.
         let g = &g[block * per * n..][..v.len() / in_len.max(1) * n];
-        let (mut out, mut arg) = (vec![T::zero(); n], vec![0; n]);
         let planes_of = v.chunks(in_len).zip(g.chunks(n)).zip(dx.chunks_mut(in_len));
         for ((v, g), dx) in planes_of {
             match pool.kind {
-                PoolKind::Max => {
-                    planes.max_plane::<T, true>(v, &mut out, &mut arg);
-                    for (&a, &gv) in arg.iter().zip(g) {
-                        dx[a] += gv;
-                    }
-                }
+                PoolKind::Max => planes.each_max(v, |o, _, at| dx[at] += g[o]),
                 PoolKind::Avg => planes.each_tap_run(|o0, t0, len| {
                     for k in 0..len {
                         dx[t0 + k * step] += g[o0 + k] / area;
