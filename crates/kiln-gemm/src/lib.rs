@@ -201,6 +201,9 @@ unsafe impl<T: Sync> Sync for Mat<*const T> {}
 /// took 3.3-3.4 ms against 2.9-3.0 at 2^18; W4, W5 and the GPT step did not move.
 pub const PARALLEL_MIN: usize = 1 << 18;
 
+/// The fewest tiles of C a product gives each of its threads.
+const MIN_TILES_PER_THREAD: usize = 2;
+
 /// `C = A B` on up to `threads` of rayon's threads (one without the `threads` feature), with
 /// the kernels of [`isa`]. C is only written (it may hold anything before); with `k = 0` it is
 /// zeroed.
@@ -344,11 +347,15 @@ unsafe fn run<T: Element>(
     let nc = blocking.nc.div_ceil(nr).max(1) * nr;
     let kc = blocking.kc.max(1);
     let blocking = Blocking { mc, kc, nc };
+    // At least two tiles of C per thread: a product whose C is a tile or two (a
+    // convolution's filter gradient, 9x8 with k = 9216) cannot be shared, and a second thread
+    // only doubled its phase barriers (one per k chunk) for nothing.
+    let tiles = m.div_ceil(MR).saturating_mul(n.div_ceil(nr));
     let threads =
         if !cfg!(feature = "threads") || m.saturating_mul(n).saturating_mul(k) < PARALLEL_MIN {
             1
         } else {
-            threads.max(1)
+            threads.min(tiles / MIN_TILES_PER_THREAD).max(1)
         };
     with_buffer(&B_PANEL, |panel| {
         let panel = panel.get::<T>(nc.min(n).div_ceil(nr) * nr * kc.min(k));
