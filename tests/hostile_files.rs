@@ -68,7 +68,7 @@ fn saved_functions_whose_bindings_do_not_fit_are_refused_at_load() {
     // As saved: a, b, c updated by results 1, 2, 3, each overwritten in place.
     assert_eq!(
         lines[3..],
-        ["shared 1 1", "shared 2 1", "shared 3 1"],
+        ["shared 1 1 a", "shared 2 1 b", "shared 3 1 c"],
         "{m}"
     );
     assert_eq!(load_edited(&files, |_| {}), None, "the file as saved loads");
@@ -83,7 +83,7 @@ fn saved_functions_whose_bindings_do_not_fit_are_refused_at_load() {
         );
         load_edited(&files, |fs| set_manifest(fs, &text))
     };
-    let cases: [([&str; 3], &str); 7] = [
+    let cases: [([&str; 3], &str); 8] = [
         // a (f32) updated by b's f64 result: a read past its buffer before.
         (
             ["shared 2 0", "shared 1 0", "shared 3 1"],
@@ -109,7 +109,11 @@ fn saved_functions_whose_bindings_do_not_fit_are_refused_at_load() {
         ),
         (
             ["shared 1 7", "shared 2 0", "shared 3 0"],
-            "is not `shared UPDATE|- 0|1`",
+            "is not `shared UPDATE|- 0|1 [NAME]`",
+        ),
+        (
+            ["shared 1 0 a\\q", "shared 2 0", "shared 3 0"],
+            "is not `shared UPDATE|- 0|1 [NAME]`",
         ),
         (
             ["shared 1 0", "shared 2 0", "shared 9 0"],

@@ -133,6 +133,44 @@ pub(crate) struct SavedBindings {
     /// For each shared variable (the parameters after the inputs): the result that updates
     /// it, if any, and whether the function overwrites its old value (`SharedBinding`).
     shared: Vec<(Option<usize>, bool)>,
+    /// Each shared variable's own name, where the file gives it (files written before names
+    /// were saved do not: their parameters' names in the text form stand in).
+    names: Vec<Option<String>>,
+}
+
+/// A shared variable's name on its `function.txt` line: anything but a backslash, a carriage
+/// return or a newline as it is, those three escaped (`\\`, `\r`, `\n`), so that the name
+/// is the rest of one line. The text form cannot keep every name (a repeated one, an
+/// input's, one with a `/` or a space prints as a number), so the names travel here.
+fn escape_name(name: &str) -> String {
+    let mut out = String::with_capacity(name.len());
+    for c in name.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// The name [`escape_name`] wrote, or `None` where an escape is not one of its three.
+fn unescape_name(text: &str) -> Option<String> {
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars();
+    while let Some(c) = chars.next() {
+        out.push(match c {
+            '\\' => match chars.next()? {
+                '\\' => '\\',
+                'n' => '\n',
+                'r' => '\r',
+                _ => return None,
+            },
+            c => c,
+        });
+    }
+    Some(out)
 }
 
 impl SavedBindings {
@@ -153,23 +191,30 @@ impl SavedBindings {
                 .ok_or_else(|| format!("function.txt: expected `{key} N`"))
         };
         let (n_inputs, n_outputs) = (count("inputs")?, count("outputs")?);
-        let mut shared = Vec::new();
+        let (mut shared, mut names) = (Vec::new(), Vec::new());
         for line in lines {
-            let bad = || format!("function.txt: `{line}` is not `shared UPDATE|- 0|1`");
-            let fields: Vec<&str> = line.split(' ').collect();
-            let ["shared", update, donated] = fields.as_slice() else {
-                return Err(bad());
+            let bad = || format!("function.txt: `{line}` is not `shared UPDATE|- 0|1 [NAME]`");
+            let fields: Vec<&str> = line.splitn(4, ' ').collect();
+            let (update, donated, name) = match fields.as_slice() {
+                ["shared", update, donated] => (*update, *donated, None),
+                ["shared", update, donated, name] => (
+                    *update,
+                    *donated,
+                    Some(unescape_name(name).ok_or_else(bad)?),
+                ),
+                _ => return Err(bad()),
             };
-            let update = match *update {
+            let update = match update {
                 "-" => None,
                 k => Some(k.parse::<usize>().map_err(|_| bad())?),
             };
-            let donated = match *donated {
+            let donated = match donated {
                 "0" => false,
                 "1" => true,
                 _ => return Err(bad()),
             };
             shared.push((update, donated));
+            names.push(name);
         }
         let updates = shared.iter().filter(|b| b.0.is_some()).count();
         let fits = (n_inputs.checked_add(shared.len())) == Some(func.params.len())
@@ -223,6 +268,7 @@ impl SavedBindings {
             n_inputs,
             n_outputs,
             shared,
+            names,
         })
     }
 }
@@ -445,7 +491,11 @@ impl Function {
         );
         for b in &self.shared {
             let update = b.update.map_or("-".to_string(), |k| k.to_string());
-            manifest.push_str(&format!("shared {update} {}\n", u8::from(b.donated)));
+            manifest.push_str(&format!(
+                "shared {update} {} {}\n",
+                u8::from(b.donated),
+                escape_name(&b.name)
+            ));
         }
         let mut files = vec![
             (
@@ -475,9 +525,13 @@ impl Function {
             .map(|(i, &(update, donated))| {
                 let param = func.params[n_inputs + i];
                 let ty = func.ty(param);
+                let name = match &saved.names[i] {
+                    Some(n) => n.clone(),
+                    None => func.name_of(param).unwrap_or_default().to_string(),
+                };
                 SharedBinding {
                     cell: crate::shared::SharedValue::new(Tensor::empty(ty.dtype)),
-                    name: func.name_of(param).unwrap_or_default().to_string(),
+                    name,
                     update,
                     donated,
                 }
