@@ -544,15 +544,20 @@ pub fn read_archive(path: &Path) -> Result<Vec<(String, Vec<u8>)>> {
 
 /// Writes each of `paths` whole through `write(i, file)`, all or nothing: each is written to
 /// a temporary file next to it, then all are renamed into place; after a failure none of the
-/// paths holds a new file (an old file at one of them may be gone).
-fn write_whole(
+/// paths holds a new file (an old file at one of them may be gone). The temporary files are
+/// `NAME.tmpPID.N`, `N` counted per process, so that two threads saving to one path at once
+/// write files of their own (the last rename wins, whole), and they are listed for
+/// [`remove_unfinished`] while they exist.
+pub(crate) fn write_whole(
     paths: &[PathBuf],
     write: impl Fn(usize, std::fs::File) -> std::io::Result<()>,
 ) -> Result<()> {
+    static WRITES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let files: Vec<(&PathBuf, usize)> = paths.iter().zip(0..).collect();
+    let n = WRITES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let tmp = |p: &Path| {
         let mut name = p.file_name().unwrap_or_default().to_os_string();
-        name.push(format!(".tmp{}", std::process::id()));
+        name.push(format!(".tmp{}.{n}", std::process::id()));
         p.with_file_name(name)
     };
     let temps: Vec<PathBuf> = files.iter().map(|(p, _)| tmp(p)).collect();

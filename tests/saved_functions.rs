@@ -215,6 +215,47 @@ fn shared_variables_with_names_the_text_form_renames_load_back() {
     let _ = std::fs::remove_file(&path);
 }
 
+/// Threads saving one function to one path at once each write a temporary file of their
+/// own: every save succeeds, the file left is one of them whole, and no temporary is left.
+#[test]
+fn threads_saving_to_one_path_at_once_leave_one_whole_file() {
+    let g = Graph::new();
+    let x = g.input("x", kiln::f32, [Some(256)]);
+    let w = g.shared("w", ndarray::Array1::<f32>::zeros(256).into_dyn());
+    let f = function(&[&x], &[&(&x + &w)])
+        .update(&w, &w + &x)
+        .compile()
+        .unwrap();
+    f.call(&[ndarray::Array1::<f32>::ones(256).into_dyn().view()])
+        .unwrap();
+    let dir = tmp("concurrent");
+    std::fs::create_dir_all(&dir).unwrap();
+    let (kfn, npz) = (dir.join("f.kfn"), dir.join("f.npz"));
+    std::thread::scope(|s| {
+        for _ in 0..4 {
+            s.spawn(|| {
+                for _ in 0..25 {
+                    f.save(&kfn).unwrap();
+                    f.save_state(&npz).unwrap();
+                }
+            });
+        }
+    });
+    let loaded = Function::load(&kfn, &CompileOptions::default()).unwrap();
+    assert_eq!(loaded.state().shared, f.state().shared);
+    f.load_state(&npz).unwrap();
+    let left: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    let mut want = vec!["f.kfn".to_string(), "f.npz".to_string()];
+    let mut left = left;
+    left.sort();
+    want.sort();
+    assert_eq!(left, want, "only the two files stay");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// The files of an archive: (name, contents).
 type Files = Vec<(String, Vec<u8>)>;
 

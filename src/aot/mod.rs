@@ -249,46 +249,18 @@ impl AotArtifact {
     /// temporary file next to it and renamed into place once all are written, so that no file
     /// exists half-written; after a failure neither is there.
     pub fn write(&self, object: &Path, header: Option<&Path>) -> Result<()> {
-        let mut files: Vec<(&Path, &[u8])> = vec![(object, &self.object)];
+        // Neither file stays after a failure: a header without its object (or the reverse)
+        // would mislead. `npy::write_whole` also lists the temporary files for
+        // `npy::remove_unfinished`, which the `kiln` tool calls when interrupted.
+        let mut files: Vec<(std::path::PathBuf, &[u8])> =
+            vec![(object.to_path_buf(), &self.object)];
         if let Some(h) = header {
-            files.push((h, self.header.as_bytes()));
+            files.push((h.to_path_buf(), self.header.as_bytes()));
         }
-        let tmp = |p: &Path| {
-            let mut name = p.file_name().unwrap_or_default().to_os_string();
-            name.push(format!(".tmp{}", std::process::id()));
-            p.with_file_name(name)
-        };
-        let io = |p: &Path, e: std::io::Error| Error::Io(format!("{}: {e}", p.display()));
-        let mut written = Vec::new();
-        let mut result = Ok(());
-        for (p, bytes) in &files {
-            let t = tmp(p);
-            if let Err(e) = std::fs::write(&t, bytes) {
-                let _ = std::fs::remove_file(&t);
-                result = Err(io(p, e));
-                break;
-            }
-            written.push(t);
-        }
-        let mut renamed: Vec<&Path> = Vec::new();
-        if result.is_ok() {
-            for ((p, _), t) in files.iter().zip(&written) {
-                if let Err(e) = std::fs::rename(t, p) {
-                    result = Err(io(p, e));
-                    break;
-                }
-                renamed.push(p);
-            }
-        }
-        if result.is_err() {
-            // Neither file stays: a header without its object (or the reverse) would mislead.
-            for t in &written {
-                let _ = std::fs::remove_file(t);
-            }
-            for p in renamed {
-                let _ = std::fs::remove_file(p);
-            }
-        }
-        result
+        let paths: Vec<std::path::PathBuf> = files.iter().map(|(p, _)| p.clone()).collect();
+        crate::npy::write_whole(&paths, |i, mut f| {
+            use std::io::Write;
+            f.write_all(files[i].1)
+        })
     }
 }
