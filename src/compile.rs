@@ -400,8 +400,9 @@ impl Function {
             .next()
             .ok_or_else(|| at("function.kir holds no function".into()))?;
         crate::ir::verify::verify(&func).map_err(|es| at(es.join("; ")))?;
-        // Everything is checked before anything is compiled: the bindings against the
-        // function, then the state against the bindings.
+        // The bindings are checked against the function and the state entries read before
+        // anything is compiled; the state's values are checked against the variables' types
+        // (and the op state against the plan's steps) once the plan exists, in `from_saved`.
         let saved = crate::runtime::function::SavedBindings::read(&func, &manifest).map_err(at)?;
         let entries = crate::npy::arrays_of(path, files)?;
         let state = crate::runtime::state::FunctionState::from_entries(entries)

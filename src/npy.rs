@@ -420,6 +420,15 @@ pub fn to_bytes(t: &Tensor) -> Result<Vec<u8>> {
     Ok(out)
 }
 
+/// Entry `name` of the archive at `path` as `.npy` bytes; an error (a `bf16` array) names the
+/// archive and the entry, as the readers' errors do.
+pub(crate) fn entry_bytes(path: &Path, name: &str, t: &Tensor) -> Result<Vec<u8>> {
+    to_bytes(t).map_err(|e| match e {
+        Error::Input(m) => Error::Input(format!("{}/{name}.npy: {m}", path.display())),
+        e => e,
+    })
+}
+
 /// Files of a write in progress: temporary files, and the finished files of a set not yet
 /// complete. A signal handler removes them with [`remove_unfinished`].
 static UNFINISHED: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
@@ -453,7 +462,7 @@ pub fn write_all(files: &[(PathBuf, &Tensor)]) -> Result<()> {
 pub fn write_npz(path: &Path, entries: &[(String, &Tensor)]) -> Result<()> {
     let files: Vec<(String, Vec<u8>)> = entries
         .iter()
-        .map(|(name, t)| Ok((format!("{name}.npy"), to_bytes(t)?)))
+        .map(|(name, t)| Ok((format!("{name}.npy"), entry_bytes(path, name, t)?)))
         .collect::<Result<_>>()?;
     write_archive(path, &files)
 }

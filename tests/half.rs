@@ -465,6 +465,24 @@ fn npy_files_hold_f16_and_refuse_bf16() {
         .to_string();
     assert!(err.contains("numpy has no bf16"), "{err}");
     assert!(!dir.join("b.npy").exists());
+    // A function's state with a bf16 variable: the error names the archive and the entry.
+    let g = kiln::Graph::new();
+    let w = g.shared(
+        "w",
+        ndarray::ArrayD::from_elem(ndarray::IxDyn(&[2]), bf16::ONE),
+    );
+    let f = kiln::function(&[], &[&(&w + &w)]).compile().unwrap();
+    for (what, saved) in [
+        ("save_state", f.save_state(dir.join("s.npz"))),
+        ("save", f.save(dir.join("s.kfn"))),
+    ] {
+        let err = saved.unwrap_err().to_string();
+        assert!(
+            err.contains("numpy has no bf16") && err.contains("shared/w.npy"),
+            "{what}: {err}"
+        );
+    }
+    assert!(!dir.join("s.npz").exists() && !dir.join("s.kfn").exists());
     std::fs::remove_dir_all(&dir).unwrap();
 }
 

@@ -505,7 +505,8 @@ impl Function {
             ("function.txt".to_string(), manifest.into_bytes()),
         ];
         for (name, t) in self.try_state()?.entries() {
-            files.push((format!("{name}.npy"), crate::npy::to_bytes(&t)?));
+            let bytes = crate::npy::entry_bytes(path.as_ref(), &name, &t)?;
+            files.push((format!("{name}.npy"), bytes));
         }
         crate::npy::write_archive(path.as_ref(), &files)
     }
