@@ -143,7 +143,8 @@ fn quoted(s: &str) -> Option<(String, &str)> {
 /// The dtype of a header's `descr` (numpy's spellings of kiln's dtypes, little-endian).
 fn dtype_of(descr: &str) -> Option<DType> {
     Some(match descr {
-        "|b1" | "<b1" | "b1" => DType::Bool,
+        // A byte has no order: numpy writes `|b1`, and `<b1`, `>b1` and `b1` mean the same.
+        "|b1" | "<b1" | ">b1" | "b1" => DType::Bool,
         "<i4" => DType::I32,
         "<i8" => DType::I64,
         "<f4" => DType::F32,
@@ -621,6 +622,11 @@ mod tests {
         assert!(h.shape.is_empty());
         assert!(parse_dict("{'descr': '<f4', 'shape': (2,)}").is_err());
         assert!(parse_dict("{'descr': '<f4', 'fortran_order': False, 'shape': (x,)}").is_err());
+        // Every spelling of a bool byte, in a single file as in an archive's entry.
+        for descr in ["|b1", "<b1", ">b1", "b1"] {
+            assert_eq!(dtype_of(descr), Some(DType::Bool), "{descr}");
+        }
+        assert_eq!(dtype_of(">f4"), None);
     }
 
     #[test]

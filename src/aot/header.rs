@@ -239,7 +239,8 @@ pub fn header(h: &HeaderInfo) -> String {
         let note = note(h.input_notes, i);
         let _ = writeln!(
             s,
-            " * input  {i}: {name}: {dt}{sh} ({ct}, {n} elements){note}",
+            " * input  {i}: {name}: {dt}{sh} ({ct}, {}){note}",
+            elements(n),
             name = a.name,
             dt = a.dtype,
             sh = shape_text(&a.shape),
@@ -251,7 +252,8 @@ pub fn header(h: &HeaderInfo) -> String {
         let note = note(h.output_notes, i);
         let _ = writeln!(
             s,
-            " * output {i}: {name}: {dt}{sh} ({ct}, {n} elements){note}",
+            " * output {i}: {name}: {dt}{sh} ({ct}, {}){note}",
+            elements(n),
             name = a.name,
             dt = a.dtype,
             sh = shape_text(&a.shape),
@@ -392,4 +394,12 @@ fn c_string(text: &str) -> String {
         }
     }
     out
+}
+
+/// `n` elements, in words: "1 element", "5 elements".
+fn elements(n: usize) -> String {
+    match n {
+        1 => "1 element".to_string(),
+        n => format!("{n} elements"),
+    }
 }

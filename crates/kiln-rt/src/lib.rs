@@ -12,9 +12,10 @@
 //! order, so an object gives the same bits either way.
 //!
 //! Build it with `cargo build --release -p kiln-rt` (it is `target/release/libkiln_rt.a`) and
-//! link it after the objects: `cc main.c f.o target/release/libkiln_rt.a -lm -o main`. Each
-//! product runs on the calling thread; the library starts no threads. Its packing buffers are
-//! allocated on first use and kept (one set per thread that multiplies at once).
+//! link it after the objects: `cc main.c f.o target/release/libkiln_rt.a -lm -lpthread -ldl -o
+//! main` (Rust's standard library, which it contains, needs the last two). Each product runs
+//! on the calling thread; the library starts no threads. Its packing buffers are allocated on
+//! first use and kept, in pools that concurrent calls take them from under a lock.
 
 mod vmath;
 
