@@ -223,18 +223,23 @@ fn cmd_run(f: &Flags) -> Result<(), String> {
         let (name, p) = spec
             .split_once('=')
             .ok_or_else(|| format!("--input `{spec}`: expected NAME=PATH.npy"))?;
+        // `%x=...` and `x=...` name the same parameter.
+        let name = name.trim_start_matches('%');
         if given.iter().any(|(n, _)| n == name) {
             return Err(format!("--input: `{name}` is given twice"));
         }
-        given.push((name.trim_start_matches('%').to_string(), PathBuf::from(p)));
+        given.push((name.to_string(), PathBuf::from(p)));
     }
+    // Each parameter's name as `--input` gives it: its own, or its place where it has none.
+    let names: Vec<String> = (func.params.iter().enumerate())
+        .map(|(i, &p)| {
+            func.name_of(p)
+                .map_or_else(|| i.to_string(), str::to_string)
+        })
+        .collect();
     let mut inputs = Vec::new();
-    for (i, &p) in func.params.iter().enumerate() {
-        let name = func
-            .name_of(p)
-            .map(str::to_string)
-            .unwrap_or_else(|| i.to_string());
-        let (_, file) = given.iter().find(|(n, _)| *n == name).ok_or_else(|| {
+    for (&p, name) in func.params.iter().zip(&names) {
+        let (_, file) = given.iter().find(|(n, _)| n == name).ok_or_else(|| {
             format!(
                 "{path}: @{} needs the input `{name}` (--input {name}=PATH.npy)",
                 func.name
@@ -243,7 +248,7 @@ fn cmd_run(f: &Flags) -> Result<(), String> {
         inputs.push(read_npy(file, func.ty(p).dtype)?);
     }
     for (n, _) in &given {
-        if !func.params.iter().any(|&p| func.name_of(p) == Some(n)) {
+        if !names.contains(n) {
             return Err(format!("{path}: @{} has no parameter `{n}`", func.name));
         }
     }

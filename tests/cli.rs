@@ -277,6 +277,23 @@ fn user_errors_are_one_line_and_exit_1() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(!dir.join("out0.npy").exists());
+    // One parameter given twice, once spelled with its `%`: refused, not one file ignored.
+    let out = kiln(
+        &[
+            "run",
+            good.to_str().unwrap(),
+            "--input",
+            &format!("x={}", short.display()),
+            "--input",
+            &format!("%x={}", wrong.display()),
+        ],
+        &[],
+    );
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("`x` is given twice"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     // ptx: PTX with the `gpu` feature, one line naming the feature without it.
     let out = kiln(&["ptx", good.to_str().unwrap()], &[]);
     let err = String::from_utf8_lossy(&out.stderr);
