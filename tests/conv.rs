@@ -115,45 +115,50 @@ fn random_convolution_gradients_match_the_definition() {
         let (n, cg, og) = (1 + rng.below(3), 1 + rng.below(3), 1 + rng.below(2));
         let x = values(&mut rng, &[n, cg * groups, h, w]);
         let f = values(&mut rng, &[og * groups, cg, kh, kw]);
-        let want = conv_ref(&x, &f, &conv);
-        let r = values(&mut rng, want.shape());
-        let (want_dx, want_dw) = conv_grads_ref(&x, &f, &r, &conv);
-        for backend in backends_with_gpu_host() {
-            let g = Graph::new();
-            // The gradients need the image's and filters' height and width typed.
-            let xv = g.input("x", kiln::f64, [None, None, Some(h), Some(w)]);
-            let fv = g.input("f", kiln::f64, [None, None, Some(kh), Some(kw)]);
-            let rv = g.input("r", kiln::f64, vec![None; 4]);
-            let y = xv.conv2d(&fv, conv);
-            let loss = (&y * &rv).sum(None, false);
-            let grads = kiln::grad(&loss, &[&xv, &fv]).unwrap();
-            let fun = function(&[&xv, &fv, &rv], &[&grads[0], &grads[1]])
-                .backend(backend)
-                .compile()
-                .unwrap();
-            let out = fun
-                .call(&[
-                    &Tensor::from(x.clone()),
-                    &Tensor::from(f.clone()),
-                    &Tensor::from(r.clone()),
-                ])
-                .unwrap();
-            assert!(
-                close(&out[0], &want_dx),
-                "case {case} {backend:?} {conv:?}: image"
-            );
-            assert!(
-                close(&out[1], &want_dw),
-                "case {case} {backend:?} {conv:?}: filters"
-            );
-        }
+        conv_and_gradients_match(&format!("case {case}"), &mut rng, &x, &f, &conv);
     }
 }
 
-/// "Same" convolutions (stride 1, odd filters padded by half their width, so that each
-/// output row is as wide as an image row): `perform` unrolls these by shifting whole planes
-/// rather than copying a run per output row. Random heights, vertical padding and dilation,
-/// groups and batches, the image and filter gradients too, against the definition.
+/// `conv2d` of `x` by `f`, and its image and filter gradients (of the sum of the output times
+/// random weights), on every backend against the definition.
+fn conv_and_gradients_match(
+    what: &str,
+    rng: &mut Rng,
+    x: &ArrayD<f64>,
+    f: &ArrayD<f64>,
+    conv: &Conv2d,
+) {
+    let want = conv_ref(x, f, conv);
+    let r = values(rng, want.shape());
+    let (want_dx, want_dw) = conv_grads_ref(x, f, &r, conv);
+    let (xs, fs) = (x.shape(), f.shape());
+    for backend in backends_with_gpu_host() {
+        let g = Graph::new();
+        // The gradients need the image's and filters' height and width typed.
+        let xv = g.input("x", kiln::f64, [None, None, Some(xs[2]), Some(xs[3])]);
+        let fv = g.input("f", kiln::f64, [None, None, Some(fs[2]), Some(fs[3])]);
+        let rv = g.input("r", kiln::f64, vec![None; 4]);
+        let y = xv.conv2d(&fv, *conv);
+        let loss = (&y * &rv).sum(None, false);
+        let grads = kiln::grad(&loss, &[&xv, &fv]).unwrap();
+        let fun = function(&[&xv, &fv, &rv], &[&y, &grads[0], &grads[1]])
+            .backend(backend)
+            .compile()
+            .unwrap();
+        let out = fun
+            .call(&[
+                &Tensor::from(x.clone()),
+                &Tensor::from(f.clone()),
+                &Tensor::from(r.clone()),
+            ])
+            .unwrap();
+        let at = format!("{what} {backend:?} {conv:?} x{xs:?} f{fs:?}");
+        assert!(close(&out[0], &want), "{at}: output");
+        assert!(close(&out[1], &want_dx), "{at}: image");
+        assert!(close(&out[2], &want_dw), "{at}: filters");
+    }
+}
+
 #[test]
 fn same_convolutions_and_their_gradients_match_the_definition() {
     let mut rng = Rng(0x5a3e_c0a7);
@@ -173,42 +178,12 @@ fn same_convolutions_and_their_gradients_match_the_definition() {
         let (n, cg, og) = (1 + rng.below(3), 1 + rng.below(3), 1 + rng.below(2));
         let x = values(&mut rng, &[n, cg * groups, h, w]);
         let f = values(&mut rng, &[og * groups, cg, kh, kw]);
-        let want = conv_ref(&x, &f, &conv);
         assert_eq!(
-            want.shape()[3],
+            conv.output([h, w], [kh, kw]).unwrap()[1],
             w,
             "case {case}: a same convolution keeps the width"
         );
-        let r = values(&mut rng, want.shape());
-        let (want_dx, want_dw) = conv_grads_ref(&x, &f, &r, &conv);
-        for backend in backends_with_gpu_host() {
-            let g = Graph::new();
-            let xv = g.input("x", kiln::f64, [None, None, Some(h), Some(w)]);
-            let fv = g.input("f", kiln::f64, [None, None, Some(kh), Some(kw)]);
-            let rv = g.input("r", kiln::f64, vec![None; 4]);
-            let y = xv.conv2d(&fv, conv);
-            let loss = (&y * &rv).sum(None, false);
-            let grads = kiln::grad(&loss, &[&xv, &fv]).unwrap();
-            let fun = function(&[&xv, &fv, &rv], &[&y, &grads[0], &grads[1]])
-                .backend(backend)
-                .compile()
-                .unwrap();
-            let out = fun
-                .call(&[
-                    &Tensor::from(x.clone()),
-                    &Tensor::from(f.clone()),
-                    &Tensor::from(r.clone()),
-                ])
-                .unwrap();
-            let at = format!(
-                "case {case} {backend:?} {conv:?} x{:?} f{:?}",
-                x.shape(),
-                f.shape()
-            );
-            assert!(close(&out[0], &want), "{at}: output");
-            assert!(close(&out[1], &want_dx), "{at}: image gradient");
-            assert!(close(&out[2], &want_dw), "{at}: filter gradient");
-        }
+        conv_and_gradients_match(&format!("case {case}"), &mut rng, &x, &f, &conv);
     }
 }
 

@@ -250,6 +250,14 @@ impl Geometry {
         })
     }
 
+    /// Runs `f` on this convolution's two scratch matrices ([`with_scratch`]): room for a
+    /// chunk's unrolled image (`[k, nc * p]`) and for a group's output-shaped rows
+    /// (`[og, nc * p]`).
+    fn with_scratch<T: ConvElem, R>(&self, f: impl FnOnce(&mut [T], &mut [T]) -> R) -> R {
+        let most = self.chunk_images() * self.p();
+        with_scratch(self.k() * most, self.o / self.conv.groups * most, f)
+    }
+
     /// Where group `g`'s channels of `[n, o, p]` output-shaped data sit in an `[og, nc * p]`
     /// matrix of a chunk: `(matrix offset, data offset)` of each run of `p` elements.
     fn group_runs(&self, chunk: Chunk, g: usize) -> impl Iterator<Item = (usize, usize)> {
@@ -376,8 +384,7 @@ fn conv_t<T: ConvElem>(
     let (img, filters) = (dense(x), dense(w));
     let (img, filters) = (slice(&img), slice(&filters));
     let mut out = vec![T::zero(); geo.n * geo.o * p];
-    let most = geo.chunk_images() * p;
-    with_scratch(k * most, og * most, |cols, prod| {
+    geo.with_scratch(|cols, prod| {
         for chunk in geo.chunks() {
             let width = chunk.len * p;
             for g in 0..groups {
@@ -418,8 +425,7 @@ fn grad_image_t<T: ConvElem>(
     let (g_all, filters) = (dense(gy), dense(w));
     let (g_all, filters) = (slice(&g_all), slice(&filters));
     let mut dx = vec![T::zero(); x_shape.iter().product()];
-    let most = geo.chunk_images() * p;
-    with_scratch(k * most, og * most, |cols, gmat| {
+    geo.with_scratch(|cols, gmat| {
         for chunk in geo.chunks() {
             let width = chunk.len * p;
             for g in 0..groups {
@@ -459,8 +465,7 @@ fn grad_filter_t<T: ConvElem>(
     let (img, g_all) = (slice(&img), slice(&g_all));
     let mut dw = vec![T::zero(); geo.o * k];
     let mut part = vec![T::zero(); k * og];
-    let most = geo.chunk_images() * p;
-    with_scratch(k * most, og * most, |cols, gmat| {
+    geo.with_scratch(|cols, gmat| {
         for chunk in geo.chunks() {
             let width = chunk.len * p;
             for g in 0..groups {
