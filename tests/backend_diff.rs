@@ -13,6 +13,7 @@
 
 #[path = "support/aot_lib.rs"]
 mod aot_lib;
+mod common;
 #[path = "support/random_graph.rs"]
 mod random_graph;
 
@@ -21,17 +22,6 @@ use random_graph::Case;
 
 /// Shards of the random programs, one test each, so that the test threads share them.
 const SHARDS: u64 = 4;
-
-/// The seed of this run: `KILN_RANDOM_SEED`, else the time.
-fn seed() -> u64 {
-    match std::env::var("KILN_RANDOM_SEED") {
-        Ok(s) => s.trim().parse().expect("KILN_RANDOM_SEED is a number"),
-        Err(_) => std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_nanos() as u64)
-            .unwrap_or(1),
-    }
-}
 
 /// Programs per shard: `KILN_RANDOM_CASES` in all, else a default that keeps CI short.
 fn cases_per_shard(default_total: u64) -> u64 {
@@ -105,9 +95,9 @@ fn run_shard(shard: u64) {
     if skipped_under_interp() {
         return;
     }
-    let seed = seed();
+    let seed = common::random_seed(&format!("random programs, shard {shard}"));
     let n = cases_per_shard(2000);
-    eprintln!("random programs, shard {shard}: seed {seed}, {n} programs");
+    eprintln!("random programs, shard {shard}: {n} programs");
     let only = only_program();
     for k in 0..n {
         let i = k * SHARDS + shard;
@@ -169,10 +159,10 @@ fn random_programs_keep_their_state_whole_under_threads() {
     if skipped_under_interp() {
         return;
     }
-    let base = seed();
+    let base = common::random_seed("random programs under threads");
     let seed = base ^ 0x7ead;
     let n = cases_per_shard(600) * SHARDS;
-    eprintln!("random programs under threads: seed {base}, up to {n} programs");
+    eprintln!("random programs under threads: up to {n} programs");
     let (mut ran, mut read) = (0, 0);
     let only = only_program();
     for i in (0..n).filter(|&i| only.is_none_or(|o| o == i)) {
@@ -212,9 +202,9 @@ fn random_programs_agree_on_the_gpu() {
     }
     #[allow(unreachable_code)]
     {
-        let seed = seed();
+        let seed = common::random_seed("random programs on the GPU");
         let n = cases_per_shard(40) * SHARDS;
-        eprintln!("random programs on the GPU: seed {seed}, {n} programs");
+        eprintln!("random programs on the GPU: {n} programs");
         let only = only_program();
         let mut ran = 0;
         for i in (0..n).filter(|&i| only.is_none_or(|o| o == i)) {
@@ -255,10 +245,10 @@ fn random_programs_agree_ahead_of_time() {
         return;
     }
     // Programs of their own (`KILN_RANDOM_SEED` replays them: `base` is what failures print).
-    let base = seed();
+    let base = common::random_seed("random programs ahead of time");
     let seed = base ^ 0xa07;
     let n = cases_per_shard(400) * SHARDS;
-    eprintln!("random programs ahead of time: seed {base}, up to {n} programs");
+    eprintln!("random programs ahead of time: up to {n} programs");
     type Item = (
         u64,
         Case,

@@ -809,3 +809,46 @@ fn pools_and_their_gradients_have_the_interpreters_bits_on_every_backend() {
         }
     }
 }
+
+/// Convolutions whose output is empty (no images, or no filters) but whose padding would make
+/// every image's output huge: the result is empty and the gradients are zero, on every backend,
+/// with no scratch sized from the output positions of images that are not there.
+#[test]
+fn empty_convolutions_with_huge_padding_run_without_scratch() {
+    let pad = 1usize << 40;
+    let conv = Conv2d {
+        padding: [pad, 3],
+        ..Conv2d::default()
+    };
+    // (image shape, filter shape): no images; no filters.
+    for (xs, fs) in [([0, 2, 3, 3], [2, 2, 2, 2]), ([2, 2, 3, 3], [0, 2, 2, 2])] {
+        let x = ArrayD::<f64>::ones(IxDyn(&xs));
+        let f = ArrayD::<f64>::ones(IxDyn(&fs));
+        let oh = 3 + 2 * pad - 1;
+        let out_shape = [xs[0], fs[0], oh, 3 + 2 * 3 - 1];
+        for backend in backends_with_gpu_host() {
+            let g = Graph::new();
+            let xv = g.input("x", kiln::f64, [None, None, Some(3), Some(3)]);
+            let fv = g.input("f", kiln::f64, [None, None, Some(2), Some(2)]);
+            let y = xv.conv2d(&fv, conv);
+            let grads = kiln::grad(&y.sum(None, false), &[&xv, &fv]).unwrap();
+            let fun = function(&[&xv, &fv], &[&y, &grads[0], &grads[1]])
+                .backend(backend)
+                .compile()
+                .unwrap();
+            let out = fun
+                .call(&[&Tensor::from(x.clone()), &Tensor::from(f.clone())])
+                .unwrap();
+            let at = format!("{backend:?} x{xs:?} f{fs:?}");
+            assert_eq!(out[0].shape(), out_shape, "{at}: output");
+            assert!(
+                out[1].bit_eq(&ArrayD::<f64>::zeros(IxDyn(&xs)).into()),
+                "{at}: image"
+            );
+            assert!(
+                out[2].bit_eq(&ArrayD::<f64>::zeros(IxDyn(&fs)).into()),
+                "{at}: filters"
+            );
+        }
+    }
+}

@@ -5,6 +5,8 @@
 //! The programs come from a seed that changes from run to run; a failure prints it, and
 //! `KILN_RANDOM_SEED=<seed>` replays them (`KILN_RANDOM_CASES` sets how many).
 
+mod common;
+
 use kiln::{function, Backend, Graph, Tensor, Var};
 use ndarray::{ArrayD, IxDyn};
 
@@ -166,16 +168,6 @@ fn build(seed: u64, i: u64) -> Program {
     }
 }
 
-fn seed() -> u64 {
-    match std::env::var("KILN_RANDOM_SEED") {
-        Ok(s) => s.trim().parse().expect("KILN_RANDOM_SEED is a number"),
-        Err(_) => std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_nanos() as u64)
-            .unwrap_or(1),
-    }
-}
-
 fn check(p: &Program, backend: Backend) -> Result<(), String> {
     let refs: Vec<&Var> = p.inputs.iter().collect();
     let grads = kiln::grad(&p.loss, &refs).map_err(|e| e.to_string())?;
@@ -234,12 +226,12 @@ fn random_programs_have_the_gradients_finite_differences_give() {
         eprintln!("skipped: the random programs choose their backends; the default run has them");
         return;
     }
-    let seed = seed();
+    let seed = common::random_seed("random differentiable programs");
     let n: u64 = std::env::var("KILN_RANDOM_CASES")
         .ok()
         .and_then(|s| s.trim().parse().ok())
         .map_or(150, |c: u64| c.div_ceil(8));
-    eprintln!("random differentiable programs: seed {seed}, {n} programs");
+    eprintln!("random differentiable programs: {n} programs");
     for i in 0..n {
         let p = build(seed, i);
         for backend in [Backend::Interp, Backend::Cpu] {

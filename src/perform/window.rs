@@ -54,9 +54,22 @@ impl Geometry {
         self.c / self.conv.groups * self.kernel[0] * self.kernel[1]
     }
 
-    /// Columns: the output positions.
+    /// Columns: the output positions. Saturating: an empty batch may have more positions per
+    /// image than a `usize` counts (a padding near 2^40 on both axes), and is never unrolled.
     fn p(&self) -> usize {
-        self.out[0] * self.out[1]
+        self.out[0].saturating_mul(self.out[1])
+    }
+
+    /// Images to unroll: none where the output-shaped data (`[n, o, p]`) is empty, since then
+    /// the output is empty and both gradients are zero. The positions of images that are not
+    /// there may be too many to hold (a huge padding on an empty batch), so nothing is sized
+    /// from them.
+    fn images(&self) -> usize {
+        if self.o == 0 || self.p() == 0 {
+            0
+        } else {
+            self.n
+        }
     }
 
     /// The images of one chunk and group unrolled into a `[k, nc * p]` matrix (im2col): row
@@ -238,12 +251,12 @@ impl Geometry {
     /// Images per chunk: as many as keep a group's unrolled matrix near
     /// [`UNROLL_BUDGET`] elements, so a large batch is not unrolled whole.
     fn chunk_images(&self) -> usize {
-        (unroll_budget() / (self.k() * self.p()).max(1)).clamp(1, self.n.max(1))
+        (unroll_budget() / self.k().saturating_mul(self.p()).max(1)).clamp(1, self.images().max(1))
     }
 
     /// The chunks of the batch.
     fn chunks(&self) -> impl Iterator<Item = Chunk> {
-        let (n, step) = (self.n, self.chunk_images());
+        let (n, step) = (self.images(), self.chunk_images());
         (0..n).step_by(step).map(move |start| Chunk {
             start,
             len: step.min(n - start),
@@ -252,9 +265,13 @@ impl Geometry {
 
     /// Runs `f` on this convolution's two scratch matrices ([`with_scratch`]): room for a
     /// chunk's unrolled image (`[k, nc * p]`) and for a group's output-shaped rows
-    /// (`[og, nc * p]`).
+    /// (`[og, nc * p]`). None where there are no images to unroll.
     fn with_scratch<T: ConvElem, R>(&self, f: impl FnOnce(&mut [T], &mut [T]) -> R) -> R {
-        let most = self.chunk_images() * self.p();
+        let most = if self.images() == 0 {
+            0
+        } else {
+            self.chunk_images() * self.p()
+        };
         with_scratch(self.k() * most, self.o / self.conv.groups * most, f)
     }
 

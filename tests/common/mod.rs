@@ -222,3 +222,28 @@ pub fn clif_of(tag: &str, compile: impl FnOnce(kiln::CompileOptions)) -> String 
     let _ = std::fs::remove_dir_all(&dir);
     text
 }
+
+/// The seed of this run's random programs: `KILN_RANDOM_SEED`, else the clock, so that each
+/// run tries programs the last did not. Said on the process's own stderr with `what` (see
+/// [`announce`]).
+pub fn random_seed(what: &str) -> u64 {
+    let seed = match std::env::var("KILN_RANDOM_SEED") {
+        Ok(s) => s.trim().parse().expect("KILN_RANDOM_SEED is a number"),
+        Err(_) => std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos() as u64)
+            .unwrap_or(1),
+    };
+    announce(&format!(
+        "{what}: seed {seed} (KILN_RANDOM_SEED={seed} replays it)"
+    ));
+    seed
+}
+
+/// Writes `line` to stderr past the test harness's capture of `eprintln!`: a process that
+/// aborts (an allocation that fails, a stack overflow) dies before captured output is shown,
+/// and a random test's seed must still reach the log to be replayed.
+pub fn announce(line: &str) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr(), "{line}");
+}
