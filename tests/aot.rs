@@ -479,6 +479,59 @@ fn reductions_over_any_axes_match_the_jit() {
     }
 }
 
+/// Reductions whose fused prologue casts 64-bit floats to integers: Cranelift cannot lower
+/// that cast for vectors on x86, so their vector leaves fail after they were declared, and an
+/// object must still define every function it declares (a random program's
+/// `prod(cast(x, i64))` panicked the object writer).
+#[test]
+fn reductions_of_casts_cranelift_cannot_vectorize_run_ahead_of_time() {
+    need_cc!();
+    let f = parse1(
+        "func @casts(%x: f64[64], %y: f64[3, 8]) -> (i64[], i64[], i64[3], i64[8]) {
+  %c = cast %x {to = i64}
+  %s = sum %c
+  %n = neg %x
+  %cn = cast %n {to = i64}
+  %p = prod %cn
+  %d = cast %y {to = i64}
+  %m = max %d {axes = [1]}
+  %y2 = mul %y, %y
+  %d2 = cast %y2 {to = i64}
+  %a = argmax %d2 {axes = [0]}
+  return %s, %p, %m, %a
+}",
+    );
+    // Truncated to 1, -1, 2 and 1: a product of sixteen 2s and sixteen -1s.
+    let x = ArrayD::from_shape_fn(IxDyn(&[64]), |i| [1.5, -1.25, 2.5, 1.0][i[0] % 4]);
+    let y = normal(11, &[3, 8], 4.0).mapv(f64::from);
+    let inputs = vec![Tensor::F64(x), Tensor::F64(y)];
+    let fused = kiln::compile::optimize(f.clone(), &CompileOptions::default());
+    let text = kiln::ir::text::print_func(&fused);
+    assert_eq!(
+        text.matches("fused_reduce").count(),
+        4,
+        "the test should cover fused reductions of casts:\n{text}"
+    );
+    let got = run_c(&aot(&f), &inputs, "casts");
+    let refs: Vec<kiln::TensorRef> = inputs.iter().map(|t| t.view()).collect();
+    let want = compile_func(
+        f.clone(),
+        &CompileOptions {
+            backend: Some(Backend::Interp),
+            ..CompileOptions::default()
+        },
+    )
+    .unwrap()
+    .call(&refs)
+    .unwrap();
+    for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+        assert!(
+            same_bits(g, w),
+            "output {i}: {g:?} against the interpreter's {w:?}"
+        );
+    }
+}
+
 fn cross_entropy(logits: &Var, targets: &Var) -> Var {
     let m = logits.max(Some(&[1]), true);
     let shifted = logits - &m;

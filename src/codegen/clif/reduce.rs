@@ -142,11 +142,20 @@ pub fn define_reduce_kernel<M: Module>(
     let mut clif = String::new();
     let mut leaf = |module: &mut M, suffix: &str, kind: Leaf, lanes: Option<Lanes>, cursor| {
         let name = format!("{name}_{suffix}");
-        let r = if is_arg(op) {
-            super::argreduce::define_arg_leaf(module, &name, &spec, kind, lanes, cursor)
-        } else {
-            define_leaf(module, &name, &spec, kind, lanes, cursor)
+        let define = |module: &mut M, kind, lanes| {
+            if is_arg(op) {
+                super::argreduce::define_arg_leaf(module, &name, &spec, kind, lanes, cursor)
+            } else {
+                define_leaf(module, &name, &spec, kind, lanes, cursor)
+            }
         };
+        let r = define(module, kind, lanes);
+        if r.is_err() && lanes.is_some() {
+            // The vector leaf was declared before Cranelift failed to lower it (a cast of
+            // 64-bit lanes on x86): an object must define every function it declares, so
+            // the name gets the scalar leaf's body, which nothing calls.
+            define(module, Leaf::Scalar, None)?;
+        }
         r.map(|(id, text)| {
             clif.push_str(&text);
             id
