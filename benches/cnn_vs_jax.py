@@ -6,7 +6,7 @@ bias + relu + 2x2 max pool, dense 144 -> 4, softmax cross-entropy, plain SGD; ba
 report the median of STEPS steps after their warm-up.
 
     python3 benches/cnn_vs_jax.py [STEPS]   # from the repository root; needs JAX
-                                            # (../shared/bench/setup.sh installs it)
+                                            # (benches/peers/setup.sh installs it)
 """
 
 import sys

@@ -2,7 +2,7 @@
 //! graph, compile time, call overhead (W7), a W1-style kernel on each backend, and the W5
 //! training step with its updates in place and out of place.
 //! Run with `cargo bench`; the standard workloads side by side with the peers are in
-//! `examples/bench.rs` and `../shared/bench/compare.py`.
+//! `examples/bench.rs` and `benches/peers/compare.py`.
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use kiln::{function, Backend, CompileOptions, Graph, Tensor, Var};

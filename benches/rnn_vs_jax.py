@@ -6,7 +6,7 @@ cross-entropy, plain SGD; batch 32. Both sides time only the jitted training ste
 beforehand) and report the median of STEPS steps after their warm-up.
 
     python3 benches/rnn_vs_jax.py [STEPS]   # from the repository root; needs JAX
-                                            # (../shared/bench/setup.sh installs it)
+                                            # (benches/peers/setup.sh installs it)
 """
 
 import sys

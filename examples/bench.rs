@@ -1,4 +1,4 @@
-//! kiln's side of the standard workloads (shared/bench/WORKLOADS.md), one JSON line each:
+//! kiln's side of the standard workloads (benches/peers/README.md), one JSON line each:
 //!
 //! ```text
 //! cargo run --release --example bench -- --json [--only W1,W2] [--threads N] [--backend B]

@@ -4,8 +4,8 @@
 //! The gradients of the convolutions and pools come from `kiln::grad`.
 //!
 //! Run with `cargo run --release --example cnn`. With `--time N` it trains N steps more and
-//! prints the median time of one training step (`../shared/bench/`'s peers are compared by
-//! `benches/cnn_vs_jax.py`, which runs this).
+//! prints the median time of one training step (`benches/cnn_vs_jax.py` runs this
+//! beside the same model in JAX).
 
 use kiln::{function, Conv2d, Graph, TensorRef};
 use ndarray::{ArrayD, IxDyn};

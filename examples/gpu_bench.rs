@@ -1,4 +1,4 @@
-//! kiln's side of the GPU workloads (`../shared/bench/WORKLOADS.md`, section G), on a machine
+//! kiln's side of the GPU workloads (`benches/peers/README.md`, the GPU workloads), on a machine
 //! with an NVIDIA GPU (built with `--features gpu`; `tools/gpu-check.sh` runs it beside the
 //! peers). Inputs and results stay in GPU memory (`DeviceFunction`); times are medians of CUDA
 //! event times around one call, after a warm-up.

@@ -6,7 +6,7 @@
 # On a machine with an NVIDIA GPU (no Rust, no network needed), from the repository root:
 #   bash gpucheck/run.sh [OUT]    runs the GPU tests (corpus and random programs against the
 #                                 interpreter, kernels at scale), compute-sanitizer on a sample,
-#                                 kiln's G workloads and ../shared/bench/gpu_peers.py, and writes
+#                                 kiln's G workloads and benches/peers/gpu_peers.py, and writes
 #                                 OUT/table.md and OUT/gpu-check.json (OUT defaults to $OUT or
 #                                 gpucheck/out)
 set -euo pipefail
@@ -30,8 +30,7 @@ strip "$dest"/ptx "$dest"/backend_diff "$dest"/gpu_bench
 # Each binary links LLVM (about 45 MiB stripped); xz brings the three to about 40 MiB.
 xz -T0 -6 "$dest"/ptx "$dest"/backend_diff "$dest"/gpu_bench
 cp -r tests/filetests "$dest/filetests"
-peers="$root/../shared/bench/gpu_peers.py"
-if [ -f "$peers" ]; then cp "$peers" "$dest/"; else echo "note: $peers not found; the peers will not run"; fi
+cp benches/peers/gpu_peers.py "$dest/"
 cp tools/gpu-run.sh "$dest/run.sh"
 cp tools/gpu_table.py "$dest/"
 du -sh "$dest"
