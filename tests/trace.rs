@@ -68,6 +68,13 @@ fn a_profiled_functions_trace_has_its_calls_and_steps_on_each_threads_track() {
     let script = dir.join("check.py");
     std::fs::write(&script, CHECK).unwrap();
     let checked = Command::new("python3").arg(&script).arg(&path).output();
+    let svg = dir.join("trace.svg");
+    let drawn = Command::new("python3")
+        .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/tools/trace_svg.py"))
+        .arg(&path)
+        .arg(&svg)
+        .output();
+    let picture = std::fs::read_to_string(&svg).unwrap_or_default();
     let _ = std::fs::remove_dir_all(&dir);
     let Ok(out) = checked else {
         eprintln!("skipped the schema check: no python3");
@@ -83,6 +90,23 @@ fn a_profiled_functions_trace_has_its_calls_and_steps_on_each_threads_track() {
     assert!(report.contains("tracks 2"), "{report}");
     assert!(report.contains("gemm matmul"), "{report}");
     assert!(report.contains("tests/trace.rs:"), "{report}");
+    // tools/trace_svg.py draws one call: a bar per step, with its name and time as a tooltip,
+    // coloured and summed by kind.
+    let drawn = drawn.unwrap();
+    assert!(
+        drawn.status.success(),
+        "trace_svg.py: {}",
+        String::from_utf8_lossy(&drawn.stderr)
+    );
+    assert!(picture.starts_with("<svg "), "{picture}");
+    assert!(picture.trim_end().ends_with("</svg>"), "{picture}");
+    assert!(picture.contains("<title>gemm matmul"), "{picture}");
+    assert!(picture.contains("products "), "{picture}");
+    assert_eq!(
+        picture.matches("<title>").count(),
+        text.matches("\"cat\": \"step\"").count() / 6,
+        "one bar per step of one call:\n{picture}"
+    );
 }
 
 #[test]
