@@ -7,13 +7,16 @@ use crate::graph::{Graph, Var};
 use crate::tensor::Tensor;
 use ndarray::ArrayD;
 
+/// Options of [`verify_grad`].
 #[derive(Copy, Clone, Debug)]
 pub struct VerifyOptions {
     /// Finite-difference step.
     pub eps: f64,
     /// Allowed error: `|sym - num| <= abs_tol + rel_tol * |num|`.
     pub abs_tol: f64,
+    /// Allowed error relative to the finite difference's size (see `abs_tol`).
     pub rel_tol: f64,
+    /// The backend the cost and its gradients are compiled for.
     pub backend: Backend,
 }
 
@@ -30,6 +33,12 @@ impl Default for VerifyOptions {
 
 /// Checks the gradient of the cost built by `build` (from one f64 input per point, reduced to
 /// a scalar by summing if it is not one) at `points`.
+///
+/// # Errors
+///
+/// [`Error::Grad`] naming the first element whose symbolic and finite-difference gradients
+/// differ by more than the tolerance (or either is NaN), and any error of building the
+/// gradient, compiling or calling the function.
 pub fn verify_grad(
     build: impl Fn(&Graph, &[Var]) -> Var,
     points: &[ArrayD<f64>],
@@ -62,15 +71,18 @@ pub fn verify_grad(
         f.call(&pts.iter().map(|p| p.view()).collect::<Vec<_>>())
     };
     let sym = eval(points)?;
-    let mut pts = points.to_vec();
-    for (i, p) in points.iter().enumerate() {
+    // Row-major copies, so that element `j` of a point's memory is element `j` of its
+    // gradient (`to_f64_vec` is in logical order), whatever layout the caller's points have.
+    let mut pts: Vec<ArrayD<f64>> = points
+        .iter()
+        .map(|p| p.as_standard_layout().into_owned())
+        .collect();
+    for i in 0..pts.len() {
         let sg = sym[i + 1].to_f64_vec();
-        for j in 0..p.len() {
-            let orig = p.as_slice_memory_order().map(|s| s[j]).unwrap_or(f64::NAN);
+        for j in 0..pts[i].len() {
+            let orig = pts[i].as_slice().expect("a row-major copy")[j];
             let set = |pts: &mut Vec<ArrayD<f64>>, v: f64| {
-                if let Some(s) = pts[i].as_slice_memory_order_mut() {
-                    s[j] = v;
-                }
+                pts[i].as_slice_mut().expect("a row-major copy")[j] = v;
             };
             set(&mut pts, orig + opts.eps);
             let up = eval(&pts)?[0].to_f64_vec()[0];

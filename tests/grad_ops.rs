@@ -390,3 +390,19 @@ fn grad_dumps_the_cost_and_its_gradients_as_a_function() {
     assert!(!dir.join("grad-2.01.grad.txt").exists());
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `verify_grad` takes points in any layout: a transposed point (column-major in memory) is
+/// nudged and compared element for element in logical order (it once nudged memory order and
+/// compared logical order, which fails any function that is not symmetric in its elements).
+#[test]
+fn verify_grad_takes_points_in_any_layout() {
+    let weights = ArrayD::from_shape_fn(IxDyn(&[3, 4]), |i| (i[0] * 4 + i[1]) as f64 - 5.0);
+    let point = pts(9, &[4, 3], -1.0, 1.0).reversed_axes();
+    assert!(!point.is_standard_layout());
+    let w = weights.clone();
+    let build = move |g: &Graph, v: &[Var]| {
+        let c = g.constant(kiln::Tensor::F64(w.clone()));
+        (&(&v[0] * &c) * &v[0]).sum(None, false)
+    };
+    verify_grad(&build, &[point], VerifyOptions::default()).unwrap_or_else(|e| panic!("{e}"));
+}
