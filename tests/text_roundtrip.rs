@@ -176,3 +176,18 @@ fn custom_ops_are_named_in_the_text_form_once_registered() {
         e[0]
     );
 }
+
+/// A scalar program's cast writes its target twice, after `to` and as the result's dtype: a
+/// program where the two differ is refused, naming both, rather than read as one of them.
+#[test]
+fn a_scalar_cast_whose_target_and_result_dtype_differ_is_refused() {
+    use kiln::ir::scalar::{parse_program, ScalarOp};
+    let ok = parse_program("%0 = input 0 : f32; %1 = cast %0 to f64 : f64; return %1").unwrap();
+    assert!(matches!(ok.insts[1].op, ScalarOp::Cast(kiln::DType::F64)));
+    let err =
+        parse_program("%0 = input 0 : f32; %1 = cast %0 to f64 : i32; return %1").unwrap_err();
+    assert!(err.contains("cast to f64") && err.contains("i32"), "{err}");
+    let err =
+        parse_program("%0 = input 0 : f32; %1 = cast %0 to f65 : f64; return %1").unwrap_err();
+    assert!(err.contains("f65"), "{err}");
+}

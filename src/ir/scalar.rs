@@ -7,29 +7,42 @@ use super::infer::infer;
 use super::{BinaryOp, DType, F64Bits, Func, Op, TensorType, UnaryOp, Value};
 use std::fmt;
 
+/// What one instruction of a scalar program computes. Each does, on one element, what the
+/// tensor op of the same name does (`perform` runs them with the same functions).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum ScalarOp {
     /// The op's input `i` (one element of it).
     Input(usize),
+    /// A constant, converted to the instruction's dtype as `Op::Full` converts its value.
     Const(F64Bits),
+    /// A unary op of one register.
     Unary(UnaryOp),
+    /// A binary op of two registers of one dtype.
     Binary(BinaryOp),
+    /// `select(cond, then, else)` of three registers, the first bool.
     Select,
+    /// A conversion of one register to this dtype (the instruction's own).
     Cast(DType),
 }
 
+/// One instruction of a scalar program; it defines the register of its position.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct ScalarInst {
+    /// What the instruction computes.
     pub op: ScalarOp,
     /// Registers (indices of earlier instructions).
     pub args: Vec<usize>,
+    /// The register's dtype: what the tensor op would give on these arguments (`check`
+    /// checks it), or an input's dtype.
     pub dtype: DType,
 }
 
 /// A scalar program: instruction `i` defines register `i`.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Default)]
 pub struct ScalarProgram {
+    /// The instructions, in the order they run.
     pub insts: Vec<ScalarInst>,
+    /// The registers that are the op's outputs, in order (at least one).
     pub outputs: Vec<usize>,
 }
 
@@ -184,9 +197,17 @@ pub fn parse_program(src: &str) -> Result<ScalarProgram, String> {
                 vec![],
             ),
             "cast" => {
-                let (a, _) = rest
+                let (a, to) = rest
                     .split_once(" to ")
                     .ok_or_else(|| format!("expected `cast %N to DTYPE` in `{stmt}`"))?;
+                // The written target and the result's dtype say the same thing twice; a
+                // program where they differ is refused rather than read as either.
+                let to: DType = to.trim().parse()?;
+                if to != dtype {
+                    return Err(format!(
+                        "a cast to {to} has the result dtype {dtype} in `{stmt}`"
+                    ));
+                }
                 (ScalarOp::Cast(dtype), vec![reg(a, n)?])
             }
             _ => {
