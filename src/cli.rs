@@ -32,6 +32,7 @@ pub struct Registry {
 }
 
 impl Registry {
+    /// A registry that knows no custom op.
     pub fn new() -> Registry {
         Registry::default()
     }

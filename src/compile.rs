@@ -62,6 +62,8 @@ impl Backend {
 /// Options of a compilation. The environment supplies defaults (docs/reference/environment.md).
 #[derive(Clone, Debug)]
 pub struct CompileOptions {
+    /// The compiled function's name (`@f` in dumps and messages, its dump files' names, the
+    /// default AOT symbol); `f` by default.
     pub name: String,
     /// `None`: take `KILN_BACKEND`, else the default backend.
     pub backend: Option<Backend>,
@@ -167,11 +169,13 @@ impl FunctionBuilder {
         self
     }
 
+    /// Names the function (`CompileOptions::name`).
     pub fn name(mut self, name: &str) -> Self {
         self.options.name = name.to_string();
         self
     }
 
+    /// Compiles for `backend` instead of `KILN_BACKEND`'s or the default one.
     pub fn backend(mut self, backend: Backend) -> Self {
         self.options.backend = Some(backend);
         self
@@ -183,6 +187,8 @@ impl FunctionBuilder {
         self
     }
 
+    /// Replaces every compile option with `options` (a name, backend or thread count set
+    /// before is replaced too).
     pub fn options(mut self, options: CompileOptions) -> Self {
         self.options = options;
         self

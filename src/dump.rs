@@ -22,6 +22,7 @@ pub const STAGES: [&str; 12] = [
 /// the environment.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct DumpOptions {
+    /// The stages to dump, by name (of [`STAGES`]).
     pub stages: Vec<String>,
     /// Write files here instead of printing to stderr.
     pub dir: Option<PathBuf>,
@@ -30,6 +31,8 @@ pub struct DumpOptions {
 }
 
 impl DumpOptions {
+    /// The stages `KILN_DUMP` names (see [`DumpOptions::parse`]) and the directory
+    /// `KILN_DUMP_DIR` names, if set and not empty.
     pub fn from_env() -> DumpOptions {
         let stages = std::env::var("KILN_DUMP").unwrap_or_default();
         let mut opts = DumpOptions::parse(&stages);
@@ -92,6 +95,7 @@ impl DumpOptions {
         out
     }
 
+    /// Whether `stage` is to be dumped.
     pub fn enabled(&self, stage: &str) -> bool {
         self.stages.iter().any(|s| s == stage)
     }

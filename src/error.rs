@@ -6,8 +6,11 @@ use std::panic::Location;
 /// Where in the user's source a graph node was built (`#[track_caller]`).
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
 pub struct SourceLoc {
+    /// The source file's path, as the compiler names it (`std::panic::Location::file`).
     pub file: &'static str,
+    /// The line, counted from 1.
     pub line: u32,
+    /// The column, counted from 1.
     pub column: u32,
 }
 
@@ -58,7 +61,12 @@ impl fmt::Display for SourceLoc {
 pub enum Error {
     /// An op was applied to inputs of the wrong types (make_node failed).
     #[error("{}{msg}", loc.map(|l| format!("{l}: ")).unwrap_or_default())]
-    Type { msg: String, loc: Option<SourceLoc> },
+    Type {
+        /// What is wrong.
+        msg: String,
+        /// Where the user's code built the node, when known.
+        loc: Option<SourceLoc>,
+    },
     /// A function was called with inputs of the wrong count, dtype or shape.
     #[error("{0}")]
     Input(String),
@@ -68,12 +76,16 @@ pub enum Error {
     /// Something failed while running (an op's perform, a custom op's panic).
     #[error("{0}")]
     Runtime(String),
-    /// The text form could not be parsed or verified.
+    /// The text form (or a kernel plan's text) could not be parsed or verified.
     #[error("{file}:{line}:{col}: {msg}")]
     Parse {
+        /// The source's name, as given to the parser.
         file: String,
+        /// The line, counted from 1; 0 for a problem found by the verifier after parsing.
         line: usize,
+        /// The column, counted from 1; 0 where `line` is.
         col: usize,
+        /// What is wrong.
         msg: String,
     },
     /// A gradient could not be taken.
@@ -88,6 +100,7 @@ pub enum Error {
 }
 
 impl Error {
+    /// A type error without a source location (`Error::at` adds one).
     pub fn ty(msg: impl Into<String>) -> Error {
         Error::Type {
             msg: msg.into(),
@@ -104,4 +117,5 @@ impl Error {
     }
 }
 
+/// kiln's `Result`: the error is [`Error`] unless said otherwise.
 pub type Result<T, E = Error> = std::result::Result<T, E>;

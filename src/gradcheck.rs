@@ -79,7 +79,7 @@ pub fn verify_grad(
         .collect();
     for i in 0..pts.len() {
         let sg = sym[i + 1].to_f64_vec();
-        for j in 0..pts[i].len() {
+        for (j, &s) in sg.iter().enumerate() {
             let orig = pts[i].as_slice().expect("a row-major copy")[j];
             let set = |pts: &mut Vec<ArrayD<f64>>, v: f64| {
                 pts[i].as_slice_mut().expect("a row-major copy")[j] = v;
@@ -90,7 +90,6 @@ pub fn verify_grad(
             let down = eval(&pts)?[0].to_f64_vec()[0];
             set(&mut pts, orig);
             let num = (up - down) / (2.0 * opts.eps);
-            let s = sg[j];
             // Written so that a NaN on either side fails the check.
             let close = (s - num).abs() <= opts.abs_tol + opts.rel_tol * num.abs();
             if !close {

@@ -16,6 +16,10 @@
 //! See README.md for a tour, docs/architecture.md for the architecture and docs/reference/ for
 //! the text form, the semantics, the CLI and the environment flags.
 
+// Every public item is documented (`cargo doc`); clippy's -D warnings makes a new one without
+// docs an error in CI.
+#![warn(missing_docs)]
+
 pub mod aot;
 pub mod cli;
 pub mod codegen;
@@ -57,20 +61,25 @@ pub use runtime::function::Function;
 pub use runtime::threads::threads;
 pub use tensor::{Tensor, TensorRef};
 
-/// The dtypes, spelled as in the text form: `kiln::f32`.
+/// The dtypes, spelled as in the text form: `kiln::f32`. This one is the dtype of booleans.
 #[allow(non_upper_case_globals)]
 pub const bool: DType = DType::Bool;
+/// The dtype of 32-bit integers.
 #[allow(non_upper_case_globals)]
 pub const i32: DType = DType::I32;
+/// The dtype of 64-bit integers.
 #[allow(non_upper_case_globals)]
 pub const i64: DType = DType::I64;
+/// The dtype of 32-bit floats.
 #[allow(non_upper_case_globals)]
 pub const f32: DType = DType::F32;
+/// The dtype of 64-bit floats.
 #[allow(non_upper_case_globals)]
 pub const f64: DType = DType::F64;
 /// Storage-only halves: stored in 16 bits, computed in f32 (README "Half precision").
 #[allow(non_upper_case_globals)]
 pub const f16: DType = DType::F16;
+/// The dtype of bfloat16 halves (storage-only, like `f16`).
 #[allow(non_upper_case_globals)]
 pub const bf16: DType = DType::BF16;
 

@@ -24,15 +24,18 @@ pub type SharedCell = Arc<SharedValue>;
 /// An array on a device that can stand for a shared variable's value (the GPU backend's
 /// `DeviceTensor`). Devices recognise their own arrays by downcasting ([`DeviceValue::as_any`]).
 pub trait DeviceValue: Any + Send + Sync {
+    /// The array's shape.
     fn shape(&self) -> &[usize];
     /// A host copy (after the device's queued work).
     fn download(&self) -> Result<Tensor>;
+    /// The array as `Any`, for a device to downcast to its own array type.
     fn as_any(&self) -> &dyn Any;
 }
 
 /// A device copy of the value.
 #[derive(Clone)]
 pub struct DeviceCopy {
+    /// The array on the device.
     pub value: Arc<dyn DeviceValue>,
     /// Whether it is newer than the host value (which is then stale).
     pub newer: bool,
@@ -55,6 +58,7 @@ impl std::fmt::Debug for SharedValue {
 }
 
 impl SharedValue {
+    /// A shared variable's storage holding `value` on the host, with no device copy.
     pub fn new(value: Tensor) -> SharedCell {
         Arc::new(SharedValue {
             host: RwLock::new(value),

@@ -9,24 +9,38 @@ use std::hash::{Hash, Hasher};
 /// An owned tensor of any dtype.
 #[derive(Clone)]
 pub enum Tensor {
+    /// A `bool` tensor.
     Bool(ArrayD<bool>),
+    /// An `i32` tensor.
     I32(ArrayD<i32>),
+    /// An `i64` tensor.
     I64(ArrayD<i64>),
+    /// An `f32` tensor.
     F32(ArrayD<f32>),
+    /// An `f64` tensor.
     F64(ArrayD<f64>),
+    /// An `f16` tensor (a storage type: see `DType::F16`).
     F16(ArrayD<half::f16>),
+    /// A `bf16` tensor (a storage type: see `DType::BF16`).
     BF16(ArrayD<half::bf16>),
 }
 
 /// A borrowed tensor of any dtype: what `Function::call` takes.
 #[derive(Clone, Debug)]
 pub enum TensorRef<'a> {
+    /// A view of `bool` elements.
     Bool(ArrayViewD<'a, bool>),
+    /// A view of `i32` elements.
     I32(ArrayViewD<'a, i32>),
+    /// A view of `i64` elements.
     I64(ArrayViewD<'a, i64>),
+    /// A view of `f32` elements.
     F32(ArrayViewD<'a, f32>),
+    /// A view of `f64` elements.
     F64(ArrayViewD<'a, f64>),
+    /// A view of `f16` elements.
     F16(ArrayViewD<'a, half::f16>),
+    /// A view of `bf16` elements.
     BF16(ArrayViewD<'a, half::bf16>),
 }
 
@@ -112,6 +126,7 @@ macro_rules! ref_to_tensor {
 }
 
 impl Tensor {
+    /// The dtype of the elements.
     pub fn dtype(&self) -> DType {
         match self {
             Tensor::Bool(_) => DType::Bool,
@@ -124,14 +139,17 @@ impl Tensor {
         }
     }
 
+    /// The extent of each axis.
     pub fn shape(&self) -> &[usize] {
         for_each_dtype!(self, a => a.shape())
     }
 
+    /// The number of elements.
     pub fn len(&self) -> usize {
         for_each_dtype!(self, a => a.len())
     }
 
+    /// Whether the tensor has no elements (some extent is 0).
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
@@ -141,6 +159,7 @@ impl Tensor {
         TensorType::fixed(self.dtype(), self.shape())
     }
 
+    /// A borrowed view of the whole tensor.
     pub fn view(&self) -> TensorRef<'_> {
         match self {
             Tensor::Bool(a) => TensorRef::Bool(a.view()),
@@ -295,6 +314,7 @@ impl Tensor {
         })
     }
 
+    /// A tensor of `shape` filled with zeros (false for bool).
     pub fn zeros(dtype: DType, shape: &[usize]) -> Tensor {
         Tensor::full(dtype, shape, 0.0)
     }
@@ -320,30 +340,35 @@ impl Tensor {
         }
     }
 
+    /// The array, if the tensor is `f32`.
     pub fn as_f32(&self) -> Option<&ArrayD<f32>> {
         match self {
             Tensor::F32(a) => Some(a),
             _ => None,
         }
     }
+    /// The array, if the tensor is `f64`.
     pub fn as_f64(&self) -> Option<&ArrayD<f64>> {
         match self {
             Tensor::F64(a) => Some(a),
             _ => None,
         }
     }
+    /// The array, if the tensor is `i32`.
     pub fn as_i32(&self) -> Option<&ArrayD<i32>> {
         match self {
             Tensor::I32(a) => Some(a),
             _ => None,
         }
     }
+    /// The array, if the tensor is `i64`.
     pub fn as_i64(&self) -> Option<&ArrayD<i64>> {
         match self {
             Tensor::I64(a) => Some(a),
             _ => None,
         }
     }
+    /// The array, if the tensor is `bool`.
     pub fn as_bool(&self) -> Option<&ArrayD<bool>> {
         match self {
             Tensor::Bool(a) => Some(a),
@@ -413,6 +438,7 @@ impl fmt::Display for Tensor {
 }
 
 impl<'a> TensorRef<'a> {
+    /// The dtype of the elements.
     pub fn dtype(&self) -> DType {
         match self {
             TensorRef::Bool(_) => DType::Bool,
@@ -425,6 +451,7 @@ impl<'a> TensorRef<'a> {
         }
     }
 
+    /// The extent of each axis.
     pub fn shape(&self) -> &[usize] {
         for_each_ref!(self, a => a.shape())
     }
@@ -434,10 +461,12 @@ impl<'a> TensorRef<'a> {
         map_ref!(self, a => a.view())
     }
 
+    /// The number of elements.
     pub fn len(&self) -> usize {
         for_each_ref!(self, a => a.len())
     }
 
+    /// Whether the view has no elements (some extent is 0).
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
@@ -463,6 +492,8 @@ impl<'a> TensorRef<'a> {
         ref_to_tensor!(self, a => row_major_copy(a))
     }
 
+    /// An owned copy of the elements; its memory layout is the view's where the view is
+    /// contiguous (use `to_standard_owned` for a copy that is surely row-major).
     pub fn to_owned(&self) -> Tensor {
         ref_to_tensor!(self, a => a.to_owned())
     }

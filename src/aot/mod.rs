@@ -91,7 +91,9 @@ pub struct AotOptions {
 pub struct AotArg {
     /// The C parameter name.
     pub name: String,
+    /// The element type of the array.
     pub dtype: DType,
+    /// The array's shape (every dim known; empty for a 0-d array).
     pub shape: Vec<usize>,
 }
 
@@ -100,9 +102,13 @@ pub struct AotArg {
 pub struct AotArtifact {
     /// The entry point's symbol.
     pub symbol: String,
+    /// The ELF object file's bytes.
     pub object: Vec<u8>,
+    /// The C header's text.
     pub header: String,
+    /// The entry point's input arrays, in parameter order.
     pub inputs: Vec<AotArg>,
+    /// The entry point's output arrays, in result order (updates of shared variables last).
     pub outputs: Vec<AotArg>,
     /// Bytes of scratch the entry point needs (0: it takes no scratch argument).
     pub scratch_bytes: usize,
@@ -121,9 +127,15 @@ pub struct AotArtifact {
 /// given.
 #[derive(Clone, Debug, Default)]
 pub struct AotNames {
+    /// Wanted names of the inputs, by position; a missing one is the parameter's name, else
+    /// `inI`. Each is made a unique C identifier.
     pub inputs: Vec<String>,
+    /// A note per input for the header's argument list (empty or missing: none).
     pub input_notes: Vec<String>,
+    /// Wanted names of the outputs, by position; a missing one is `outI`. Each is made a
+    /// unique C identifier.
     pub outputs: Vec<String>,
+    /// A note per output for the header's argument list (empty or missing: none).
     pub output_notes: Vec<String>,
 }
 

@@ -40,8 +40,11 @@ pub enum Loc {
     /// One step's slice of root `of` inside loop `looped` (a `scan`): the address of `of` plus
     /// the loop's current step times `stride` bytes.
     Slice {
+        /// The root sliced (the whole sequence, `[T, ..]`).
         of: RootId,
+        /// Bytes from one step's slice to the next (the leading axis's stride).
         stride: i64,
+        /// The id of the [`Step::Loop`] whose step counter moves the slice.
         looped: usize,
     },
 }
@@ -49,10 +52,15 @@ pub enum Loc {
 /// A piece of storage.
 #[derive(Clone, Debug)]
 pub struct Root {
+    /// Its size in bytes.
     pub bytes: usize,
+    /// Where it lives; `None` for a buffer not yet placed (outputs, then the scratch area,
+    /// are assigned once every step is planned).
     pub loc: Option<Loc>,
-    /// The first and last steps that touch it (buffers only).
+    /// The first step that touches it, on [`walk`]'s clock (buffers only; `usize::MAX` for a
+    /// buffer no step touches).
     pub first: usize,
+    /// The last step that touches it, on [`walk`]'s clock (buffers only).
     pub last: usize,
     /// A buffer the plan computes into (as opposed to an input or a constant).
     pub buffer: bool,
@@ -61,10 +69,15 @@ pub struct Root {
 /// A strided view of a root: element `idx` is at byte `offset + sum(idx[d] * strides[d])`.
 #[derive(Clone, Debug, PartialEq)]
 pub struct View {
+    /// The storage viewed.
     pub root: RootId,
+    /// The element type.
     pub dtype: DType,
+    /// Byte offset of element `[0, ..]` from the root's start.
     pub offset: i64,
+    /// The view's shape.
     pub shape: Vec<usize>,
+    /// Byte stride of each dim (0 where a dim is broadcast; may be negative).
     pub strides: Vec<i64>,
 }
 
@@ -90,6 +103,7 @@ impl View {
         }
     }
 
+    /// The number of elements (the product of the shape).
     pub fn numel(&self) -> usize {
         self.shape.iter().product()
     }
@@ -113,7 +127,8 @@ impl View {
     }
 
     /// The strides that read this view broadcast to `shape` (numpy rules, aligned on the
-    /// right; a stretched or missing dim reads with stride 0).
+    /// right; a stretched or missing dim reads with stride 0), or `None` where it does not
+    /// broadcast to `shape`.
     pub fn broadcast_strides(&self, shape: &[usize]) -> Option<Vec<i64>> {
         let r = shape.len();
         let lead = r.checked_sub(self.shape.len())?;
@@ -163,44 +178,71 @@ pub enum Step {
     /// A map kernel over `shape`: inputs read at their (broadcast) views, outputs written at
     /// theirs.
     Map {
+        /// What the step computes, for messages and dumps (`@f: %y = add`).
         what: String,
+        /// The scalar program run at each element: its inputs are `inputs`, its outputs
+        /// `outputs`.
         program: ScalarProgram,
+        /// The index space the kernel runs over.
         shape: Vec<usize>,
+        /// The program's inputs, each broadcast to `shape`.
         inputs: Vec<View>,
+        /// Where the program's outputs are written, each of shape `shape`.
         outputs: Vec<View>,
     },
     /// The reduction `op` over the axes `reduced` of `space` of the value `program` computes
     /// from `inputs` (each read over `space`, stride 0 where broadcast), into `out` (dense
     /// over the kept axes): a call of the JIT's reduction kernel.
     Reduce {
+        /// What the step computes, for messages and dumps.
         what: String,
+        /// The reduction.
         op: ReduceOp,
+        /// The scalar program whose (first) output is reduced.
         program: ScalarProgram,
+        /// The full index space, reduced axes included.
         space: Vec<usize>,
+        /// Per axis of `space`, whether it is reduced.
         reduced: Vec<bool>,
+        /// The program's inputs, each with the shape `space`.
         inputs: Vec<View>,
+        /// The result: dense, with the kept axes' shape.
         out: View,
     },
     /// `c[batch, m, n] = a[batch, m, k] @ b[batch, k, n]`; `b` reads its rows with unit
     /// element stride, `c` is contiguous.
     MatMul {
+        /// What the step computes, for messages and dumps.
         what: String,
+        /// The element type of `a`, `b` and `c` (halves are converted to f32 beforehand).
         dtype: DType,
+        /// The batch dims (broadcast between the operands).
         batch: Vec<usize>,
+        /// Rows of `a` and `c`.
         m: usize,
+        /// Columns of `b` and `c`.
         n: usize,
+        /// The contracted dim: columns of `a`, rows of `b`.
         k: usize,
+        /// The left operand, `[batch.., m, k]` (stride 0 on broadcast batch dims).
         a: View,
+        /// The right operand, `[batch.., k, n]` (stride 0 on broadcast batch dims).
         b: View,
+        /// The product, `[batch.., m, n]`.
         c: View,
     },
     /// A random op: elements `0..` of the stream of `seed` (with the per-call counter, a 0-d
     /// i64, mixed in when there is one) into the dense `out`.
     Random {
+        /// What the step computes, for messages and dumps.
         what: String,
+        /// The distribution drawn from.
         dist: crate::ir::RandomDist,
+        /// The op's seed, which picks the stream.
         seed: u64,
+        /// The per-call counter (a 0-d i64), where the op takes one.
         counter: Option<View>,
+        /// Where the numbers go (dense; its dtype is the op's).
         out: View,
     },
     /// A gather over `shape`: `out[p] = data[p + position(index[p]) * axis_stride]`, where
@@ -208,36 +250,57 @@ pub enum Step {
     /// picks) and an index is a position along an axis of `axis_len` (negative from the end).
     /// An index out of range ends the call, returning `code`.
     Gather {
+        /// What the step computes, for messages and dumps.
         what: String,
+        /// The index space walked (the output's shape).
         shape: Vec<usize>,
+        /// The data read, viewed over `shape` (stride 0 along the indexed axis).
         data: View,
+        /// The indices (i32 or i64), viewed over `shape`.
         index: View,
+        /// The length of the indexed axis of the data (the range an index must fall in).
         axis_len: usize,
+        /// The data's byte stride along the indexed axis.
         axis_stride: i64,
+        /// Where the gathered elements go, of shape `shape`.
         out: View,
+        /// The failure code returned for an index out of range.
         code: u32,
     },
     /// Every index of `index` checked as [`Step::Gather`] checks it, nothing read or written:
     /// for a gather with no element to write, whose indices are still checked (as `perform`
     /// checks them).
     CheckIndices {
+        /// What the step checks, for messages and dumps.
         what: String,
+        /// The indices checked.
         index: View,
+        /// The length of the indexed axis (the range an index must fall in).
         axis_len: usize,
+        /// The failure code returned for an index out of range.
         code: u32,
     },
     /// A scatter over `shape`, in row-major order (index order):
     /// `target[p + position(index[p]) * axis_stride] = updates[p]` (or `+=` with `add`), each
     /// index checked first as for [`Step::Gather`] (returning `code`).
     Scatter {
+        /// What the step computes, for messages and dumps.
         what: String,
+        /// The index space walked (the updates' shape).
         shape: Vec<usize>,
+        /// The values written, of shape `shape`.
         updates: View,
+        /// The indices (i32 or i64), of shape `shape`.
         index: View,
+        /// The array written into, viewed over `shape` (stride 0 along the indexed axis).
         target: View,
+        /// The length of the target's indexed axis (the range an index must fall in).
         axis_len: usize,
+        /// The target's byte stride along the indexed axis.
         axis_stride: i64,
+        /// Whether updates are added (`scatter_add`) rather than stored (`scatter_set`).
         add: bool,
+        /// The failure code returned for an index out of range.
         code: u32,
     },
     /// `sort` or `argsort` of each lane of `data` (`[lanes.., n]`, the sorted axis last):
@@ -245,38 +308,58 @@ pub enum Step {
     /// elements at them written to `values` and the positions (i64) to `positions`, each
     /// laid out like `data`.
     Sort {
+        /// What the step computes, for messages and dumps.
         what: String,
+        /// The lanes sorted, the sorted axis last.
         data: View,
+        /// Whether to sort largest first.
         descending: bool,
+        /// Where the sorted elements go (`sort`), if anywhere.
         values: Option<View>,
+        /// Where the sorted positions go (`argsort`), if anywhere.
         positions: Option<View>,
+        /// Room for one lane's positions as they are sorted (`n` i64).
         perm: View,
+        /// The merge sort's second buffer of `n` i64.
         tmp: View,
     },
     /// A `scan`'s loop: `body` run `count` times, step `t` going `0..count` (or back from
     /// `count - 1` when `reverse`); roots of [`Loc::Slice`] with `looped == id` are at step
     /// `t` of their root.
     Loop {
+        /// What the loop computes, for messages and dumps.
         what: String,
+        /// The loop's id, which [`Loc::Slice`] roots name.
         id: usize,
+        /// How many times the body runs.
         count: usize,
+        /// Whether the steps run from the last back to the first.
         reverse: bool,
+        /// The steps run each time.
         body: Vec<Step>,
     },
     /// The map step `body` run `count` times in order, its operands (inputs, then outputs)
     /// moved on by `advance[i]` bytes each time: a recurrence along an axis (`cumsum`).
     Sweep {
+        /// What the step computes, for messages and dumps.
         what: String,
+        /// How many times `body` runs.
         count: usize,
+        /// The map step run each time (the first run's operands).
         body: Box<Step>,
+        /// Per operand of `body` (inputs, then outputs), bytes it moves by after each run.
         advance: Vec<i64>,
     },
     /// `ifelse`: the steps of the branch that `cond` (one bool) chooses run; each ends by
     /// copying what it yields into the same result buffers.
     IfElse {
+        /// What the step computes, for messages and dumps.
         what: String,
+        /// The condition, one bool.
         cond: View,
+        /// The steps run when `cond` is true.
         then: Vec<Step>,
+        /// The steps run when `cond` is false.
         otherwise: Vec<Step>,
     },
 }
@@ -351,18 +434,28 @@ impl Step {
 /// A parameter or result of the entry point.
 #[derive(Clone, Debug)]
 pub struct Arg {
+    /// The C parameter name.
     pub name: String,
+    /// The element type.
     pub dtype: DType,
+    /// The array's shape.
     pub shape: Vec<usize>,
 }
 
 /// The whole static plan.
 pub struct Plan {
+    /// Every piece of storage the steps' views refer to, placed.
     pub roots: Vec<Root>,
+    /// The bytes of each constant the object holds ([`Loc::Const`]), row-major and
+    /// little-endian.
     pub consts: Vec<Vec<u8>>,
+    /// The steps the entry point runs, in order.
     pub steps: Vec<Step>,
+    /// The entry point's inputs, in parameter order.
     pub inputs: Vec<Arg>,
+    /// The entry point's outputs, in result order.
     pub outputs: Vec<Arg>,
+    /// The size in bytes of the scratch area the caller passes (0: none).
     pub scratch_bytes: usize,
     /// What each failure code the entry point can return means (code `i + 1` is
     /// `errors[i]`).
@@ -1006,7 +1099,14 @@ impl Builder<'_> {
     }
 }
 
-/// Output names: `names[o]` when given, else `out{o}`.
+/// Plans `func` (optimized, every shape known): lowers it, plans its steps over views and
+/// places its buffers. `in_names[i]` and `out_names[o]` name the entry point's arguments (one
+/// per parameter and per output).
+///
+/// # Errors
+///
+/// [`Error::Unsupported`] for a value with an unknown dim, a custom op or another op that
+/// cannot run ahead of time, and for an empty reduction that has no value.
 pub fn build(func: &Func, in_names: &[String], out_names: &[String]) -> Result<Plan> {
     let mut b = Builder {
         func,

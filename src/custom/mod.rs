@@ -6,7 +6,7 @@
 //! (equality and hashing through [`CustomOp::params`]).
 //!
 //! This is the graph's half. The IR holds ops as [`CustomOpRef`]s over
-//! [`CustomKernel`](crate::ir::custom::CustomKernel), the same trait without the gradient
+//! [`CustomKernel`], the same trait without the gradient
 //! (which builds graph variables, a layer above the IR); every `CustomOp` is a `CustomKernel`
 //! through the forwarding impl below, so users implement one trait.
 
@@ -28,6 +28,7 @@ use std::sync::Arc;
 /// The gradient of one input.
 #[derive(Clone, Debug)]
 pub enum InputGrad {
+    /// The gradient of the cost with respect to the input, of the input's type.
     Grad(Var),
     /// The input has no gradient through this op; asking for one is an error naming the op.
     NotDifferentiable,
@@ -200,6 +201,7 @@ pub fn custom_op_ref<T: CustomOp>(op: T) -> CustomOpRef {
 }
 
 impl CustomOpRef {
+    /// The handle of the user's op `op` (as [`custom_op_ref`] makes it).
     pub fn new(op: impl CustomOp) -> CustomOpRef {
         custom_op_ref(op)
     }

@@ -38,14 +38,17 @@ use std::collections::{HashMap, HashSet};
 /// What to do with an input the cost does not depend on (Theano's `disconnected_inputs`).
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Default)]
 pub enum Disconnected {
+    /// Asking for its gradient is an error naming it (the default).
     #[default]
     Error,
     /// Its gradient is zeros.
     Zero,
 }
 
+/// Options of [`grad_with`].
 #[derive(Clone, Debug, Default)]
 pub struct GradOptions {
+    /// What to do with a `wrt` the cost does not depend on.
     pub disconnected: Disconnected,
     /// Where the `grad` dump goes (the cost and its gradients as a function in the text
     /// form); `None` reads `KILN_DUMP` and `KILN_DUMP_DIR`.

@@ -16,6 +16,8 @@ use std::ops;
 /// becomes a 0-d constant of the other operand's dtype) or an ndarray (a constant of its own
 /// dtype).
 pub trait Operand {
+    /// This operand as a variable of `like`'s graph. A number that is not a value of
+    /// `like`'s dtype (a fraction for an integer dtype, say) gives a poisoned variable.
     #[track_caller]
     fn into_var(self, like: &Var) -> Var;
 }
@@ -171,11 +173,14 @@ impl Var {
         }
     }
 
+    /// The elementwise unary `op` of this variable; a type error poisons the result.
     #[track_caller]
     pub fn unary(&self, op: UnaryOp) -> Var {
         self.apply1(Op::Unary(op), &[], SourceLoc::caller())
     }
 
+    /// The elementwise binary `op` of this variable and `other`, broadcast (numpy rules); a
+    /// type error poisons the result.
     #[track_caller]
     pub fn binary(&self, op: BinaryOp, other: impl Operand) -> Var {
         let o = other.into_var(self);
@@ -190,6 +195,7 @@ impl Var {
         Ok(v)
     }
 
+    /// `unary` with the type error returned at once.
     #[track_caller]
     pub fn try_unary(&self, op: UnaryOp) -> Result<Var> {
         let v = self.unary(op);
@@ -197,6 +203,7 @@ impl Var {
         Ok(v)
     }
 
+    /// The elements converted to `to`.
     #[track_caller]
     pub fn cast(&self, to: DType) -> Var {
         self.apply1(Op::Cast { to }, &[], SourceLoc::caller())
@@ -214,6 +221,9 @@ impl Var {
         })
     }
 
+    /// numpy `matmul`: the matrix product of this and `other`, batch dims broadcast, a 1-D
+    /// operand taken as a row (left) or a column (right). Halves are accumulated in f32, which
+    /// is the result's dtype.
     #[track_caller]
     pub fn matmul(&self, other: &Var) -> Var {
         self.apply1(Op::MatMul, &[other], SourceLoc::caller())
@@ -251,6 +261,7 @@ impl Var {
         )
     }
 
+    /// numpy `broadcast_to`: this tensor stretched to `shape` (a view, no copy).
     #[track_caller]
     pub fn broadcast_to(&self, shape: &[usize]) -> Var {
         self.apply1(
@@ -341,6 +352,8 @@ impl Var {
 macro_rules! unary_methods {
     ($($name:ident => $op:ident),* $(,)?) => {
         impl Var {$(
+            #[doc = concat!("Elementwise `", stringify!($name), "` ([`UnaryOp::", stringify!($op),
+                "`]); a type error poisons the result.")]
             #[track_caller]
             pub fn $name(&self) -> Var {
                 self.apply1(Op::Unary(UnaryOp::$op), &[], SourceLoc::caller())
@@ -358,6 +371,9 @@ unary_methods!(
 macro_rules! binary_methods {
     ($($name:ident => $op:ident),* $(,)?) => {
         impl Var {$(
+            #[doc = concat!("Elementwise `", stringify!($name), "` ([`BinaryOp::", stringify!($op),
+                "`]) of this and `other`, broadcast (numpy rules); a type error poisons the \
+                result.")]
             #[track_caller]
             pub fn $name(&self, other: impl Operand) -> Var {
                 let o = other.into_var(self);
@@ -395,6 +411,7 @@ impl Var {
         )
     }
 
+    /// Index of the smallest element along `axis` (`None`: of the flattened tensor).
     #[track_caller]
     pub fn argmin(&self, axis: Option<i64>, keepdims: bool) -> Var {
         self.reduce(
@@ -457,6 +474,7 @@ pub fn concat(inputs: &[&Var], axis: i64) -> Var {
 }
 
 impl Graph {
+    /// An array of zeros of `dtype` and `shape`.
     #[track_caller]
     pub fn zeros(&self, dtype: DType, shape: &[usize]) -> Var {
         self.apply(
@@ -469,6 +487,7 @@ impl Graph {
         .swap_remove(0)
     }
 
+    /// An array of ones of `dtype` and `shape`.
     #[track_caller]
     pub fn ones(&self, dtype: DType, shape: &[usize]) -> Var {
         self.apply(
@@ -481,6 +500,7 @@ impl Graph {
         .swap_remove(0)
     }
 
+    /// An array of `dtype` and `shape` with every element `value`.
     #[track_caller]
     pub fn full(&self, dtype: DType, shape: &[usize], value: f64) -> Var {
         self.apply(
@@ -573,6 +593,7 @@ impl Graph {
         .swap_remove(0)
     }
 
+    /// numpy `arange`: `start, start + step, ...` up to but not including `stop`, in `dtype`.
     #[track_caller]
     pub fn arange(&self, start: f64, stop: f64, step: f64, dtype: DType) -> Var {
         let op = Op::Arange {

@@ -7,8 +7,10 @@ use super::Var;
 use crate::ir::Op;
 use crate::tensor::Tensor;
 
-/// The names of the two gradient stops, in kiln's reserved `kiln.` namespace of user ops.
+/// The user-op name of [`Var::stop_gradient`], in kiln's reserved `kiln.` namespace of user
+/// ops.
 pub const STOP_GRADIENT: &str = "kiln.stop_gradient";
+/// The user-op name of [`Var::zero_grad`], in kiln's reserved `kiln.` namespace of user ops.
 pub const ZERO_GRAD: &str = "kiln.zero_grad";
 
 /// Whether `op` is a gradient stop, which `to_ssa` replaces by its input.

@@ -81,19 +81,25 @@ impl Scalar {
         }
     }
 
+    /// The expression's dtype (inferred as for the tensor op).
     pub fn dtype(&self) -> DType {
         self.dtype
     }
 
+    /// The unary op `u` of this expression. A type error is reported when the lambda's
+    /// program is built.
     pub fn unary(&self, u: UnaryOp) -> Scalar {
         self.push(ScalarOp::Unary(u), &[self])
     }
 
+    /// The binary op `o` of this expression and `other` (a number takes this expression's
+    /// dtype). A type error is reported when the lambda's program is built.
     pub fn binary(&self, o: BinaryOp, other: impl Into<ScalarOperand>) -> Scalar {
         let other = other.into().resolve(self);
         self.push(ScalarOp::Binary(o), &[self, &other])
     }
 
+    /// This expression converted to `to`.
     pub fn cast(&self, to: DType) -> Scalar {
         self.push(ScalarOp::Cast(to), &[self])
     }
@@ -120,7 +126,9 @@ impl Scalar {
 
 /// A number or an expression next to a `Scalar`; numbers adopt the expression's dtype.
 pub enum ScalarOperand {
+    /// An expression of the lambda.
     Expr(Scalar),
+    /// A plain number, made a constant of the other operand's dtype.
     Number(f64),
 }
 
@@ -152,6 +160,8 @@ impl From<f64> for ScalarOperand {
 macro_rules! scalar_unary {
     ($($name:ident => $op:ident),*) => {
         impl Scalar {$(
+            #[doc = concat!("`", stringify!($name), "` of this expression ([`UnaryOp::",
+                stringify!($op), "`]).")]
             pub fn $name(&self) -> Scalar { self.unary(UnaryOp::$op) }
         )*}
     };
@@ -163,6 +173,8 @@ scalar_unary!(exp => Exp, log => Log, log1p => Log1p, expm1 => Expm1, sqrt => Sq
 macro_rules! scalar_binary {
     ($($name:ident => $op:ident),*) => {
         impl Scalar {$(
+            #[doc = concat!("`", stringify!($name), "` of this expression and `other` ([`BinaryOp::",
+                stringify!($op), "`]).")]
             pub fn $name(&self, other: impl Into<ScalarOperand>) -> Scalar { self.binary(BinaryOp::$op, other) }
         )*}
     };
@@ -205,7 +217,9 @@ impl std::ops::Neg for Scalar {
 
 /// Closures of one to four scalar arguments.
 pub trait Lambda<Args> {
+    /// How many scalar arguments the closure takes.
     fn arity(&self) -> usize;
+    /// Calls the closure on `args` (exactly `arity` of them).
     fn call(&self, args: &[Scalar]) -> Scalar;
 }
 impl<F: Fn(Scalar) -> Scalar> Lambda<(Scalar,)> for F {
@@ -253,6 +267,8 @@ pub fn elementwise<Args, F: Lambda<Args>>(name: &str, f: F) -> Elementwise<Args,
     }
 }
 
+/// An elementwise op made by [`elementwise`]: a named closure over scalars, applied to
+/// tensors with [`Elementwise::apply`].
 pub struct Elementwise<Args, F> {
     name: String,
     f: F,
@@ -261,6 +277,11 @@ pub struct Elementwise<Args, F> {
 
 impl<Args, F: Lambda<Args>> Elementwise<Args, F> {
     /// The scalar program for inputs of these dtypes.
+    ///
+    /// # Errors
+    ///
+    /// A type error where `dtypes` does not have one dtype per closure argument, or where an
+    /// op of the closure does not take its operands' dtypes.
     pub fn program(&self, dtypes: &[DType]) -> Result<ScalarProgram> {
         if dtypes.len() != self.f.arity() {
             return Err(Error::ty(format!(

@@ -4,7 +4,7 @@
 //! A `Graph` is a shared, append-only arena. Building is append-only, so creation order is a
 //! topological order, and compilation only reads the graph: the user's graph is never changed
 //! by compiling a function of it. A `Var` is a cheap handle (the graph plus an index) that the
-//! arithmetic operators and methods in [`build`] work on.
+//! arithmetic operators and methods in `build.rs` work on.
 //!
 //! Type errors do not panic: an op applied to inputs of the wrong types yields a *poisoned*
 //! variable that carries the error and the caller's source location. The error surfaces when a
@@ -39,9 +39,13 @@ use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 pub use crate::shared::SharedCell;
 
+/// The index of a variable in its graph's arena ([`GraphData::vars`]); ids follow creation
+/// order.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct VarId(pub(crate) u32);
 
+/// The index of an Apply node in its graph's arena ([`GraphData::applies`]); ids follow
+/// creation order, which is a topological order.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ApplyId(pub(crate) u32);
 
@@ -55,7 +59,12 @@ pub enum VarKind {
     /// A constant with its data. Never an input, never destroyed, always foldable.
     Constant(Tensor),
     /// Output `index` of an Apply.
-    Result { apply: ApplyId, index: usize },
+    Result {
+        /// The Apply that computes it.
+        apply: ApplyId,
+        /// Its position among the Apply's outputs.
+        index: usize,
+    },
     /// A parameter of a `scan`'s body (a carry or a slice of a sequence): it has a value only
     /// inside that body, at each step.
     RegionParam,
@@ -63,17 +72,25 @@ pub enum VarKind {
     Poisoned(Error),
 }
 
+/// A variable as the arena stores it.
 #[derive(Clone, Debug)]
 pub struct VarData {
+    /// Its dtype and shape (`None` dims are known only at call time).
     pub ty: TensorType,
+    /// The user's name for it, if given.
     pub name: Option<String>,
+    /// What it is: an input, shared, a constant, a result, a region parameter or poisoned.
     pub kind: VarKind,
 }
 
+/// An Apply node as the arena stores it: an op applied to variables.
 #[derive(Clone, Debug)]
 pub struct ApplyData {
+    /// The op applied.
     pub op: Op,
+    /// Its operands, in order.
     pub inputs: Vec<VarId>,
+    /// The variables it computes (each a [`VarKind::Result`] of this Apply).
     pub outputs: Vec<VarId>,
     /// Where the user built this node.
     pub loc: SourceLoc,
@@ -84,9 +101,12 @@ pub struct ApplyData {
     pub params: Vec<VarId>,
 }
 
+/// The arena a [`Graph`] shares: every variable and Apply built, in creation order.
 #[derive(Default, Debug)]
 pub struct GraphData {
+    /// The variables, indexed by [`VarId`].
     pub vars: Vec<VarData>,
+    /// The Apply nodes, indexed by [`ApplyId`].
     pub applies: Vec<ApplyData>,
 }
 
@@ -129,6 +149,7 @@ fn computes_on_halves(op: &Op, inputs: &[&Var]) -> bool {
 }
 
 impl Graph {
+    /// An empty graph.
     pub fn new() -> Graph {
         Graph::default()
     }
@@ -143,6 +164,7 @@ impl Graph {
         self.inner.write().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// Whether `other` is a handle to this same graph (not merely an equal one).
     pub fn same(&self, other: &Graph) -> bool {
         Arc::ptr_eq(&self.inner, &other.inner)
     }
@@ -442,6 +464,7 @@ impl Graph {
             .collect()
     }
 
+    /// The handle of the variable `id` of this graph.
     pub fn var(&self, id: VarId) -> Var {
         Var {
             graph: self.clone(),
@@ -503,10 +526,12 @@ pub(crate) fn reachable_applies(
 }
 
 impl Var {
+    /// The graph the variable belongs to.
     pub fn graph(&self) -> &Graph {
         &self.graph
     }
 
+    /// The variable's index in its graph.
     pub fn id(&self) -> VarId {
         self.id
     }
@@ -515,22 +540,27 @@ impl Var {
         f(&self.graph.data().vars[self.id.0 as usize])
     }
 
+    /// The variable's type: dtype and shape (`None` for a dim known only at call time).
     pub fn ty(&self) -> TensorType {
         self.with(|d| d.ty.clone())
     }
 
+    /// The variable's element type.
     pub fn dtype(&self) -> DType {
         self.with(|d| d.ty.dtype)
     }
 
+    /// The variable's number of dims.
     pub fn rank(&self) -> usize {
         self.with(|d| d.ty.rank())
     }
 
+    /// The variable's name, if it has one.
     pub fn name(&self) -> Option<String> {
         self.with(|d| d.name.clone())
     }
 
+    /// What the variable is (a copy: a shared variable's cell is shared, not copied).
     pub fn kind(&self) -> VarKind {
         self.with(|d| d.kind.clone())
     }
@@ -560,6 +590,7 @@ impl Var {
         }
     }
 
+    /// Whether the variable is a constant ([`VarKind::Constant`]).
     pub fn is_constant(&self) -> bool {
         matches!(self.kind(), VarKind::Constant(_))
     }
@@ -628,18 +659,22 @@ impl Apply {
         f(&self.graph.data().applies[self.id.0 as usize])
     }
 
+    /// The node's index in its graph.
     pub fn id(&self) -> ApplyId {
         self.id
     }
 
+    /// The op the node applies.
     pub fn op(&self) -> Op {
         self.with(|a| a.op.clone())
     }
 
+    /// Where the user built the node.
     pub fn loc(&self) -> SourceLoc {
         self.with(|a| a.loc)
     }
 
+    /// The node's operands, in order.
     pub fn inputs(&self) -> Vec<Var> {
         self.with(|a| a.inputs.iter().map(|&id| self.graph.var(id)).collect())
     }
@@ -654,6 +689,7 @@ impl Apply {
         self.with(|a| a.params.iter().map(|&id| self.graph.var(id)).collect())
     }
 
+    /// The variables the node computes, in order (hidden outputs of a custom op included).
     pub fn outputs(&self) -> Vec<Var> {
         self.with(|a| a.outputs.iter().map(|&id| self.graph.var(id)).collect())
     }

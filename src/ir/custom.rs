@@ -14,12 +14,16 @@ use std::sync::{Arc, OnceLock, RwLock};
 /// How many inputs or outputs an op takes (libnd4j's declaration).
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Arity {
+    /// Exactly this many.
     Exactly(usize),
+    /// This many or more.
     AtLeast(usize),
+    /// Any number, none included.
     Any,
 }
 
 impl Arity {
+    /// Whether `n` inputs or outputs are allowed.
     pub fn accepts(self, n: usize) -> bool {
         match self {
             Arity::Exactly(k) => n == k,
@@ -50,20 +54,24 @@ pub struct OpParams {
 }
 
 impl OpParams {
+    /// No parameters.
     pub fn new() -> OpParams {
         OpParams::default()
     }
 
+    /// Adds the integer parameter `name` (builder style).
     pub fn int(mut self, name: &str, v: impl Into<Vec<i64>>) -> OpParams {
         self.ints.push((name.to_string(), v.into()));
         self
     }
 
+    /// Adds the float parameter `name` (builder style).
     pub fn float(mut self, name: &str, v: impl Into<Vec<f64>>) -> OpParams {
         self.floats.push((name.to_string(), v.into()));
         self
     }
 
+    /// The integer parameter `name`, if there is one (the first, if added twice).
     pub fn get_ints(&self, name: &str) -> Option<&[i64]> {
         self.ints
             .iter()
@@ -71,6 +79,7 @@ impl OpParams {
             .map(|(_, v)| &v[..])
     }
 
+    /// The float parameter `name`, if there is one (the first, if added twice).
     pub fn get_floats(&self, name: &str) -> Option<&[f64]> {
         self.floats
             .iter()

@@ -6,10 +6,17 @@ use std::str::FromStr;
 /// The element type of a tensor.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum DType {
+    /// Booleans, one byte each: what comparisons give, and what `and`, `or`, `not` and
+    /// `select`'s condition take.
     Bool,
+    /// 32-bit signed integers, wrapping on overflow.
     I32,
+    /// 64-bit signed integers, wrapping on overflow. `argmax`, `argmin` and `argsort` give
+    /// their indices in it, and a bool `sum` gives it.
     I64,
+    /// IEEE binary32.
     F32,
+    /// IEEE binary64.
     F64,
     /// IEEE binary16: a storage type. Arithmetic on it happens in `f32` (the IR's ops other
     /// than data movement, casts and `matmul` refuse it; the graph API casts around them).
@@ -19,6 +26,7 @@ pub enum DType {
 }
 
 impl DType {
+    /// Every dtype, in declaration order.
     pub const ALL: [DType; 7] = [
         DType::Bool,
         DType::I32,
@@ -58,6 +66,7 @@ impl DType {
         }
     }
 
+    /// `i32` or `i64`.
     pub fn is_int(self) -> bool {
         matches!(self, DType::I32 | DType::I64)
     }
@@ -67,6 +76,7 @@ impl DType {
         self != DType::Bool
     }
 
+    /// The dtype's name in the text form and in messages (`f32`, `bool`, ...).
     pub fn name(self) -> &'static str {
         match self {
             DType::Bool => "bool",
@@ -108,6 +118,7 @@ impl FromStr for DType {
 
 /// Rust scalar types that are kiln element types.
 pub trait Element: Copy + Send + Sync + PartialEq + fmt::Debug + 'static {
+    /// The kiln dtype whose elements are this type.
     const DTYPE: DType;
 }
 

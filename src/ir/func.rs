@@ -13,6 +13,7 @@ use std::fmt;
 pub struct Value(pub u32);
 
 impl Value {
+    /// The value's position in `Func::values`, where its type and name are.
     pub fn index(self) -> usize {
         self.0 as usize
     }
@@ -24,8 +25,10 @@ impl fmt::Display for Value {
     }
 }
 
+/// What a function knows of one value: its type, and where it came from for messages.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ValueData {
+    /// The value's type, fixed where it is defined.
     pub ty: TensorType,
     /// The name from the source (graph variable name or text-form name), if any.
     pub name: Option<String>,
@@ -38,16 +41,24 @@ pub struct ValueData {
 /// and its parameters (a scan's carries and sequence slices; `ifelse`'s branches have none).
 #[derive(Clone, Debug, PartialEq, Default)]
 pub struct Region {
+    /// The values the region is entered with, defined by it (empty for `ifelse`'s branches).
     pub params: Vec<Value>,
+    /// The region's instructions, in the order they run.
     pub body: Vec<Inst>,
+    /// The values the region ends with: the instruction's results (`ifelse`), or a scan
+    /// step's new carries and outputs.
     pub yields: Vec<Value>,
 }
 
 /// One instruction: an op applied to argument values, defining result values.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Inst {
+    /// The op applied, with its parameters.
     pub op: Op,
+    /// The values the op reads, in the op's input order.
     pub args: Vec<Value>,
+    /// The values the instruction defines, one per output of the op (hidden outputs of a
+    /// custom op included).
     pub results: Vec<Value>,
     /// Nested regions (only control ops have any).
     pub regions: Vec<Region>,
@@ -73,14 +84,23 @@ impl Inst {
 /// A function in SSA form.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Func {
+    /// The function's name (`@name` in the text form).
     pub name: String,
+    /// The arena of every value, parameters and region values included, indexed by
+    /// `Value::index`.
     pub values: Vec<ValueData>,
+    /// The parameters, in order (from a graph: the call's inputs, then the shared variables
+    /// the function reads or updates).
     pub params: Vec<Value>,
+    /// The top-level instructions, in the order they run.
     pub body: Vec<Inst>,
+    /// The values the function returns, in order (from a graph: the requested outputs, then
+    /// one new value per shared-variable update).
     pub outputs: Vec<Value>,
 }
 
 impl Func {
+    /// An empty function named `name`: no values, parameters, instructions or outputs.
     pub fn new(name: impl Into<String>) -> Func {
         Func {
             name: name.into(),
@@ -101,16 +121,19 @@ impl Func {
         Value(self.values.len() as u32 - 1)
     }
 
+    /// A fresh value of type `ty`, appended to the parameters.
     pub fn add_param(&mut self, ty: TensorType, name: Option<String>) -> Value {
         let v = self.new_value(ty, name);
         self.params.push(v);
         v
     }
 
+    /// The type of `v`.
     pub fn ty(&self, v: Value) -> &TensorType {
         &self.values[v.index()].ty
     }
 
+    /// The source's name for `v`, if it has one.
     pub fn name_of(&self, v: Value) -> Option<&str> {
         self.values[v.index()].name.as_deref()
     }

@@ -801,6 +801,7 @@ pub fn slice_bounds(n: usize, start: i64, stop: i64, step: i64) -> (i64, usize) 
     (start, len as usize)
 }
 
+/// The length of `start:stop:step` on a dim of size `n` (see [`slice_bounds`]).
 pub fn slice_len(n: usize, start: i64, stop: i64, step: i64) -> usize {
     slice_bounds(n, start, stop, step).1
 }
@@ -814,7 +815,6 @@ pub fn arange_len(start: f64, stop: f64, step: f64) -> Result<usize, String> {
     Ok(if n > 0.0 { n as usize } else { 0 })
 }
 
-/// Indices are i32 or i64.
 /// Whether a value of type `t` can stand where `want` is expected: the same dtype and rank,
 /// and no two known dims that differ.
 pub(super) fn fits_type(t: &TensorType, want: &TensorType) -> bool {
@@ -836,6 +836,7 @@ fn check_axis(name: &str, t: &TensorType, axis: usize) -> Result<(), String> {
     Ok(())
 }
 
+/// Indices are i32 or i64.
 fn check_indices(name: &str, indices: &TensorType) -> Result<(), String> {
     match indices.dtype {
         DType::I32 | DType::I64 => Ok(()),

@@ -9,63 +9,126 @@ use super::DType;
 use crate::tensor::Tensor;
 use std::hash::{Hash, Hasher};
 
+/// An elementwise function of one operand (`Op::Unary`): the result has the operand's dtype
+/// and shape. Only `Not` takes bool; the [`float_only`](UnaryOp::float_only) ones take f32 or
+/// f64 only. No unary op takes a half (the graph API computes in f32 and rounds back).
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
 pub enum UnaryOp {
+    /// `-x`; integers wrap (the negation of the smallest integer is itself).
     Neg,
+    /// `|x|`; integers wrap (the absolute value of the smallest integer is itself).
     Abs,
+    /// -1, 0 or 1 by the sign of `x`; `sign(-0.0)` is 0.0 and NaN stays NaN (numpy `sign`).
     Sign,
+    /// e^x.
     Exp,
+    /// The natural logarithm.
     Log,
+    /// log(1 + x), accurate near 0.
     Log1p,
+    /// e^x - 1, accurate near 0.
     Expm1,
+    /// The square root, correctly rounded.
     Sqrt,
+    /// 1 / sqrt(x).
     Rsqrt,
+    /// The sine.
     Sin,
+    /// The cosine.
     Cos,
+    /// The tangent.
     Tan,
+    /// The hyperbolic tangent.
     Tanh,
+    /// The logistic function 1 / (1 + e^-x).
     Sigmoid,
+    /// The error function.
     Erf,
+    /// Rounds down to an integer value; integers are unchanged.
     Floor,
+    /// Rounds up to an integer value; integers are unchanged.
     Ceil,
+    /// Rounds to the nearest integer value, half to even (numpy `round`); integers are
+    /// unchanged.
     Round,
+    /// `x * x`; integers wrap.
     Square,
+    /// 1 / x.
     Reciprocal,
+    /// max(x, 0); NaN stays NaN.
     Relu,
+    /// Logical not of a bool operand (the only unary op on bool).
     Not,
 }
 
+/// An elementwise function of two operands (`Op::Binary`) of one dtype, broadcast together
+/// (docs/reference/semantics.md). Comparisons give bool; the others keep the operands'
+/// dtype. `And` and `Or` take bool only, comparisons any dtype, the rest numbers only; no
+/// binary op takes a half.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
 pub enum BinaryOp {
+    /// `a + b`; integers wrap.
     Add,
+    /// `a - b`; integers wrap.
     Sub,
+    /// `a * b`; integers wrap.
     Mul,
+    /// True division (numpy `true_divide`), floats only: integers use `FloorDiv`.
     Div,
+    /// numpy `floor_divide`: the quotient rounded down. An integer division by 0 gives 0 and
+    /// the smallest integer divided by -1 wraps.
     FloorDiv,
+    /// numpy `power`. An integer to a negative power is 1/a^n truncated: 0 unless `a` is 1
+    /// or -1.
     Pow,
+    /// The larger operand; a NaN on either side propagates (numpy `maximum`).
     Maximum,
+    /// The smaller operand; a NaN on either side propagates (numpy `minimum`).
     Minimum,
+    /// numpy's remainder (`mod`), with the sign of the divisor; an integer modulo 0 gives 0.
     Mod,
+    /// `a < b`, as bool.
     Lt,
+    /// `a <= b`, as bool.
     Le,
+    /// `a > b`, as bool.
     Gt,
+    /// `a >= b`, as bool.
     Ge,
+    /// `a == b`, as bool (NaN equals nothing).
     Eq,
+    /// `a != b`, as bool (NaN differs from everything, itself included).
     Ne,
+    /// Logical and of bool operands.
     And,
+    /// Logical or of bool operands.
     Or,
 }
 
+/// What a reduction (`Op::Reduce`, `Op::FusedReduce`) computes over its axes. The result and
+/// accumulator dtypes, starting values and summation order are defined once in
+/// [`Reduction`](super::Reduction) (docs/reference/semantics.md, "Reductions").
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
 pub enum ReduceOp {
+    /// The sum, in numpy's pairwise order for floats; bool sums to i64; empty is 0.
     Sum,
+    /// The product; bool gives i64; empty is 1.
     Prod,
+    /// The largest element, NaN propagating; an empty axis is an error.
     Max,
+    /// The smallest element, NaN propagating; an empty axis is an error.
     Min,
+    /// The mean: the pairwise sum divided by the count; integers and bool give f64.
     Mean,
+    /// The index (i64) of the first largest element along one axis (or over every element,
+    /// flattened), NaN counting as largest; an empty axis is an error.
     ArgMax,
+    /// The index (i64) of the first smallest element along one axis (or over every element,
+    /// flattened), NaN counting as smallest; an empty axis is an error.
     ArgMin,
+    /// Whether every element is nonzero (NaN counts as nonzero), as bool; empty is true.
     All,
+    /// Whether any element is nonzero (NaN counts as nonzero), as bool; empty is false.
     Any,
 }
 
@@ -85,66 +148,94 @@ impl Hash for F64Bits {
     }
 }
 
-/// A built-in op with its parameters.
+/// A built-in op with its parameters. The inputs are the instruction's arguments, numbered
+/// from 0 in the order the text form writes them; docs/reference/ops.md lists every op with
+/// its dtypes, and type inference (`infer`) states each rule with the error it gives.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Op {
+    /// An elementwise function of one operand.
     Unary(UnaryOp),
+    /// An elementwise function of two operands of one dtype, broadcast together.
     Binary(BinaryOp),
-    /// `select(cond, then, else)`: numpy `where`.
+    /// `select(cond, then, else)`: numpy `where`. The condition is bool, the branches share a
+    /// dtype (halves included), and all three broadcast together.
     Select,
+    /// Converts every element to another dtype: floats to integers truncate toward zero and
+    /// saturate, NaN becomes 0; to bool is `x != 0` (NaN is true); bool gives 0 or 1
+    /// (docs/reference/semantics.md, "Casts").
     Cast {
+        /// The dtype converted to.
         to: DType,
     },
     /// Reduction over `axes` (normalized, sorted; `None` means every axis).
     Reduce {
+        /// What is computed over the reduced elements.
         op: ReduceOp,
+        /// The axes reduced; `argmax` and `argmin` take one axis or `None` (the index is then
+        /// into the flattened input, in row-major order).
         axes: Option<Vec<usize>>,
+        /// Whether the reduced axes stay in the result with extent 1 (numpy's `keepdims`)
+        /// rather than being dropped.
         keepdims: bool,
     },
     /// A view: output axis `i` is input axis `perm[i]`.
     Transpose {
+        /// A permutation of the input's axes.
         perm: Vec<usize>,
     },
     /// A view when the input is contiguous. One entry may be -1.
     Reshape {
+        /// The new shape, with the input's number of elements; its one `-1` entry, if any,
+        /// stands for the extent that makes the count match.
         shape: Vec<i64>,
     },
     /// A view with zero strides on stretched dims.
     BroadcastTo {
+        /// The target shape: the input's dims align on the right, and only those of extent 1
+        /// (in the type) stretch.
         shape: Vec<usize>,
     },
     /// Inserts size-1 dims at `axes` (positions in the output, normalized, sorted).
     ExpandDims {
+        /// Where the new dims are, counted in the output's axes.
         axes: Vec<usize>,
     },
     /// Removes the size-1 dims at `axes` (normalized, sorted).
     Squeeze {
+        /// The axes removed; each must have extent 1.
         axes: Vec<usize>,
     },
+    /// numpy `concatenate`: one or more inputs of one dtype and rank, joined along `axis`;
+    /// their other dims must agree.
     Concat {
+        /// The axis the inputs are joined along.
         axis: usize,
     },
     /// numpy `take`: the elements of input 0 at the positions input 1 (i32 or i64, any shape;
     /// negative counts from the end; out of range is an error) gives along `axis`. The result
     /// has input 0's dims before `axis`, then the indices' dims, then input 0's dims after it.
     Take {
+        /// The axis of input 0 the indices pick along.
         axis: usize,
     },
     /// numpy `add.at` out of place: input 0 with the elements of input 2 added at the
     /// positions input 1 gives along `axis` (repeated positions add up, in index order);
     /// input 2 has the shape `take` gives for these inputs. The gradient of `take`.
     ScatterAdd {
+        /// The axis of input 0 the indices pick along.
         axis: usize,
     },
     /// numpy `cumsum` along `axis`: each element the sum of those before it and itself, added
     /// in order (numpy's order, not a pairwise one); the dtype is `sum`'s (bool gives i64).
     Cumsum {
+        /// The axis summed along.
         axis: usize,
     },
     /// numpy `take_along_axis`: input 1 (i32 or i64, the rank of input 0) picks, in each
     /// lane along `axis`, which of input 0's elements go there; the other dims broadcast
     /// together. The result has the broadcast dims and the indices' length along `axis`.
     TakeAlongAxis {
+        /// The axis the indices pick along.
         axis: usize,
     },
     /// numpy's `x[.., indices, ..] = updates` on a copy (Theano's `set_subtensor` with integer
@@ -152,28 +243,35 @@ pub enum Op {
     /// along `axis`. Input 2 has the shape `take` gives; where a position repeats, the last one
     /// in index order is kept.
     ScatterSet {
+        /// The axis of input 0 the indices pick along.
         axis: usize,
     },
     /// numpy `cumprod` along `axis`: each element the product of those before it and itself,
     /// multiplied in order; the dtype is `prod`'s (bool gives i64).
     Cumprod {
+        /// The axis multiplied along.
         axis: usize,
     },
     /// The gradient of `cumprod` with respect to its input, from the input (0) and the
     /// gradient of the output (1): exact where the input holds zeros, where dividing the output
     /// by the input would not be.
     CumprodGrad {
+        /// The axis of the `cumprod` differentiated.
         axis: usize,
     },
     /// numpy `sort` along `axis` (stable; NaN sorts as the greatest value), largest first when
     /// `descending`, equal elements then still in index order.
     Sort {
+        /// The axis sorted along.
         axis: usize,
+        /// Largest first instead of smallest first.
         descending: bool,
     },
     /// numpy `argsort` along `axis` (stable, i64 positions), in the order `sort` gives.
     Argsort {
+        /// The axis sorted along.
         axis: usize,
+        /// Largest first instead of smallest first.
         descending: bool,
     },
     /// A 2-D convolution (cross-correlation, as in PyTorch and JAX) of input 0 (`[N, C, H, W]`)
@@ -182,13 +280,17 @@ pub enum Op {
     /// The gradient of `conv2d` with respect to its image, from the output's gradient (0) and
     /// the filters (1); `image` is the image's height and width.
     Conv2dGradImage {
+        /// The parameters of the convolution differentiated.
         conv: super::window::Conv2d,
+        /// The image's height and width, which the output's shape alone does not fix.
         image: [usize; 2],
     },
     /// The gradient of `conv2d` with respect to its filters, from the image (0) and the output's
     /// gradient (1); `kernel` is the filters' height and width.
     Conv2dGradFilter {
+        /// The parameters of the convolution differentiated.
         conv: super::window::Conv2d,
+        /// The filters' height and width.
         kernel: [usize; 2],
     },
     /// Max or average pooling over the last two axes.
@@ -200,47 +302,75 @@ pub enum Op {
     /// shape `s + [depth]` and dtype `dtype`, 1 where the last index equals the index and 0
     /// elsewhere; an index outside `0..depth` gives a row of zeros.
     OneHot {
+        /// The extent of the new last axis.
         depth: usize,
+        /// The result's dtype.
         dtype: DType,
     },
     /// numpy basic slicing on the leading `starts.len()` axes. `i64::MIN` / `i64::MAX` are minus
     /// and plus infinity: an omitted start is MIN for a positive step and MAX for a negative one,
     /// an omitted stop the other way round (see `infer::slice_bounds`).
     Slice {
+        /// The first index taken on each sliced axis (negative counts from the end; clamped).
         starts: Vec<i64>,
+        /// The index each sliced axis stops before (negative counts from the end; clamped).
         stops: Vec<i64>,
+        /// The stride on each sliced axis: nonzero, negative walking backwards.
         steps: Vec<i64>,
     },
     /// numpy `matmul`: 1-D and batched operands included.
     MatMul,
     /// A constant value.
     Const(Tensor),
+    /// An array of zeros (false for bool); no inputs.
     Zeros {
+        /// The result's shape.
         shape: Vec<usize>,
+        /// The result's dtype.
         dtype: DType,
     },
+    /// An array of ones (true for bool); no inputs.
     Ones {
+        /// The result's shape.
         shape: Vec<usize>,
+        /// The result's dtype.
         dtype: DType,
     },
+    /// numpy `full`: an array of one value; no inputs.
     Full {
+        /// The result's shape.
         shape: Vec<usize>,
+        /// The result's dtype.
         dtype: DType,
+        /// The value, converted to `dtype` as a cast converts (integers truncate, bool is
+        /// `value != 0`).
         value: F64Bits,
     },
+    /// numpy `arange`: the 1-D array `start, start + step, ...` of `ceil((stop - start) / step)`
+    /// elements (none where that is not positive); no inputs. Not for bool or halves.
     Arange {
+        /// The first value (finite).
         start: F64Bits,
+        /// The end, excluded (finite).
         stop: F64Bits,
+        /// The spacing (finite, nonzero; negative counts down).
         step: F64Bits,
+        /// The result's dtype. Integers are made the numpy way, from `start` and
+        /// `start + step` truncated: `arange(0.5, 5, 1.5)` as i64 is `[0, 2, 4]`.
         dtype: DType,
     },
     /// Random numbers from a counter-based stream (see `crate::random` for the layout). Takes
     /// no input, or one 0-d i64 `counter` mixed into the seed so that a shared counter updated
     /// at each call gives fresh numbers per call.
     Random {
+        /// The distribution and its parameters.
         dist: RandomDist,
+        /// The stream's key: every element is a pure function of it (and the counter) and
+        /// the element's row-major index.
         seed: u64,
+        /// The result's shape.
         shape: Vec<usize>,
+        /// The result's dtype: f32 or f64 (bernoulli also bool and the integers).
         dtype: DType,
     },
     /// `ifelse %cond { then } else { otherwise }`: lazy, only the taken region runs. The
@@ -253,22 +383,33 @@ pub enum Op {
     /// stacked along a new leading axis (in the sequences' order, `reverse` or not). With
     /// `reverse`, the steps walk the sequences from their end.
     Scan {
+        /// How many of the leading arguments are carries' initial values; the rest are the
+        /// sequences (at least one).
         carries: usize,
+        /// Walk the sequences from their end.
         reverse: bool,
     },
     /// An elementwise op whose body is a scalar program (a user lambda, or fused ops): its
     /// inputs broadcast together and each output register gives one output.
     Composite {
+        /// The name messages give the op (`Op::display_name`): the lambda's name, or `fused`
+        /// for ops the optimizer fused.
         name: String,
+        /// The scalar program computed at each element; input `i` of the program is argument
+        /// `i` of the instruction.
         program: std::sync::Arc<super::scalar::ScalarProgram>,
     },
     /// A reduction whose input is computed elementwise by a scalar program from its arguments
     /// (an elementwise producer fused into the reduction as its prologue), so the input is never
     /// stored whole.
     FusedReduce {
+        /// What is computed over the reduced elements.
         op: ReduceOp,
+        /// The axes reduced (normalized, sorted; `None` means every axis), as in `Reduce`.
         axes: Option<Vec<usize>>,
+        /// Whether the reduced axes stay in the result with extent 1.
         keepdims: bool,
+        /// The prologue: its first output, over the broadcast arguments, is what is reduced.
         program: std::sync::Arc<super::scalar::ScalarProgram>,
     },
     /// A user-defined op (see `custom`).
@@ -278,12 +419,29 @@ pub enum Op {
 /// The distribution of a random op.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
 pub enum RandomDist {
-    Uniform { low: F64Bits, high: F64Bits },
-    Normal { mean: F64Bits, std: F64Bits },
-    Bernoulli { p: F64Bits },
+    /// `low + (high - low) * u` for `u` uniform on `[0, 1)`; f32 or f64.
+    Uniform {
+        /// The lower bound (finite).
+        low: F64Bits,
+        /// The upper bound (finite, at least `low`).
+        high: F64Bits,
+    },
+    /// `mean + std * z` for `z` standard normal (Box-Muller); f32 or f64.
+    Normal {
+        /// The mean (finite).
+        mean: F64Bits,
+        /// The standard deviation (finite, not negative).
+        std: F64Bits,
+    },
+    /// 1 (true) with probability `p`, else 0 (false): `u < p` for `u` uniform on `[0, 1)`.
+    Bernoulli {
+        /// The probability of a 1, in `[0, 1]`.
+        p: F64Bits,
+    },
 }
 
 impl RandomDist {
+    /// The op's name in the text form: `uniform`, `normal` or `bernoulli`.
     pub fn name(self) -> &'static str {
         match self {
             RandomDist::Uniform { .. } => "uniform",
@@ -294,6 +452,7 @@ impl RandomDist {
 }
 
 impl UnaryOp {
+    /// Every unary op, in declaration order.
     pub const ALL: [UnaryOp; 22] = [
         UnaryOp::Neg,
         UnaryOp::Abs,
@@ -319,6 +478,7 @@ impl UnaryOp {
         UnaryOp::Not,
     ];
 
+    /// The op's name in the text form (`neg`, `log1p`, ...).
     pub fn name(self) -> &'static str {
         use UnaryOp::*;
         match self {
@@ -347,7 +507,8 @@ impl UnaryOp {
         }
     }
 
-    /// Ops defined on floats only (transcendentals and roundings).
+    /// Ops defined on floats only (the transcendentals, the roots and `reciprocal`); the
+    /// roundings take integers too, which they leave unchanged.
     pub fn float_only(self) -> bool {
         use UnaryOp::*;
         matches!(
@@ -379,6 +540,7 @@ impl UnaryOp {
 }
 
 impl BinaryOp {
+    /// Every binary op, in declaration order.
     pub const ALL: [BinaryOp; 17] = [
         BinaryOp::Add,
         BinaryOp::Sub,
@@ -399,6 +561,7 @@ impl BinaryOp {
         BinaryOp::Or,
     ];
 
+    /// The op's name in the text form (`add`, `floordiv`, ...).
     pub fn name(self) -> &'static str {
         use BinaryOp::*;
         match self {
@@ -422,11 +585,14 @@ impl BinaryOp {
         }
     }
 
+    /// `lt`, `le`, `gt`, `ge`, `eq` and `ne`: the ops whose result is bool whatever the
+    /// operands' dtype.
     pub fn is_comparison(self) -> bool {
         use BinaryOp::*;
         matches!(self, Lt | Le | Gt | Ge | Eq | Ne)
     }
 
+    /// `and` and `or`: the ops that take bool operands only.
     pub fn is_logical(self) -> bool {
         matches!(self, BinaryOp::And | BinaryOp::Or)
     }
@@ -455,6 +621,7 @@ impl ReduceOp {
         )
     }
 
+    /// Every reduction, in declaration order.
     pub const ALL: [ReduceOp; 9] = [
         ReduceOp::Sum,
         ReduceOp::Prod,
@@ -467,6 +634,7 @@ impl ReduceOp {
         ReduceOp::Any,
     ];
 
+    /// The op's name in the text form (`sum`, `argmax`, ...).
     pub fn name(self) -> &'static str {
         use ReduceOp::*;
         match self {
@@ -568,7 +736,8 @@ impl Op {
         )
     }
 
-    /// Number of inputs the op takes; `None` for a variable number (concat).
+    /// Number of inputs the op takes; `None` for a variable number (`concat`, `scan`, a random
+    /// op's optional counter, a custom op without an exact count).
     pub fn arity(&self) -> Option<usize> {
         match self {
             Op::Unary(_) | Op::Cast { .. } | Op::Reduce { .. } => Some(1),
@@ -640,8 +809,10 @@ impl Op {
     /// Whether running the op on arguments of these types, giving results of these types, may
     /// return an error at run time (the run-time checks of a correct backend, not its bugs):
     /// anything with a dim not known in the types (its extents may not fit), a reduction with
-    /// no identity over an empty axis, a custom op (user code), or `ifelse` (whose branches the
-    /// caller looks into: see `Func::may_fail`). Everything else is decided by type inference.
+    /// no identity over an empty axis, `take`, `take_along_axis` and the scatters (an index
+    /// may be out of range), `scan` (sequences of unequal lengths, a carry whose shape changes), a custom op (user
+    /// code), or `ifelse` (whose branches the caller looks into: see `Func::may_fail`).
+    /// Everything else is decided by type inference.
     pub fn may_fail(&self, args: &[&TensorType], results: &[&TensorType]) -> bool {
         if args
             .iter()

@@ -11,13 +11,17 @@ use super::{DType, ReduceOp};
 /// How two partial results combine.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Combiner {
+    /// The sum (`sum`, `mean`).
     Add,
+    /// The product (`prod`).
     Mul,
     /// The larger; NaN wins on floats (numpy's `max`).
     Max,
     /// The smaller; NaN wins on floats.
     Min,
+    /// Logical and (`all`).
     And,
+    /// Logical or (`any`).
     Or,
     /// The index of the first largest element (a NaN counts as largest).
     ArgMax,
@@ -47,20 +51,28 @@ pub use kiln_math::{Pairwise, PAIRWISE};
 pub enum Order {
     /// The whole range in eight interleaved partials, then the tail (no splitting).
     Interleaved,
+    /// numpy's pairwise summation with these block and lane sizes (every float `sum` and
+    /// `mean`: [`PAIRWISE`]).
     Pairwise(Pairwise),
 }
 
 /// A scalar of a given dtype (a reduction's starting value).
 #[derive(Copy, Clone, Debug, PartialEq)]
 pub enum Scalar {
+    /// A bool value.
     Bool(bool),
+    /// An i32 value.
     I32(i32),
+    /// An i64 value.
     I64(i64),
+    /// An f32 value.
     F32(f32),
+    /// An f64 value.
     F64(f64),
 }
 
 impl Scalar {
+    /// The dtype of the value.
     pub fn dtype(self) -> DType {
         match self {
             Scalar::Bool(_) => DType::Bool,
@@ -97,6 +109,7 @@ impl Scalar {
 /// Everything a backend needs to know about one reduction of values of one dtype.
 #[derive(Copy, Clone, Debug, PartialEq)]
 pub struct Reduction {
+    /// The reduction this describes.
     pub op: ReduceOp,
     /// The dtype of the values reduced (after a fused producer, if any).
     pub value: DType,
@@ -106,6 +119,7 @@ pub struct Reduction {
     pub acc: DType,
     /// The dtype of the result.
     pub result: DType,
+    /// How two partial results combine.
     pub combiner: Combiner,
     /// The accumulator's starting value, in `acc`'s dtype: the identity of `combiner` (minus
     /// infinity for a float `max`, the smallest integer for an integer one). `None` for
@@ -114,7 +128,9 @@ pub struct Reduction {
     /// Whether the reduction of an empty axis has a value (`start`, finished); `max`, `min`,
     /// `argmax` and `argmin` of an empty axis are errors.
     pub empty_has_value: bool,
+    /// What turns the combined value into the result (`mean`'s division by the count).
     pub finish: Finish,
+    /// The order in which elements combine, which fixes a float result's rounding.
     pub order: Order,
 }
 

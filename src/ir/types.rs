@@ -10,11 +10,14 @@ pub type Dim = Option<usize>;
 /// The type of a tensor value. Two values of equal type are interchangeable to the compiler.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct TensorType {
+    /// The element type.
     pub dtype: DType,
+    /// One entry per axis, outermost first; its length is the rank.
     pub shape: Vec<Dim>,
 }
 
 impl TensorType {
+    /// The type of `dtype` elements with the dims `shape`, known or not.
     pub fn new(dtype: DType, shape: impl Into<Vec<Dim>>) -> Self {
         TensorType {
             dtype,
@@ -30,6 +33,7 @@ impl TensorType {
         }
     }
 
+    /// The type of a 0-d tensor (one element) of `dtype`.
     pub fn scalar(dtype: DType) -> Self {
         TensorType {
             dtype,
@@ -37,6 +41,7 @@ impl TensorType {
         }
     }
 
+    /// The number of axes.
     pub fn rank(&self) -> usize {
         self.shape.len()
     }
@@ -66,6 +71,7 @@ impl TensorType {
                 .all(|(a, b)| a.is_none() || b.is_none() || a == b)
     }
 
+    /// The same shape with elements of `dtype`.
     pub fn with_dtype(&self, dtype: DType) -> Self {
         TensorType {
             dtype,

@@ -11,6 +11,8 @@ use super::{infer, Func, Inst, Op, Value};
 /// stack; the text form's parser and the graph's compile both meet it here.
 pub const MAX_REGION_DEPTH: usize = 64;
 
+/// Checks that `f` is well formed (see the module's description); every problem found, one
+/// message each, naming the function.
 pub fn verify(f: &Func) -> Result<(), Vec<String>> {
     let mut errs = Vec::new();
     let n = f.values.len();

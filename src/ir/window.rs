@@ -9,9 +9,14 @@ use super::types::{Dim, TensorType};
 /// independent convolutions (PyTorch's and JAX's `feature_group_count`).
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Conv2d {
+    /// The step between one window and the next (at least 1).
     pub stride: [usize; 2],
+    /// The zeros added before the first and after the last element.
     pub padding: [usize; 2],
+    /// The distance between neighbouring taps of the filter (at least 1; 1 is a dense filter).
     pub dilation: [usize; 2],
+    /// How many independent convolutions the channels split into (at least 1): the image's
+    /// channels are `groups` times the filters', and the filter count is a multiple of it.
     pub groups: usize,
 }
 
@@ -111,6 +116,7 @@ pub enum PoolKind {
 }
 
 impl PoolKind {
+    /// The pooling op's name in the text form: `max_pool2d` or `avg_pool2d`.
     pub fn name(self) -> &'static str {
         match self {
             PoolKind::Max => "max_pool2d",
@@ -118,6 +124,7 @@ impl PoolKind {
         }
     }
 
+    /// The name of its gradient op: `max_pool2d_grad` or `avg_pool2d_grad`.
     pub fn grad_name(self) -> &'static str {
         match self {
             PoolKind::Max => "max_pool2d_grad",
@@ -129,9 +136,13 @@ impl PoolKind {
 /// A pooling window over the last two axes.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Pool2d {
+    /// What each window gives: its greatest element or its mean.
     pub kind: PoolKind,
+    /// The window's height and width (at least 1).
     pub window: [usize; 2],
+    /// The step between one window and the next (at least 1).
     pub stride: [usize; 2],
+    /// The padding before the first and after the last element, at most half the window.
     pub padding: [usize; 2],
 }
 
@@ -231,7 +242,7 @@ pub fn taps_reaching(
     lo.min(hi)..hi
 }
 
-/// A known dim's value, or `None`.
+/// The dims of `t` at axes `first` and `first + 1`.
 fn dims2(t: &TensorType, first: usize) -> [Dim; 2] {
     [t.shape[first], t.shape[first + 1]]
 }

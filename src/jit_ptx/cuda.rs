@@ -39,6 +39,7 @@ const HOST_ALIGN: usize = 64;
 /// The GPU: its context, its multiprocessors, and the pool of freed device buffers.
 pub struct Device {
     driver: Driver,
+    /// The device's name as the driver gives it (`NVIDIA H100 80GB HBM3`).
     pub name: String,
     /// Streaming multiprocessors, for sizing grids.
     pub sms: u32,
@@ -93,9 +94,11 @@ impl Counter {
 pub struct Transfers {
     /// Copies from host to device memory, and their bytes.
     pub uploads: u64,
+    /// The bytes of those uploads.
     pub upload_bytes: u64,
     /// Copies from device to host memory, and their bytes.
     pub downloads: u64,
+    /// The bytes of those downloads.
     pub download_bytes: u64,
 }
 
@@ -603,10 +606,12 @@ impl DeviceBuffer {
         self.ptr
     }
 
+    /// The buffer's size in bytes.
     pub fn bytes(&self) -> usize {
         self.bytes
     }
 
+    /// The device the buffer lives on (kept alive while the buffer is).
     pub fn device(&self) -> &Arc<Device> {
         &self.device
     }
@@ -682,7 +687,9 @@ impl Drop for Module {
 /// One kernel of a loaded module.
 #[derive(Clone, Copy)]
 pub enum Kernel {
+    /// A kernel of the PTX module, launched through the driver.
     Cuda(sys::CUfunction),
+    /// The same kernel compiled for the host CPU (`host.rs`), where tests have no GPU.
     Host(HostEntry),
 }
 

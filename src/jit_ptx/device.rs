@@ -184,10 +184,12 @@ impl DeviceTensor {
         }
     }
 
+    /// The element type of the array.
     pub fn dtype(&self) -> DType {
         self.dtype
     }
 
+    /// The array's shape.
     pub fn shape(&self) -> &[usize] {
         &self.shape
     }
@@ -258,6 +260,7 @@ impl Operand for DeviceTensor {
 
 /// One loaded kernel and what it computes.
 pub struct GpuKernel {
+    /// The kernel's entry name, kind and step.
     pub info: KernelInfo,
     kernel: Kernel,
     /// Keeps the module (and so `kernel`) loaded.
@@ -735,6 +738,7 @@ impl DeviceFunction {
         self.steps.replays.counts()
     }
 
+    /// The GPU this function runs on.
     pub fn device(&self) -> &Arc<Device> {
         &self.steps.device
     }

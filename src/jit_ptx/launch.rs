@@ -60,7 +60,10 @@ pub fn kernel_launch<T: Operand>(info: &KernelInfo, inputs: &[T]) -> Result<Laun
 /// A kernel's launch: the output shape and the `i64` parameters that follow the pointers.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Launch {
+    /// The shape of the index space the kernel's threads cover.
     pub out_shape: Vec<usize>,
+    /// The `i64` parameters after the pointers: element counts, extents and strides, in the
+    /// order the kernel reads them.
     pub scalars: Vec<i64>,
     /// Whether there is any work (no element: no launch).
     pub work: bool,
@@ -68,13 +71,17 @@ pub struct Launch {
 
 /// What the launch parameters are computed from: an argument's shape and element strides.
 pub trait Operand {
+    /// The argument's shape.
     fn shape(&self) -> &[usize];
+    /// Its strides, in elements.
     fn strides(&self) -> Vec<isize>;
 
+    /// Its element count.
     fn len(&self) -> usize {
         self.shape().iter().product()
     }
 
+    /// Whether it has no element.
     fn is_empty(&self) -> bool {
         self.len() == 0
     }

@@ -58,7 +58,9 @@ use inkwell::context::Context;
 /// What a kernel computes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum KernelKind {
+    /// An elementwise program (`map.rs`): one thread per output element.
     Map,
+    /// A reduction with its fused prologue (`reduce.rs`).
     Reduce,
     /// A random op's elements (`random.rs`).
     Random,
@@ -91,6 +93,7 @@ pub enum KernelKind {
 pub struct KernelInfo {
     /// The `.entry` name.
     pub name: String,
+    /// What it computes, which says what its parameters are.
     pub kind: KernelKind,
     /// The step it computes.
     pub step: StepId,
@@ -163,12 +166,15 @@ impl KernelInfo {
 /// The PTX of one function.
 #[derive(Clone, Debug)]
 pub struct PtxModule {
+    /// The GPU architecture it was written for (`sm_90`).
     pub arch: String,
+    /// The PTX text the CUDA driver loads.
     pub ptx: String,
     /// The LLVM IR as generated (before optimization), verified.
     pub llvm: String,
     /// The LLVM IR after the O3 pipeline, from which the PTX was written.
     pub llvm_optimized: String,
+    /// Its kernel entries, each with the step it computes.
     pub kernels: Vec<KernelInfo>,
 }
 

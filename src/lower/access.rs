@@ -15,6 +15,7 @@ use std::fmt;
 /// walks along it, or `None` where the operand is broadcast (stride 0).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Access {
+    /// Per axis of the index space, the operand's axis along it (`None`: broadcast).
     pub axes: Vec<Option<usize>>,
 }
 

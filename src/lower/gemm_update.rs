@@ -19,6 +19,8 @@ use crate::ir::{BinaryOp, DType, Func, Value};
 /// `result = w - product * scale`, `w` the step's third argument.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct GemmUpdate {
+    /// What the product is multiplied by before it is subtracted: `c` for `w - g * c`, `-c`
+    /// for `w + g * c`.
     pub scale: f64,
 }
 

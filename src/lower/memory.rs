@@ -9,8 +9,11 @@
 /// the steps) that touch it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Lifetime {
+    /// The buffer's size in bytes.
     pub bytes: usize,
+    /// The first step that touches it.
     pub first: usize,
+    /// The last step that touches it (its place is free after it).
     pub last: usize,
 }
 

@@ -37,6 +37,8 @@ use std::sync::Arc;
 pub enum Kernel {
     /// Each output element from the same-index elements of the (broadcast) inputs.
     Map {
+        /// The scalar program run at each index: one input per argument, one output per
+        /// result.
         program: Arc<ScalarProgram>,
         /// The index space: the result's shape.
         space: Vec<Dim>,
@@ -46,9 +48,13 @@ pub enum Kernel {
     /// A reduction over `axes` (`None`: all) of the value `program` computes elementwise from
     /// the inputs: the identity for a plain reduction, a fused producer otherwise.
     Reduce {
+        /// The reduction (`sum`, `max`, `argmax`, ...).
         op: ReduceOp,
+        /// The axes of `space` reduced (`None`: all).
         axes: Option<Vec<usize>>,
+        /// Whether the reduced axes stay in the result as dims of 1.
         keepdims: bool,
+        /// The scalar program whose output is reduced, one input per argument.
         program: Arc<ScalarProgram>,
         /// Whether the program is a fused producer (`fused_reduce`) rather than the identity.
         fused: bool,
@@ -65,7 +71,9 @@ pub enum Kernel {
     /// With `update`, the step is a product and a gradient step fused (`gemm_update.rs`): its
     /// third argument minus the product times the scale, written over that argument.
     Gemm {
+        /// Per operand, whether it is read with its last two dims swapped.
         transposed: [bool; 2],
+        /// The fused gradient step, if any: the step then writes over its third argument.
         update: Option<gemm_update::GemmUpdate>,
     },
     /// A view op (`view.rs`): the result is the argument's elements in a new layout over the
@@ -75,21 +83,33 @@ pub enum Kernel {
     /// The op's reference implementation.
     Perform,
     /// `ifelse`: the plan of each branch; only the taken one runs.
-    IfElse { then: Branch, otherwise: Branch },
+    IfElse {
+        /// The branch run when the condition (the step's first argument) is true.
+        then: Branch,
+        /// The branch run when it is false.
+        otherwise: Branch,
+    },
     /// `scan`: the plan of its body, run once per step with `params` holding the carries and
     /// one slice of each sequence (the step's first `carries` arguments are the initial
     /// carries, the rest the sequences).
     Scan {
+        /// The body's plan; it yields the new carries, then one value per stacked output.
         body: Branch,
+        /// The body's parameters: the carries, then one slice per sequence.
         params: Vec<Value>,
+        /// How many of the step's arguments (and of the body's parameters) are carries.
         carries: usize,
+        /// Whether the steps walk the sequences from their end.
         reverse: bool,
     },
     /// A row group (`rows.rs`): map and reduce steps run together on blocks of `rows`, each
     /// member reading its arguments as `roles` say.
     Rows {
+        /// The group's row count: the first dim of every member's result.
         rows: usize,
+        /// The member steps, in order.
         steps: Vec<Step>,
+        /// Per member, the role of each of its arguments.
         roles: Vec<Vec<rows::Role>>,
     },
 }
@@ -97,7 +117,9 @@ pub enum Kernel {
 /// One branch of an `ifelse`: its steps, then the values it yields as the step's results.
 #[derive(Clone, Debug, Default)]
 pub struct Branch {
+    /// The branch's steps, in order.
     pub steps: Vec<Step>,
+    /// The values it yields, one per result of the step.
     pub yields: Vec<Value>,
 }
 
@@ -110,6 +132,7 @@ impl StepId {
     /// The id a step has until lowering numbers its plan.
     pub const UNNUMBERED: StepId = StepId(u32::MAX);
 
+    /// The id as an index into per-step tables.
     pub fn index(self) -> usize {
         self.0 as usize
     }
@@ -120,10 +143,13 @@ impl StepId {
 pub struct Step {
     /// The step's index in the plan.
     pub id: StepId,
+    /// What computes the step.
     pub kernel: Kernel,
     /// The instruction's op (for `perform`, and for messages).
     pub op: Op,
+    /// The values the step reads, in the op's order.
     pub args: Vec<Value>,
+    /// The values the step defines.
     pub results: Vec<Value>,
     /// The in-place mark: result 0 may be written into argument `k`'s buffer.
     pub inplace: Option<usize>,
@@ -179,6 +205,7 @@ impl Step {
 /// A lowered function.
 #[derive(Clone, Debug)]
 pub struct Plan {
+    /// The function's name.
     pub name: String,
     /// How many steps the plan has, those inside row groups and branches included: the ids
     /// run from 0 to this.
@@ -186,8 +213,11 @@ pub struct Plan {
     /// A number no other plan of this process has (clones share it: they are the same plan),
     /// so that what the runtime derives from a plan can say which plan it was made for.
     pub serial: u64,
+    /// The function's parameters, in order.
     pub params: Vec<Value>,
+    /// The top-level steps, in the order they run.
     pub steps: Vec<Step>,
+    /// The values the function returns, in order.
     pub outputs: Vec<Value>,
 }
 

@@ -22,7 +22,9 @@ use std::collections::{HashMap, HashSet};
 /// How a member step reads one argument (see the module docs).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Role {
+    /// The block's rows of a value with the group's row count first.
     Rows,
+    /// The whole value, the same for every row (lower rank, or a first dim of 1).
     Whole,
     /// The result of member `j` of the same group.
     Inner(usize),

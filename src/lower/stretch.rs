@@ -25,6 +25,7 @@ pub enum Frame {
 /// The `?`-typed axes of a step's arguments that must not stretch.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct StretchCheck {
+    /// How the arguments' axes line up against each other.
     pub frame: Frame,
     /// `(argument, axis of that argument)`, each typed `?`.
     pub unknown: Vec<(usize, usize)>,
@@ -33,9 +34,13 @@ pub struct StretchCheck {
 /// A `?`-typed axis found stretched at run time.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Stretched {
+    /// The argument whose axis it is.
     pub arg: usize,
+    /// The axis, of that argument.
     pub axis: usize,
+    /// The axis's extent at run time.
     pub extent: usize,
+    /// The extent the other arguments (or the target shape) give that axis.
     pub target: usize,
 }
 

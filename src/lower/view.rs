@@ -22,16 +22,28 @@ pub enum ViewAxis {
     /// resolved against the axis's run-time length. A negative step walks it backwards (a
     /// negative stride).
     Slice {
+        /// The argument axis sliced.
         axis: usize,
+        /// The first position, as written (negative counts from the end; clamped).
         start: i64,
+        /// The position to stop before, as written (negative counts from the end; clamped).
         stop: i64,
+        /// The distance between positions taken (not 0).
         step: i64,
     },
     /// Argument axis `axis`, which has `len` elements or one (then read `len` times: stride
     /// 0), as `broadcast_to` stretches it.
-    Stretch { axis: usize, len: usize },
+    Stretch {
+        /// The argument axis.
+        axis: usize,
+        /// The result axis's length.
+        len: usize,
+    },
     /// A new axis of `len` copies (stride 0): `expand_dims` (1), `broadcast_to`'s leading axes.
-    New { len: usize },
+    New {
+        /// The new axis's length.
+        len: usize,
+    },
 }
 
 /// What a view op does to its argument's layout.
@@ -40,20 +52,28 @@ pub enum View {
     /// Each result axis from `axes`; the argument axes in `dropped` must have one element and
     /// are left out (`squeeze`).
     Axes {
+        /// Per result axis, where it comes from.
         axes: Vec<ViewAxis>,
+        /// The argument axes left out (each of one element).
         dropped: Vec<usize>,
     },
     /// The same elements in row-major order with the shape `target` (`-1`: the dim that makes
     /// the count match): only of an argument laid out row-major and dense.
-    Reshape { target: Vec<i64> },
+    Reshape {
+        /// The result's shape, one dim possibly `-1`.
+        target: Vec<i64>,
+    },
 }
 
 /// Where the elements of an array lie in its buffer: element `i` is at
 /// `offset + sum(i[k] * strides[k])`, in elements.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Layout {
+    /// The array's shape.
     pub shape: Vec<usize>,
+    /// Per axis, the distance in elements between neighbours along it (0: broadcast).
     pub strides: Vec<isize>,
+    /// The position in the buffer, in elements, of the first element.
     pub offset: isize,
 }
 

@@ -180,6 +180,8 @@ pub trait Arith: Copy {
 
 /// Integer power, for `perform` and the JIT's helpers.
 pub trait IntPow: Copy {
+    /// `self` to the power `n`, wrapping; a negative `n` gives `1 / self^-n` truncated (1 or
+    /// -1 for `self` of 1 or -1, else 0).
     fn ipow(self, n: Self) -> Self;
 }
 

@@ -100,10 +100,15 @@ pub fn momentum(
 /// with the function's state.
 #[derive(Clone, Debug)]
 pub struct Adam {
+    /// The learning rate (`lr`).
     pub lr: f64,
+    /// The first moment's decay rate (`b1`).
     pub beta1: f64,
+    /// The second moment's decay rate (`b2`).
     pub beta2: f64,
+    /// Added to the corrected `sqrt(v)` so that the step never divides by zero.
     pub eps: f64,
+    /// The decoupled weight decay (AdamW); 0 for plain Adam.
     pub weight_decay: f64,
     /// The prefix of its state's names.
     pub name: String,

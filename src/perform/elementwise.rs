@@ -175,8 +175,11 @@ fn binary_float<F: Float + Arith>(op: BinaryOp, a: F, b: F) -> F {
 /// shared expansions of `math::arith`): division and mod by zero give 0, MIN / -1 wraps, a
 /// negative exponent gives 1/a^n truncated (0 unless |a| is 1).
 pub trait IntArith: Copy {
+    /// numpy's `floor_divide`: the quotient rounded towards minus infinity.
     fn floordiv(self, b: Self) -> Self;
+    /// numpy's `mod`: the remainder of `floordiv`, with the sign of `b`.
     fn modulo(self, b: Self) -> Self;
+    /// `self` to the power `b`, wrapping.
     fn ipow(self, b: Self) -> Self;
 }
 

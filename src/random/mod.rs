@@ -12,7 +12,7 @@
 //! | distribution, dtype | block | words |
 //! | --- | --- | --- |
 //! | uniform f32, bernoulli | `i / 4` | `w[i % 4]`, top 24 bits -> `[0, 1)` |
-//! | uniform f64 | `i / 2` | `w[2j], w[2j+1]` with `j = i % 2`, top 53 bits of `(w[2j] << 32) | w[2j+1]` -> `[0, 1)` |
+//! | uniform f64 | `i / 2` | `w[2j], w[2j+1]` with `j = i % 2`, top 53 bits of `(w[2j] << 32) \| w[2j+1]` -> `[0, 1)` |
 //! | normal f32 | `i / 2` | `u1, u2` from `w[2j], w[2j+1]` (24-bit each); Box-Muller `sqrt(-2 ln(1-u1)) cos(2 pi u2)` in f64, rounded |
 //! | normal f64 | `i` | `u1` from `w[0], w[1]`, `u2` from `w[2], w[3]` (53-bit each); Box-Muller as above |
 //!

@@ -29,9 +29,19 @@ pub enum Standard {
 #[derive(Copy, Clone, Debug, PartialEq)]
 pub enum Transform {
     /// `offset + scale * v`, in `f32` (the standard value rounded to `f32` first) or `f64`.
-    Affine { offset: f64, scale: f64, f32: bool },
+    Affine {
+        /// Added after scaling: `low` or `mean`.
+        offset: f64,
+        /// What the standard value is multiplied by: `high - low` or `std`.
+        scale: f64,
+        /// Whether it is computed in `f32` (for an f32 op) rather than `f64`.
+        f32: bool,
+    },
     /// `v < p`: 1 or 0 in the op's dtype.
-    Below { p: f64 },
+    Below {
+        /// The probability of a 1.
+        p: f64,
+    },
 }
 
 /// The standard value and transform of a random op (`random::perform::sample`'s cases).

@@ -1,9 +1,9 @@
 //! Rewrites of SSA functions, run in this order by [`optimize`] (`pipeline.rs`): dropping the
-//! unread outputs of scans ([`prune_scans`]), moving work out of scan loops
+//! unread outputs of scans ([`prune_scans`](mod@prune_scans)), moving work out of scan loops
 //! ([`scan_pushout`]), the e-graph pass
 //! ([`egraph`]: merging duplicates, folding constants, canonicalizing, stabilizing and
 //! specializing rules, extraction by cost), merging inside regions with the values around them
-//! ([`merge_regions`]), Composite fusion ([`fuse`]), scheduling custom ops next to the adds
+//! ([`merge_regions`](mod@merge_regions)), Composite fusion ([`fuse`](mod@fuse)), scheduling custom ops next to the adds
 //! that accumulate their outputs ([`accumulate`]), then the in-place pass ([`inplace`]).
 
 pub mod accumulate;

@@ -30,11 +30,14 @@ pub trait Device: Send + Sync + Sized {
     where
         Self: 'a;
 
+    /// A borrow of the owned array `a`.
     fn view<'a>(&self, a: &'a Self::Array) -> Self::Ref<'a>;
     /// `r` for a shorter time (what a covariant reference does by itself; the compiler cannot
     /// see through an associated type).
     fn reborrow<'a>(&self, r: &'a Self::Ref<'_>) -> Self::Ref<'a>;
+    /// The shape of `r`.
     fn shape<'r>(&self, r: &'r Self::Ref<'_>) -> &'r [usize];
+    /// The element type of `r`.
     fn dtype(&self, r: &Self::Ref<'_>) -> DType;
     /// Whether `r` is dense and row-major.
     fn is_dense(&self, r: &Self::Ref<'_>) -> bool;
@@ -390,13 +393,17 @@ impl Device for HostArrays {
 /// A plan on a device, called with host arrays (copied in and out): an `Executable` for
 /// `Function`.
 pub struct HostCalls<D: Device> {
+    /// The device the plan runs on.
     pub device: D,
+    /// The function the plan was lowered from (for types and messages).
     pub func: Func,
+    /// The plan run at each call.
     pub plan: Plan,
     kept: Kept<D>,
 }
 
 impl<D: Device> HostCalls<D> {
+    /// Calls of `plan` (lowered from `func`) on `device`.
     pub fn new(device: D, func: Func, plan: Plan) -> HostCalls<D> {
         HostCalls {
             device,

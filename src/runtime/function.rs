@@ -9,7 +9,9 @@ use crate::tensor::{Tensor, TensorRef};
 
 /// A shared variable a function reads, and the output that updates it, if any.
 pub struct SharedBinding {
+    /// The variable's storage, shared with the graph and other functions.
     pub cell: SharedCell,
+    /// The variable's name (empty where it has none), for messages and saved states.
     pub name: String,
     /// Index among the executable's outputs of the new value.
     pub update: Option<usize>,
@@ -345,10 +347,12 @@ impl Function {
         &self.func
     }
 
+    /// How many explicit inputs a call takes (shared variables are not among them).
     pub fn n_inputs(&self) -> usize {
         self.n_inputs
     }
 
+    /// How many outputs a call returns (updates of shared variables are not among them).
     pub fn n_outputs(&self) -> usize {
         self.n_outputs
     }

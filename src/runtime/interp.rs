@@ -92,6 +92,7 @@ pub struct Interpreter {
 }
 
 impl Interpreter {
+    /// The reference interpreter of `func`: its plan, every step run by the op's `perform`.
     pub fn new(func: Func) -> Interpreter {
         let plan = lower(&func);
         Interpreter::with_thunks(func, plan, Thunks::new())

@@ -46,6 +46,8 @@ pub struct KeptCall {
 /// it computes the instruction's results from its arguments. Instructions without a thunk run
 /// their op's `perform`. Arguments are views: a function's inputs reach a thunk without a copy.
 pub trait Thunk: Send + Sync {
+    /// Computes the instruction's results from `inputs` (its arguments, in order), each a new
+    /// array; an error is the instruction's run-time failure.
     fn run(&self, inputs: &[TensorRef<'_>]) -> Result<Vec<Tensor>>;
 
     /// `run`, writing result 0 into `dest` when its dtype and shape fit (a caller's output
@@ -84,6 +86,8 @@ pub trait Thunk: Send + Sync {
 /// function's parameters (explicit inputs, then shared variables), already checked against
 /// their types; outputs are the function's outputs followed by the updates' new values.
 pub trait Executable: Send + Sync {
+    /// Runs the function on `inputs` (one per parameter) and returns its outputs, then the
+    /// updates' new values; an error is the call's run-time failure.
     fn run(&self, inputs: &[TensorRef<'_>]) -> Result<Vec<Tensor>>;
 
     /// `run`, writing output `i` into `dests[i]` where it fits (`Function::call_into`'s

@@ -61,9 +61,13 @@ struct StepStats {
 
 /// What one run of a step moved and computed, measured by the VM.
 pub struct StepRun {
+    /// How long the run took.
     pub time: Duration,
+    /// Bytes of the arguments read and the results written.
     pub bytes: u64,
+    /// Floating-point operations (matrix products only; 0 otherwise).
     pub flops: u64,
+    /// The argument and result shapes (`f32[2, 3] -> f32[2]`).
     pub shapes: String,
 }
 
@@ -227,11 +231,14 @@ fn label(func: &Func, s: &Step) -> String {
 
 /// An array a step read or wrote, as the profile keeps it.
 pub struct Seen {
+    /// The array's element type.
     pub dtype: DType,
+    /// The array's run-time shape.
     pub shape: smallvec::SmallVec<[usize; 6]>,
 }
 
 impl Seen {
+    /// An array of `dtype` and `shape`.
     pub fn new(dtype: DType, shape: &[usize]) -> Seen {
         Seen {
             dtype,
@@ -239,7 +246,7 @@ impl Seen {
         }
     }
 
-    /// From a type that knows every dim.
+    /// From a type that knows every dim (`None` where a dim is unknown).
     pub fn of_type(ty: &TensorType) -> Option<Seen> {
         Some(Seen {
             dtype: ty.dtype,
@@ -282,7 +289,9 @@ pub fn measure(step: &Step, args: &[Seen], results: &[Seen], time: Duration) -> 
 /// The report of a profiled function: its steps, the slowest first.
 #[derive(Clone, Debug)]
 pub struct ProfileReport {
+    /// The function's name.
     pub func: String,
+    /// How many calls were profiled.
     pub calls: u64,
     /// The time of all calls, from the first step to the outputs.
     pub call_time: Duration,
@@ -291,6 +300,7 @@ pub struct ProfileReport {
     /// work: dispatching steps, checking shapes, allocating, slicing and stacking a scan's
     /// sequences, collecting outputs.
     pub kernel_time: Duration,
+    /// The steps that ran, the slowest (by total time) first.
     pub steps: Vec<StepReport>,
 }
 
@@ -305,7 +315,9 @@ pub struct StepReport {
     pub at: String,
     /// The argument and result shapes of its last run.
     pub shapes: String,
+    /// How often it ran, over all calls.
     pub runs: u64,
+    /// Its time, over all runs.
     pub time: Duration,
     /// Bytes read and written, over all runs.
     pub bytes: u64,

@@ -6,6 +6,7 @@
 use crate::ir::{Func, Op, Value};
 use std::collections::{HashMap, HashSet};
 
+/// The write requests of a function's custom-op outputs (see the module docs).
 #[derive(Default)]
 pub struct WritePlan {
     /// Visible custom-op outputs that nothing reads.
@@ -16,6 +17,8 @@ pub struct WritePlan {
     pub skipped_adds: HashMap<Value, Value>,
 }
 
+/// The write requests of `func`'s custom-op outputs, from who reads each output and where the
+/// values die (top-level body only; reads inside regions count at their instruction).
 pub fn plan(func: &Func) -> WritePlan {
     // Top-level positions of every read (a read inside a region counts at its instruction).
     let mut readers: HashMap<Value, Vec<usize>> = HashMap::new();

@@ -23,17 +23,20 @@ pub type Storage = HashMap<StepId, Vec<Option<Tensor>>>;
 pub struct OpState {
     /// Calls so far (the next call is `calls + 1`).
     pub calls: u64,
+    /// The custom ops' hidden outputs, each with the step that keeps it.
     pub hidden: Vec<HiddenOutput>,
 }
 
 /// The value a custom op keeps in one of its hidden outputs.
 #[derive(Clone, Debug)]
 pub struct HiddenOutput {
+    /// The step of the custom op in the function's plan.
     pub step: StepId,
     /// The op's name (checked on restore: a state belongs to one function).
     pub op: String,
     /// The output's index among all of the op's outputs.
     pub output: usize,
+    /// The value the output holds.
     pub value: Tensor,
 }
 
@@ -121,7 +124,10 @@ pub fn restore(func: &Func, plan: &Plan, state: &OpState) -> Result<Storage> {
 /// A function's whole state: its shared variables' values, by name, and its ops' state.
 #[derive(Clone, Debug, Default)]
 pub struct FunctionState {
+    /// Each shared variable's name in the state (its own, or `#i`) and value, in the
+    /// function's order.
     pub shared: Vec<(String, Tensor)>,
+    /// What the function's ops keep: the call count and hidden outputs.
     pub ops: OpState,
 }
 

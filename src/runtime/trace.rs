@@ -93,6 +93,7 @@ impl Trace {
         self.push(None, started, dur, "");
     }
 
+    /// Forgets every event so far.
     pub fn reset(&self) {
         *self.events.lock().unwrap_or_else(|e| e.into_inner()) = (Vec::new(), 0);
     }

@@ -176,6 +176,7 @@ impl<D: Device> Kept<D> {
         self.profile = Some(p);
     }
 
+    /// The profile the calls record into, once profiling has started.
     pub fn profile(&self) -> Option<&super::profile::Profile> {
         self.profile.as_deref()
     }

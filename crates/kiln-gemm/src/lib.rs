@@ -16,10 +16,12 @@
 //! micro-kernel runs over every sliver pair (B's sliver held in L1). The threads split C's
 //! rows, or its columns where it has few rows (`job.rs`).
 //!
-//! Each element of C is summed by one thread in one order (k in `ceil(k / ceil(k / KC))`
-//! chunks, each chunk by FMAs in order from zero, the chunks added to C in order), so results
-//! do not depend on the number of threads, and the interpreter and the compiled backends,
-//! which both call this, agree bit for bit.
+//! Each element of C is summed by one thread in one order (k in chunks of
+//! `ceil(k / ceil(k / KC))` terms, [`k_step`], each chunk by FMAs in order from zero, the
+//! chunks added to C in order), so results do not depend on the number of threads, and the
+//! interpreter and the compiled backends, which both call this, agree bit for bit.
+
+#![warn(missing_docs)]
 
 mod isa;
 mod job;
@@ -39,8 +41,12 @@ use pack::Buffer;
 /// element's `NR` columns), and takes at least 1 of each.
 #[derive(Clone, Copy, Debug)]
 pub struct Blocking {
+    /// Rows of A per packed block (held in L2).
     pub mc: usize,
+    /// Depth along k of a packed block and of a chunk of each element's sum: it fixes the
+    /// order of the sums, so it decides the bits (see [`k_step`]).
     pub kc: usize,
+    /// Columns of B per packed panel (held in L3).
     pub nc: usize,
 }
 
@@ -77,6 +83,7 @@ pub trait Element:
     /// Zen values). Its `kc` fixes the order of each element's sum, so it is the same for
     /// every ISA; `mc` and `nc` are rounded to each ISA's tiles.
     const BLOCKING: Blocking;
+    /// The type's zero: the padding of packed slivers and the empty product's elements.
     const ZERO: Self;
 
     /// Columns of a micro-tile on `isa`: two of its vectors.
@@ -163,10 +170,15 @@ pub fn available() -> bool {
 /// A strided matrix: `rows x cols`, element `(i, j)` at `ptr + i * rs + j * cs`.
 #[derive(Clone, Copy, Debug)]
 pub struct Mat<P> {
+    /// The address of element `(0, 0)`.
     pub ptr: P,
+    /// Number of rows.
     pub rows: usize,
+    /// Number of columns.
     pub cols: usize,
+    /// Row stride, in elements: from `(i, j)` to `(i + 1, j)`.
     pub rs: isize,
+    /// Column stride, in elements: from `(i, j)` to `(i, j + 1)`.
     pub cs: isize,
 }
 

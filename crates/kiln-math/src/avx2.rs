@@ -2,10 +2,10 @@
 //!
 //! Cranelift's x86 backend has 128-bit vectors only; LLVM, through rustc, has 256-bit ones.
 //! This module implements [`Emit`] on `__m256` / `__m256d` with `std::arch` and runs the very
-//! expansions of `crate::math` through it, so these buffer functions compute the same bits as
+//! expansions of this crate through it, so these buffer functions compute the same bits as
 //! the generated 128-bit code and the evaluators (the tail that does not fill a vector runs
 //! the evaluator itself). The CPU backend calls them from kernels, a chunk of lanes at a time,
-//! where the host has AVX2 and FMA (see `jit_cpu::vector_math`).
+//! where the host has AVX2 and FMA (see kiln's `codegen::clif::host_math`).
 //!
 //! Every emitter method and every expansion is `#[inline(always)]`: the expansion must be
 //! inlined whole into the `#[target_feature(enable = "avx2,fma")]` loop, or the intrinsics

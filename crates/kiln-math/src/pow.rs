@@ -3,7 +3,7 @@
 //! overflows, so an error of one f64 ulp in `log|x|` would move the result by hundreds of ulps.
 //! Here `log|x|` is a double-word value (`hi + lo`, about 2^-65 relative), the product with
 //! `y` is double-word (an fma gives the product's rounding error), and `exp` takes both words.
-//! Measured against libm's `pow` (`tests/math_ulp.rs`): within 1 ulp; special inputs give
+//! Measured against libm's `pow` (`tests/math_pow.rs`): within 1 ulp; special inputs give
 //! libm's results exactly.
 //!
 //! The steps (the textbook route, without tables; written for this crate's emitter):

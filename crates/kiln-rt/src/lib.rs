@@ -59,10 +59,14 @@ fn mat<P>((ptr, rs, cs): (P, i64, i64), rows: usize, cols: usize) -> Mat<P> {
     }
 }
 
-/// [`product`] of f32 matrices.
+/// `c = a @ b` of f32 matrices: `a` is `m x k`, `b` is `k x n` and `c` is `m x n`, element
+/// `(i, j)` of each at `ptr + i * rs + j * cs` (strides in elements, not bytes). Returns 0 once
+/// `c` holds the product, or 1 (and `c` untouched) where this CPU lacks AVX2 or FMA, or a
+/// size is negative: the object then runs its own loop, which gives the same bits.
 ///
 /// # Safety
-/// As [`product`].
+/// The matrices must address their elements, `c`'s writable and overlapping neither `a` nor
+/// `b`.
 #[no_mangle]
 #[allow(clippy::too_many_arguments)]
 pub unsafe extern "C" fn kiln_rt_gemm_f32(
@@ -83,10 +87,14 @@ pub unsafe extern "C" fn kiln_rt_gemm_f32(
     unsafe { product(m, n, k, (a, a_rs, a_cs), (b, b_rs, b_cs), (c, c_rs, c_cs)) }
 }
 
-/// [`product`] of f64 matrices.
+/// `c = a @ b` of f64 matrices: `a` is `m x k`, `b` is `k x n` and `c` is `m x n`, element
+/// `(i, j)` of each at `ptr + i * rs + j * cs` (strides in elements, not bytes). Returns 0 once
+/// `c` holds the product, or 1 (and `c` untouched) where this CPU lacks AVX2 or FMA, or a
+/// size is negative: the object then runs its own loop, which gives the same bits.
 ///
 /// # Safety
-/// As [`product`].
+/// The matrices must address their elements, `c`'s writable and overlapping neither `a` nor
+/// `b`.
 #[no_mangle]
 #[allow(clippy::too_many_arguments)]
 pub unsafe extern "C" fn kiln_rt_gemm_f64(

@@ -1,7 +1,7 @@
 //! Functions that generated code calls for the scalar ops Cranelift has no instruction for.
 //! They call the very functions the reference `perform` uses, so compiled results are
 //! bit-identical to the interpreter's. Every one is registered with the JIT by name
-//! ([`SYMBOLS`]): an unregistered import would make cranelift-jit panic.
+//! (`SYMBOLS`): an unregistered import would make cranelift-jit panic.
 
 use crate::perform::{float_divmod, sigmoid, IntArith};
 

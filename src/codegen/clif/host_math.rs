@@ -128,9 +128,15 @@ pub fn buffer_slot(b: &mut FunctionBuilder, d: DType) -> StackSlot {
 pub enum Entry {
     /// `f(src[i] - shift)` into `dst`: `f(src, dst, n, shift)`; unshifted, `f(src[i])` (the
     /// shift is ignored).
-    Map { shifted: bool },
+    Map {
+        /// Whether the function subtracts `shift` first.
+        shifted: bool,
+    },
     /// The sum of `f(src[i] - shift)` in a float sum's leaf order: `sum f(src, n, shift) -> T`.
-    Sum { shifted: bool },
+    Sum {
+        /// Whether the function subtracts `shift` first.
+        shifted: bool,
+    },
     /// `f(src[i] + bias[i])` into `dst`: `f(src, bias, dst, n)` (`Stage::biased`).
     Biased,
 }
@@ -176,7 +182,9 @@ pub fn import<M: Module>(
 pub struct Stage {
     /// Computes the argument (output 0). Input `n_in + j` is math op `j`'s buffer.
     pub program: ScalarProgram,
+    /// The math op applied to the argument.
     pub f: MathFn,
+    /// The float type of the argument and the result (f32 or f64).
     pub dtype: DType,
 }
 
@@ -231,6 +239,7 @@ impl Stage {
 /// A program split at its math ops.
 #[derive(Clone, Debug)]
 pub struct Staged {
+    /// One stage per math op of the program, in program order.
     pub stages: Vec<Stage>,
     /// The program with every math op read from its buffer (input `n_in + j`).
     pub last: ScalarProgram,

@@ -20,8 +20,11 @@ pub fn fallback_symbol(name: &str, prec: Prec) -> String {
     format!("kiln_ref_{name}_{p}")
 }
 
+/// Emits the math expansions ([`crate::math::Emit`]) into the function `b` builds.
 pub struct ClifMath<'x, 'f, M: Module> {
+    /// The function being built.
     pub b: &'x mut FunctionBuilder<'f>,
+    /// The module that reference functions are imported from.
     pub module: &'x mut M,
     /// The float type: `F32`, `F64`, `F32X4` or `F64X2`.
     pub fty: Type,
@@ -32,6 +35,7 @@ pub struct ClifMath<'x, 'f, M: Module> {
 }
 
 impl<'x, 'f, M: Module> ClifMath<'x, 'f, M> {
+    /// An emitter of `fty` code into `b`, with no error yet.
     pub fn new(
         b: &'x mut FunctionBuilder<'f>,
         module: &'x mut M,

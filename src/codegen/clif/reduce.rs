@@ -66,11 +66,13 @@ pub fn is_arg(op: ReduceOp) -> bool {
 /// What was generated for one reduction.
 #[derive(Clone)]
 pub struct ReduceKernelInfo {
+    /// The kernel's entry point (see the module's kernel ABI).
     pub entry: FuncId,
     /// The lane count of the vector leaves, when there are any.
     pub lanes: Option<i64>,
     /// Whether the kernel has the cursor leaves for reduced dims that do not merge (mode 4).
     pub nd: bool,
+    /// The CLIF text of the kernel's functions, for the `clif` dump.
     pub clif: String,
 }
 
@@ -222,6 +224,7 @@ pub fn define_reduce_kernel<M: Module>(
 /// An operand laid out otherwise after all still gets the right values, from the scalar leaf.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum VectorLeaves {
+    /// Both kinds, the runtime choosing.
     Both,
     /// Lanes along the reduced axes only.
     Row,

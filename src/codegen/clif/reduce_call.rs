@@ -9,17 +9,21 @@
 /// One dim of the loop nest: its size and each operand's byte stride (inputs, then output).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct NestDim {
+    /// How many indices the dim has.
     pub size: usize,
+    /// Per operand (inputs, then the output), its byte stride along the dim.
     pub strides: Vec<i64>,
 }
 
 /// What the caller of a reduction kernel passes, for one layout of its operands.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ReduceCall {
+    /// The outer kept dims, merged: the kernel's `O`.
     pub o: NestDim,
     /// All the reduced elements: the merged dim, or with the N-d descriptor their count and
     /// the innermost run's strides.
     pub n: NestDim,
+    /// The inner kept dims, merged: the kernel's `I`.
     pub i: NestDim,
     /// Kept dims that merge neither into `O` nor into `I`, outer to inner: the caller loops
     /// over them, one kernel call per index.

@@ -29,6 +29,7 @@ pub enum Lanes {
 }
 
 impl Lanes {
+    /// The number of lanes in a 128-bit vector: 4 or 2.
     pub fn count(self) -> i64 {
         match self {
             Lanes::X32 => 4,
@@ -37,6 +38,7 @@ impl Lanes {
     }
 }
 
+/// The Cranelift type a scalar of dtype `d` has (halves are their `i16` bits, bools `i8`).
 pub fn clif_type(d: DType) -> Type {
     match d {
         DType::Bool => types::I8,
@@ -139,8 +141,11 @@ pub fn vector_lanes(program: &ScalarProgram, halves: bool) -> Option<Lanes> {
 
 /// Emits scalar-program instructions, scalar (`lanes == None`) or vector.
 pub struct OpGen<'x, 'f, M: Module> {
+    /// The function being built.
     pub b: &'x mut FunctionBuilder<'f>,
+    /// The module that helper functions are imported from.
     pub module: &'x mut M,
+    /// The vector lane width, or `None` for scalar code.
     pub lanes: Option<Lanes>,
     /// The function's operand constants, in a vector loop body (see `operand_table`).
     pub table: Option<&'x mut OperandTable>,

@@ -14,12 +14,16 @@ use std::collections::HashMap;
 /// A parse or verification error at a place in the source.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ParseError {
+    /// The line, counted from 1.
     pub line: usize,
+    /// The column, in characters, counted from 1.
     pub col: usize,
+    /// What is wrong.
     pub msg: String,
 }
 
 impl ParseError {
+    /// The error as kiln's `Error::Parse`, naming the source `file`.
     pub fn into_error(self, file: &str) -> Error {
         Error::Parse {
             file: file.to_string(),

@@ -13,6 +13,8 @@ pub fn print_funcs(funcs: &[Func]) -> String {
     funcs.iter().map(print_func).collect::<Vec<_>>().join("\n")
 }
 
+/// The text form of `f`: `func @name(params) -> (types) { ... }`, every instruction with its
+/// result types. Parsing the text and printing it again gives the same text.
 pub fn print_func(f: &Func) -> String {
     let names = name_values(f);
     let n = |v: &Value| value_name(&names, *v);

@@ -142,8 +142,9 @@ impl Ord for Key {
 /// The chosen node of every e-class that has one, and the DAG cost of what the roots need.
 pub struct Selection {
     chosen: HashMap<Id, Node>,
-    /// The DAG cost after the greedy step and after refinement.
+    /// The DAG cost after the greedy step.
     pub greedy_cost: f64,
+    /// The DAG cost after refinement (that of the chosen nodes).
     pub cost: f64,
 }
 

@@ -40,6 +40,7 @@ pub struct Ops {
 }
 
 impl Ops {
+    /// The id of `op`, adding it to the table when it is new.
     pub fn intern(&mut self, op: Op) -> OpId {
         if let Some(&id) = self.index.get(&op) {
             return id;
@@ -58,6 +59,11 @@ impl Ops {
         }
     }
 
+    /// The op interned as `id`.
+    ///
+    /// # Panics
+    ///
+    /// Where `id` is not an id of this table.
     pub fn get(&self, id: OpId) -> &Op {
         &self.ops[id.0 as usize]
     }
@@ -80,13 +86,21 @@ pub const fn fam_binary(b: BinaryOp) -> u16 {
 pub const fn fam_reduce(r: ReduceOp) -> u16 {
     64 + r as u16
 }
+/// The family of `select`.
 pub const FAM_SELECT: u16 = 96;
+/// The family of `cast` (to any dtype).
 pub const FAM_CAST: u16 = 97;
+/// The family of `transpose` (any perm).
 pub const FAM_TRANSPOSE: u16 = 98;
+/// The family of `reshape` (any shape).
 pub const FAM_RESHAPE: u16 = 99;
+/// The family of `broadcast_to` (any shape).
 pub const FAM_BROADCAST_TO: u16 = 100;
+/// The family of `expand_dims` (any axes).
 pub const FAM_EXPAND_DIMS: u16 = 101;
+/// The family of `squeeze` (any axes).
 pub const FAM_SQUEEZE: u16 = 102;
+/// The family of constants (`Op::Const`, any value).
 pub const FAM_CONST: u16 = 106;
 
 /// An op's family: the op without its parameters (`sum` of any axes, `transpose` of any perm).
@@ -141,11 +155,21 @@ pub enum Head {
     /// Parameter `i` of the function.
     Param(u32),
     /// A pure op with one result; `fam` is [`family`] of the op.
-    Op { fam: u16, op: OpId },
+    Op {
+        /// The op's family, which rules search by.
+        fam: u16,
+        /// The op, with its parameters.
+        op: OpId,
+    },
     /// An instruction with several results, or one that must not merge with an equal one
     /// (`tag` is then unique, else 0). Its e-class has no tensor type; [`Head::Get`] reads a
     /// result.
-    Tuple { op: OpId, tag: u32 },
+    Tuple {
+        /// The op, with its parameters.
+        op: OpId,
+        /// A number unique to this instruction where it must not merge; 0 otherwise.
+        tag: u32,
+    },
     /// Result `i` of the tuple that is the only argument.
     Get(u32),
 }
@@ -153,20 +177,27 @@ pub enum Head {
 /// What rules search by: an op's family, or the kind of head.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Disc {
+    /// A [`Head::Param`], any parameter.
     Param,
+    /// A [`Head::Op`] of this family.
     Op(u16),
+    /// A [`Head::Tuple`], any op.
     Tuple,
+    /// A [`Head::Get`], any result.
     Get,
 }
 
 /// A node of the e-graph: a head and its argument e-classes.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Node {
+    /// What the node is.
     pub head: Head,
+    /// The e-classes of its arguments, in order.
     pub args: SmallVec<[Id; 3]>,
 }
 
 impl Node {
+    /// The node `head` of the e-classes `args`.
     pub fn new(head: Head, args: &[Id]) -> Node {
         Node {
             head,
@@ -219,13 +250,16 @@ impl Language for Node {
 /// The type of an e-class: one tensor, or the results of a tuple.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Ty {
+    /// The e-class is one tensor of this type.
     One(TensorType),
+    /// The e-class is a tuple whose results have these types.
     Many(Vec<TensorType>),
 }
 
 /// What the analysis knows of an e-class.
 #[derive(Clone, Debug)]
 pub struct Data {
+    /// The e-class's type.
     pub ty: Ty,
     /// The e-class is this constant (an interned `Op::Const`).
     pub constant: Option<OpId>,
@@ -284,7 +318,9 @@ pub fn splat_of(t: &Tensor) -> Option<f64> {
 /// the nodes that stabilizing rules replaced, which extraction avoids.
 #[derive(Default, Debug)]
 pub struct KilnAnalysis {
+    /// The ops the nodes refer to.
     pub ops: Ops,
+    /// The type of each parameter of the function ([`Head::Param`]).
     pub param_types: Vec<TensorType>,
     /// Result types of unique tuples that inference cannot give (an `ifelse`'s come from its
     /// regions), by tag.
@@ -295,6 +331,7 @@ pub struct KilnAnalysis {
     pub fold: bool,
 }
 
+/// An e-graph of kiln's ops with its analysis.
 pub type KilnEGraph = EGraph<Node, KilnAnalysis>;
 
 /// The tensor types of `args`, if every one is a tensor.

@@ -43,6 +43,7 @@ pub struct Limits {
     pub iterations: usize,
     /// E-nodes in all, as a multiple of the function's instructions (at least `min_nodes`).
     pub nodes_per_inst: usize,
+    /// The fewest e-nodes allowed, whatever the function's size.
     pub min_nodes: usize,
     /// Time for all phases together (regions included).
     pub time: Duration,
@@ -66,6 +67,7 @@ pub struct Options {
     pub fold: bool,
     /// Also run rules that change NaN or inf results (`x * 0 -> 0`); off by default.
     pub fast_math: bool,
+    /// Limits on each phase's iterations and e-nodes, and on the whole pass's time.
     pub limits: Limits,
 }
 
@@ -82,29 +84,40 @@ impl Default for Options {
 /// What one phase did.
 #[derive(Clone, Debug)]
 pub struct PhaseReport {
+    /// The phase.
     pub phase: Phase,
+    /// Iterations run.
     pub iterations: usize,
+    /// Why it stopped (`saturated`, `iteration limit (12)`, `node limit (..)`, ...).
     pub stop: String,
+    /// E-nodes in the e-graph at the end of the phase.
     pub nodes: usize,
+    /// E-classes in the e-graph at the end of the phase.
     pub classes: usize,
     /// How often each rule was applied (rules that never were are left out).
     pub applied: Vec<(String, usize)>,
+    /// The phase's wall-clock time.
     pub time: Duration,
 }
 
 /// What the pass did: the phases, then extraction.
 #[derive(Clone, Debug, Default)]
 pub struct Report {
+    /// Instructions of the function before the pass (regions' included).
     pub insts_in: usize,
+    /// Instructions of the function after the pass (regions' included).
     pub insts_out: usize,
+    /// What each phase of the top-level body did, in order.
     pub phases: Vec<PhaseReport>,
-    /// The DAG cost of the greedy choice, and after refinement.
+    /// The DAG cost of the greedy choice.
     pub greedy_cost: f64,
+    /// The DAG cost after refinement: that of the function written back.
     pub cost: f64,
-    /// Time to build the e-graph (folding included), to extract and write the function back,
-    /// and in all.
+    /// Time to build the e-graph (folding included).
     pub build_time: Duration,
+    /// Time to extract and write the function back.
     pub extract_time: Duration,
+    /// Time of the whole pass.
     pub time: Duration,
 }
 

@@ -27,14 +27,20 @@ use std::sync::{Arc, Mutex};
 /// The phases the rules run in, each to saturation or to its limits.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub enum Phase {
+    /// Identities removed and chains of view ops merged (`x + 0`, transpose of transpose).
     Canonicalize,
+    /// Numerically better forms (`log1p`, logsumexp, log-softmax); the replaced nodes are
+    /// avoided by extraction.
     Stabilize,
+    /// Cheaper special cases (`pow(x, 2)` -> `square(x)`, `rsqrt`).
     Specialize,
 }
 
 impl Phase {
+    /// Every phase, in the order they run.
     pub const ALL: [Phase; 3] = [Phase::Canonicalize, Phase::Stabilize, Phase::Specialize];
 
+    /// The phase's name in reports and dumps (`canonicalize`, ...).
     pub fn name(self) -> &'static str {
         match self {
             Phase::Canonicalize => "canonicalize",
@@ -47,7 +53,10 @@ impl Phase {
 /// What a match captured: e-classes and ops the rewrite needs.
 #[derive(Clone, Debug, Default)]
 pub struct Caps {
+    /// E-classes the rewrite builds on, in the order the rule's `build` expects.
     pub ids: SmallVec<[Id; 4]>,
+    /// Ops of matched nodes the rewrite reads (an inner transpose's perm, a broadcast's
+    /// shape, ...).
     pub ops: SmallVec<[OpId; 2]>,
 }
 
@@ -65,11 +74,17 @@ type Build = fn(&mut Builder, Id, &Node, &Caps) -> Option<Id>;
 
 /// One rewrite rule.
 pub struct Rule {
+    /// The rule's name, in reports (`fast-mul-zero`, ...).
     pub name: &'static str,
+    /// The phase it runs in.
     pub phase: Phase,
     /// The families of the nodes the rule looks at.
     pub roots: Vec<u16>,
+    /// Looks at a node (of one of `roots`) in an e-class: what the rewrite needs where the
+    /// rule matches, else `None`.
     pub find: Find,
+    /// Builds the equal term from what `find` captured: its e-class, or `None` where it
+    /// cannot be built (it does not type-check).
     pub build: Build,
     /// The matched node is replaced for good: extraction avoids it (stabilizing rules).
     pub replaces: bool,
@@ -77,10 +92,12 @@ pub struct Rule {
 
 /// Adds type-checked nodes to the e-graph for a rule's result.
 pub struct Builder<'a> {
+    /// The e-graph the nodes go into.
     pub eg: &'a mut KilnEGraph,
 }
 
 impl Builder<'_> {
+    /// The tensor type of e-class `id` (`None` for a tuple).
     pub fn ty(&self, id: Id) -> Option<&TensorType> {
         self.eg[id].data.ty()
     }
@@ -96,10 +113,12 @@ impl Builder<'_> {
         Some(self.eg.add(Node::new(Head::Op { fam, op }, args)))
     }
 
+    /// `u(x)`, or `None` if it does not type-check.
     pub fn unary(&mut self, u: UnaryOp, x: Id) -> Option<Id> {
         self.op(Op::Unary(u), &[x])
     }
 
+    /// `b(x, y)`, or `None` if it does not type-check.
     pub fn binary(&mut self, b: BinaryOp, x: Id, y: Id) -> Option<Id> {
         self.op(Op::Binary(b), &[x, y])
     }
@@ -109,6 +128,7 @@ impl Builder<'_> {
         self.op(Op::Const(Tensor::full(dtype, shape, v)), &[])
     }
 
+    /// A 0-d constant `v` of `dtype`.
     pub fn scalar(&mut self, dtype: DType, v: f64) -> Option<Id> {
         self.full(dtype, &[], v)
     }
