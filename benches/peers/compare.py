@@ -94,7 +94,7 @@ def load():
 
 def summary(results, key):
     """The median over rounds of each round's `key`, or None."""
-    values = [r[key] for r in results if key in r]
+    values = [r[key] for r in results if r.get(key) is not None]
     return statistics.median(values) if values else None
 
 
