@@ -365,3 +365,36 @@ fn indices_are_checked_where_nothing_is_gathered_or_scattered() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A gather of whole rows (an embedding lookup) copies each row 64 bytes at a time, then 16,
+/// then element by element: rows of every width around those steps, in every element size,
+/// give the interpreter's bits (the random cases above have short rows).
+#[test]
+fn gathered_rows_of_every_width_have_the_interpreters_bits() {
+    if !aot_lib::have_cc() {
+        eprintln!("skipped: no `cc` to link the objects with");
+        return;
+    }
+    let mut rng = Rng(0x5eed_1de0_0000_0003);
+    let mut cases: Vec<Case> = Vec::new();
+    let dtypes = [DType::Bool, DType::F16, DType::F32, DType::F64];
+    for (k, bytes) in [1, 15, 16, 17, 48, 63, 64, 65, 80, 127, 128, 200, 520]
+        .into_iter()
+        .enumerate()
+    {
+        for dtype in dtypes {
+            if bytes % dtype.size() != 0 {
+                continue;
+            }
+            let width = bytes / dtype.size();
+            let x = values(&mut rng, &[7, width], dtype);
+            let idx = indices(&mut rng, &[3, 4], -7, 7);
+            let what = format!("rows of {bytes} bytes: {dtype}[7, {width}] at {idx:?}");
+            let symbol = format!("rows{k}_{}", dtype.size());
+            cases.push(case(what, symbol, vec![x, idx], |v| {
+                vec![v[0].take(&v[1], 0)]
+            }));
+        }
+    }
+    check_all(&cases, "gathered_rows");
+}

@@ -8,7 +8,10 @@
 //! - Pooling, the pooling gradients and the image gradient go over the window tap by tap:
 //!   one map step per tap over the outputs whose tap lands in the input (`tap_outputs`, the
 //!   runs `perform` walks), accumulating in place. Taps run in `perform`'s order, so every
-//!   element is added up (or compared) in the same order as there.
+//!   element is added up (or compared) in the same order as there. Where every tap lands in
+//!   the input for every output (no padding reached, no ragged edge: the common 2x2 window of
+//!   stride 2), pooling is one map step reading each tap's view once, with the same
+//!   operations in the same order.
 //!
 //! The geometry is `ir::window`'s.
 
@@ -153,6 +156,71 @@ fn max_step(t: DType, tap: Option<usize>) -> Result<ScalarProgram> {
              %13 = const {k}.0 : i32; %14 = select %11, %13, %8 : i32; return %12, %14"
         )),
     }
+}
+
+/// The most taps one pooling step reads (a 4x4 window), each tap an input of its map kernel.
+const MAX_FUSED_TAPS: usize = 16;
+
+/// Whether every tap of the window lands in the input for every output (no padding reached,
+/// no ragged edge), few enough to read in one step: pooling is then one map step whose inputs
+/// are the taps' strided views, read once, rather than a step per tap that reads and writes
+/// the output each time.
+fn one_step_reads_every_tap(taps: &[Tap], pool: &Pool2d, out: [usize; 2]) -> bool {
+    taps.len() == pool.window[0] * pool.window[1]
+        && taps.len() <= MAX_FUSED_TAPS
+        && taps.iter().all(|tap| tap.count() == out)
+}
+
+/// Registers of a scalar program written one statement at a time.
+struct ProgramText {
+    src: Vec<String>,
+}
+
+impl ProgramText {
+    /// Appends `op : dtype` as the next register and returns its number.
+    fn push(&mut self, op: String, dtype: impl std::fmt::Display) -> usize {
+        self.src
+            .push(format!("%{} = {op} : {dtype}", self.src.len()));
+        self.src.len() - 1
+    }
+
+    fn finish(mut self, result: usize) -> Result<ScalarProgram> {
+        self.src.push(format!("return %{result}"));
+        program(&self.src.join("; "))
+    }
+}
+
+/// Max pooling over `n` taps in one program (inputs `0..n`, the taps in `perform`'s order):
+/// the first tap's element, which wins against any starting value, then [`max_step`]'s
+/// comparisons for each next tap, in the same order, so the same bits.
+fn max_of_taps(t: DType, n: usize) -> Result<ScalarProgram> {
+    let mut p = ProgramText { src: vec![] };
+    let mut o = p.push("input 0".into(), t);
+    for k in 1..n {
+        let e = p.push(format!("input {k}"), t);
+        let greater = p.push(format!("gt %{e}, %{o}"), "bool");
+        let e_nan = p.push(format!("ne %{e}, %{e}"), "bool");
+        let o_nan = p.push(format!("ne %{o}, %{o}"), "bool");
+        let o_number = p.push(format!("not %{o_nan}"), "bool");
+        let nan_wins = p.push(format!("and %{e_nan}, %{o_number}"), "bool");
+        let wins = p.push(format!("or %{greater}, %{nan_wins}"), "bool");
+        o = p.push(format!("select %{wins}, %{e}, %{o}"), t);
+    }
+    p.finish(o)
+}
+
+/// Average pooling over `n` taps in one program: `0 + e0 + e1 + ...` in tap order, as the
+/// step per tap adds them into a zeroed sum, then divided by the window's `area`.
+fn mean_of_taps(t: DType, n: usize, area: f64) -> Result<ScalarProgram> {
+    let mut p = ProgramText { src: vec![] };
+    let mut sum = p.push("const 0.0".into(), t);
+    for k in 0..n {
+        let e = p.push(format!("input {k}"), t);
+        sum = p.push(format!("add %{sum}, %{e}"), t);
+    }
+    let area = p.push(format!("const {}", float_text(area)), t);
+    let mean = p.push(format!("div %{sum}, %{area}"), t);
+    p.finish(mean)
 }
 
 /// Max pooling's gradient for one tap: `dx + (a == tap ? g : 0)`.
@@ -393,6 +461,25 @@ impl Builder<'_> {
         let out = [out_shape[r - 2], out_shape[r - 1]];
         let t = x.dtype;
         let taps = taps(pool.window, [1, 1], pool.stride, pool.padding, input, out);
+        if one_step_reads_every_tap(&taps, pool, out) {
+            let reads: Vec<View> = taps
+                .iter()
+                .map(|tap| tap.inputs_of(x, pool.stride))
+                .collect();
+            let program = match pool.kind {
+                PoolKind::Avg => mean_of_taps(t, taps.len(), pool.area())?,
+                PoolKind::Max => max_of_taps(t, taps.len())?,
+            };
+            let y = self.buffer(t, out_shape);
+            self.steps.push(Step::Map {
+                what: format!("{what}: every tap at once"),
+                program,
+                shape: out_shape.to_vec(),
+                inputs: reads,
+                outputs: vec![y.clone()],
+            });
+            return Ok(y);
+        }
         match pool.kind {
             PoolKind::Avg => {
                 let sum = self.filled(what, t, out_shape, 0.0);
