@@ -6,7 +6,7 @@
 # Makes the peers' environment if it is missing (setup.sh), then runs W1-W7 beside numpy,
 # numexpr, JAX and PyTensor (compare.py) and the four model steps beside JAX
 # (benches/models.sh), and writes both tables, with the machine and the commit, to OUT.
-# About 15 minutes on two cores. Keep the machine otherwise idle: the header records the load.
+# About 5 to 15 minutes on two cores. Keep the machine otherwise idle: the header records the load.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
