@@ -156,6 +156,21 @@ impl FunctionBuilder {
     /// nothing: a call that returns an error leaves every shared variable exactly as it was
     /// (the steps that overwrite a variable run after every step that may fail; where that
     /// order is impossible, the variable is not overwritten in place).
+    ///
+    /// ```
+    /// use ndarray::array;
+    /// let g = kiln::Graph::new();
+    /// let total = g.shared("total", array![0.0f32, 0.0].into_dyn());
+    /// let x = g.input("x", kiln::f32, [Some(2)]);
+    /// let f = kiln::function(&[&x], &[])
+    ///     .update(&total, &(&total + &x)) // a running sum kept between calls
+    ///     .compile()
+    ///     .unwrap();
+    /// for _ in 0..3 {
+    ///     f.call(&[array![1.0f32, 2.5].into_dyn().view()]).unwrap();
+    /// }
+    /// assert_eq!(total.value().unwrap().to_f64_vec(), vec![3.0, 7.5]);
+    /// ```
     pub fn update(mut self, shared: &Var, value: impl Operand) -> Self {
         let value = value.into_var(shared);
         self.updates.push((shared.clone(), value));

@@ -56,6 +56,17 @@ pub struct GradOptions {
 }
 
 /// The gradient of the 0-d float `cost` with respect to each of `wrt`.
+///
+/// ```
+/// use ndarray::array;
+/// let g = kiln::Graph::new();
+/// let x = g.input("x", kiln::f64, [Some(3)]);
+/// let cost = (&x * &x).sum(None, false); // sum of squares: its gradient is 2x
+/// let dx = kiln::grad(&cost, &[&x]).unwrap().remove(0);
+/// let f = kiln::function(&[&x], &[&dx]).compile().unwrap();
+/// let out = f.call(&[array![1.0, -2.0, 0.5].into_dyn().view()]).unwrap();
+/// assert_eq!(out[0].to_f64_vec(), vec![2.0, -4.0, 1.0]);
+/// ```
 pub fn grad(cost: &Var, wrt: &[&Var]) -> Result<Vec<Var>> {
     grad_with(cost, wrt, GradOptions::default())
 }

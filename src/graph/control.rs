@@ -16,6 +16,18 @@ use std::ops::Range;
 
 /// `cond ? then() : otherwise()` for a 0-d bool `cond`; both branches return values of the
 /// same types. Only the taken branch runs.
+///
+/// ```
+/// use ndarray::array;
+/// let g = kiln::Graph::new();
+/// let x = g.input("x", kiln::f64, [Some(2)]);
+/// let positive = x.sum(None, false).gt(0.0);
+/// // The logarithm is computed only where the sum is positive.
+/// let y = kiln::ifelse(&positive, || vec![x.log()], || vec![x.zeros_like()]).remove(0);
+/// let f = kiln::function(&[&x], &[&y]).compile().unwrap();
+/// let out = f.call(&[array![1.0, -3.0].into_dyn().view()]).unwrap();
+/// assert_eq!(out[0].to_f64_vec(), vec![0.0, 0.0]);
+/// ```
 #[track_caller]
 pub fn ifelse(
     cond: &Var,
