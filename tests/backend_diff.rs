@@ -74,9 +74,27 @@ fn only_program() -> Option<u64> {
 /// While alive, says which program is running if the thread panics: a panic inside kiln (an
 /// overflow in a debug build, an index out of bounds) is not a failure `describe` reports, and
 /// without the program's number its seed alone does not replay it.
+/// Once the program is built, its text too: a panic while compiling it then shows what
+/// was compiled, with no replay needed to see it.
 struct Running {
     seed: u64,
     program: u64,
+    text: String,
+}
+
+impl Running {
+    fn new(seed: u64, program: u64) -> Running {
+        Running {
+            seed,
+            program,
+            text: String::new(),
+        }
+    }
+
+    /// Records the program being run, for the message a panic prints.
+    fn of(&mut self, case: &Case) {
+        self.text = random_graph::text(case);
+    }
 }
 
 impl Drop for Running {
@@ -84,7 +102,8 @@ impl Drop for Running {
         if std::thread::panicking() {
             let (seed, i) = (self.seed, self.program);
             eprintln!(
-                "the panic came in seed {seed}, program {i} (KILN_RANDOM_SEED={seed} KILN_RANDOM_PROGRAM={i} replays it)"
+                "the panic came in seed {seed}, program {i} (KILN_RANDOM_SEED={seed} KILN_RANDOM_PROGRAM={i} replays it)\n{}",
+                self.text
             );
         }
     }
@@ -104,9 +123,10 @@ fn run_shard(shard: u64) {
         if only.is_some_and(|o| o != i) {
             continue;
         }
-        let _running = Running { seed, program: i };
+        let mut running = Running::new(seed, i);
         let data = program_bytes(seed, i);
         let case = random_graph::build(&data);
+        running.of(&case);
         let reference = random_graph::run(&case, Backend::Interp, false);
         for (backend, optimize) in [
             (Backend::Cpu, false),
@@ -208,8 +228,9 @@ fn random_programs_agree_on_the_gpu() {
         let only = only_program();
         let mut ran = 0;
         for i in (0..n).filter(|&i| only.is_none_or(|o| o == i)) {
-            let _running = Running { seed, program: i };
+            let mut running = Running::new(seed, i);
             let case = random_graph::build(&program_bytes(seed, i));
+            running.of(&case);
             let reference = random_graph::run(&case, Backend::Interp, false);
             for optimize in [false, true] {
                 // Every program compiles for the GPU (f64 `pow` included), and refuses only
@@ -270,10 +291,8 @@ fn random_programs_agree_ahead_of_time() {
         let arts: Vec<&kiln::aot::AotArtifact> = batch.iter().map(|b| &b.2).collect();
         let lib = aot_lib::link(&arts, &dir).unwrap_or_else(|e| panic!("linking: {e}"));
         for (i, case, art, want, jit) in batch.drain(..) {
-            let _running = Running {
-                seed: base,
-                program: i,
-            };
+            let mut running = Running::new(base, i);
+            running.of(&case);
             let mut inputs: Vec<kiln::Tensor> = case.views().iter().map(|v| v.to_owned()).collect();
             // The entry point takes a shared variable's value and returns its new one, the
             // caller keeping the state: two calls, as the other backends run.
@@ -309,12 +328,10 @@ fn random_programs_agree_ahead_of_time() {
     };
     let only = only_program();
     for i in (0..n).filter(|&i| only.is_none_or(|o| o == i)) {
-        let _running = Running {
-            seed: base,
-            program: i,
-        };
+        let mut running = Running::new(base, i);
         let data = program_bytes(seed, i);
         let case = random_graph::build(&data);
+        running.of(&case);
         // Ahead of time a scan is refused by name (tested in tests/scan.rs).
         if !case.static_shapes || case.has_scan {
             continue;
