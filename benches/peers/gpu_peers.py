@@ -26,6 +26,10 @@ BATCH = 256
 LR = 0.01
 
 
+# This file travels alone to the GPU machine (tools/gpu-check.sh packs it into gpucheck/), so
+# it keeps its own timing helpers rather than importing workloads.py's.
+
+
 def cuda_median(torch, fn, runs=50, warmup=5):
     """Median ms of `fn()` between two CUDA events."""
     for _ in range(warmup):
