@@ -191,3 +191,16 @@ fn a_scalar_cast_whose_target_and_result_dtype_differ_is_refused() {
         parse_program("%0 = input 0 : f32; %1 = cast %0 to f65 : f64; return %1").unwrap_err();
     assert!(err.contains("f65"), "{err}");
 }
+
+/// A function defined twice is reported where the second definition starts, naming the
+/// first's line (it was reported at 1:1).
+#[test]
+fn a_function_defined_twice_is_reported_at_the_second_definition() {
+    let src = "func @f(%x: f32[]) -> (f32[]) {\n  return %x\n}\n\nfunc @f(%y: f32[]) -> (f32[]) {\n  return %y\n}\n";
+    let errs = parse("twice.kir", src).unwrap_err();
+    let text = errs[0].to_string();
+    assert!(
+        text.contains("twice.kir:5:1") && text.contains("first at line 1"),
+        "{text}"
+    );
+}

@@ -41,9 +41,15 @@ pub fn parse_funcs(src: &str) -> Result<Vec<Func>, Vec<ParseError>> {
     let toks = lex(src).map_err(|(line, col, msg)| vec![ParseError { line, col, msg }])?;
     let mut p = Parser::new(toks);
     let mut funcs = Vec::new();
+    // Where each function starts, for an error about the function as a whole.
+    let mut starts = Vec::new();
     while p.peek() != &Tok::Eof {
+        let start = p.here();
         match p.func() {
-            Ok(f) => funcs.push(f),
+            Ok(f) => {
+                funcs.push(f);
+                starts.push(start);
+            }
             Err(e) => {
                 p.errors.push(e);
                 return Err(p.errors);
@@ -61,11 +67,15 @@ pub fn parse_funcs(src: &str) -> Result<Vec<Func>, Vec<ParseError>> {
         }]);
     }
     for (i, f) in funcs.iter().enumerate() {
-        if funcs[..i].iter().any(|g| g.name == f.name) {
+        if let Some(first) = funcs[..i].iter().position(|g| g.name == f.name) {
+            let ((line, col), (was, _)) = (starts[i], starts[first]);
             return Err(vec![ParseError {
-                line: 1,
-                col: 1,
-                msg: format!("function @{} is defined twice", f.name),
+                line,
+                col,
+                msg: format!(
+                    "function @{} is defined twice (first at line {was})",
+                    f.name
+                ),
             }]);
         }
     }
