@@ -143,19 +143,33 @@ fn divide_by(t: DType, value: f64) -> Result<ScalarProgram> {
 /// where `o` is not (NaN wins, the first NaN stays), or where nothing has won yet. Outputs
 /// the new maximum (and winning tap): `perform::pool`'s rule, written as a scalar program.
 fn max_step(t: DType, tap: Option<usize>) -> Result<ScalarProgram> {
-    let head = format!(
-        "%0 = input 0 : {t}; %1 = input 1 : {t}; %2 = gt %1, %0 : bool; %3 = ne %1, %1 : bool; \
-         %4 = ne %0, %0 : bool; %5 = not %4 : bool; %6 = and %3, %5 : bool; \
-         %7 = or %2, %6 : bool"
-    );
-    match tap {
-        None => program(&format!("{head}; %8 = select %7, %1, %0 : {t}; return %8")),
-        Some(k) => program(&format!(
-            "{head}; %8 = input 2 : i32; %9 = const -1.0 : i32; %10 = eq %8, %9 : bool; \
-             %11 = or %7, %10 : bool; %12 = select %11, %1, %0 : {t}; \
-             %13 = const {k}.0 : i32; %14 = select %11, %13, %8 : i32; return %12, %14"
-        )),
-    }
+    let mut p = ProgramText { src: vec![] };
+    let o = p.push("input 0".into(), t);
+    let e = p.push("input 1".into(), t);
+    let mut wins = e_wins(&mut p, o, e);
+    let Some(k) = tap else {
+        let max = p.push(format!("select %{wins}, %{e}, %{o}"), t);
+        return p.finish(&[max]);
+    };
+    let a = p.push("input 2".into(), "i32");
+    let none = p.push("const -1.0".into(), "i32");
+    let first = p.push(format!("eq %{a}, %{none}"), "bool");
+    wins = p.push(format!("or %{wins}, %{first}"), "bool");
+    let max = p.push(format!("select %{wins}, %{e}, %{o}"), t);
+    let here = p.push(format!("const {k}.0"), "i32");
+    let winner = p.push(format!("select %{wins}, %{here}, %{a}"), "i32");
+    p.finish(&[max, winner])
+}
+
+/// Whether element `e` beats the maximum so far `o` (registers of `p`): greater, or a NaN
+/// where `o` is not. The rule of [`max_step`] and [`max_of_taps`], written once.
+fn e_wins(p: &mut ProgramText, o: usize, e: usize) -> usize {
+    let greater = p.push(format!("gt %{e}, %{o}"), "bool");
+    let e_nan = p.push(format!("ne %{e}, %{e}"), "bool");
+    let o_nan = p.push(format!("ne %{o}, %{o}"), "bool");
+    let o_number = p.push(format!("not %{o_nan}"), "bool");
+    let nan_wins = p.push(format!("and %{e_nan}, %{o_number}"), "bool");
+    p.push(format!("or %{greater}, %{nan_wins}"), "bool")
 }
 
 /// The most taps one pooling step reads (a 4x4 window), each tap an input of its map kernel.
@@ -184,8 +198,9 @@ impl ProgramText {
         self.src.len() - 1
     }
 
-    fn finish(mut self, result: usize) -> Result<ScalarProgram> {
-        self.src.push(format!("return %{result}"));
+    fn finish(mut self, results: &[usize]) -> Result<ScalarProgram> {
+        let results: Vec<String> = results.iter().map(|r| format!("%{r}")).collect();
+        self.src.push(format!("return {}", results.join(", ")));
         program(&self.src.join("; "))
     }
 }
@@ -198,15 +213,10 @@ fn max_of_taps(t: DType, n: usize) -> Result<ScalarProgram> {
     let mut o = p.push("input 0".into(), t);
     for k in 1..n {
         let e = p.push(format!("input {k}"), t);
-        let greater = p.push(format!("gt %{e}, %{o}"), "bool");
-        let e_nan = p.push(format!("ne %{e}, %{e}"), "bool");
-        let o_nan = p.push(format!("ne %{o}, %{o}"), "bool");
-        let o_number = p.push(format!("not %{o_nan}"), "bool");
-        let nan_wins = p.push(format!("and %{e_nan}, %{o_number}"), "bool");
-        let wins = p.push(format!("or %{greater}, %{nan_wins}"), "bool");
+        let wins = e_wins(&mut p, o, e);
         o = p.push(format!("select %{wins}, %{e}, %{o}"), t);
     }
-    p.finish(o)
+    p.finish(&[o])
 }
 
 /// Average pooling over `n` taps in one program: `0 + e0 + e1 + ...` in tap order, as the
@@ -220,7 +230,7 @@ fn mean_of_taps(t: DType, n: usize, area: f64) -> Result<ScalarProgram> {
     }
     let area = p.push(format!("const {}", float_text(area)), t);
     let mean = p.push(format!("div %{sum}, %{area}"), t);
-    p.finish(mean)
+    p.finish(&[mean])
 }
 
 /// Max pooling's gradient for one tap: `dx + (a == tap ? g : 0)`.
