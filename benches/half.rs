@@ -31,10 +31,10 @@ fn compiled(build: impl Fn(&Graph) -> (Vec<kiln::Var>, kiln::Var)) -> kiln::Func
 fn bench(c: &mut Criterion) {
     let mut g = c.benchmark_group("half");
     g.sample_size(20);
-    let n = 1 << 22;
+    let n: usize = 1 << 22;
     for dtype in [kiln::f16, kiln::bf16, kiln::f32] {
         let f = compiled(|g| {
-            let x = g.input("x", dtype, [Some(n)]);
+            let x = g.input("x", dtype, [Some(n as i64)]);
             let y = (&x * 0.5 + 1.0).tanh();
             (vec![x], y)
         });
@@ -46,7 +46,7 @@ fn bench(c: &mut Criterion) {
     let x = values(kiln::f32, &[n]);
     for to in [kiln::f16, kiln::bf16, kiln::f32] {
         let f = compiled(|g| {
-            let x = g.input("x", kiln::f32, [Some(n)]);
+            let x = g.input("x", kiln::f32, [Some(n as i64)]);
             // `* 1` keeps the f32 "cast" a kernel (a cast to its own dtype is no op).
             let y = if to == kiln::f32 {
                 &x * 1.0
@@ -59,11 +59,11 @@ fn bench(c: &mut Criterion) {
             t.iter(|| f.call(&[&x]).expect("runs"))
         });
     }
-    let m = 1024;
+    let m: usize = 1024;
     for dtype in [kiln::f16, kiln::f32] {
         let f = compiled(|g| {
-            let a = g.input("a", dtype, [Some(m), Some(m)]);
-            let b = g.input("b", dtype, [Some(m), Some(m)]);
+            let a = g.input("a", dtype, [Some(m as i64), Some(m as i64)]);
+            let b = g.input("b", dtype, [Some(m as i64), Some(m as i64)]);
             let p = a.matmul(&b);
             (vec![a, b], p)
         });

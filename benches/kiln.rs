@@ -112,9 +112,9 @@ fn compile_and_call(c: &mut Criterion) {
         c.bench_function(&format!("call/w7_x_plus_1/{backend}"), |b| {
             b.iter(|| f.call_into(&[xv.view()], &mut out).unwrap())
         });
-        let n = 1 << 20;
-        let y = g.input("y", kiln::f32, [Some(n)]);
-        let z = g.input("z", kiln::f32, [Some(n)]);
+        let n: usize = 1 << 20;
+        let y = g.input("y", kiln::f32, [Some(n as i64)]);
+        let z = g.input("z", kiln::f32, [Some(n as i64)]);
         let w1 = (-(&y * &y)).exp() * z.sin() + &y * &z * 0.5;
         let f = function(&[&y, &z], &[&w1])
             .backend(backend)
@@ -180,7 +180,7 @@ fn reductions(c: &mut Criterion) {
     });
     for backend in [Backend::Interp, Backend::Cpu] {
         let g = Graph::new();
-        let x = g.input("x", kiln::f32, [Some(n), Some(m)]);
+        let x = g.input("x", kiln::f32, [Some(n as i64), Some(m as i64)]);
         for (name, axis) in [("argmax_rows", 1), ("argmax_cols", 0)] {
             let f = function(&[&x], &[&x.argmax(Some(axis), false)])
                 .backend(backend)
@@ -190,7 +190,7 @@ fn reductions(c: &mut Criterion) {
                 b.iter(|| f.call(&[xv.view()]).unwrap())
             });
         }
-        let z = g.input("z", kiln::f32, shape3.map(Some));
+        let z = g.input("z", kiln::f32, shape3.map(|d| Some(d as i64)));
         let f = function(&[&z], &[&z.sum(Some(&[0, 2]), false)])
             .backend(backend)
             .compile()

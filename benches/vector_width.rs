@@ -204,7 +204,7 @@ fn w3_width(c: &mut Criterion) {
         4.0 * kiln::random::uniform_f32(5, (i[0] * m + i[1]) as u64) - 2.0
     });
     let g = Graph::new();
-    let x = g.input("x", kiln::f32, [Some(n), Some(m)]);
+    let x = g.input("x", kiln::f32, [Some(n as i64), Some(m as i64)]);
     // W3 as examples/bench.rs builds it.
     let mx = x.max(Some(&[1]), true);
     let out: Var = (&x - &mx).exp().sum(Some(&[1]), false).log() + mx.reshape(&[n as i64]);

@@ -147,10 +147,10 @@ fn w1(backend: Option<Backend>) -> Report {
     // reset here (writing 5 to clear_refs), so it counts from this point.
     let _ = std::fs::write("/proc/self/clear_refs", "5");
     let baseline_kb = status_kb("VmRSS:");
-    let n = 16_000_000;
+    let n: usize = 16_000_000;
     let g = Graph::new();
-    let x = g.input("x", kiln::f32, [Some(n)]);
-    let y = g.input("y", kiln::f32, [Some(n)]);
+    let x = g.input("x", kiln::f32, [Some(n as i64)]);
+    let y = g.input("y", kiln::f32, [Some(n as i64)]);
     let out = (-(&x * &x)).exp() * y.sin() + &x * &y * 0.5;
     let f = compile(function(&[&x, &y], &[&out]), backend);
     let (xv, yv) = (normal(0, &[n]), normal(1, &[n]));
@@ -188,9 +188,9 @@ fn w1(backend: Option<Backend>) -> Report {
 }
 
 fn softmax_like(name: &'static str, backend: Option<Backend>) -> Report {
-    let (r, c) = (4096, 4096);
+    let (r, c): (usize, usize) = (4096, 4096);
     let g = Graph::new();
-    let x = g.input("x", kiln::f32, [Some(r), Some(c)]);
+    let x = g.input("x", kiln::f32, [Some(r as i64), Some(c as i64)]);
     let m = x.max(Some(&[1]), true);
     let out: Var = if name == "W2" {
         let e = (&x - &m).exp();
@@ -228,10 +228,10 @@ fn softmax_like(name: &'static str, backend: Option<Backend>) -> Report {
 }
 
 fn w4(backend: Option<Backend>) -> Report {
-    let n = 1024;
+    let n: usize = 1024;
     let g = Graph::new();
-    let a = g.input("a", kiln::f32, [Some(n), Some(n)]);
-    let b = g.input("b", kiln::f32, [Some(n), Some(n)]);
+    let a = g.input("a", kiln::f32, [Some(n as i64), Some(n as i64)]);
+    let b = g.input("b", kiln::f32, [Some(n as i64), Some(n as i64)]);
     let f = compile(function(&[&a, &b], &[&a.matmul(&b)]), backend);
     let (av, bv) = (normal(0, &[n, n]), normal(1, &[n, n]));
     let mut outs = vec![Tensor::zeros(kiln::f32, &[n, n])];

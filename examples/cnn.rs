@@ -87,9 +87,14 @@ fn main() -> Result<(), kiln::Error> {
     let images = g.input(
         "images",
         kiln::f32,
-        [Some(BATCH), Some(1), Some(SIDE), Some(SIDE)],
+        [
+            Some(BATCH as i64),
+            Some(1),
+            Some(SIDE as i64),
+            Some(SIDE as i64),
+        ],
     );
-    let labels = g.input("labels", kiln::i64, [Some(BATCH)]);
+    let labels = g.input("labels", kiln::i64, [Some(BATCH as i64)]);
     let w1 = g.shared("w1", init(1, &[C1, 1, 3, 3], 9));
     let b1 = g.shared("b1", ArrayD::<f32>::zeros(IxDyn(&[C1, 1, 1])));
     let w2 = g.shared("w2", init(2, &[C2, C1, 3, 3], C1 * 9));
@@ -112,7 +117,7 @@ fn main() -> Result<(), kiln::Error> {
     let logits = h2.reshape(&[BATCH as i64, flat as i64]).matmul(&w3) + &b3;
     let shifted = &logits - logits.max(Some(&[1]), true);
     let log_p = &shifted - shifted.exp().sum(Some(&[1]), true).log();
-    let target = labels.one_hot(CLASSES, kiln::f32);
+    let target = labels.one_hot(CLASSES as i64, kiln::f32);
     let loss = -(&target * &log_p).sum(Some(&[1]), false).mean(None, false);
     let right = log_p
         .argmax(Some(1), false)

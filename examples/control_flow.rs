@@ -9,7 +9,7 @@ use ndarray::{array, ArrayD, IxDyn};
 fn main() -> Result<(), kiln::Error> {
     let g = Graph::new();
     let x = g.input("x", kiln::f64, [Some(4)]);
-    let train = g.input("train", kiln::bool, [] as [Option<usize>; 0]);
+    let train = g.input("train", kiln::bool, [] as [Option<i64>; 0]);
 
     // A new elementwise op from a closure: it broadcasts and differentiates like a built-in one.
     let leaky = elementwise("leaky", |v: Scalar| v.gt(0.0).select(v.clone(), v * 0.1));

@@ -46,7 +46,7 @@ fn batch(rng: &mut Lcg) -> (ArrayD<i64>, ArrayD<i64>) {
 
 fn main() -> Result<(), kiln::Error> {
     let g = Graph::new();
-    let ids = g.input("ids", kiln::i64, [None, Some(WORDS)]);
+    let ids = g.input("ids", kiln::i64, [None, Some(WORDS as i64)]);
     let labels = g.input("labels", kiln::i64, [None]);
     let table = g.shared(
         "table",
@@ -63,7 +63,7 @@ fn main() -> Result<(), kiln::Error> {
     let logits = sentence.matmul(&w) + &b;
     let shifted = &logits - logits.max(Some(&[1]), true);
     let log_p = &shifted - shifted.exp().sum(Some(&[1]), true).log();
-    let target = labels.one_hot(CLASSES, kiln::f32);
+    let target = labels.one_hot(CLASSES as i64, kiln::f32);
     let loss = -(&target * &log_p).sum(Some(&[1]), false).mean(None, false);
     let right = log_p
         .argmax(Some(1), false)

@@ -161,8 +161,8 @@ fn main() -> Result<(), kiln::Error> {
         }
     };
     let g = Graph::new();
-    let tokens = g.input("tokens", kiln::i64, [Some(BATCH), Some(SEQ)]);
-    let targets = g.input("targets", kiln::i64, [Some(BATCH), Some(SEQ)]);
+    let tokens = g.input("tokens", kiln::i64, [Some(BATCH as i64), Some(SEQ as i64)]);
+    let targets = g.input("targets", kiln::i64, [Some(BATCH as i64), Some(SEQ as i64)]);
     let mut p = Params { all: Vec::new() };
     let logits = forward(&g, &mut p, &tokens);
     let loss = nn::cross_entropy(&logits, &targets.reshape(&[(BATCH * SEQ) as i64]));

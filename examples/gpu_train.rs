@@ -38,8 +38,8 @@ fn main() -> Result<(), kiln::Error> {
     });
 
     let g = Graph::new();
-    let x = g.input("x", kiln::f32, [None, Some(feats)]);
-    let y = g.input("y", kiln::f32, [None, Some(classes)]);
+    let x = g.input("x", kiln::f32, [None, Some(feats as i64)]);
+    let y = g.input("y", kiln::f32, [None, Some(classes as i64)]);
     let w = g.shared("w", ArrayD::<f32>::zeros(IxDyn(&[feats, classes])));
     let b = g.shared("b", ArrayD::<f32>::zeros(IxDyn(&[classes])));
     let logits = x.matmul(&w) + &b;

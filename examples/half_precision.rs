@@ -84,7 +84,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// The training step for data of dtype `data`, and the first layer's f32 master weights.
 fn build(data: kiln::DType) -> Result<(kiln::Function, kiln::Var), kiln::Error> {
     let g = Graph::new();
-    let x = g.input("x", data, [None, Some(FEATS)]);
+    let x = g.input("x", data, [None, Some(FEATS as i64)]);
     let y = g.input("y", kiln::f32, [None]);
     let w1_init = ArrayD::from_shape_fn(IxDyn(&[FEATS, HIDDEN]), |i| {
         0.1 * kiln::random::normal_f32(3, (i[0] * HIDDEN + i[1]) as u64)

@@ -20,7 +20,7 @@ fn main() -> Result<(), kiln::Error> {
     });
 
     let g = Graph::new();
-    let x = g.input("x", kiln::f64, [None, Some(feats)]);
+    let x = g.input("x", kiln::f64, [None, Some(feats as i64)]);
     let y = g.input("y", kiln::f64, [None]);
     let w = g.shared("w", ArrayD::<f64>::zeros(IxDyn(&[feats])));
     let b = g.shared("b", ArrayD::from_elem(IxDyn(&[]), 0.0f64));

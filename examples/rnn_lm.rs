@@ -74,8 +74,16 @@ fn main() -> Result<(), kiln::Error> {
         }
     };
     let g = Graph::new();
-    let inputs = g.input("inputs", kiln::i64, [Some(STEPS), Some(BATCH)]);
-    let targets = g.input("targets", kiln::i64, [Some(STEPS), Some(BATCH)]);
+    let inputs = g.input(
+        "inputs",
+        kiln::i64,
+        [Some(STEPS as i64), Some(BATCH as i64)],
+    );
+    let targets = g.input(
+        "targets",
+        kiln::i64,
+        [Some(STEPS as i64), Some(BATCH as i64)],
+    );
     let embed = g.shared("embed", init(1, &[VOCAB, EMBED], 1.0));
     let wx = g.shared("wx", init(2, &[EMBED, HIDDEN], (1.0 / EMBED as f64).sqrt()));
     let wh = g.shared(
@@ -100,7 +108,7 @@ fn main() -> Result<(), kiln::Error> {
     let logits = hs[0].reshape(&[rows, HIDDEN as i64]).matmul(&wo) + &bo;
     let shifted = &logits - logits.max(Some(&[1]), true);
     let log_p = &shifted - shifted.exp().sum(Some(&[1]), true).log();
-    let target = targets.reshape(&[rows]).one_hot(VOCAB, kiln::f32);
+    let target = targets.reshape(&[rows]).one_hot(VOCAB as i64, kiln::f32);
     let loss = -(&target * &log_p).sum(Some(&[1]), false).mean(None, false);
 
     let params = [&embed, &wx, &wh, &bh, &wo, &bo];

@@ -49,10 +49,10 @@ pub fn verify_grad(
         .iter()
         .enumerate()
         .map(|(i, p)| {
-            g.input(
+            let shape: Vec<_> = p.shape().iter().map(|&d| Some(d)).collect();
+            g.input_of(
                 &format!("x{i}"),
-                crate::ir::DType::F64,
-                p.shape().iter().map(|&d| Some(d)).collect::<Vec<_>>(),
+                crate::ir::TensorType::new(crate::ir::DType::F64, shape),
             )
         })
         .collect();

@@ -555,8 +555,12 @@ struct Mlp {
 /// have k above the kernel's k block and m, n not multiples of the register tile.
 fn mlp(batch: usize, dim: usize, hidden: usize, classes: usize) -> Mlp {
     let g = Graph::new();
-    let x = g.input("x", kiln::f32, [Some(batch), Some(dim)]);
-    let t = g.input("targets", kiln::f32, [Some(batch), Some(classes)]);
+    let x = g.input("x", kiln::f32, [Some(batch as i64), Some(dim as i64)]);
+    let t = g.input(
+        "targets",
+        kiln::f32,
+        [Some(batch as i64), Some(classes as i64)],
+    );
     let init = |seed, r, c| normal(seed, &[r, c], 1.0 / (r as f32).sqrt());
     let mut values = HashMap::new();
     let mut shared = |name: &str, a: ArrayD<f32>| {

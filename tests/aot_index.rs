@@ -167,7 +167,7 @@ fn random_one_hots_and_running_sums_have_the_interpreters_bits() {
         let dtype = DType::ALL[k % 7];
         let what = format!("one_hot {k}: depth {depth} {dtype} of {idx:?}");
         cases.push(case(what, format!("onehot{k}"), vec![idx], |v| {
-            vec![v[0].one_hot(depth, dtype)]
+            vec![v[0].one_hot(depth as i64, dtype)]
         }));
     }
     let numbers = [DType::Bool, DType::I32, DType::I64, DType::F32, DType::F64];

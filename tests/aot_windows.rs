@@ -127,7 +127,7 @@ fn random_pools_and_their_gradients_have_the_interpreters_bits() {
     let mut rng = Rng(0x5eed_c0de_0000_0002);
     let mut cases = Vec::new();
     for k in 0..48 {
-        let win = [1 + rng.below(3), 1 + rng.below(3)];
+        let win: [usize; 2] = [1 + rng.below(3), 1 + rng.below(3)];
         // Mostly overlapping windows: an element that wins several adds up their gradients.
         let st = [1 + rng.below(3) / 2, 1 + rng.below(3) / 2];
         let pad = [rng.below(win[0] / 2 + 1), rng.below(win[1] / 2 + 1)];
@@ -161,11 +161,19 @@ fn random_pools_and_their_gradients_have_the_interpreters_bits() {
             } else {
                 v[0].clone()
             };
-            let m = x.max_pool2d(win, st, pad);
+            let m = x.max_pool2d(
+                win.map(|d| d as i64),
+                st.map(|d| d as i64),
+                pad.map(|d| d as i64),
+            );
             if !float {
                 return vec![m];
             }
-            let a = x.avg_pool2d(win, st, pad);
+            let a = x.avg_pool2d(
+                win.map(|d| d as i64),
+                st.map(|d| d as i64),
+                pad.map(|d| d as i64),
+            );
             // Output gradients of full mantissas: `r` and `2 a r`.
             let loss = (&(&m + &(&a * &a)) * &v[1]).sum(None, false);
             let dx = kiln::grad(&loss, &[&x]).unwrap().remove(0);

@@ -41,7 +41,7 @@ impl CustomOp for Counted {
 #[test]
 fn only_the_taken_branch_runs() {
     let g = Graph::new();
-    let c = g.input("c", kiln::bool, [] as [Option<usize>; 0]);
+    let c = g.input("c", kiln::bool, [] as [Option<i64>; 0]);
     let x = g.input("x", kiln::f32, [None]);
     let calls = Arc::new(AtomicUsize::new(0));
     let counted = Counted(calls.clone());
@@ -81,9 +81,9 @@ fn only_the_taken_branch_runs() {
 #[test]
 fn nested_ifelse() {
     let g = Graph::new();
-    let p = g.input("p", kiln::bool, [] as [Option<usize>; 0]);
-    let q = g.input("q", kiln::bool, [] as [Option<usize>; 0]);
-    let x = g.input("x", kiln::f64, [] as [Option<usize>; 0]);
+    let p = g.input("p", kiln::bool, [] as [Option<i64>; 0]);
+    let q = g.input("q", kiln::bool, [] as [Option<i64>; 0]);
+    let x = g.input("x", kiln::f64, [] as [Option<i64>; 0]);
     let r = ifelse(
         &p,
         || ifelse(&q, || vec![&x * &x], || vec![-&x]),
@@ -106,7 +106,7 @@ fn nested_ifelse() {
 #[test]
 fn gradients_flow_through_the_taken_branch_only() {
     let g = Graph::new();
-    let c = g.input("c", kiln::bool, [] as [Option<usize>; 0]);
+    let c = g.input("c", kiln::bool, [] as [Option<i64>; 0]);
     let x = g.input("x", kiln::f64, [Some(3)]);
     let w = g.input("w", kiln::f64, [Some(3)]);
     let r = ifelse(
@@ -172,7 +172,7 @@ fn gradients_flow_through_the_taken_branch_only() {
 #[test]
 fn branch_values_stay_in_their_branch_and_types_must_agree() {
     let g = Graph::new();
-    let c = g.input("c", kiln::bool, [] as [Option<usize>; 0]);
+    let c = g.input("c", kiln::bool, [] as [Option<i64>; 0]);
     let x = g.input("x", kiln::f32, [Some(2)]);
     let mut inner = None;
     let r = ifelse(
@@ -255,7 +255,7 @@ fn lambda_gradients_match_finite_differences_with_a_non_constant_adjoint() {
 #[test]
 fn regions_reuse_values_computed_before_them_and_stay_lazy() {
     let g = Graph::new();
-    let c = g.input("c", kiln::bool, [] as [Option<usize>; 0]);
+    let c = g.input("c", kiln::bool, [] as [Option<i64>; 0]);
     let x = g.input("x", kiln::f64, [Some(2)]);
     let calls = Arc::new(AtomicUsize::new(0));
     let counted = || Counted(calls.clone());

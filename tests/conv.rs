@@ -135,8 +135,16 @@ fn conv_and_gradients_match(
     for backend in backends_with_gpu_host() {
         let g = Graph::new();
         // The gradients need the image's and filters' height and width typed.
-        let xv = g.input("x", kiln::f64, [None, None, Some(xs[2]), Some(xs[3])]);
-        let fv = g.input("f", kiln::f64, [None, None, Some(fs[2]), Some(fs[3])]);
+        let xv = g.input(
+            "x",
+            kiln::f64,
+            [None, None, Some(xs[2] as i64), Some(xs[3] as i64)],
+        );
+        let fv = g.input(
+            "f",
+            kiln::f64,
+            [None, None, Some(fs[2] as i64), Some(fs[3] as i64)],
+        );
         let rv = g.input("r", kiln::f64, vec![None; 4]);
         let y = xv.conv2d(&fv, *conv);
         let loss = (&y * &rv).sum(None, false);
@@ -273,9 +281,13 @@ fn random_convolutions_match_the_definition() {
         let fs = f.shape().to_vec();
         for backend in backends_with_gpu_host() {
             let g = Graph::new();
-            let xv = g.input("x", dtype, xs.iter().map(|&d| Some(d)).collect::<Vec<_>>());
+            let xv = g.input(
+                "x",
+                dtype,
+                xs.iter().map(|&d| Some(d as i64)).collect::<Vec<_>>(),
+            );
             // Unknown dims on the filters: the shapes are checked when the function runs.
-            let fv = g.input("f", dtype, [None, Some(fs[1]), None, None]);
+            let fv = g.input("f", dtype, [None, Some(fs[1] as i64), None, None]);
             let y = xv.conv2d(&fv, conv);
             let fun = function(&[&xv, &fv], &[&y])
                 .backend(backend)
@@ -302,7 +314,7 @@ fn random_pools_match_the_definition() {
     // Ranks 2 to 5 (the leading dims are planes), every dtype each pooling takes.
     let mut rng = Rng(0x1234_5678_9abc_def1);
     for case in 0..40 {
-        let win = [1 + rng.below(3), 1 + rng.below(3)];
+        let win: [usize; 2] = [1 + rng.below(3), 1 + rng.below(3)];
         let st = [1 + rng.below(3), 1 + rng.below(3)];
         let pad = [rng.below(win[0] / 2 + 1), rng.below(win[1] / 2 + 1)];
         let h = win[0] + rng.below(4);
@@ -339,9 +351,17 @@ fn random_pools_match_the_definition() {
             let g = Graph::new();
             let xv = g.input("x", dtype, vec![None; shape.len()]);
             let y = if max {
-                xv.max_pool2d(win, st, pad)
+                xv.max_pool2d(
+                    win.map(|d| d as i64),
+                    st.map(|d| d as i64),
+                    pad.map(|d| d as i64),
+                )
             } else {
-                xv.avg_pool2d(win, st, pad)
+                xv.avg_pool2d(
+                    win.map(|d| d as i64),
+                    st.map(|d| d as i64),
+                    pad.map(|d| d as i64),
+                )
             };
             let f = function(&[&xv], &[&y]).backend(backend).compile().unwrap();
             let out = f.call(&[&x]).unwrap().remove(0);
@@ -418,9 +438,9 @@ fn large_pools_split_over_threads_match_the_definition() {
             let xv = g.input("x", kiln::f64, vec![None; 4]);
             let rv = g.input("r", kiln::f64, vec![None; 4]);
             let y = if max {
-                xv.max_pool2d(win, st, [0, 0])
+                xv.max_pool2d(win.map(|d| d as i64), st.map(|d| d as i64), [0, 0])
             } else {
-                xv.avg_pool2d(win, st, [0, 0])
+                xv.avg_pool2d(win.map(|d| d as i64), st.map(|d| d as i64), [0, 0])
             };
             let loss = (&y * &rv).sum(None, false);
             let dx = kiln::grad(&loss, &[&xv]).unwrap().remove(0);
@@ -697,7 +717,7 @@ fn convolutions_and_their_gradients_have_the_interpreters_bits_on_every_backend(
             .chain(backends_with_gpu_host())
         {
             let g = Graph::new();
-            let xv = g.input("x", kiln::f32, [None, None, Some(w), Some(h)]);
+            let xv = g.input("x", kiln::f32, [None, None, Some(w as i64), Some(h as i64)]);
             let fv = g.input("f", kiln::f32, [None, None, Some(3), Some(3)]);
             // The image is stored with its last two axes swapped: read through strides.
             let xt = xv.transpose(&[0, 1, 3, 2]);
@@ -735,7 +755,7 @@ fn pools_and_their_gradients_have_the_interpreters_bits_on_every_backend() {
     let mut rng = Rng(0x0c0f_fee0_0000_0002);
     let special = [f64::NAN, f64::INFINITY, f64::NEG_INFINITY, -0.0, 0.0];
     for case in 0..24 {
-        let win = [1 + rng.below(3), 1 + rng.below(3)];
+        let win: [usize; 2] = [1 + rng.below(3), 1 + rng.below(3)];
         let st = [1 + rng.below(2), 1 + rng.below(3)];
         let pad = [rng.below(win[0] / 2 + 1), rng.below(win[1] / 2 + 1)];
         let (h, w) = (win[0] + rng.below(4), win[1] + rng.below(4));
@@ -778,15 +798,26 @@ fn pools_and_their_gradients_have_the_interpreters_bits_on_every_backend() {
             .chain(backends_with_gpu_host())
         {
             let g = Graph::new();
-            let dims: Vec<Option<usize>> = shape.iter().map(|&d| Some(d)).collect();
+            let dims: Vec<Option<i64>> = shape.iter().map(|&d| Some(d as i64)).collect();
             let xv = g.input("x", dtype, dims);
-            let rdims: Vec<Option<usize>> = out_shape.iter().map(|&d| Some(d)).collect();
+            let rdims: Vec<Option<i64>> = out_shape.iter().map(|&d| Some(d as i64)).collect();
             let scale = g.input("r", dtype, rdims);
             // Stored with the last two axes swapped: read through strides.
             let mut perm: Vec<i64> = (0..shape.len() as i64).collect();
             perm.swap(shape.len() - 2, shape.len() - 1);
             let xt = xv.transpose(&perm);
-            let (m, a) = (xt.max_pool2d(win, st, pad), xt.avg_pool2d(win, st, pad));
+            let (m, a) = (
+                xt.max_pool2d(
+                    win.map(|d| d as i64),
+                    st.map(|d| d as i64),
+                    pad.map(|d| d as i64),
+                ),
+                xt.avg_pool2d(
+                    win.map(|d| d as i64),
+                    st.map(|d| d as i64),
+                    pad.map(|d| d as i64),
+                ),
+            );
             let loss = (&m * &scale).sum(None, false) + (&a * &scale).sum(None, false);
             let dx = kiln::grad(&loss, &[&xv]).unwrap().remove(0);
             let fun = function(&[&xv, &scale], &[&m, &a, &dx])

@@ -84,10 +84,10 @@ fn child() {
         eprintln!("skipped: run by the tests above, with the variables they set");
         return;
     }
-    let (m, k, n) = (50, 600, 70);
+    let (m, k, n): (usize, usize, usize) = (50, 600, 70);
     let g = Graph::new();
-    let a = g.input("a", kiln::f32, [Some(m), Some(k)]);
-    let b = g.input("b", kiln::f32, [Some(k), Some(n)]);
+    let a = g.input("a", kiln::f32, [Some(m as i64), Some(k as i64)]);
+    let b = g.input("b", kiln::f32, [Some(k as i64), Some(n as i64)]);
     let c = a.matmul(&b);
     let dir = std::env::temp_dir().join(format!("kiln-cpu-isa-{}", std::process::id()));
     let options = CompileOptions {

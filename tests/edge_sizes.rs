@@ -78,7 +78,7 @@ fn conv2d_attributes_that_would_wrap_are_type_errors_naming_them() {
         }
     }
     let e = x
-        .max_pool2d([2, 2], [1, 1], [usize::MAX, 0])
+        .max_pool2d([2, 2], [1, 1], [i64::MAX, 0])
         .check()
         .unwrap_err()
         .to_string();
@@ -191,7 +191,7 @@ fn a_result_the_allocator_would_promise_but_memory_cannot_hold_is_an_error() {
     let errors = call_fails(
         |g| {
             let i = g.input("i", kiln::i64, [None]);
-            (vec![i.clone()], vec![i.one_hot(depth, kiln::f32)])
+            (vec![i.clone()], vec![i.one_hot(depth as i64, kiln::f32)])
         },
         &[Tensor::I64(ArrayD::zeros(IxDyn(&[2])))],
     );

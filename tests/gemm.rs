@@ -117,8 +117,8 @@ fn sgd_step(
     dump_dir: Option<&std::path::Path>,
 ) -> (kiln::Function, Vec<kiln::Var>) {
     let g = kiln::Graph::new();
-    let x = g.input("x", dtype, [Some(batch), Some(40)]);
-    let y = g.input("y", dtype, [Some(batch), Some(30)]);
+    let x = g.input("x", dtype, [Some(batch as i64), Some(40)]);
+    let y = g.input("y", dtype, [Some(batch as i64), Some(30)]);
     let w = g.shared("w", values(dtype, &[40, 30], 1));
     let v = g.shared("v", values(dtype, &[30, 30], 2));
     // Products only, so that the reference's and the CPU backend's gradients have the same

@@ -93,6 +93,7 @@ fn build(seed: u64, i: u64) -> Program {
             .map(|j| uniform(seed ^ i ^ (k as u64) << 40, j) * 2.0 - 1.0)
             .collect();
         points.push(ArrayD::from_shape_vec(IxDyn(&shape), pts).unwrap());
+        let dims: Vec<Option<i64>> = dims.iter().map(|d| d.map(|d| d as i64)).collect();
         inputs.push(g.input(&format!("x{k}"), kiln::f64, dims));
     }
     let mut pool: Vec<Var> = inputs.clone();
@@ -132,8 +133,8 @@ fn build(seed: u64, i: u64) -> Program {
                         vec![]
                     }
                 };
-                let pa = p.broadcast_to(&[lead(&p), vec![m, k]].concat());
-                let qa = q.broadcast_to(&[lead(&q), vec![m, k]].concat());
+                let pa = p.broadcast_to(&i64s(&[lead(&p), vec![m, k]].concat()));
+                let qa = q.broadcast_to(&i64s(&[lead(&q), vec![m, k]].concat()));
                 let mut perm: Vec<i64> = (0..qa.rank() as i64).collect();
                 let l = perm.len();
                 perm.swap(l - 1, l - 2);
@@ -246,4 +247,9 @@ fn random_programs_have_the_gradients_finite_differences_give() {
             }
         }
     }
+}
+
+/// A shape as the graph builders take it.
+fn i64s(shape: &[usize]) -> Vec<i64> {
+    shape.iter().map(|&d| d as i64).collect()
 }

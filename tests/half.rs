@@ -309,8 +309,8 @@ fn matmul_reads_halves_and_gives_the_f32_product() {
         let want = Tensor::F32(ArrayD::from_shape_vec(IxDyn(&[m, n]), want).unwrap());
         check_exact(
             &|g| {
-                let x = g.input("a", h, [Some(m), Some(k)]);
-                let y = g.input("b", h, [Some(k), Some(n)]);
+                let x = g.input("a", h, [Some(m as i64), Some(k as i64)]);
+                let y = g.input("b", h, [Some(k as i64), Some(n as i64)]);
                 let p = x.matmul(&y);
                 (vec![x, y], vec![p])
             },

@@ -49,7 +49,8 @@ macro_rules! formula {
 /// rows, and hand them to the buffer functions directly); without, only the column's width.
 fn graph(dtype: kiln::DType, n: Option<usize>) -> (Graph, [kiln::Var; 3], kiln::Var) {
     let g = Graph::new();
-    let rows = n.map(|_| ROWS);
+    let n = n.map(|n| n as i64);
+    let rows = n.map(|_| ROWS as i64);
     let x = g.input("x", dtype, [rows, n]);
     let y = g.input("y", dtype, [n]);
     let z = g.input("z", dtype, [rows, Some(1)]);
@@ -196,7 +197,7 @@ fn sums_of_a_math_op_itself_are_the_pairwise_sums_of_the_evaluators_bits() {
         for (&n, known) in LENGTHS.iter().flat_map(|n| [(n, true), (n, false)]) {
             let g = Graph::new();
             let (rows, cols) = if known {
-                (Some(ROWS), Some(n))
+                (Some(ROWS as i64), Some(n as i64))
             } else {
                 (None, None)
             };
@@ -294,7 +295,7 @@ fn maps_ending_in_a_math_op_give_the_evaluators_bits() {
         };
         for (&n, known) in LENGTHS.iter().flat_map(|n| [(n, true), (n, false)]) {
             let g = Graph::new();
-            let (rows, cols) = (known.then_some(ROWS), known.then_some(n));
+            let (rows, cols) = (known.then_some(ROWS as i64), known.then_some(n as i64));
             let vars = [
                 g.input("x", dtype, [rows, cols]),
                 g.input("b", dtype, [cols]),
@@ -335,7 +336,7 @@ fn maps_ending_in_a_math_op_give_the_evaluators_bits() {
     }
     // The kernels do take the new paths where the host has the buffer functions.
     let g = Graph::new();
-    let x = g.input("x", kiln::f32, [Some(ROWS), Some(64)]);
+    let x = g.input("x", kiln::f32, [Some(ROWS as i64), Some(64)]);
     let b = g.input("b", kiln::f32, [Some(64)]);
     let text = common::clif_of("host-math-biased", |opts| {
         function(&[&x, &b], &[&(&x + &b).tanh()])

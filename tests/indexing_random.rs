@@ -187,7 +187,7 @@ fn check(
             .iter()
             .enumerate()
             .map(|(k, (d, s))| {
-                let dims: Vec<Option<usize>> = s.iter().map(|&n| Some(n)).collect();
+                let dims: Vec<Option<i64>> = s.iter().map(|&n| Some(n as i64)).collect();
                 g.input(&format!("p{k}"), *d, dims)
             })
             .collect();
@@ -453,7 +453,7 @@ fn random_one_hot_programs_agree_on_every_backend() {
             &format!("one_hot {shape:?} depth {depth} {dtype:?} {raw:?}"),
             &[(DType::I64, shape.clone())],
             &[idx.view().into()],
-            &|v| v[0].one_hot(depth, dtype),
+            &|v| v[0].one_hot(depth as i64, dtype),
             &Ok(want),
         );
     }

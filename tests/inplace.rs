@@ -176,7 +176,7 @@ fn views_of_views_keep_their_buffer_alive() {
 #[test]
 fn branches_of_ifelse_overwrite_only_their_own_values() {
     let g = Graph::new();
-    let c = g.input("c", kiln::bool, [] as [Option<usize>; 0]);
+    let c = g.input("c", kiln::bool, [] as [Option<i64>; 0]);
     let x = g.input("x", kiln::f32, [Some(3), Some(3)]);
     let t = x.matmul(&x);
     let y = kiln::ifelse(&c, || vec![t.matmul(&x).exp() + 1.0], || vec![-&t]);

@@ -68,10 +68,10 @@ fn broadcast_and_transposed_operands() {
 
 #[test]
 fn integer_and_bool_kernels() {
-    let n = 100_000;
+    let n: usize = 100_000;
     let g = Graph::new();
-    let i = g.input("i", kiln::i32, [Some(n)]);
-    let j = g.input("j", kiln::i32, [Some(n)]);
+    let i = g.input("i", kiln::i32, [Some(n as i64)]);
+    let j = g.input("j", kiln::i32, [Some(n as i64)]);
     let q = i.floordiv(&j) + i.modulo(&j) * 3 - i.pow(2);
     let flag = i.gt(&j).and(j.ne(0)).logical_not();
     let as_f = kiln::select(&flag, i.cast(kiln::f64), j.cast(kiln::f64) * 0.5);
@@ -199,8 +199,8 @@ fn vector_loops_of_every_row_length_match_the_interpreter() {
         for f64_ in [false, true] {
             let dt = if f64_ { kiln::f64 } else { kiln::f32 };
             let g = Graph::new();
-            let x = g.input("x", dt, [Some(3), Some(cols)]);
-            let r = g.input("r", dt, [Some(cols)]);
+            let x = g.input("x", dt, [Some(3), Some(cols as i64)]);
+            let r = g.input("r", dt, [Some(cols as i64)]);
             let c = g.input("c", dt, [Some(3), Some(1)]);
             let out = &x * &r + &c - &x;
             let xv = ArrayD::from_shape_fn(IxDyn(&[3, cols]), |i| {

@@ -70,7 +70,7 @@ fn inputs() -> Vec<f64> {
 
 fn compiled(u: UnaryOp, dtype: kiln::DType, n: usize) -> kiln::Function {
     let g = Graph::new();
-    let x = g.input("x", dtype, [Some(n)]);
+    let x = g.input("x", dtype, [Some(n as i64)]);
     function(&[&x], &[&x.unary(u)])
         .backend(Backend::Cpu)
         .compile()
@@ -153,8 +153,8 @@ fn the_cpu_backend_stays_within_a_few_ulps_of_the_interpreter() {
     let a32 = a64.mapv(|x| x as f32);
     for &(u, _) in FUNCS {
         let g = Graph::new();
-        let x = g.input("x", kiln::f32, [Some(n)]);
-        let y = g.input("y", kiln::f64, [Some(n)]);
+        let x = g.input("x", kiln::f32, [Some(n as i64)]);
+        let y = g.input("y", kiln::f64, [Some(n as i64)]);
         let outs = [x.unary(u), y.unary(u)];
         let run = |b: Backend| {
             function(&[&x, &y], &[&outs[0], &outs[1]])

@@ -188,10 +188,10 @@ fn attention_reference(
 #[test]
 fn attention_with_and_without_its_causal_mask_matches_the_reference() {
     let g = Graph::new();
-    let (tq, tk) = (3, 5);
-    let q = g.input("q", kiln::f64, [Some(2), Some(tq), Some(4)]);
-    let k = g.input("k", kiln::f64, [Some(2), Some(tk), Some(4)]);
-    let v = g.input("v", kiln::f64, [Some(2), Some(tk), Some(3)]);
+    let (tq, tk): (usize, usize) = (3, 5);
+    let q = g.input("q", kiln::f64, [Some(2), Some(tq as i64), Some(4)]);
+    let k = g.input("k", kiln::f64, [Some(2), Some(tk as i64), Some(4)]);
+    let v = g.input("v", kiln::f64, [Some(2), Some(tk as i64), Some(3)]);
     let outs = [
         nn::attention(&q, &k, &v, false),
         nn::attention(&q, &k, &v, true),

@@ -85,7 +85,7 @@ fn deeply_nested_branches_built_through_the_api_are_errors() {
         kiln::ifelse(c, || vec![nest(c, x, depth - 1)], || vec![x.clone()]).remove(0)
     }
     let g = Graph::new();
-    let c = g.input("c", kiln::bool, Vec::<Option<usize>>::new());
+    let c = g.input("c", kiln::bool, Vec::<Option<i64>>::new());
     let x = g.input("x", kiln::f32, [Some(2)]);
     // Built on a thread with room for the user's own recursion.
     let y = std::thread::Builder::new()

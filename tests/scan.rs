@@ -101,8 +101,8 @@ fn steps_read_where_the_sequences_are_and_stacked_in_place_match_a_loop() {
         }
         check_all(
             &|g| {
-                let xs = g.input("xs", kiln::f64, [Some(n), Some(w)]);
-                let h0 = g.input("h0", kiln::f64, [Some(w)]);
+                let xs = g.input("xs", kiln::f64, [Some(n as i64), Some(w as i64)]);
+                let h0 = g.input("h0", kiln::f64, [Some(w as i64)]);
                 let ys = xs.exp();
                 let (xs2, ys2) = (xs.clone(), ys.clone());
                 let body = move |c: &[kiln::Var], x: &[kiln::Var]| {
@@ -699,10 +699,10 @@ fn random_scans_match_a_hand_loop() {
         let mut ys_shape = vec![steps];
         ys_shape.extend(&shape);
         let want = [tensor(&h, &shape), tensor(&ys, &ys_shape)];
-        let seq_ty: Vec<Option<usize>> = std::iter::once(None)
-            .chain(slice.iter().map(|&d| Some(d)))
+        let seq_ty: Vec<Option<i64>> = std::iter::once(None)
+            .chain(slice.iter().map(|&d| Some(d as i64)))
             .collect();
-        let carry_ty: Vec<Option<usize>> = shape.iter().map(|&d| Some(d)).collect();
+        let carry_ty: Vec<Option<i64>> = shape.iter().map(|&d| Some(d as i64)).collect();
         let build = |g: &Graph| {
             let h0 = g.input("h0", dtype, carry_ty.clone());
             let xs = g.input("xs", dtype, seq_ty.clone());

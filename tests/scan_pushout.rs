@@ -70,15 +70,15 @@ impl Case {
     /// stacked `h'` and `h' @ v`.
     fn build(&self, g: &Graph) -> (Vec<kiln::Var>, Vec<kiln::Var>) {
         let d = self.dtype;
-        let rows = self.rows_known.then_some(self.m);
-        let len = self.length_known.then_some(self.steps);
-        let h0 = g.input("h0", d, [rows, Some(self.q)]);
-        let xs = g.input("xs", d, [len, rows, Some(self.k)]);
-        let wx = g.input("wx", d, [Some(self.k), Some(self.q)]);
-        let wh = g.input("wh", d, [Some(self.q), Some(self.q)]);
-        let v = g.input("v", d, [Some(self.q), Some(self.r)]);
-        let gw0 = g.input("gw0", d, [Some(self.k), Some(self.q)]);
-        let gb0 = g.input("gb0", d, [Some(self.q)]);
+        let rows = self.rows_known.then_some(self.m as i64);
+        let len = self.length_known.then_some(self.steps as i64);
+        let h0 = g.input("h0", d, [rows, Some(self.q as i64)]);
+        let xs = g.input("xs", d, [len, rows, Some(self.k as i64)]);
+        let wx = g.input("wx", d, [Some(self.k as i64), Some(self.q as i64)]);
+        let wh = g.input("wh", d, [Some(self.q as i64), Some(self.q as i64)]);
+        let v = g.input("v", d, [Some(self.q as i64), Some(self.r as i64)]);
+        let gw0 = g.input("gw0", d, [Some(self.k as i64), Some(self.q as i64)]);
+        let gb0 = g.input("gb0", d, [Some(self.q as i64)]);
         let float = d.is_float();
         let body = |c: &[kiln::Var], x: &[kiln::Var]| {
             let pre = x[0].matmul(&wx) + c[0].matmul(&wh);

@@ -431,12 +431,12 @@ fn cumprod_gradients_have_the_interpreters_bits_on_every_backend() {
             .chain(backends_with_gpu_host())
         {
             let g = Graph::new();
-            let dims: Vec<Option<usize>> = shape.iter().rev().map(|&d| Some(d)).collect();
+            let dims: Vec<Option<i64>> = shape.iter().rev().map(|&d| Some(d as i64)).collect();
             let xs = g.input("x", kiln::f64, dims);
             let rs = g.input(
                 "r",
                 kiln::f64,
-                shape.iter().map(|&d| Some(d)).collect::<Vec<_>>(),
+                shape.iter().map(|&d| Some(d as i64)).collect::<Vec<_>>(),
             );
             let perm: Vec<i64> = (0..rank as i64).rev().collect();
             let xt = xs.transpose(&perm);
@@ -497,7 +497,7 @@ fn sorts_have_the_interpreters_bits_on_every_backend() {
             .chain(backends_with_gpu_host())
         {
             let g = Graph::new();
-            let stored: Vec<Option<usize>> = shape.iter().rev().map(|&d| Some(d)).collect();
+            let stored: Vec<Option<i64>> = shape.iter().rev().map(|&d| Some(d as i64)).collect();
             let xs = g.input("x", dtype, stored);
             let x = xs.transpose(&(0..rank as i64).rev().collect::<Vec<_>>());
             let outs = if descending {

@@ -55,8 +55,8 @@ fn child() {
     assert!(m * k * n >= kiln::gemm::PARALLEL_MIN);
     let build = |backend: Backend| {
         let g = Graph::new();
-        let a = g.input("a", kiln::f32, [Some(m), Some(k)]);
-        let b = g.input("b", kiln::f32, [Some(k), Some(n)]);
+        let a = g.input("a", kiln::f32, [Some(m as i64), Some(k as i64)]);
+        let b = g.input("b", kiln::f32, [Some(k as i64), Some(n as i64)]);
         let c = a.matmul(&b);
         function(&[&a, &b], &[&c]).backend(backend).compile()
     };
@@ -125,8 +125,8 @@ fn a_function_with_threads_of_its_own_runs_its_calls_on_them() {
     let mut products = Vec::new();
     for threads in [1, 3] {
         let g = Graph::new();
-        let a = g.input("a", kiln::f32, [Some(m), Some(k)]);
-        let b = g.input("b", kiln::f32, [Some(k), Some(n)]);
+        let a = g.input("a", kiln::f32, [Some(m as i64), Some(k as i64)]);
+        let b = g.input("b", kiln::f32, [Some(k as i64), Some(n as i64)]);
         let size = g.apply_custom(PoolSize, &[&a]).remove(0);
         let f = function(&[&a, &b], &[&a.matmul(&b), &size])
             .threads(threads)

@@ -69,8 +69,8 @@ mod unix {
         };
         let (x, y) = (normal(0), normal(1));
         let g = Graph::new();
-        let xv = g.input("x", kiln::f32, [Some(n)]);
-        let yv = g.input("y", kiln::f32, [Some(n)]);
+        let xv = g.input("x", kiln::f32, [Some(n as i64)]);
+        let yv = g.input("y", kiln::f32, [Some(n as i64)]);
         let out = (-(&xv * &xv)).exp() * yv.sin() + &xv * &yv * 0.5;
         let f = function(&[&xv, &yv], &[&out])
             .backend(Backend::Cpu)

@@ -73,8 +73,8 @@ pub fn training_step(
     lr: f64,
 ) -> Result<(kiln::FunctionBuilder, Var, Var), kiln::Error> {
     let g = Graph::new();
-    let x = g.input("x", kiln::f32, [None, Some(dim)]);
-    let t = g.input("targets", kiln::f32, [None, Some(classes)]);
+    let x = g.input("x", kiln::f32, [None, Some(dim as i64)]);
+    let t = g.input("targets", kiln::f32, [None, Some(classes as i64)]);
     let w1 = g.shared("w1", init(10, dim, hidden));
     let b1 = g.shared("b1", ArrayD::<f32>::zeros(IxDyn(&[hidden])));
     let w2 = g.shared("w2", init(11, hidden, classes));

@@ -265,7 +265,7 @@ pub fn grad_func(func: &Func, output: usize, wrt: &[&str]) -> Result<Func> {
             .name_of(p)
             .map(str::to_string)
             .unwrap_or_else(|| format!("arg{i}"));
-        let v = g.input(&name, func.ty(p).dtype, func.ty(p).shape.clone());
+        let v = g.input_of(&name, func.ty(p).clone());
         vals.insert(p, v.clone());
         inputs.push(v);
     }

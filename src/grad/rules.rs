@@ -5,6 +5,7 @@ use super::Error;
 use crate::custom::InputGrad;
 use crate::error::Result;
 use crate::graph::{scatter_add, select, Apply, Graph, Var};
+use crate::ir::types::dims_of;
 use crate::ir::{BinaryOp, DType, Op, ReduceOp, UnaryOp};
 use crate::tensor::Tensor;
 
@@ -28,7 +29,7 @@ pub fn broadcast_like(v: &Var, like: &Var) -> Var {
         return v.clone();
     }
     match like.ty().known_shape() {
-        Some(shape) => v.broadcast_to(&shape),
+        Some(shape) => v.broadcast_to(&dims_of(&shape)),
         None => {
             let yes = like.graph().constant(Tensor::full(DType::Bool, &[], 1.0));
             select(&yes, v, like)
@@ -426,7 +427,7 @@ fn slice_grad(
         let zeros = |len: usize, cur: &[usize]| {
             let mut s = cur.to_vec();
             s[ax] = len;
-            g.zeros(x.dtype(), &s)
+            g.zeros(x.dtype(), &dims_of(&s))
         };
         if len == 0 {
             // Nothing was selected along this axis: the gradient is all zeros.
@@ -438,7 +439,7 @@ fn slice_grad(
             let e = out.expand_dims(&[ax as i64 + 1]);
             let mut zshape = e.ty().known_shape().unwrap_or_default();
             zshape[ax + 1] = k - 1;
-            let z = g.zeros(x.dtype(), &zshape);
+            let z = g.zeros(x.dtype(), &dims_of(&zshape));
             let inter = crate::graph::concat(&[&e, &z], ax as i64 + 1);
             let mut flat: Vec<i64> = cur.iter().map(|&d| d as i64).collect();
             flat[ax] = (len * k) as i64;

@@ -24,7 +24,7 @@ pub fn take_along_axis(x: &Var, indices: &Var, gy: &Var, axis: usize) -> Result<
     let idx = indices.cast(DType::I64);
     let idx = select(&idx.lt(0i64), &idx + n as i64, &idx);
     // [.., m, .., n] after the one-hot; the gradient broadcast along the new last axis.
-    let hot = idx.one_hot(n, x.dtype());
+    let hot = idx.one_hot(n as i64, x.dtype());
     let spread = &hot * &gy.expand_dims(&[rank]);
     // Sum over the indices' axis, then move the positions axis into its place.
     let summed = spread.sum(Some(&[a]), false);

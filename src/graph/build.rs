@@ -3,10 +3,14 @@
 //! Every builder is `#[track_caller]`, so a type error names the line of the user's code that
 //! built the bad node. Ops whose parameters depend on the input's rank (negative axes) are
 //! normalized here, against the input type, so equal ops compare equal.
+//!
+//! Every shape, size, axis and count a builder takes is an i64, numpy's int (one integer type
+//! for all of them: docs/reference/semantics.md); a negative size poisons the result with an
+//! error naming the builder, and the IR's attributes hold the checked sizes as `usize`.
 
 use super::{Graph, Var, VarKind};
 use crate::error::{Error, Result, SourceLoc};
-use crate::ir::types::{normalize_axes, normalize_axis};
+use crate::ir::types::{normalize_axes, normalize_axis, size, sizes};
 use crate::ir::{BinaryOp, DType, Element, F64Bits, Op, RandomDist, ReduceOp, TensorType, UnaryOp};
 use crate::tensor::Tensor;
 use ndarray::ArrayD;
@@ -263,14 +267,11 @@ impl Var {
 
     /// numpy `broadcast_to`: this tensor stretched to `shape` (a view, no copy).
     #[track_caller]
-    pub fn broadcast_to(&self, shape: &[usize]) -> Var {
-        self.apply1(
-            Op::BroadcastTo {
-                shape: shape.to_vec(),
-            },
-            &[],
-            SourceLoc::caller(),
-        )
+    pub fn broadcast_to(&self, shape: &[i64]) -> Var {
+        self.apply_with(SourceLoc::caller(), |_| {
+            let shape = sizes("broadcast_to", shape)?;
+            Ok(Op::BroadcastTo { shape })
+        })
     }
 
     /// Inserts size-1 dims at `axes` (positions in the result; negative counts from the end).
@@ -324,8 +325,11 @@ impl Var {
     /// [depth]`, `dtype`, 1 where the last index equals the index and 0 elsewhere; an index
     /// outside `0..depth` gives a row of zeros.
     #[track_caller]
-    pub fn one_hot(&self, depth: usize, dtype: DType) -> Var {
-        self.apply1(Op::OneHot { depth, dtype }, &[], SourceLoc::caller())
+    pub fn one_hot(&self, depth: i64, dtype: DType) -> Var {
+        self.apply_with(SourceLoc::caller(), |_| {
+            let depth = size("one_hot: depth", depth)?;
+            Ok(Op::OneHot { depth, dtype })
+        })
     }
 
     /// numpy basic slicing of the leading axes: `(start, stop, step)` per axis, `None` for an
@@ -476,42 +480,68 @@ pub fn concat(inputs: &[&Var], axis: i64) -> Var {
 impl Graph {
     /// An array of zeros of `dtype` and `shape`.
     #[track_caller]
-    pub fn zeros(&self, dtype: DType, shape: &[usize]) -> Var {
-        self.apply(
-            Op::Zeros {
-                shape: shape.to_vec(),
-                dtype,
-            },
-            &[],
-        )
-        .swap_remove(0)
+    pub fn zeros(&self, dtype: DType, shape: &[i64]) -> Var {
+        self.made("zeros", shape, dtype, SourceLoc::caller(), |shape| {
+            Op::Zeros { shape, dtype }
+        })
     }
 
     /// An array of ones of `dtype` and `shape`.
     #[track_caller]
-    pub fn ones(&self, dtype: DType, shape: &[usize]) -> Var {
-        self.apply(
-            Op::Ones {
-                shape: shape.to_vec(),
-                dtype,
-            },
-            &[],
-        )
-        .swap_remove(0)
+    pub fn ones(&self, dtype: DType, shape: &[i64]) -> Var {
+        self.made("ones", shape, dtype, SourceLoc::caller(), |shape| {
+            Op::Ones { shape, dtype }
+        })
     }
 
     /// An array of `dtype` and `shape` with every element `value`.
     #[track_caller]
-    pub fn full(&self, dtype: DType, shape: &[usize], value: f64) -> Var {
-        self.apply(
+    pub fn full(&self, dtype: DType, shape: &[i64], value: f64) -> Var {
+        let value = F64Bits(value);
+        self.made("full", shape, dtype, SourceLoc::caller(), |shape| {
             Op::Full {
-                shape: shape.to_vec(),
+                shape,
                 dtype,
-                value: F64Bits(value),
-            },
-            &[],
-        )
-        .swap_remove(0)
+                value,
+            }
+        })
+    }
+
+    /// The op `make` builds from `shape` once its sizes are checked, applied to no inputs; a
+    /// negative size poisons the result (a `dtype` tensor of `shape`'s rank) with an error at
+    /// `loc` that names `what`.
+    fn made(
+        &self,
+        what: &str,
+        shape: &[i64],
+        dtype: DType,
+        loc: SourceLoc,
+        make: impl FnOnce(Vec<usize>) -> Op,
+    ) -> Var {
+        self.made_from(what, shape, dtype, loc, &[], make)
+    }
+
+    /// `made` with `inputs` (a random op's counter).
+    fn made_from(
+        &self,
+        what: &str,
+        shape: &[i64],
+        dtype: DType,
+        loc: SourceLoc,
+        inputs: &[&Var],
+        make: impl FnOnce(Vec<usize>) -> Op,
+    ) -> Var {
+        match sizes(what, shape) {
+            Ok(shape) => self.apply_at(make(shape), inputs, loc).swap_remove(0),
+            Err(msg) => self.add_var(super::VarData {
+                ty: TensorType::new(dtype, vec![None; shape.len()]),
+                name: None,
+                kind: VarKind::Poisoned(Error::Type {
+                    msg,
+                    loc: Some(loc),
+                }),
+            }),
+        }
     }
 
     /// Random numbers of `dist` from the counter-based stream of `seed` (see `kiln::random`).
@@ -522,75 +552,45 @@ impl Graph {
         &self,
         dist: RandomDist,
         seed: u64,
-        shape: &[usize],
+        shape: &[i64],
         dtype: DType,
         counter: Option<&Var>,
     ) -> Var {
-        let op = Op::Random {
+        let loc = SourceLoc::caller();
+        let make = |shape| Op::Random {
             dist,
             seed,
-            shape: shape.to_vec(),
+            shape,
             dtype,
         };
-        self.apply_at(op, counter.as_slice(), SourceLoc::caller())
-            .swap_remove(0)
+        self.made_from(dist.name(), shape, dtype, loc, counter.as_slice(), make)
     }
 
     /// Uniform numbers in `[low, high)`.
     #[track_caller]
-    pub fn uniform(&self, seed: u64, shape: &[usize], dtype: DType, low: f64, high: f64) -> Var {
+    pub fn uniform(&self, seed: u64, shape: &[i64], dtype: DType, low: f64, high: f64) -> Var {
         let dist = RandomDist::Uniform {
             low: F64Bits(low),
             high: F64Bits(high),
         };
-        self.apply_at(
-            Op::Random {
-                dist,
-                seed,
-                shape: shape.to_vec(),
-                dtype,
-            },
-            &[],
-            SourceLoc::caller(),
-        )
-        .swap_remove(0)
+        self.random(dist, seed, shape, dtype, None)
     }
 
     /// Normal numbers of mean `mean` and standard deviation `std`.
     #[track_caller]
-    pub fn normal(&self, seed: u64, shape: &[usize], dtype: DType, mean: f64, std: f64) -> Var {
+    pub fn normal(&self, seed: u64, shape: &[i64], dtype: DType, mean: f64, std: f64) -> Var {
         let dist = RandomDist::Normal {
             mean: F64Bits(mean),
             std: F64Bits(std),
         };
-        self.apply_at(
-            Op::Random {
-                dist,
-                seed,
-                shape: shape.to_vec(),
-                dtype,
-            },
-            &[],
-            SourceLoc::caller(),
-        )
-        .swap_remove(0)
+        self.random(dist, seed, shape, dtype, None)
     }
 
     /// 1 (true) with probability `p`, else 0 (false).
     #[track_caller]
-    pub fn bernoulli(&self, seed: u64, shape: &[usize], dtype: DType, p: f64) -> Var {
+    pub fn bernoulli(&self, seed: u64, shape: &[i64], dtype: DType, p: f64) -> Var {
         let dist = RandomDist::Bernoulli { p: F64Bits(p) };
-        self.apply_at(
-            Op::Random {
-                dist,
-                seed,
-                shape: shape.to_vec(),
-                dtype,
-            },
-            &[],
-            SourceLoc::caller(),
-        )
-        .swap_remove(0)
+        self.random(dist, seed, shape, dtype, None)
     }
 
     /// numpy `arange`: `start, start + step, ...` up to but not including `stop`, in `dtype`.

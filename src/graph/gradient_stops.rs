@@ -4,6 +4,7 @@
 //! runs them. Also [`Var::zeros_like`], which the second needs.
 
 use super::Var;
+use crate::ir::types::dims_of;
 use crate::ir::Op;
 use crate::tensor::Tensor;
 
@@ -28,7 +29,7 @@ impl Var {
             return zero;
         }
         match self.ty().known_shape() {
-            Some(shape) => zero.broadcast_to(&shape),
+            Some(shape) => zero.broadcast_to(&dims_of(&shape)),
             None => {
                 let yes = self
                     .graph()

@@ -187,9 +187,33 @@ impl Graph {
         }
     }
 
-    /// A function input of the given dtype and shape (`None` for a dim known only at call time).
-    pub fn input(&self, name: &str, dtype: DType, shape: impl AsRef<[Option<usize>]>) -> Var {
-        let ty = TensorType::new(dtype, shape.as_ref().to_vec());
+    /// A function input of the given dtype and shape (`None` for a dim known only at call
+    /// time). A negative size poisons the input: the error, naming this line, comes back from
+    /// whatever uses it.
+    #[track_caller]
+    pub fn input(&self, name: &str, dtype: DType, shape: impl AsRef<[Option<i64>]>) -> Var {
+        let shape = shape.as_ref();
+        let known: Vec<i64> = shape.iter().flatten().copied().collect();
+        let kind = match crate::ir::types::sizes(&format!("input {name:?}"), &known) {
+            Ok(_) => VarKind::Input,
+            Err(msg) => VarKind::Poisoned(Error::Type {
+                msg,
+                loc: Some(SourceLoc::caller()),
+            }),
+        };
+        // A negative size stands as 0 in the poisoned input's type, which nothing compiles.
+        let shape: Vec<Option<usize>> = (shape.iter())
+            .map(|d| d.map(|d| usize::try_from(d).unwrap_or(0)))
+            .collect();
+        self.add_var(VarData {
+            ty: TensorType::new(dtype, shape),
+            name: Some(name.to_string()),
+            kind,
+        })
+    }
+
+    /// An input of type `ty` (the shape as the IR holds it), for the crate's own graphs.
+    pub(crate) fn input_of(&self, name: &str, ty: TensorType) -> Var {
         self.add_var(VarData {
             ty,
             name: Some(name.to_string()),

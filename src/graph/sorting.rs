@@ -72,17 +72,18 @@ impl Var {
     /// than `k` is an error (at build time where its length is known, else at run time), as
     /// in JAX.
     #[track_caller]
-    pub fn topk(&self, k: usize) -> (Var, Var) {
+    pub fn topk(&self, k: i64) -> (Var, Var) {
         let loc = SourceLoc::caller();
         let rank = self.rank();
         let n = self.ty().shape.last().copied().flatten();
-        // No lane holds more than i64::MAX elements (the positions are i64).
-        let fits = rank > 0 && k <= i64::MAX as usize && n.is_none_or(|n| k <= n);
+        // A negative k takes nothing and is refused; no lane holds more than i64::MAX.
+        let fits = rank > 0 && k >= 0 && n.is_none_or(|n| k as usize <= n);
         if !fits {
             let bad = self.apply_with(loc, |t| {
-                Err(format!(
-                    "topk: k = {k} is more than the last axis of {t} holds"
-                ))
+                Err(match k < 0 {
+                    true => format!("topk: k = {k} is negative"),
+                    false => format!("topk: k = {k} is more than the last axis of {t} holds"),
+                })
             });
             return (bad.clone(), bad);
         }
@@ -95,9 +96,9 @@ impl Var {
             loc,
         );
         // The first `stop` positions of each lane.
-        let first = |stop: usize| {
+        let first = |stop: i64| {
             let mut ranges = vec![(None, None, 1); rank];
-            ranges[rank - 1] = (None, Some(stop as i64), 1);
+            ranges[rank - 1] = (None, Some(stop), 1);
             order.slice(&ranges)
         };
         let indices = if n.is_some() || k == 0 {
@@ -108,7 +109,7 @@ impl Var {
             // by index, which is an error naming `topk` where the lane is shorter: nothing of
             // k elements is made before that check (k indices to take would be 16 GB for
             // k = 2^31, on a lane of 3).
-            let kth = crate::Tensor::I64(ndarray::arr1(&[k as i64 - 1]).into_dyn());
+            let kth = crate::Tensor::I64(ndarray::arr1(&[k - 1]).into_dyn());
             let kth = order
                 .apply1(
                     Op::Take { axis: rank - 1 },
@@ -122,7 +123,7 @@ impl Var {
             let unknown = lead.iter().filter(|d| d.is_none()).count();
             if unknown <= 1 && lead.iter().all(|d| *d != Some(0)) {
                 let mut dims: Vec<i64> = lead.iter().map(|d| d.map_or(-1, |d| d as i64)).collect();
-                dims.push(k as i64);
+                dims.push(k);
                 first_k.reshape(&dims)
             } else {
                 first_k

@@ -2,6 +2,7 @@
 
 use super::Var;
 use crate::error::SourceLoc;
+use crate::ir::types::sizes;
 use crate::ir::window::{Conv2d, Pool2d, PoolKind};
 use crate::ir::Op;
 
@@ -19,31 +20,37 @@ impl Var {
     /// Max pooling of the last two axes: windows of `window`, `stride` apart, over the input
     /// padded by `padding` on each side (padding is never the max).
     #[track_caller]
-    pub fn max_pool2d(&self, window: [usize; 2], stride: [usize; 2], padding: [usize; 2]) -> Var {
+    pub fn max_pool2d(&self, window: [i64; 2], stride: [i64; 2], padding: [i64; 2]) -> Var {
         self.pool(PoolKind::Max, window, stride, padding, SourceLoc::caller())
     }
 
     /// Average pooling of the last two axes; padding counts as zeros in the mean (PyTorch's
     /// default `count_include_pad`). Floats only.
     #[track_caller]
-    pub fn avg_pool2d(&self, window: [usize; 2], stride: [usize; 2], padding: [usize; 2]) -> Var {
+    pub fn avg_pool2d(&self, window: [i64; 2], stride: [i64; 2], padding: [i64; 2]) -> Var {
         self.pool(PoolKind::Avg, window, stride, padding, SourceLoc::caller())
     }
 
     fn pool(
         &self,
         kind: PoolKind,
-        window: [usize; 2],
-        stride: [usize; 2],
-        padding: [usize; 2],
+        window: [i64; 2],
+        stride: [i64; 2],
+        padding: [i64; 2],
         loc: SourceLoc,
     ) -> Var {
-        let pool = Pool2d {
-            kind,
-            window,
-            stride,
-            padding,
-        };
-        self.apply1(Op::Pool2d(pool), &[], loc)
+        let what = kind.name();
+        self.apply_with(loc, |_| {
+            let pair = |arg: &str, v: [i64; 2]| -> Result<[usize; 2], String> {
+                let s = sizes(&format!("{what}: {arg}"), &v)?;
+                Ok([s[0], s[1]])
+            };
+            Ok(Op::Pool2d(Pool2d {
+                kind,
+                window: pair("window", window)?,
+                stride: pair("stride", stride)?,
+                padding: pair("padding", padding)?,
+            }))
+        })
     }
 }

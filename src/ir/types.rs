@@ -163,6 +163,29 @@ pub fn broadcast_shapes(a: &[usize], b: &[usize]) -> Result<Vec<usize>, String> 
     Ok(out)
 }
 
+/// A size given as the builders take every integer (i64, numpy's int): at least 0. `what`
+/// names the argument in the error.
+pub fn size(what: &str, n: i64) -> Result<usize, String> {
+    usize::try_from(n).map_err(|_| format!("{what}: {n} is negative"))
+}
+
+/// A shape given as the builders take it: every size at least 0.
+pub fn sizes(what: &str, dims: &[i64]) -> Result<Vec<usize>, String> {
+    (dims.iter())
+        .map(|&d| {
+            usize::try_from(d).map_err(|_| format!("{what}: size {d} in {dims:?} is negative"))
+        })
+        .collect()
+}
+
+/// A shape the builders can take back: sizes as i64 (a size beyond i64::MAX cannot be
+/// allocated, and stays beyond any real one at i64::MAX).
+pub(crate) fn dims_of(shape: &[usize]) -> Vec<i64> {
+    (shape.iter())
+        .map(|&d| i64::try_from(d).unwrap_or(i64::MAX))
+        .collect()
+}
+
 /// Normalizes a possibly negative axis against a rank.
 pub fn normalize_axis(axis: i64, rank: usize) -> Result<usize, String> {
     let r = rank as i64;

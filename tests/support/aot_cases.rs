@@ -44,7 +44,7 @@ pub fn case_on(
         .iter()
         .enumerate()
         .map(|(i, t)| {
-            let dims: Vec<Option<usize>> = t.shape().iter().map(|&d| Some(d)).collect();
+            let dims: Vec<Option<i64>> = t.shape().iter().map(|&d| Some(d as i64)).collect();
             g.input(&format!("in{i}"), t.dtype(), dims)
         })
         .collect();

@@ -45,6 +45,16 @@ fn size(r: &mut Bytes, default: usize, growing: bool, extremes: &mut usize) -> u
     }
 }
 
+/// A size as the builders take it (i64): one beyond i64::MAX stays the most extreme there is.
+fn arg(n: usize) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+/// A pair of sizes as the pooling builders take them.
+fn arg2(p: [usize; 2]) -> [i64; 2] {
+    p.map(arg)
+}
+
 /// A signed bound or step: small, or extreme (`i64::MIN`, `i64::MAX`, +-2^62, +-2^32 + 1).
 fn signed(r: &mut Bytes, extremes: &mut usize) -> i64 {
     match r.pick(3) {
@@ -106,8 +116,14 @@ impl Ctx<'_> {
                 } else {
                     let (window, stride, padding) = (pair(r, 2), pair(r, 1), pair(r, 0));
                     match r.pick(2) {
-                        0 => out(x.max_pool2d(window, stride, padding), p.exact),
-                        _ => out(x.avg_pool2d(window, stride, padding), false),
+                        0 => out(
+                            x.max_pool2d(arg2(window), arg2(stride), arg2(padding)),
+                            p.exact,
+                        ),
+                        _ => out(
+                            x.avg_pool2d(arg2(window), arg2(stride), arg2(padding)),
+                            false,
+                        ),
                     }
                 }
             }
@@ -119,7 +135,7 @@ impl Ctx<'_> {
                 };
                 let depth = size(r, 3, true, ex);
                 let odt = [DType::F32, DType::I32, DType::Bool][r.pick(3)];
-                out(index.one_hot(depth, odt), true)
+                out(index.one_hot(arg(depth), odt), true)
             }
             // A reshape to sizes whose product wraps, or to a huge extent of an empty array.
             3 => {
@@ -136,6 +152,7 @@ impl Ctx<'_> {
             4 => {
                 let mut to = vec![size(r, 2, true, ex)];
                 to.extend(&shape);
+                let to: Vec<i64> = to.into_iter().map(arg).collect();
                 out(p.v.broadcast_to(&to), p.exact)
             }
             // Slicing with bounds and steps near i64's ends.
@@ -156,7 +173,7 @@ impl Ctx<'_> {
             // The k largest of the last axis, k past its extent now and then.
             6 if rank >= 1 && dt != DType::Bool && p.exact => {
                 let k = size(r, 1, false, ex);
-                out(p.v.topk(k).0, true)
+                out(p.v.topk(arg(k)).0, true)
             }
             // Positions near i64's ends along one axis: refused when the function runs.
             7 if rank >= 1 => {

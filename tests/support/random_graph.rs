@@ -338,11 +338,11 @@ pub fn build(data: &[u8]) -> Case {
         let shape = fit(&base, vrank, &ones);
         let lead = rank - vrank;
         // `?` only where the extent is the base's: such a dim never needs to broadcast.
-        let dims: Vec<Option<usize>> = (0..vrank)
+        let dims: Vec<Option<i64>> = (0..vrank)
             .map(|k| {
                 let unknown = shape[k] == base[lead + k] && r.chance(3);
                 static_shapes &= !unknown;
-                (!unknown).then_some(shape[k])
+                (!unknown).then_some(shape[k] as i64)
             })
             .collect();
         let v = g.input(&format!("in{i}"), dtype, dims);
@@ -409,7 +409,7 @@ pub fn build(data: &[u8]) -> Case {
         let (update, exact) = if product {
             let n = base.len();
             let (m, k) = (base[n - 2], base[n - 1]);
-            let full = |v: &Val| v.v.cast(dtype).broadcast_to(&[m, k]);
+            let full = |v: &Val| v.v.cast(dtype).broadcast_to(&[m as i64, k as i64]);
             // A product of halves is f32: the update is stored back as the variable's dtype.
             let g = full(&p).t().matmul(&full(&q));
             let step = &var - &(g * 0.25);
@@ -646,7 +646,7 @@ impl Ctx<'_> {
             9 if rank >= 2 && r.chance(2) => self.row_run(r, p, &shape),
             8 | 9 => self.reduction(r, p, &shape),
             // Views.
-            10 => out(p.v.broadcast_to(self.base), p.exact),
+            10 => out(p.v.broadcast_to(&i64s(self.base)), p.exact),
             11 if rank >= 1 => {
                 let ranges: Vec<(Option<i64>, Option<i64>, i64)> = (0..rank)
                     .map(|_| {
@@ -725,8 +725,8 @@ impl Ctx<'_> {
                     out
                 };
                 let (lp, lq) = (lead(&p.v), lead(&q.v));
-                let pa = p.v.broadcast_to(&[lp.clone(), vec![m, k]].concat());
-                let qa = q.v.broadcast_to(&[lq.clone(), vec![m, k]].concat());
+                let pa = p.v.broadcast_to(&i64s(&[lp.clone(), vec![m, k]].concat()));
+                let qa = q.v.broadcast_to(&i64s(&[lq.clone(), vec![m, k]].concat()));
                 let mut qt_perm: Vec<i64> = (0..lq.len() as i64 + 2).collect();
                 let l = qt_perm.len();
                 qt_perm.swap(l - 1, l - 2);
@@ -747,10 +747,14 @@ impl Ctx<'_> {
                 let cshape = fit(self.base, crank, &ones);
                 let seed = r.pick(1 << 8) as u64;
                 let c = match (r.pick(4), dt) {
-                    (0, DType::F32 | DType::F64) => self.g.normal(seed, &cshape, dt, 0.5, 2.0),
-                    (1, DType::F32 | DType::F64) => self.g.uniform(seed, &cshape, dt, -1.0, 1.0),
+                    (0, DType::F32 | DType::F64) => {
+                        self.g.normal(seed, &i64s(&cshape), dt, 0.5, 2.0)
+                    }
+                    (1, DType::F32 | DType::F64) => {
+                        self.g.uniform(seed, &i64s(&cshape), dt, -1.0, 1.0)
+                    }
                     (0 | 1, DType::Bool | DType::I32 | DType::I64) => {
-                        self.g.bernoulli(seed, &cshape, dt, 0.4)
+                        self.g.bernoulli(seed, &i64s(&cshape), dt, 0.4)
                     }
                     _ => self.g.constant(array(dt, &cshape, self.fill)),
                 };
@@ -1326,4 +1330,9 @@ pub fn first_difference(case: &Case, backend: Backend) -> String {
         }
     }
     "every value agrees when all are outputs".into()
+}
+
+/// A shape as the graph builders take it.
+fn i64s(shape: &[usize]) -> Vec<i64> {
+    shape.iter().map(|&d| d as i64).collect()
 }
