@@ -64,6 +64,15 @@ fn negative_sizes_of_views_windows_and_counts_are_errors() {
 }
 
 #[test]
+fn a_negative_number_of_scan_steps_is_an_error() {
+    let g = Graph::new();
+    let x0 = g.input("x0", kiln::f64, [Some(2)]);
+    let line = line!() + 1;
+    let (last, _) = kiln::scan_steps(&g, &[&x0], -3, |c, _t| (vec![&c[0] * 2.0], vec![]));
+    assert_names(&compile_error(&[&x0], &last[0]), "scan_steps", line);
+}
+
+#[test]
 fn an_input_of_negative_size_is_refused_where_the_function_is_built() {
     let g = Graph::new();
     let line = line!() + 1;

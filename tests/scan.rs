@@ -790,7 +790,10 @@ fn scan_steps_loops_a_number_of_times_with_the_step_index() {
                 (vec![x0], vec![c[0].clone(), s[0].clone()])
             },
             &[arr(&[2], &[1.0, -2.0]).into()],
-            &[arr(&[2], &last).into(), arr(&[steps, 2], &stacked).into()],
+            &[
+                arr(&[2], &last).into(),
+                arr(&[steps as usize, 2], &stacked).into(),
+            ],
         );
     }
     verify_grad(

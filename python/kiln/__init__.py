@@ -597,6 +597,39 @@ def grad(cost, wrt):
     return [_wrap(g) for g in _kiln.grad(cost._v, [w._v for w in wrt])]
 
 
+def ifelse(cond, then, otherwise):
+    """Theano's lazy ifelse: `then()` where the 0-d bool `cond` is true, else `otherwise()`;
+    only the branch taken is computed. Each callable returns a variable (one back) or a list
+    (a list back) of the same types."""
+    single = []
+
+    def branch(f):
+        def run():
+            out = f()
+            single.append(isinstance(out, Variable))
+            outs = [out] if isinstance(out, Variable) else list(out)
+            return [_raw(constant(o)) for o in outs]
+
+        return run
+
+    outs = [_wrap(v) for v in _kiln.ifelse(_raw(cond), branch(then), branch(otherwise))]
+    return outs[0] if single and single[0] and len(outs) == 1 else outs
+
+
+def scan(body, init, xs, reverse=False):
+    """`lax.scan`: `body(carries, slices)` gets lists of variables (the carries, and each
+    sequence's slice at the step) and returns `(new_carries, ys)`; the result is
+    `(last_carries, stacked_ys)`, each stacked value with the steps along a new first axis.
+    `reverse` walks the sequences from their end (the stacked values keep their order)."""
+
+    def raw_body(cs, ss):
+        new, ys = body([_wrap(c) for c in cs], [_wrap(x) for x in ss])
+        return [_raw(constant(v)) for v in new], [_raw(constant(v)) for v in ys]
+
+    last, stacked = _kiln.scan(raw_body, [_raw(v) for v in init], [_raw(v) for v in xs], reverse)
+    return [_wrap(v) for v in last], [_wrap(v) for v in stacked]
+
+
 def debugprint(outputs):
     """Prints the graph of `outputs` (a variable or a list) as kiln's text and returns it."""
     outs = [outputs] if isinstance(outputs, Variable) else list(outputs)
@@ -606,43 +639,7 @@ def debugprint(outputs):
 
 
 # --- functions ----------------------------------------------------------------------------
-class Function:
-    """A compiled function. Call it with numpy arrays (or numbers, or lists): arrays of the
-    input's dtype are read in place; the results are numpy arrays."""
-
-    __slots__ = ("_f", "_single")
-
-    def __init__(self, f, single):
-        self._f = f
-        self._single = single
-
-    def __call__(self, *args):
-        outs = self._f(*args)
-        return outs[0] if self._single else outs
-
-    def save(self, path):
-        """Writes the function and its state to `path` (`kiln.load_function` reads it)."""
-        self._f.save(str(path))
-
-    def save_state(self, path):
-        """Writes the shared variables' values to an .npz."""
-        self._f.save_state(str(path))
-
-    def load_state(self, path):
-        """Sets the shared variables from an .npz written by `save_state`."""
-        self._f.load_state(str(path))
-
-    def func_text(self):
-        """The optimized program in kiln's text form (.kir)."""
-        return self._f.func_text()
-
-    def profile(self):
-        """Where the calls spent their time (compile with profile=True), or None."""
-        return self._f.profile()
-
-    def write_trace(self, path):
-        """Writes the profiled calls as a Chrome trace-event file (Perfetto opens it)."""
-        self._f.write_trace(str(path))
+Function = _kiln.Function
 
 
 def function(inputs, outputs, updates=None, backend=None, optimize=True, profile=False, name=None):
@@ -654,22 +651,32 @@ def function(inputs, outputs, updates=None, backend=None, optimize=True, profile
     single = isinstance(outputs, Variable)
     outs = [outputs] if single else list(outputs)
     pairs = list(updates.items()) if isinstance(updates, dict) else list(updates or [])
-    f = _kiln.function(
+    return _kiln.function(
         [_raw(i) for i in inputs],
         [_raw(constant(o)) for o in outs],
+        single,
         [(_raw(s), _raw(constant(v))) for s, v in pairs],
         backend,
         optimize,
         profile,
         name,
     )
-    return Function(f, single)
+
+
+def aot(inputs, outputs, object, header=None, symbol=None, target=None, runtime=False):
+    """Compiles `outputs` of `inputs` ahead of time: writes the object file `object` (and its
+    C header where given) for a program that wants no JIT; returns the entry point's C name.
+    `runtime=True` links kiln's runtime library for the JIT's speed (docs/reference/aot.md)."""
+    outs = [outputs] if isinstance(outputs, Variable) else list(outputs)
+    return _kiln.aot(
+        [_raw(i) for i in inputs], [_raw(constant(o)) for o in outs], object, header, symbol,
+        target, runtime,
+    )
 
 
 def load_function(path, backend=None):
     """Loads a function written by `Function.save` (one result: an array back)."""
-    f = _kiln.load_function(str(path), backend)
-    return Function(f, f.n_outputs == 1)
+    return _kiln.load_function(path, backend)
 
 
 __all__ += [
@@ -677,6 +684,7 @@ __all__ += [
     "arange", "cast", "matmul", "dot", "reshape", "transpose", "broadcast_to", "expand_dims",
     "squeeze", "take", "take_along_axis", "concatenate", "stack", "where", "switch", "cumsum",
     "cumprod", "sort", "argsort", "softmax", "log_softmax", "one_hot", "topk",
-    "cross_entropy", "layer_norm", "gelu", "attention", "grad", "debugprint", "function",
+    "cross_entropy", "layer_norm", "gelu", "attention", "grad", "ifelse", "scan",
+    "debugprint", "function", "aot",
     "load_function",
 ]

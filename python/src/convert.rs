@@ -3,7 +3,7 @@
 
 use crate::errors::type_error;
 use kiln::{DType, Tensor, TensorRef};
-use numpy::{PyArrayDyn, PyReadonlyArrayDyn, PyUntypedArrayMethods};
+use numpy::{PyArrayDyn, PyArrayMethods, PyReadonlyArrayDyn, PyUntypedArrayMethods};
 use pyo3::prelude::*;
 
 /// A kiln dtype from what Python calls one: a numpy dtype, a numpy scalar type
@@ -79,8 +79,22 @@ pub fn borrow<'py>(
     py: Python<'py>,
     obj: &Bound<'py, PyAny>,
     want: DType,
-    what: &str,
+    what: &dyn Fn() -> String,
 ) -> PyResult<Borrowed<'py>> {
+    // The common case first, and cheaply (a call's whole cost for small arrays): an array
+    // of the dtype wanted, borrowed as it is.
+    let exact = match want {
+        DType::Bool => exact(obj).map(Borrowed::Bool),
+        DType::I32 => exact(obj).map(Borrowed::I32),
+        DType::I64 => exact(obj).map(Borrowed::I64),
+        DType::F32 => exact(obj).map(Borrowed::F32),
+        DType::F64 => exact(obj).map(Borrowed::F64),
+        DType::F16 | DType::BF16 => None,
+    };
+    if let Some(b) = exact {
+        return Ok(b);
+    }
+    let what = what();
     let np = py.import("numpy")?;
     let arr = match obj.cast::<numpy::PyUntypedArray>() {
         Ok(a) => {
@@ -118,6 +132,11 @@ pub fn borrow<'py>(
     })
 }
 
+/// `obj` borrowed where it is a numpy array of `T` already.
+fn exact<'py, T: numpy::Element>(obj: &Bound<'py, PyAny>) -> Option<PyReadonlyArrayDyn<'py, T>> {
+    obj.cast::<PyArrayDyn<T>>().ok()?.try_readonly().ok()
+}
+
 /// An owned copy of `obj` (a numpy array or anything `numpy.asarray` takes) as a tensor, in
 /// `want` where given (by `borrow`'s rule), else in the array's own dtype.
 pub fn tensor(py: Python<'_>, obj: &Bound<'_, PyAny>, want: Option<DType>) -> PyResult<Tensor> {
@@ -131,7 +150,7 @@ pub fn tensor(py: Python<'_>, obj: &Bound<'_, PyAny>, want: Option<DType>) -> Py
             (arr, d)
         }
     };
-    Ok(match borrow(py, &arr, d, "the value")? {
+    Ok(match borrow(py, &arr, d, &|| "the value".to_string())? {
         Borrowed::Bool(a) => Tensor::Bool(a.as_array().to_owned()),
         Borrowed::I32(a) => Tensor::I32(a.as_array().to_owned()),
         Borrowed::I64(a) => Tensor::I64(a.as_array().to_owned()),

@@ -4,6 +4,7 @@
 //! graph builder call each) and adds no semantics of its own. The Python layer
 //! (`kiln/__init__.py`) gives the graph Theano's and numpy's spelling on top of these calls.
 
+mod control;
 mod convert;
 mod errors;
 mod function;
@@ -20,5 +21,6 @@ fn _kiln(m: &Bound<'_, PyModule>) -> PyResult<()> {
     var::register(m)?;
     ops::register(m)?;
     function::register(m)?;
+    control::register(m)?;
     Ok(())
 }

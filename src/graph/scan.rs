@@ -74,10 +74,14 @@ pub fn scan_reverse(
 pub fn scan_steps(
     g: &Graph,
     init: &[&Var],
-    steps: usize,
+    steps: i64,
     body: impl FnOnce(&[Var], &Var) -> ScanStep,
 ) -> ScanStep {
     let loc = SourceLoc::caller();
+    if steps < 0 {
+        let e = Error::ty(format!("scan_steps: {steps} steps is negative")).at(loc);
+        return poisoned_step(g, e, init, &[]);
+    }
     let t = g.arange(0.0, steps as f64, 1.0, DType::I64);
     scan_with(false, loc, init, &[&t], |c, x| body(c, &x[0]))
 }
