@@ -630,6 +630,97 @@ def scan(body, init, xs, reverse=False):
     return [_wrap(v) for v in last], [_wrap(v) for v in stacked]
 
 
+class Op:
+    """An op written in Python, in Theano's shape. Subclass it and define
+
+    - `make_node(self, *inputs)`: the outputs' types, a list of `(dtype, shape)` (`None` for
+      a dim `perform` decides), after checking the inputs (raise `kiln.TypeError`);
+    - `perform(self, inputs, output_storage)`: compute from numpy arrays, storing output `i`
+      in `output_storage[i][0]` (Theano's protocol);
+    - optionally `grad(self, inputs, output_grads)`: one variable per input (None where the
+      output does not depend on it); without it the op is not differentiable.
+
+    Calling the op on variables applies it: `MyOp()(x, y)` (a variable, or a list for several
+    outputs). kiln calls `perform` with the GIL held, from whichever thread runs the call.
+    """
+
+    def make_node(self, *inputs):
+        raise NotImplementedError(f"{type(self).__name__} defines no make_node")
+
+    def perform(self, inputs, output_storage):
+        raise NotImplementedError(f"{type(self).__name__} defines no perform")
+
+    def __call__(self, *inputs):
+        ins = [constant(i) for i in inputs]
+        types = self.make_node(*ins)
+
+        def run(arrays):
+            storage = [[None] for _ in types]
+            self.perform(arrays, storage)
+            return [s[0] for s in storage]
+
+        grad = None
+        if type(self).grad is not Op.grad:
+
+            def grad(xs, _ys, gs):
+                g = self.grad([_wrap(x) for x in xs], [None if v is None else _wrap(v) for v in gs])
+                return [None if v is None else _raw(constant(v)) for v in g]
+
+        outs = _kiln.python_op(
+            type(self).__name__, [_raw(i) for i in ins],
+            [(d, [None if n is None else int(n) for n in shape]) for d, shape in types], run, grad,
+        )
+        outs = [_wrap(o) for o in outs]
+        return outs[0] if len(outs) == 1 else outs
+
+    def grad(self, inputs, output_grads):
+        raise NotImplementedError
+
+
+def as_op(otypes, grad=None, name=None):
+    """Theano's as_op: makes a function of numpy arrays an op. `otypes` lists the outputs'
+    `(dtype, shape)`; `grad(inputs, output_grads)`, where given, returns one variable per
+    input. The function returns one array, or a tuple for several outputs.
+
+        @kiln.as_op([("float64", (None,))])
+        def cumulative_max(x):
+            return np.maximum.accumulate(x)
+    """
+
+    def wrap(fn):
+        class _AsOp(Op):
+            def make_node(self, *inputs):
+                return list(otypes)
+
+            def perform(self, inputs, output_storage):
+                out = fn(*inputs)
+                outs = out if isinstance(out, tuple) else (out,)
+                for s, o in zip(output_storage, outs, strict=True):
+                    s[0] = o
+
+        if grad is not None:
+            _AsOp.grad = lambda self, inputs, gs: grad(inputs, gs)
+        _AsOp.__name__ = name or fn.__name__
+        op = _AsOp()
+        functools_wraps(fn)(op)
+        return op
+
+    return wrap
+
+
+def functools_wraps(fn):
+    import functools
+
+    def apply(obj):
+        try:
+            functools.update_wrapper(obj, fn)
+        except AttributeError:
+            pass
+        return obj
+
+    return apply
+
+
 def debugprint(outputs):
     """Prints the graph of `outputs` (a variable or a list) as kiln's text and returns it."""
     outs = [outputs] if isinstance(outputs, Variable) else list(outputs)
@@ -685,6 +776,6 @@ __all__ += [
     "squeeze", "take", "take_along_axis", "concatenate", "stack", "where", "switch", "cumsum",
     "cumprod", "sort", "argsort", "softmax", "log_softmax", "one_hot", "topk",
     "cross_entropy", "layer_norm", "gelu", "attention", "grad", "ifelse", "scan",
-    "debugprint", "function", "aot",
+    "debugprint", "function", "aot", "Op", "as_op",
     "load_function",
 ]

@@ -8,8 +8,9 @@ variables and updates stay PyTensor's: they arrive as inputs and leave as output
 
 What an importer must keep of its source, and no more: PyTensor's dtype rules (an Elemwise of
 int32 and float32 is float64; a sum of int32 is int64) are written here as the casts PyTensor's
-own graph implies, and every op is then kiln's. `unsupported(fgraph)` lists the Ops kiln has
-no conversion for; compiling such a graph raises `NotImplementedError` naming them.
+own graph implies, and every op is then kiln's. An Op kiln has no conversion for runs through
+its own `perform` as a kiln custom op (a warning names it once), so every graph of tensors
+compiles; `unsupported(fgraph)` lists such Ops.
 """
 
 from __future__ import annotations
@@ -353,7 +354,14 @@ def _convert_graph(ins, outs, env):
                 dtype = _kiln_dtype(getattr(v, "dtype", c.dtype))
                 env[v] = kiln.constant(c.astype(dtype))
             args.append(env[v])
-        results = kiln_convert(node.op, node, args)
+        try:
+            results = kiln_convert(node.op, node, args)
+        except NeedsShapes:
+            if not (_PER_SHAPE and _PER_SHAPE[0]):
+                raise
+            results = _through_perform(node, args)
+        except Unsupported:
+            results = _through_perform(node, args)
         for v, r in zip(node.outputs, results, strict=True):
             env[v] = r
     result = []
@@ -362,6 +370,39 @@ def _convert_graph(ins, outs, env):
             env[o] = kiln.constant(np.asarray(_const(o)))
         result.append(env[o])
     return result
+
+
+# Whether the graph being converted has its inputs' sizes (compiled for a call's shapes).
+_PER_SHAPE = []
+_WARNED = set()
+
+
+def _through_perform(node, args):
+    """`node` as a kiln custom op that runs the Op's own `perform` on the call's arrays (the
+    GIL held), where kiln has no conversion for it; said once per Op class."""
+    kinds = [v.type for v in (*node.inputs, *node.outputs)]
+    if not node.inputs or any(
+        not isinstance(t, TensorType) or _kiln_dtype(t.dtype) != t.dtype for t in kinds
+    ):
+        raise Unsupported(f"{type(node.op).__name__} (and its perform takes what kiln cannot pass)")
+    name = type(node.op).__name__
+    if name not in _WARNED:
+        import warnings
+
+        _WARNED.add(name)
+        warnings.warn(f"kiln runs PyTensor's {name} through its perform (no kiln conversion yet)",
+                      stacklevel=2)
+
+    def run(arrays, node=node):
+        storage = [[None] for _ in node.outputs]
+        node.op.perform(node, arrays, storage)
+        return [np.asarray(s[0], dtype=o.dtype) for s, o in zip(storage, node.outputs)]
+
+    outs = kiln._kiln.python_op(
+        name, [_cast(a, v.dtype)._v for a, v in zip(args, node.inputs)],
+        [(o.dtype, list(o.type.shape)) for o in node.outputs], run, None,
+    )
+    return [kiln._wrap(o) for o in outs]
 
 
 def _fold(node):
@@ -387,7 +428,8 @@ _KILN_DTYPES = {"bool", "int32", "int64", "float32", "float64"}
 
 
 def unsupported(fgraph):
-    """The names of the Ops in `fgraph` kiln cannot convert (empty: it converts whole)."""
+    """The names of the Ops in `fgraph` kiln has no conversion for: they run through their own
+    `perform` (empty: the graph converts whole)."""
     missing = []
     for node in fgraph.toposort():
         try:
@@ -414,10 +456,12 @@ def _compile(fgraph, shapes):
         shape = v.type.shape if shapes is None else shapes[k]
         ins.append(kiln.tensor(v.name or f"in{k}", v.type.dtype, shape))
     _STATIC.clear()
+    _PER_SHAPE[:] = [shapes is not None]
     try:
         outs = _convert_graph(fgraph.inputs, fgraph.outputs, dict(zip(fgraph.inputs, ins)))
     finally:
         _STATIC.clear()
+        _PER_SHAPE.clear()
     # A function output that is one of its inputs is copied: PyTensor's outputs never alias
     # its inputs' storage unless asked.
     outs = [(o | False if o.dtype == "bool" else o + 0) if o in ins else o for o in outs]

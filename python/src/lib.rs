@@ -6,6 +6,7 @@
 
 mod control;
 mod convert;
+mod custom;
 mod errors;
 mod function;
 mod loc;
@@ -22,5 +23,6 @@ fn _kiln(m: &Bound<'_, PyModule>) -> PyResult<()> {
     ops::register(m)?;
     function::register(m)?;
     control::register(m)?;
+    custom::register(m)?;
     Ok(())
 }

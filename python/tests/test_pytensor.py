@@ -181,15 +181,20 @@ def test_logistic_regression_trains_under_kiln():
     assert last < 0.5 * first
 
 
-def test_unsupported_ops_are_named_and_refused():
+def test_ops_kiln_lacks_run_through_their_perform_and_are_named():
     x = pt.vector("x")
     y = pt.cumsum(x) + pt.gammaln(x)
     fg = pytensor.graph.fg.FunctionGraph([x], [y], clone=True)
     missing = kiln.pytensor.unsupported(fg)
     assert missing, missing
-    with pytest.raises(NotImplementedError) as e:
-        pytensor.function([x], y, mode="KILN")
-    assert "kiln cannot compile this graph yet" in str(e.value)
+    with pytest.warns(UserWarning, match="through its perform"):
+        compare_kiln_and_py([x], [y, pytensor.grad(y.sum(), x)], [values(5, low=0.5)])
+
+
+def test_a_graph_of_non_tensor_inputs_is_refused():
+    s = pytensor.scalar.float64("s")
+    with pytest.raises(NotImplementedError, match="kiln cannot compile this graph yet"):
+        pytensor.function([s], s * 2, mode="KILN")
 
 
 def test_graphs_computing_with_run_time_sizes_compile_per_call_shape():
