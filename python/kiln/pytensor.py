@@ -133,6 +133,10 @@ def _elemwise(op, node, inputs):
         return [_cast(inputs[0], out_dtype)]
     elif kind is ps.Identity:
         y = args[0]
+    elif kind is ps.IsNan:
+        y = kiln.ne(args[0], args[0])
+    elif kind is ps.IsInf:
+        y = kiln.eq(abs(args[0]), float("inf"))
     elif kind is _SOFTPLUS:
         # log(1 + exp(x)) without overflow: max(x, 0) + log1p(exp(-|x|)).
         x = args[0]
@@ -230,14 +234,17 @@ def _scalar_tensor(op, node, inputs):
 _ASSERT_WARNED = []
 
 
-@kiln_convert.register(pt_raise.Assert)
+@kiln_convert.register(pt_raise.CheckAndRaise)
 def _assert(op, node, inputs):
     # kiln has no assertion op: the value passes through unchecked (as in PyTensor's JAX
     # backend), said once.
     if not _ASSERT_WARNED:
         import warnings
 
-        warnings.warn("kiln does not check PyTensor's Assert ops: their conditions are skipped", stacklevel=2)
+        warnings.warn(
+            "kiln does not check PyTensor's Assert and CheckAndRaise ops: their conditions are skipped",
+            stacklevel=2,
+        )
         _ASSERT_WARNED.append(True)
     return [inputs[0]]
 
@@ -377,13 +384,16 @@ _PER_SHAPE = []
 _WARNED = set()
 
 
+def _passable(t):
+    """Whether values of PyTensor type `t` pass between kiln and an Op's perform: tensors
+    and PyTensor scalars of kiln's dtypes or of the narrow integers kiln widens."""
+    return isinstance(t, (TensorType, ps.ScalarType)) and _kiln_dtype(t.dtype) in _KILN_DTYPES
+
+
 def _through_perform(node, args):
     """`node` as a kiln custom op that runs the Op's own `perform` on the call's arrays (the
     GIL held), where kiln has no conversion for it; said once per Op class."""
-    kinds = [v.type for v in (*node.inputs, *node.outputs)]
-    if not node.inputs or any(
-        not isinstance(t, TensorType) or _kiln_dtype(t.dtype) != t.dtype for t in kinds
-    ):
+    if not node.inputs or not all(_passable(v.type) for v in (*node.inputs, *node.outputs)):
         raise Unsupported(f"{type(node.op).__name__} (and its perform takes what kiln cannot pass)")
     name = type(node.op).__name__
     if name not in _WARNED:
@@ -394,13 +404,22 @@ def _through_perform(node, args):
                       stacklevel=2)
 
     def run(arrays, node=node):
+        # Each value as the Op expects it: its own dtype (narrow integers narrowed back), a
+        # PyTensor scalar as a numpy scalar.
+        given = []
+        for a, v in zip(arrays, node.inputs):
+            a = np.asarray(a, dtype=v.type.dtype)
+            given.append(a[()] if isinstance(v.type, ps.ScalarType) else a)
         storage = [[None] for _ in node.outputs]
-        node.op.perform(node, arrays, storage)
-        return [np.asarray(s[0], dtype=o.dtype) for s, o in zip(storage, node.outputs)]
+        node.op.perform(node, given, storage)
+        return [np.asarray(s[0], dtype=_kiln_dtype(o.type.dtype)) for s, o in zip(storage, node.outputs)]
+
+    def shape(t):
+        return list(t.shape) if isinstance(t, TensorType) else []
 
     outs = kiln._kiln.python_op(
-        name, [_cast(a, v.dtype)._v for a, v in zip(args, node.inputs)],
-        [(o.dtype, list(o.type.shape)) for o in node.outputs], run, None,
+        name, [_cast(a, v.type.dtype)._v for a, v in zip(args, node.inputs)],
+        [(_kiln_dtype(o.type.dtype), shape(o.type)) for o in node.outputs], run, None,
     )
     return [kiln._wrap(o) for o in outs]
 
@@ -441,7 +460,7 @@ def unsupported(fgraph):
         elif isinstance(node.op, pte.Elemwise):
             kind = type(node.op.scalar_op)
             known = set(_UNARY) | set(_BINARY) | set(_NARY) | {
-                ps.Cast, ps.Identity, ps.Switch, ps.Second, _SOFTPLUS}
+                ps.Cast, ps.Identity, ps.Switch, ps.Second, _SOFTPLUS, ps.IsNan, ps.IsInf}
             if kind not in known:
                 missing.append(f"Elemwise{{{kind.__name__}}}")
     return sorted(set(missing))

@@ -207,6 +207,11 @@ def test_graphs_computing_with_run_time_sizes_compile_per_call_shape():
         np.testing.assert_allclose(f(a), ref(a), rtol=1e-12)
 
 
+def test_isnan_and_isinf():
+    x = pt.vector("x")
+    compare_kiln_and_py([x], [pt.isnan(x), pt.isinf(x)], [np.array([np.nan, np.inf, -np.inf, 0.0, 1.0])])
+
+
 def test_softplus_is_stable_at_both_ends():
     x = pt.vector("x")
     compare_kiln_and_py([x], pt.softplus(x), [np.array([-800.0, -30.0, -1.0, 0.0, 1.0, 30.0, 800.0])])
