@@ -168,3 +168,19 @@ def test_numbers_take_the_variables_dtype_and_inexact_ones_are_refused():
     with pytest.raises(kiln.TypeError) as e:
         i * 2.5
     assert "2.5" in str(e.value)
+
+
+def test_every_public_name_has_a_type_stub():
+    import ast
+    import pathlib
+
+    stub = pathlib.Path(kiln.__file__).with_suffix(".pyi")
+    tree = ast.parse(stub.read_text())
+    named = set()
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+            named.add(node.name)
+        elif isinstance(node, ast.ImportFrom):
+            named.update(a.asname or a.name for a in node.names)
+    missing = sorted(set(kiln.__all__) - named)
+    assert not missing, f"names without a stub in {stub.name}: {missing}"
