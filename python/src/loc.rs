@@ -38,13 +38,18 @@ fn package_dir(py: Python<'_>) -> PyResult<&'static str> {
     Ok(PACKAGE.get_or_init(|| dir))
 }
 
-/// The innermost Python frame outside the `kiln` package: the user's line.
+/// The innermost Python frame outside the `kiln` package: the user's line (for a graph
+/// kiln.pytensor converts, the line of the converter that built the node).
 fn caller(py: Python<'_>) -> PyResult<Option<SourceLoc>> {
     let package = package_dir(py)?;
     let mut frame = py.import("sys")?.call_method1("_getframe", (0,))?;
     while !frame.is_none() {
         let file: String = frame.getattr("f_code")?.getattr("co_filename")?.extract()?;
-        if package.is_empty() || !file.starts_with(package) {
+        // The binding's frames, and `functools`' dispatch wrappers (kiln.pytensor's
+        // converters are singledispatch functions), are not the user's.
+        let binding =
+            (!package.is_empty() && file.starts_with(package)) || file.ends_with("/functools.py");
+        if !binding {
             let line: u32 = frame.getattr("f_lineno")?.extract()?;
             return Ok(Some(SourceLoc {
                 file: intern(file),
