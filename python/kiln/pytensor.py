@@ -38,7 +38,6 @@ ptm = import_module("pytensor.tensor.math")
 pts = import_module("pytensor.tensor.shape")
 ptsp = import_module("pytensor.tensor.special")
 ptsub = import_module("pytensor.tensor.subtensor")
-pt_type_ops = import_module("pytensor.tensor.basic")
 pt_raise = import_module("pytensor.raise_op")
 
 __all__ = ["KilnLinker", "KILN", "kiln_convert", "unsupported"]
@@ -224,8 +223,8 @@ def _shape_i(op, node, inputs):
     return _known(node, d)
 
 
-@kiln_convert.register(pt_type_ops.ScalarFromTensor)
-@kiln_convert.register(pt_type_ops.TensorFromScalar)
+@kiln_convert.register(ptb.ScalarFromTensor)
+@kiln_convert.register(ptb.TensorFromScalar)
 def _scalar_tensor(op, node, inputs):
     # kiln has no scalar type: a PyTensor scalar is a 0-d kiln variable.
     return [_cast(inputs[0], node.outputs[0].dtype)]
