@@ -18,6 +18,7 @@
 //! - `special.rs`: tanh, sigmoid, erf.
 //! - `pow.rs`: f64 `pow` in double-word arithmetic, for the GPU (the CPU calls libm's).
 //! - `avx2.rs`: the expansions compiled by rustc for 256-bit vectors over whole buffers.
+//! - `avx512.rs`: the same buffer functions for 512-bit vectors (AVX-512F), same bits.
 //! - `half.rs`: conversions between f32 and the storage-only f16 / bf16.
 //!
 //! A crate of its own so that kiln's runtime library for objects (`crates/kiln-rt`) exports
@@ -34,7 +35,10 @@ mod emit;
 pub use emit::*;
 
 #[cfg(target_arch = "x86_64")]
+#[macro_use]
 pub mod avx2;
+#[cfg(target_arch = "x86_64")]
+pub mod avx512;
 mod coeffs;
 mod exp_log;
 pub mod half;
