@@ -1,5 +1,6 @@
-//! `KILN_CPU_ISA` picks the products' kernels (`avx2`, `avx512`; unset or `auto`: the widest
-//! the CPU runs): every choice gives the same bits, the kernels dump names it, and a value
+//! `KILN_CPU_ISA` picks the products' kernels and the width of the kernels' math buffer
+//! functions (`avx2`, `avx512`; unset or `auto`: the widest the CPU runs): every choice gives
+//! the same bits, the kernels dump names it, and a value
 //! that names no ISA, or one the CPU lacks, is a compile error naming the variable. The choice
 //! is made once per process, so each case runs this test binary again as a child with the
 //! variable set (the ignored `child` test).
@@ -56,7 +57,21 @@ fn every_isa_gives_the_same_bits_and_the_dump_names_it() {
             field(&text, "dump").contains(&format!("gemm, {} kernels", isa.name())),
             "{text}"
         );
+        if !host_math_off() {
+            assert!(
+                field(&text, "math").contains(&format!("{} buffer functions", isa.name())),
+                "{text}"
+            );
+        }
     }
+}
+
+/// Whether `KILN_CPU_HOST_MATH` turns the buffer functions off (then no kernel calls them).
+fn host_math_off() -> bool {
+    matches!(
+        std::env::var("KILN_CPU_HOST_MATH").as_deref(),
+        Ok("0") | Ok("off") | Ok("false")
+    )
 }
 
 #[test]
@@ -74,9 +89,10 @@ fn a_kiln_cpu_isa_that_names_no_isa_this_cpu_runs_is_a_compile_error_naming_it()
     }
 }
 
-/// In the child: compiles a product deep enough for several k chunks and prints the ISA
-/// products use (`isa`), the product's bits (`bits`), and the kernels dump's products line
-/// (`dump`); where compiling fails, the error (`error`).
+/// In the child: compiles a product deep enough for several k chunks, with a softmax and a
+/// tanh of it (math the buffer functions compute, rows of a length no vector width divides),
+/// and prints the ISA products use (`isa`), the outputs' bits (`bits`), and the kernels dump's
+/// products and math lines (`dump`, `math`); where compiling fails, the error (`error`).
 #[test]
 #[ignore = "run by the tests above, in a process of its own"]
 fn child() {
@@ -89,6 +105,10 @@ fn child() {
     let a = g.input("a", kiln::f32, [Some(m as i64), Some(k as i64)]);
     let b = g.input("b", kiln::f32, [Some(k as i64), Some(n as i64)]);
     let c = a.matmul(&b);
+    let z = &c * 0.05;
+    let e = (&z - z.max(Some(&[1]), true)).exp();
+    let softmax = &e / e.sum(Some(&[1]), true);
+    let t = (&z + 0.25).tanh();
     let dir = std::env::temp_dir().join(format!("kiln-cpu-isa-{}", std::process::id()));
     let options = CompileOptions {
         name: "product".into(),
@@ -100,7 +120,10 @@ fn child() {
         },
         ..Default::default()
     };
-    let f = match function(&[&a, &b], &[&c]).options(options).compile() {
+    let f = match function(&[&a, &b], &[&c, &softmax, &t])
+        .options(options)
+        .compile()
+    {
         Ok(f) => f,
         Err(e) => {
             println!("error {e}");
@@ -114,14 +137,17 @@ fn child() {
         }))
     };
     let (x, y) = (values(m, k, 1), values(k, n, 2));
-    let out = f.call(&[x.view(), y.view()]).unwrap().remove(0);
-    let Tensor::F32(out) = out else {
-        panic!("a product of f32 is f32")
-    };
-    // FNV-1a over the bits: equal bits, equal text.
-    let hash = (out.iter()).fold(0xcbf2_9ce4_8422_2325u64, |h, v| {
-        (h ^ u64::from(v.to_bits())).wrapping_mul(0x100_0000_01b3)
-    });
+    let outs = f.call(&[x.view(), y.view()]).unwrap();
+    // FNV-1a over the bits of every output: equal bits, equal text.
+    let mut hash = 0xcbf2_9ce4_8422_2325u64;
+    for out in outs {
+        let Tensor::F32(out) = out else {
+            panic!("the outputs are f32")
+        };
+        for v in out.iter() {
+            hash = (hash ^ u64::from(v.to_bits())).wrapping_mul(0x100_0000_01b3);
+        }
+    }
     println!("bits {hash:016x}");
     let kernels = std::fs::read_dir(&dir)
         .unwrap()
@@ -133,5 +159,9 @@ fn child() {
         .find(|l| l.starts_with("products"))
         .unwrap_or("none");
     println!("dump {line}");
+    let math = (kernels.lines())
+        .find(|l| l.starts_with("math of"))
+        .unwrap_or("none");
+    println!("math {math}");
     let _ = std::fs::remove_dir_all(&dir);
 }

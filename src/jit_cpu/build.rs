@@ -119,6 +119,34 @@ fn products_line(plan: &crate::lower::Plan) -> String {
     )
 }
 
+/// The kernels dump's line for the host math (none where no kernel's math may go to the
+/// buffer functions): which width of buffer functions the kernels call (`host_math::width`,
+/// the products' ISA) and for which values.
+fn host_math_line(plan: &crate::lower::Plan) -> String {
+    use crate::codegen::clif::host_math;
+    let Some(width) = host_math::width() else {
+        return String::new();
+    };
+    let staged: Vec<String> = (plan.all_steps().into_iter())
+        .filter(|s| match &s.kernel {
+            crate::lower::Kernel::Map { program, .. }
+            | crate::lower::Kernel::Reduce { program, .. } => {
+                host_math::split(program, s.args.len()).is_some()
+            }
+            _ => false,
+        })
+        .map(|s| format!("%{}", s.results[0].0))
+        .collect();
+    if staged.is_empty() {
+        return String::new();
+    }
+    let lanes = if width == "avx512" { 16 } else { 8 };
+    format!(
+        "math of {}: {width} buffer functions ({lanes} f32 lanes)\n",
+        staged.join(", ")
+    )
+}
+
 /// Shards are worth their module only with a few kernels each.
 const KERNELS_PER_SHARD: usize = 3;
 
@@ -186,6 +214,7 @@ fn compile_kernels(func: &Func, dump: &DumpOptions) -> Result<Box<dyn Executable
     dump.dump(&func.name, "kernels", || {
         let mut text: String = lines.iter().map(|(_, l)| l.as_str()).collect();
         text.push_str(&products_line(&plan));
+        text.push_str(&host_math_line(&plan));
         text
     });
     dump.dump(&func.name, "clif", || {

@@ -1,12 +1,43 @@
-//! The math expansions' 256-bit buffer functions (`kiln_math::avx2`), exported under the names
-//! generated code calls them by (`kiln_math::symbols`): an object compiled with the runtime
-//! computes a kernel's `exp`, `tanh`, ... as the JIT's kernels do, 8 f32 lanes at a time, where
-//! its own inline code has 4. Objects for x86_64 need AVX2 and FMA in any case (the `haswell`
-//! preset), so these call the AVX2 functions without asking.
+//! The math expansions' buffer functions (`kiln_math::avx2`, 256-bit, and `kiln_math::avx512`,
+//! 512-bit), exported under the names generated code calls them by (`kiln_math::symbols`): an
+//! object compiled with the runtime computes a kernel's `exp`, `tanh`, ... as the JIT's kernels
+//! do, 8 or 16 f32 lanes at a time, where its own inline code has 4. Objects for x86_64 need
+//! AVX2 and FMA in any case (the `haswell` preset), so the 256-bit functions serve without
+//! asking; the 512-bit ones serve by the JIT's rule (kiln's `codegen::clif::host_math::width`),
+//! decided when the object's process first calls one: where its products run AVX-512
+//! (`KILN_CPU_ISA`, else the widest the CPU runs). Both widths give the same bits.
 
-use kiln_math::avx2::{biased_fn_f32, biased_fn_f64, buffer_fn_f32, buffer_fn_f64};
-use kiln_math::avx2::{sum_fn_f32, sum_fn_f64};
 use kiln_math::MathFn;
+use std::sync::OnceLock;
+
+/// Whether the 512-bit functions serve this process (see the module's docs).
+fn wide() -> bool {
+    static WIDE: OnceLock<bool> = OnceLock::new();
+    *WIDE.get_or_init(|| {
+        kiln_gemm::isa() == kiln_gemm::Isa::Avx512 && kiln_math::avx512::available()
+    })
+}
+
+/// Each getter of `kiln_math::avx2`, answered by `avx512`'s where [`wide`] says so.
+macro_rules! by_width {
+    ($($get:ident($($arg:ident: $ty:ty),*) -> $ret:ty;)*) => {$(
+        fn $get($($arg: $ty),*) -> $ret {
+            match wide() {
+                true => kiln_math::avx512::$get($($arg),*),
+                false => kiln_math::avx2::$get($($arg),*),
+            }
+        }
+    )*};
+}
+
+by_width! {
+    buffer_fn_f32(f: MathFn, shifted: bool) -> unsafe extern "C" fn(*const f32, *mut f32, usize, f32);
+    buffer_fn_f64(f: MathFn, shifted: bool) -> unsafe extern "C" fn(*const f64, *mut f64, usize, f64);
+    sum_fn_f32(f: MathFn, shifted: bool) -> unsafe extern "C" fn(*const f32, usize, f32) -> f32;
+    sum_fn_f64(f: MathFn, shifted: bool) -> unsafe extern "C" fn(*const f64, usize, f64) -> f64;
+    biased_fn_f32(f: MathFn) -> unsafe extern "C" fn(*const f32, *const f32, *mut f32, usize);
+    biased_fn_f64(f: MathFn) -> unsafe extern "C" fn(*const f64, *const f64, *mut f64, usize);
+}
 
 /// For each function: its map, shifted map, sum, shifted sum and biased entry points in f32,
 /// then in f64, as `extern "C"` functions of those names; and `EXPORTS`, every name.

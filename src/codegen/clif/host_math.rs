@@ -1,9 +1,10 @@
-//! Host vector math: a kernel's transcendentals computed by rustc-compiled 256-bit functions
-//! over buffers, instead of inline 128-bit Cranelift code.
+//! Host vector math: a kernel's transcendentals computed by rustc-compiled 256-bit or 512-bit
+//! functions over buffers, instead of inline 128-bit Cranelift code.
 //!
 //! Cranelift's x86 backend has 128-bit vectors only. `crate::math::avx2` compiles the same
-//! expansions with AVX2 + FMA (8 f32 or 4 f64 lanes); they compute the same bits, so where the
-//! host has AVX2 and FMA a loop may hand its math to them. The loop then runs in stages over a
+//! expansions with AVX2 + FMA (8 f32 or 4 f64 lanes), `crate::math::avx512` with AVX-512F (16
+//! or 8); they compute the same bits, so where the host has AVX2 and FMA a loop may hand its
+//! math to them, the 512-bit ones where the products run AVX-512 ([`width`]). The loop then runs in stages over a
 //! block of positions (at most `BLOCK` of them, in stack buffers): stage `k` evaluates the
 //! argument of the program's `k`-th math op into buffer `k` (earlier math ops read from their
 //! buffers) and calls the buffer function on it; the last stage is the program itself, every
@@ -90,29 +91,61 @@ fn prec(d: DType) -> crate::math::Prec {
     }
 }
 
-/// The buffer functions by name, for the JIT's symbol table (none without AVX2 and FMA).
+/// The vector width of the buffer functions this process's kernels call: `"avx512"` (16 f32
+/// lanes) where the products' ISA is AVX-512 (`KILN_CPU_ISA`, else the widest the host runs)
+/// and the host has AVX-512F, else `"avx2"` (8 lanes). Both give the same bits
+/// (`tests/math_avx2.rs`), so the choice is speed alone. `None` where kernels call none
+/// ([`enabled`] says no).
+pub fn width() -> Option<&'static str> {
+    #[cfg(target_arch = "x86_64")]
+    if enabled() {
+        return Some(match wide() {
+            true => "avx512",
+            false => "avx2",
+        });
+    }
+    None
+}
+
+/// Whether the 512-bit buffer functions serve this process (see [`width`]).
+#[cfg(target_arch = "x86_64")]
+fn wide() -> bool {
+    crate::gemm::isa() == crate::gemm::Isa::Avx512 && crate::math::avx512::available()
+}
+
+/// The buffer functions by name, for the JIT's symbol table (none without AVX2 and FMA): the
+/// 512-bit ones where [`width`] says so, else the 256-bit ones, under the same names.
 pub fn symbols() -> Vec<(&'static str, *const u8)> {
     #[cfg(target_arch = "x86_64")]
     if available() {
-        use crate::math::avx2::{
-            biased_fn_f32, biased_fn_f64, buffer_fn_f32, buffer_fn_f64, sum_fn_f32, sum_fn_f64,
-        };
-        let mut all = Vec::new();
-        for f in MathFn::ALL {
-            all.extend([
-                (biased_symbol(f, DType::F32), biased_fn_f32(f) as *const u8),
-                (biased_symbol(f, DType::F64), biased_fn_f64(f) as *const u8),
-            ]);
-            for s in [false, true] {
-                all.extend([
-                    (symbol(f, DType::F32, s), buffer_fn_f32(f, s) as *const u8),
-                    (symbol(f, DType::F64, s), buffer_fn_f64(f, s) as *const u8),
-                    (sum_symbol(f, DType::F32, s), sum_fn_f32(f, s) as *const u8),
-                    (sum_symbol(f, DType::F64, s), sum_fn_f64(f, s) as *const u8),
-                ]);
-            }
+        macro_rules! table {
+            ($m:ident) => {{
+                use crate::math::$m::{
+                    biased_fn_f32, biased_fn_f64, buffer_fn_f32, buffer_fn_f64, sum_fn_f32,
+                    sum_fn_f64,
+                };
+                let mut all = Vec::new();
+                for f in MathFn::ALL {
+                    all.extend([
+                        (biased_symbol(f, DType::F32), biased_fn_f32(f) as *const u8),
+                        (biased_symbol(f, DType::F64), biased_fn_f64(f) as *const u8),
+                    ]);
+                    for s in [false, true] {
+                        all.extend([
+                            (symbol(f, DType::F32, s), buffer_fn_f32(f, s) as *const u8),
+                            (symbol(f, DType::F64, s), buffer_fn_f64(f, s) as *const u8),
+                            (sum_symbol(f, DType::F32, s), sum_fn_f32(f, s) as *const u8),
+                            (sum_symbol(f, DType::F64, s), sum_fn_f64(f, s) as *const u8),
+                        ]);
+                    }
+                }
+                all
+            }};
         }
-        return all;
+        return match wide() {
+            true => table!(avx512),
+            false => table!(avx2),
+        };
     }
     Vec::new()
 }
