@@ -39,6 +39,8 @@ pts = import_module("pytensor.tensor.shape")
 ptsp = import_module("pytensor.tensor.special")
 ptsub = import_module("pytensor.tensor.subtensor")
 pt_raise = import_module("pytensor.raise_op")
+ptx = import_module("pytensor.tensor.extra_ops")
+ptsort = import_module("pytensor.tensor.sort")
 
 __all__ = ["KilnLinker", "KILN", "kiln_convert", "unsupported"]
 
@@ -261,6 +263,16 @@ def _alloc(op, node, inputs):
     return [kiln.broadcast_to(v, shape) * 1 if shape else v]
 
 
+@kiln_convert.register(ptb.ARange)
+def _arange(op, node, inputs):
+    # The bounds must be known (kiln's arange has a static length); numpy's arange of them.
+    start, stop, step = (_const(v) for v in node.inputs)
+    if start is None or stop is None or step is None:
+        raise NeedsShapes("ARange with bounds known only at run time")
+    dtype = node.outputs[0].dtype
+    return _known(node, np.arange(start.item(), stop.item(), step.item(), dtype=dtype))
+
+
 @kiln_convert.register(ptb.Join)
 def _join(op, node, inputs):
     dtype = node.outputs[0].dtype
@@ -306,6 +318,49 @@ def _advanced_subtensor(op, node, inputs):
     if axis is None or len(inputs) != 2 or not node.inputs[1].dtype.startswith(("int", "uint")):
         raise Unsupported("AdvancedSubtensor other than one integer array along one axis")
     return [kiln.take(inputs[0], _cast(inputs[1], "int64"), axis)]
+
+
+@kiln_convert.register(ptb.Split)
+def _split(op, node, inputs):
+    # numpy's split at the running sums of the sizes, which must be known: slices of kiln's.
+    sizes = _const_ints(node.inputs[1], "a Split's sizes")
+    x, axis = inputs[0], op.axis % inputs[0].ndim
+    length = x.shape[axis]
+    if length is not None and (sum(sizes) != length or min(sizes, default=0) < 0):
+        raise kiln.ShapeError(
+            f"Split sizes {sizes} do not cut an axis of {length} (they must be non-negative and add up to it)"
+        )
+    outs, start = [], 0
+    for size in sizes:
+        key = tuple(slice(start, start + size) if d == axis else slice(None) for d in range(x.ndim))
+        outs.append(x[key])
+        start += size
+    return outs
+
+
+# --- along an axis: running sums and sorts ----------------------------------------------
+@kiln_convert.register(ptx.CumOp)
+def _cum_op(op, node, inputs):
+    # PyTensor flattens first where the axis is None (as numpy does).
+    x, axis = inputs[0], op.axis
+    if axis is None:
+        x, axis = x.reshape([-1]), 0
+    along = {"add": kiln.cumsum, "mul": kiln.cumprod}.get(op.mode)
+    if along is None:
+        raise Unsupported(f"CumOp{{{op.mode}}}")
+    return [_cast(along(x, axis), node.outputs[0].dtype)]
+
+
+@kiln_convert.register(ptsort.SortOp)
+@kiln_convert.register(ptsort.ArgSortOp)
+def _sort(op, node, inputs):
+    # kiln sorts NaNs last, as numpy does; equal keys keep their order (numpy's "stable"; its
+    # default quicksort may order ties otherwise, and argsort then differs there).
+    x, axis = inputs[0], op.axis
+    if axis is None:
+        x, axis = x.reshape([-1]), 0
+    along = kiln.sort if isinstance(op, ptsort.SortOp) else kiln.argsort
+    return [_cast(along(x, axis), node.outputs[0].dtype)]
 
 
 # --- products and the nn ops ----------------------------------------------------------
