@@ -175,3 +175,78 @@ fn broadcasts_read_only_by_elementwise_steps_are_not_copied() {
     assert_eq!(schedule.matches("broadcast_to").count(), 1, "{schedule}");
     assert!(schedule.contains("view broadcast_to %"), "{schedule}");
 }
+
+/// The masked softmax of attention scores: fusion copies `x * c + mask` into the row max's
+/// map and into the exponential; inside the group the exponential reads the first map's
+/// block instead (`lower::row_reuse`), and the results are the reference's. With two rows
+/// (one block in release builds, and in debug builds too few to split) the members run one by
+/// one, so each freed value must outlive its new last reader.
+#[test]
+fn members_read_what_an_earlier_map_member_computed_instead_of_recomputing_it() {
+    for rows in [2usize, 3, 500] {
+        let src = format!(
+            "func @r(%x: f32[{rows}, 64], %mask: f32[64]) -> (f32[{rows}, 64]) {{
+               %c = full {{value = 0.17, shape = [], dtype = f32}}
+               %s = mul %x, %c
+               %z = add %s, %mask
+               %m = max %z {{axes = [1], keepdims = true}}
+               %d = sub %z, %m
+               %e = exp %d
+               %t = sum %e {{axes = [1], keepdims = true}}
+               %y = div %e, %t
+               return %y
+             }}"
+        );
+        let inputs = [
+            values(DType::F32, &[rows, 64], 7),
+            values(DType::F32, &[64], 8),
+        ];
+        let schedule = agree(&src, &inputs);
+        assert!(schedule.contains(&format!("rows {rows} ")), "{schedule}");
+        let exp = (schedule.lines())
+            .find(|l| l.contains("exp "))
+            .unwrap_or_else(|| panic!("no exponential in {schedule}"));
+        // The exponential reads the scaled, masked scores as a member's result: no multiply.
+        assert!(
+            exp.contains("inner 0") && !exp.contains("mul"),
+            "{schedule}"
+        );
+    }
+}
+
+/// A log-softmax of `x + b`: the exponentials' sum and the result both read the sum's block
+/// (`x + b`) instead of adding again; in f64, and with the sum's prologue then only `exp(z -
+/// m)`.
+#[test]
+fn log_softmax_members_read_the_biased_block() {
+    let src = "func @r(%x: f64[301, 33], %b: f64[33]) -> (f64[301, 33]) {
+       %z = add %x, %b
+       %m = max %z {axes = [1], keepdims = true}
+       %d = sub %z, %m
+       %e = exp %d
+       %s = sum %e {axes = [1], keepdims = true}
+       %l = log %s
+       %y = sub %d, %l
+       return %y
+     }";
+    let inputs = [
+        values(DType::F64, &[301, 33], 9),
+        values(DType::F64, &[33], 10),
+    ];
+    let schedule = agree(src, &inputs);
+    let members: Vec<&str> = (schedule.lines())
+        .filter(|l| l.starts_with("    %"))
+        .collect();
+    // Only the first member adds the bias.
+    assert_eq!(
+        members.iter().filter(|l| l.contains("add ")).count(),
+        1,
+        "{schedule}"
+    );
+    assert!(
+        members
+            .iter()
+            .any(|l| l.contains("reduce sum") && l.contains("inner 0")),
+        "{schedule}"
+    );
+}

@@ -18,6 +18,7 @@ pub mod access;
 mod fold_broadcasts;
 pub mod gemm_update;
 pub mod memory;
+mod row_reuse;
 pub mod rows;
 pub mod stretch;
 pub mod text;

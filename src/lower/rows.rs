@@ -51,7 +51,7 @@ pub(super) fn group_rows(func: &Func, steps: Vec<Step>) -> Vec<Step> {
                 run.push(step, step_roles);
             }
             None => {
-                flush(&mut run, rows, &mut out);
+                flush(func, &mut run, rows, &mut out);
                 // The step may start a new group.
                 match first_rows(func, &step)
                     .and_then(|r| roles_of(func, &step, r, &run).map(|x| (r, x)))
@@ -65,7 +65,7 @@ pub(super) fn group_rows(func: &Func, steps: Vec<Step>) -> Vec<Step> {
             }
         }
     }
-    flush(&mut run, rows, &mut out);
+    flush(func, &mut run, rows, &mut out);
     out
 }
 
@@ -88,10 +88,10 @@ impl Run {
 }
 
 /// Ends the current run: a group if it is worth one, else its steps as they are.
-fn flush(run: &mut Run, rows: usize, out: &mut Vec<Step>) {
+fn flush(func: &Func, run: &mut Run, rows: usize, out: &mut Vec<Step>) {
     let Run {
-        steps: members,
-        roles,
+        steps: mut members,
+        mut roles,
         ..
     } = std::mem::take(run);
     let has_reduce = members
@@ -106,6 +106,8 @@ fn flush(run: &mut Run, rows: usize, out: &mut Vec<Step>) {
         .iter()
         .flat_map(|s| s.frees.iter().copied())
         .collect();
+    // The values the members read from outside, before `row_reuse` drops the reads it makes
+    // redundant: the group still takes (and frees) each.
     let mut args = Vec::new();
     let mut taken = HashSet::new();
     for s in &members {
@@ -115,6 +117,7 @@ fn flush(run: &mut Run, rows: usize, out: &mut Vec<Step>) {
             }
         }
     }
+    super::row_reuse::reuse_earlier_maps(func, &mut members, &mut roles);
     let results = members
         .iter()
         .map(|s| s.results[0])
