@@ -4,12 +4,12 @@
 //! Cranelift's x86 backend has 128-bit vectors only. `crate::math::avx2` compiles the same
 //! expansions with AVX2 + FMA (8 f32 or 4 f64 lanes), `crate::math::avx512` with AVX-512F (16
 //! or 8); they compute the same bits, so where the host has AVX2 and FMA a loop may hand its
-//! math to them, the 512-bit ones where the products run AVX-512 ([`width`]). The loop then runs in stages over a
-//! block of positions (at most `BLOCK` of them, in stack buffers): stage `k` evaluates the
-//! argument of the program's `k`-th math op into buffer `k` (earlier math ops read from their
-//! buffers) and calls the buffer function on it; the last stage is the program itself, every
-//! math op read from its buffer. Values that feed several stages are recomputed rather than
-//! buffered: they are loads and a few arithmetic ops.
+//! math to them, the 512-bit ones where the products run AVX-512 ([`width`]). The loop then
+//! runs in stages over a block of positions (at most `BLOCK` of them, in stack buffers): stage
+//! `k` evaluates the argument of the program's `k`-th math op into buffer `k` (earlier math ops
+//! read from their buffers) and calls the buffer function on it; the last stage is the program
+//! itself, every math op read from its buffer. Values that feed several stages are recomputed
+//! rather than buffered: they are loads and a few arithmetic ops.
 //!
 //! Shortcuts:
 //! - a stage whose argument is an input contiguous along the row, or such an input less one
