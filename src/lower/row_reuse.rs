@@ -25,19 +25,93 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 /// Rewrites the members of one group (with their roles) so that each reads the earlier map
-/// members' results it would otherwise recompute.
+/// members' results it would otherwise recompute. Linear in the group's size: each map
+/// member's result is looked up by the expression it computes (a group may have thousands of
+/// members).
 pub(super) fn reuse_earlier_maps(func: &Func, members: &mut [Step], roles: &mut [Vec<Role>]) {
-    for (j, later_roles) in roles.iter_mut().enumerate().skip(1) {
-        // The nearest earlier member first: it has the most of the chain in it.
-        for i in (0..j).rev() {
+    // The nearest earlier map member computing each expression (keyed on its program as
+    // fusion made it, which is the value it stores whether or not it was rewritten).
+    let mut by_key: HashMap<String, usize> = HashMap::new();
+    for j in 0..members.len() {
+        let own = result_key(func, &members[j]);
+        // A member may contain several earlier members' expressions; each rewrite reads one.
+        for _ in 0..MAX_REUSES {
+            let Some(r) = program_parts(&members[j]).and_then(|(p, args, access, space)| {
+                let keys = keys(p, args, access, space);
+                // The largest expression first: registers from the last.
+                (0..keys.len()).rev().find_map(|r| {
+                    let i = *by_key.get(&keys[r])?;
+                    let input = matches!(p.insts[r].op, ScalarOp::Input(_));
+                    (!input).then_some((i, r))
+                })
+            }) else {
+                break;
+            };
+            let (i, r) = r;
             let (before, after) = members.split_at_mut(j);
-            if let Some((step, step_roles)) = reuse(func, &before[i], i, &after[0], later_roles) {
-                after[0] = step;
-                *later_roles = step_roles;
+            match reuse(func, &before[i], i, &after[0], &roles[j], r) {
+                Some((step, step_roles)) => {
+                    after[0] = step;
+                    roles[j] = step_roles;
+                }
+                None => break,
             }
+        }
+        if let Some(key) = own {
+            by_key.insert(key, j);
         }
     }
     free_at_last_reads(members);
+}
+
+/// How many earlier members' expressions one member may be rewritten to read.
+const MAX_REUSES: usize = 4;
+
+/// The key of what a map member stores, where later members may read it instead: a map of
+/// one result that is not one of its inputs, in full precision.
+fn result_key(func: &Func, step: &Step) -> Option<String> {
+    let Kernel::Map {
+        program,
+        space,
+        access,
+    } = &step.kernel
+    else {
+        return None;
+    };
+    let out = *program.outputs.first()?;
+    let stored = func.ty(step.results[0]);
+    let usable = program.outputs.len() == 1
+        && step.results.len() == 1
+        && stored.shape.len() == space.len()
+        && !matches!(program.insts[out].op, ScalarOp::Input(_))
+        && !program.insts.iter().any(|inst| inst.dtype.is_half());
+    usable.then(|| keys(program, &step.args, access, space).swap_remove(out))
+}
+
+/// A map's or a reduction's program, arguments, accesses and index space.
+type Parts<'s> = (
+    &'s ScalarProgram,
+    &'s [Value],
+    &'s [Access],
+    &'s [crate::ir::Dim],
+);
+
+/// The [`Parts`] of a map or a reduction.
+fn program_parts(step: &Step) -> Option<Parts<'_>> {
+    match &step.kernel {
+        Kernel::Map {
+            program,
+            space,
+            access,
+        }
+        | Kernel::Reduce {
+            program,
+            space,
+            access,
+            ..
+        } => Some((program, &step.args, access, space)),
+        _ => None,
+    }
 }
 
 /// Moves each member result's free to the member that now reads it last (a reused result is
@@ -46,6 +120,14 @@ fn free_at_last_reads(members: &mut [Step]) {
     let defined: HashMap<Value, usize> = (members.iter().enumerate())
         .map(|(k, s)| (s.results[0], k))
         .collect();
+    let mut last_read: HashMap<Value, usize> = HashMap::new();
+    for (k, m) in members.iter().enumerate() {
+        for &a in &m.args {
+            if defined.contains_key(&a) {
+                last_read.insert(a, k);
+            }
+        }
+    }
     let mut freed: Vec<(Value, usize)> = Vec::new();
     for (k, m) in members.iter_mut().enumerate() {
         m.frees.retain(|v| {
@@ -57,67 +139,31 @@ fn free_at_last_reads(members: &mut [Step]) {
         });
     }
     for (v, at) in freed {
-        let last = (members.iter().enumerate())
-            .filter(|(_, m)| m.args.contains(&v))
-            .map(|(k, _)| k)
-            .max()
-            .unwrap_or(at);
+        let last = last_read.get(&v).copied().unwrap_or(at);
         members[last].frees.push(v);
     }
 }
 
-/// `later` (with `roles`) reading member `i`'s result (`earlier`) where its program computes
-/// all of `earlier`'s; `None` where it does not, or where the rewrite does not apply.
+/// `later` (with `roles`) reading member `i`'s result (`earlier`) in place of its register
+/// `r`, which computes what `earlier` stores; `None` where the rewrite does not apply.
 fn reuse(
     func: &Func,
     earlier: &Step,
     i: usize,
     later: &Step,
     roles: &[Role],
+    r: usize,
 ) -> Option<(Step, Vec<Role>)> {
-    let Kernel::Map {
-        program: p_i,
-        space: space_i,
-        access: access_i,
-    } = &earlier.kernel
-    else {
-        return None;
-    };
-    let (p_j, space_j, access_j) = match &later.kernel {
-        Kernel::Map {
-            program,
-            space,
-            access,
-        } => (program, space, access),
-        Kernel::Reduce {
-            program,
-            space,
-            access,
-            ..
-        } => (program, space, access),
-        _ => return None,
-    };
+    let (p_j, _, access_j, space_j) = program_parts(later)?;
     let result = earlier.results[0];
-    // Same index space, so that the two read their arguments alike; no argument positions
-    // that other parts of the step refer to (stretch checks); no half precision.
-    if space_i != space_j
-        || later.stretch.is_some()
-        || p_i.outputs.len() != 1
+    // No argument positions that other parts of the step refer to (stretch checks); no half
+    // precision; the stored result of the frame's rank (`result_key` checked the rest).
+    if later.stretch.is_some()
         || func.ty(result).shape.len() != space_j.len()
-        || [p_i, p_j]
-            .iter()
-            .any(|p| p.insts.iter().any(|inst| inst.dtype.is_half()))
+        || p_j.insts.iter().any(|inst| inst.dtype.is_half())
     {
         return None;
     }
-    let keys_i = keys(p_i, &earlier.args, access_i);
-    let want = &keys_i[p_i.outputs[0]];
-    // Nothing to gain where the earlier member's result is one of its inputs.
-    if matches!(p_i.insts[p_i.outputs[0]].op, ScalarOp::Input(_)) {
-        return None;
-    }
-    let keys_j = keys(p_j, &later.args, access_j);
-    let r = keys_j.iter().position(|k| k == want)?;
     // The program with register `r` read from a new last input, dead registers dropped and
     // the inputs left unread removed.
     let n_args = later.args.len();
@@ -133,7 +179,7 @@ fn reuse(
     };
     let mut args = later.args.clone();
     args.push(result);
-    let mut access = access_j.clone();
+    let mut access = access_j.to_vec();
     access.push(Access::of(space_j.len(), func.ty(result)));
     let mut new_roles = roles.to_vec();
     new_roles.push(Role::Inner(i));
@@ -208,12 +254,19 @@ fn is_identity(program: &ScalarProgram) -> bool {
 
 /// A canonical key per register: the expression it computes, with each input named by the
 /// value it reads and how it reads it over the index space.
-fn keys(program: &ScalarProgram, args: &[Value], access: &[Access]) -> Vec<String> {
+fn keys(
+    program: &ScalarProgram,
+    args: &[Value],
+    access: &[Access],
+    space: &[crate::ir::Dim],
+) -> Vec<String> {
+    // The index space is part of every input's key: reads compare only over the same one.
+    let space = format!("{space:?}");
     let mut out: Vec<String> = Vec::with_capacity(program.insts.len());
     for inst in &program.insts {
         let key = match &inst.op {
             ScalarOp::Input(k) => match (args.get(*k), access.get(*k)) {
-                (Some(v), Some(a)) => format!("in({v}, {:?})", a.axes),
+                (Some(v), Some(a)) => format!("in({v}, {:?} of {space})", a.axes),
                 // An input without an argument matches nothing.
                 _ => format!("unmatched{}", out.len()),
             },
