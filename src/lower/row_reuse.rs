@@ -36,7 +36,7 @@ pub(super) fn reuse_earlier_maps(func: &Func, members: &mut [Step], roles: &mut 
         let own = result_key(func, &members[j]);
         // A member may contain several earlier members' expressions; each rewrite reads one.
         for _ in 0..MAX_REUSES {
-            let Some(r) = program_parts(&members[j]).and_then(|(p, args, access, space)| {
+            let found = program_parts(&members[j]).and_then(|(p, args, access, space)| {
                 let keys = keys(p, args, access, space);
                 // The largest expression first: registers from the last.
                 (0..keys.len()).rev().find_map(|r| {
@@ -44,10 +44,10 @@ pub(super) fn reuse_earlier_maps(func: &Func, members: &mut [Step], roles: &mut 
                     let input = matches!(p.insts[r].op, ScalarOp::Input(_));
                     (!input).then_some((i, r))
                 })
-            }) else {
+            });
+            let Some((i, r)) = found else {
                 break;
             };
-            let (i, r) = r;
             let (before, after) = members.split_at_mut(j);
             match reuse(func, &before[i], i, &after[0], &roles[j], r) {
                 Some((step, step_roles)) => {

@@ -480,6 +480,54 @@ macro_rules! by_index {
     }};
 }
 
+/// The public entry points of one width's buffer functions (`$run`, `$sum`, `$biased`), the
+/// same for every width (`avx2` and `avx512`): `available()` is the expanding module's.
+macro_rules! entry_points {
+    ($t:ty, $width:literal, $lacks:literal, $run:ident, $dispatch:ident, $sum:ident,
+     $sum_dispatch:ident, $biased:ident, $biased_dispatch:ident, $apply:ident,
+     $sum_of:ident) => {
+        /// The entry point of the sum of `f` over a buffer (less `shift` when `shifted`), for
+        /// generated code. The caller must have checked `available()`.
+        pub fn $sum_dispatch(
+            f: MathFn,
+            shifted: bool,
+        ) -> unsafe extern "C" fn(*const $t, usize, $t) -> $t {
+            by_index!(f, $sum, shifted)
+        }
+
+        /// The entry point of `f` over a buffer, for generated code: `extern "C"`, from
+        /// `src` (less `shift` when `shifted`; the unshifted function ignores it) into `dst`
+        /// (`n` elements; the same buffer, or ones that do not overlap). The caller must have
+        /// checked `available()`.
+        pub fn $dispatch(
+            f: MathFn,
+            shifted: bool,
+        ) -> unsafe extern "C" fn(*const $t, *mut $t, usize, $t) {
+            by_index!(f, $run, shifted)
+        }
+
+        /// The entry point of `f(src[i] + bias[i])` over a buffer, for generated code. The
+        /// caller must have checked `available()`.
+        pub fn $biased_dispatch(
+            f: MathFn,
+        ) -> unsafe extern "C" fn(*const $t, *const $t, *mut $t, usize) {
+            by_index!(f, $biased)
+        }
+
+        #[doc = concat!("`f` over `x` in place with ", $width, " vectors; `None` where the CPU lacks ", $lacks, ".")]
+        pub fn $apply(f: MathFn, x: &mut [$t]) -> Option<()> {
+            let p = x.as_mut_ptr();
+            available().then(|| unsafe { $dispatch(f, false)(p, p, x.len(), 0.0) })
+        }
+
+        #[doc = concat!("The sum of `f(x - shift)` over `x` in the reference's pairwise order (the summing function's); `None` where the CPU lacks ", $lacks, ".")]
+        pub fn $sum_of(f: MathFn, x: &[$t], shift: $t) -> Option<$t> {
+            let shifted = shift.to_bits() != 0;
+            available().then(|| unsafe { $sum_dispatch(f, shifted)(x.as_ptr(), x.len(), shift) })
+        }
+    };
+}
+
 macro_rules! buffer_fns {
     ($t:ty, $v:ty, $emit:ident, $eval:ident, $lanes:literal, $load:ident, $store:ident,
      $run:ident, $dispatch:ident, $zero:ident, $add:ident, $sum:ident, $sum_dispatch:ident,
@@ -683,46 +731,19 @@ macro_rules! buffer_fns {
             s
         }
 
-        /// The entry point of the sum of `f` over a buffer (`$sum`, less `shift` when
-        /// `shifted`), for generated code. The caller must have checked `available()`.
-        pub fn $sum_dispatch(
-            f: MathFn,
-            shifted: bool,
-        ) -> unsafe extern "C" fn(*const $t, usize, $t) -> $t {
-            by_index!(f, $sum, shifted)
-        }
-
-        /// The entry point of `f` over a buffer, for generated code: `extern "C"`, from
-        /// `src` (less `shift` when `shifted`; the unshifted function ignores it) into `dst`
-        /// (`n` elements; the same buffer, or ones that do not overlap). The caller must have
-        /// checked `available()`.
-        pub fn $dispatch(
-            f: MathFn,
-            shifted: bool,
-        ) -> unsafe extern "C" fn(*const $t, *mut $t, usize, $t) {
-            by_index!(f, $run, shifted)
-        }
-
-        /// The entry point of `f(src[i] + bias[i])` over a buffer (`$biased`), for generated
-        /// code. The caller must have checked `available()`.
-        pub fn $biased_dispatch(
-            f: MathFn,
-        ) -> unsafe extern "C" fn(*const $t, *const $t, *mut $t, usize) {
-            by_index!(f, $biased)
-        }
-
-        /// `f` over `x` in place with 256-bit vectors; `None` where the CPU lacks AVX2 or FMA.
-        pub fn $apply(f: MathFn, x: &mut [$t]) -> Option<()> {
-            let p = x.as_mut_ptr();
-            available().then(|| unsafe { $dispatch(f, false)(p, p, x.len(), 0.0) })
-        }
-
-        /// The sum of `f(x - shift)` over `x` in the reference's pairwise order (the summing
-        /// function's); `None` where the CPU lacks AVX2 or FMA.
-        pub fn $sum_of(f: MathFn, x: &[$t], shift: $t) -> Option<$t> {
-            let shifted = shift.to_bits() != 0;
-            available().then(|| unsafe { $sum_dispatch(f, shifted)(x.as_ptr(), x.len(), shift) })
-        }
+        entry_points!(
+            $t,
+            "256-bit",
+            "AVX2 or FMA",
+            $run,
+            $dispatch,
+            $sum,
+            $sum_dispatch,
+            $biased,
+            $biased_dispatch,
+            $apply,
+            $sum_of
+        );
     };
 }
 

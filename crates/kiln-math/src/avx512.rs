@@ -613,44 +613,19 @@ macro_rules! buffer_fns_512 {
             s
         }
 
-        /// The entry point of the sum of `f` over a buffer (`$sum`, less `shift` when
-        /// `shifted`), for generated code. The caller must have checked `available()`.
-        pub fn $sum_dispatch(
-            f: MathFn,
-            shifted: bool,
-        ) -> unsafe extern "C" fn(*const $t, usize, $t) -> $t {
-            by_index!(f, $sum, shifted)
-        }
-
-        /// The entry point of `f` over a buffer, for generated code: as `avx2`'s, with the
-        /// same signature. The caller must have checked `available()`.
-        pub fn $dispatch(
-            f: MathFn,
-            shifted: bool,
-        ) -> unsafe extern "C" fn(*const $t, *mut $t, usize, $t) {
-            by_index!(f, $run, shifted)
-        }
-
-        /// The entry point of `f(src[i] + bias[i])` over a buffer (`$biased`), for generated
-        /// code. The caller must have checked `available()`.
-        pub fn $biased_dispatch(
-            f: MathFn,
-        ) -> unsafe extern "C" fn(*const $t, *const $t, *mut $t, usize) {
-            by_index!(f, $biased)
-        }
-
-        /// `f` over `x` in place with 512-bit vectors; `None` where the CPU lacks AVX-512F.
-        pub fn $apply(f: MathFn, x: &mut [$t]) -> Option<()> {
-            let p = x.as_mut_ptr();
-            available().then(|| unsafe { $dispatch(f, false)(p, p, x.len(), 0.0) })
-        }
-
-        /// The sum of `f(x - shift)` over `x` in the reference's pairwise order; `None`
-        /// where the CPU lacks AVX-512F.
-        pub fn $sum_of(f: MathFn, x: &[$t], shift: $t) -> Option<$t> {
-            let shifted = shift.to_bits() != 0;
-            available().then(|| unsafe { $sum_dispatch(f, shifted)(x.as_ptr(), x.len(), shift) })
-        }
+        entry_points!(
+            $t,
+            "512-bit",
+            "AVX-512F",
+            $run,
+            $dispatch,
+            $sum,
+            $sum_dispatch,
+            $biased,
+            $biased_dispatch,
+            $apply,
+            $sum_of
+        );
     };
 }
 
